@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Make this machine able to build and test the repo. Idempotent; silent when
+# there is nothing to do.
+#   - Debian packages: zookeeper (jars in /usr/share/java), a headless JRE,
+#     libslf4j-java (slf4j-simple.jar, the logging binding the test server uses).
+#   - .venv/ with `pip install -e '.[test]'`, redone only when pyproject.toml
+#     changes (its sha256 is stamped in .venv/.tiered-installed).
+set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo_root"
+
+# Serialise concurrent runs (e.g. `make test` and `make bench` side by side).
+exec 9<"${BASH_SOURCE[0]}"
+flock 9
+
+PYTHON="${PYTHON:-python3}"
+VENV="$repo_root/.venv"
+STAMP="$VENV/.tiered-installed"
+
+say() { printf 'ensure_env: %s\n' "$*" >&2; }
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then
+        "$@"
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo "$@"
+    else
+        say "need root (or sudo) to run: $*"
+        exit 1
+    fi
+}
+
+# --- system packages ---------------------------------------------------------
+packages=()
+if [ ! -f /usr/share/java/zookeeper.jar ] || ! command -v java >/dev/null 2>&1; then
+    packages+=(zookeeper default-jre-headless)
+fi
+if [ ! -f /usr/share/java/slf4j-simple.jar ]; then
+    packages+=(libslf4j-java)
+fi
+if [ ! -x "$VENV/bin/python" ] && ! "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; then
+    packages+=(python3-venv)
+fi
+if [ "${#packages[@]}" -gt 0 ]; then
+    say "installing Debian packages: ${packages[*]}"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get -q -o DPkg::Lock::Timeout=300 update
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get -q -o DPkg::Lock::Timeout=300 \
+        install -y --no-install-recommends "${packages[@]}"
+fi
+
+# --- virtualenv ----------------------------------------------------------------
+if [ ! -x "$VENV/bin/python" ]; then
+    say "creating $VENV"
+    rm -rf "$VENV"
+    "$PYTHON" -m venv "$VENV"
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
+fi
+
+want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+have="$(cat "$STAMP" 2>/dev/null || true)"
+if [ "$want" != "$have" ]; then
+    say "installing the project into .venv (pip install -e '.[test]')"
+    rm -f "$STAMP"
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[test]'
+    printf '%s\n' "$want" >"$STAMP"
+fi

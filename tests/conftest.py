@@ -1,0 +1,63 @@
+"""Shared fixtures: one real ZooKeeper server per test run, one chroot per test."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+from tests.support.zookeeper import ZooKeeperServer, start_kazoo_client
+
+
+def _close(client: KazooClient) -> None:
+    client.stop()
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def zookeeper_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    """One ZooKeeper server for the whole run. Tests must not stop, restart or kill it:
+    they use a private ``ZooKeeperServer`` for that."""
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def zk_connect(zookeeper_server: ZooKeeperServer) -> Iterator[str]:
+    """``127.0.0.1:PORT/tiered-test-<hex>``: the shared server with a fresh chroot."""
+    if not zookeeper_server.is_running:
+        pytest.fail(
+            "the session ZooKeeper server is down (did a test stop it?); tests that "
+            "stop, restart or kill ZooKeeper must use their own ZooKeeperServer"
+        )
+    chroot = f"/tiered-test-{uuid.uuid4().hex}"
+    admin = start_kazoo_client(zookeeper_server.connect_string)
+    try:
+        admin.create(chroot)  # kazoo does not create a missing chroot
+    finally:
+        _close(admin)
+    yield f"{zookeeper_server.connect_string}{chroot}"
+    admin = start_kazoo_client(zookeeper_server.connect_string)
+    try:
+        admin.delete(chroot, recursive=True)
+    except NoNodeError:
+        pass
+    finally:
+        _close(admin)
+
+
+@pytest.fixture
+def kazoo_client(zk_connect: str) -> Iterator[KazooClient]:
+    """A started KazooClient inside this test's chroot; stopped and closed afterwards."""
+    client = start_kazoo_client(zk_connect)
+    try:
+        yield client
+    finally:
+        _close(client)

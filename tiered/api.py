@@ -1,0 +1,465 @@
+"""The plugin API: Kafka's tiered storage-api (KIP-405, KIP-852, KIP-917) in Python naming.
+
+Value types are frozen dataclasses; the two ABCs are what storage plugins implement. Semantics follow
+``org.apache.kafka.server.log.remote.storage``; where this module differs it says so and why.
+KIP-950 adds ``tiered_epoch`` to segment metadata: the topic's tiered epoch in force when the copy
+began, which decides what a disablement's deletion removes.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+import uuid
+from collections.abc import Iterator, Mapping, Set
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class RemoteStorageException(Exception):  # noqa: N818 - Kafka's name, part of the contract
+    """A remote storage or remote log metadata operation failed."""
+
+
+class RemoteResourceNotFoundException(RemoteStorageException):
+    """The requested remote resource (partition, segment, object) does not exist."""
+
+
+def _require(value: object, name: str, kind: type | tuple[type, ...]) -> None:
+    if value is None:
+        raise TypeError(f"{name} can not be None")
+    if not isinstance(value, kind):
+        raise TypeError(f"{name} must be {kind}, got {type(value).__name__}")
+
+
+def _require_int(value: object, name: str) -> None:
+    # bool is an int subclass; a True offset is always a bug.
+    if value is None or isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class TopicIdPartition:
+    """A partition named both by topic id (stable across re-creation) and by topic name."""
+
+    topic_id: uuid.UUID
+    topic: str
+    partition: int
+
+    def __post_init__(self) -> None:
+        _require(self.topic_id, "topic_id", uuid.UUID)
+        _require(self.topic, "topic", str)
+        _require_int(self.partition, "partition")
+        if self.partition < 0:
+            raise ValueError(f"partition must be >= 0, got {self.partition}")
+
+    def __str__(self) -> str:
+        return f"{self.topic_id}:{self.topic}-{self.partition}"
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteLogSegmentId:
+    """Identifies one uploaded copy of a segment: a new id is generated for every copy attempt."""
+
+    topic_id_partition: TopicIdPartition
+    id: uuid.UUID
+
+    def __post_init__(self) -> None:
+        _require(self.topic_id_partition, "topic_id_partition", TopicIdPartition)
+        _require(self.id, "id", uuid.UUID)
+
+    @classmethod
+    def generate_new(cls, topic_id_partition: TopicIdPartition) -> RemoteLogSegmentId:
+        return cls(topic_id_partition=topic_id_partition, id=uuid.uuid4())
+
+    def __str__(self) -> str:
+        return f"{self.topic_id_partition}/{self.id}"
+
+
+@dataclass(frozen=True, slots=True)
+class CustomMetadata:
+    """KIP-917: opaque bytes a RemoteStorageManager returns from a copy, stored with the segment.
+
+    ``CustomMetadata(b"")`` and no custom metadata at all (``None``) are different values.
+    """
+
+    value: bytes
+
+    def __post_init__(self) -> None:
+        _require(self.value, "value", bytes)
+
+    def __len__(self) -> int:
+        return len(self.value)
+
+
+class RemoteLogSegmentState(enum.Enum):
+    """Lifecycle of a remote segment; the value is Kafka's id for the state."""
+
+    COPY_SEGMENT_STARTED = 0
+    COPY_SEGMENT_FINISHED = 1
+    DELETE_SEGMENT_STARTED = 2
+    DELETE_SEGMENT_FINISHED = 3
+
+    @staticmethod
+    def is_valid_transition(
+        source: RemoteLogSegmentState | None, target: RemoteLogSegmentState
+    ) -> bool:
+        """Kafka's ``RemoteLogSegmentState.isValidTransition``.
+
+        ``None`` (no segment yet) may only go to COPY_SEGMENT_STARTED. A self-transition is valid so
+        that retries and failover are idempotent. Otherwise STARTED goes to FINISHED or
+        DELETE_SEGMENT_STARTED, FINISHED to DELETE_SEGMENT_STARTED, DELETE_SEGMENT_STARTED to
+        DELETE_SEGMENT_FINISHED, and DELETE_SEGMENT_FINISHED nowhere.
+        """
+        _require(target, "target", RemoteLogSegmentState)
+        if source is None:
+            return target is RemoteLogSegmentState.COPY_SEGMENT_STARTED
+        return source is target or target in _SEGMENT_TRANSITIONS[source]
+
+
+_SEGMENT_TRANSITIONS: dict[RemoteLogSegmentState, frozenset[RemoteLogSegmentState]] = {
+    RemoteLogSegmentState.COPY_SEGMENT_STARTED: frozenset(
+        {RemoteLogSegmentState.COPY_SEGMENT_FINISHED, RemoteLogSegmentState.DELETE_SEGMENT_STARTED}
+    ),
+    RemoteLogSegmentState.COPY_SEGMENT_FINISHED: frozenset(
+        {RemoteLogSegmentState.DELETE_SEGMENT_STARTED}
+    ),
+    RemoteLogSegmentState.DELETE_SEGMENT_STARTED: frozenset(
+        {RemoteLogSegmentState.DELETE_SEGMENT_FINISHED}
+    ),
+    RemoteLogSegmentState.DELETE_SEGMENT_FINISHED: frozenset(),
+}
+
+
+class RemotePartitionDeleteState(enum.Enum):
+    """Lifecycle of the deletion of a partition's remote data; the value is Kafka's id."""
+
+    DELETE_PARTITION_MARKED = 0
+    DELETE_PARTITION_STARTED = 1
+    DELETE_PARTITION_FINISHED = 2
+
+    @staticmethod
+    def is_valid_transition(
+        source: RemotePartitionDeleteState | None, target: RemotePartitionDeleteState
+    ) -> bool:
+        """Kafka's ``RemotePartitionDeleteState.isValidTransition``: MARKED, STARTED, FINISHED in
+        order, starting from MARKED, self-transitions allowed."""
+        _require(target, "target", RemotePartitionDeleteState)
+        if source is None:
+            return target is RemotePartitionDeleteState.DELETE_PARTITION_MARKED
+        return source is target or target.value == source.value + 1
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteLogSegmentMetadataUpdate:
+    """A state change of an existing remote segment (anything after COPY_SEGMENT_STARTED)."""
+
+    remote_log_segment_id: RemoteLogSegmentId
+    event_timestamp_ms: int
+    custom_metadata: CustomMetadata | None
+    state: RemoteLogSegmentState
+    broker_id: int
+
+    def __post_init__(self) -> None:
+        _require(self.remote_log_segment_id, "remote_log_segment_id", RemoteLogSegmentId)
+        _require_int(self.event_timestamp_ms, "event_timestamp_ms")
+        if self.custom_metadata is not None:
+            _require(self.custom_metadata, "custom_metadata", CustomMetadata)
+        _require(self.state, "state", RemoteLogSegmentState)
+        _require_int(self.broker_id, "broker_id")
+        if self.state is RemoteLogSegmentState.COPY_SEGMENT_STARTED:
+            raise ValueError(
+                "an update can not have the state COPY_SEGMENT_STARTED: add the segment with "
+                "add_remote_log_segment_metadata instead"
+            )
+
+    @property
+    def topic_id_partition(self) -> TopicIdPartition:
+        return self.remote_log_segment_id.topic_id_partition
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteLogSegmentMetadata:
+    """Metadata of one remote segment copy.
+
+    ``segment_leader_epochs`` maps each leader epoch in the segment to the first offset written in
+    it; it is stored sorted by epoch and is read-only in spirit (a copy is taken on construction).
+    """
+
+    remote_log_segment_id: RemoteLogSegmentId
+    start_offset: int
+    end_offset: int
+    max_timestamp_ms: int
+    broker_id: int
+    event_timestamp_ms: int
+    segment_size_in_bytes: int
+    segment_leader_epochs: dict[int, int]
+    state: RemoteLogSegmentState = RemoteLogSegmentState.COPY_SEGMENT_STARTED
+    custom_metadata: CustomMetadata | None = None
+    tiered_epoch: int = 0
+    _hash: int = field(init=False, repr=False, compare=False, default=0)
+
+    def __post_init__(self) -> None:
+        _require(self.remote_log_segment_id, "remote_log_segment_id", RemoteLogSegmentId)
+        for name in (
+            "start_offset",
+            "end_offset",
+            "max_timestamp_ms",
+            "broker_id",
+            "event_timestamp_ms",
+            "segment_size_in_bytes",
+            "tiered_epoch",
+        ):
+            _require_int(getattr(self, name), name)
+        _require(self.state, "state", RemoteLogSegmentState)
+        if self.custom_metadata is not None:
+            _require(self.custom_metadata, "custom_metadata", CustomMetadata)
+        if self.start_offset < 0:
+            raise ValueError(f"start_offset must be >= 0, got {self.start_offset}")
+        if self.end_offset < self.start_offset:
+            raise ValueError(
+                f"end_offset {self.end_offset} can not be less than start_offset {self.start_offset}"
+            )
+        if self.segment_size_in_bytes < 0:
+            raise ValueError(
+                f"segment_size_in_bytes must be >= 0, got {self.segment_size_in_bytes}"
+            )
+        if self.tiered_epoch < 0:
+            raise ValueError(f"tiered_epoch must be >= 0, got {self.tiered_epoch}")
+        _require(self.segment_leader_epochs, "segment_leader_epochs", Mapping)
+        if not self.segment_leader_epochs:
+            raise ValueError("segment_leader_epochs can not be empty")
+        for epoch, offset in self.segment_leader_epochs.items():
+            _require_int(epoch, "a leader epoch")
+            _require_int(offset, f"the start offset of leader epoch {epoch}")
+        epochs = dict(sorted(self.segment_leader_epochs.items()))
+        object.__setattr__(self, "segment_leader_epochs", epochs)
+        object.__setattr__(
+            self, "_hash", hash((self.remote_log_segment_id, self.state, self.event_timestamp_ms))
+        )
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    @property
+    def topic_id_partition(self) -> TopicIdPartition:
+        return self.remote_log_segment_id.topic_id_partition
+
+    def leader_epoch_end_offset(self, leader_epoch: int) -> int:
+        """The last offset of ``leader_epoch`` within this segment: the next epoch's start offset
+        minus one, or the segment's end offset for its last epoch."""
+        following = [o for e, o in self.segment_leader_epochs.items() if e > leader_epoch]
+        return following[0] - 1 if following else self.end_offset
+
+    def create_with_updates(
+        self, update: RemoteLogSegmentMetadataUpdate
+    ) -> RemoteLogSegmentMetadata:
+        """This metadata with the update's state, event time, broker and custom metadata applied.
+
+        Differs from Kafka: an update whose ``custom_metadata`` is None keeps this segment's custom
+        metadata. Kafka replaces it with empty, which silently loses what a RemoteStorageManager
+        needs to find the segment later (KIP-917's bucket example) when a caller does not repeat it.
+        """
+        _require(update, "update", RemoteLogSegmentMetadataUpdate)
+        if update.remote_log_segment_id != self.remote_log_segment_id:
+            raise ValueError(
+                f"update is for segment {update.remote_log_segment_id}, "
+                f"not {self.remote_log_segment_id}"
+            )
+        return self._replace(
+            state=update.state,
+            event_timestamp_ms=update.event_timestamp_ms,
+            broker_id=update.broker_id,
+            custom_metadata=(
+                update.custom_metadata
+                if update.custom_metadata is not None
+                else self.custom_metadata
+            ),
+        )
+
+    def create_with_custom_metadata(
+        self, custom_metadata: CustomMetadata
+    ) -> RemoteLogSegmentMetadata:
+        _require(custom_metadata, "custom_metadata", CustomMetadata)
+        return self._replace(custom_metadata=custom_metadata)
+
+    def _replace(self, **changes: Any) -> RemoteLogSegmentMetadata:
+        values: dict[str, Any] = {
+            "remote_log_segment_id": self.remote_log_segment_id,
+            "start_offset": self.start_offset,
+            "end_offset": self.end_offset,
+            "max_timestamp_ms": self.max_timestamp_ms,
+            "broker_id": self.broker_id,
+            "event_timestamp_ms": self.event_timestamp_ms,
+            "segment_size_in_bytes": self.segment_size_in_bytes,
+            "segment_leader_epochs": self.segment_leader_epochs,
+            "state": self.state,
+            "custom_metadata": self.custom_metadata,
+            "tiered_epoch": self.tiered_epoch,
+        }
+        values.update(changes)
+        return RemoteLogSegmentMetadata(**values)
+
+
+@dataclass(frozen=True, slots=True)
+class RemotePartitionDeleteMetadata:
+    """A step in deleting all of a partition's remote data."""
+
+    topic_id_partition: TopicIdPartition
+    state: RemotePartitionDeleteState
+    event_timestamp_ms: int
+    broker_id: int
+
+    def __post_init__(self) -> None:
+        _require(self.topic_id_partition, "topic_id_partition", TopicIdPartition)
+        _require(self.state, "state", RemotePartitionDeleteState)
+        _require_int(self.event_timestamp_ms, "event_timestamp_ms")
+        _require_int(self.broker_id, "broker_id")
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteLogTotals:
+    """A partition's remote log across all leader epochs, each segment counted once."""
+
+    size_bytes: int
+    """Bytes of every segment not yet DELETE_SEGMENT_FINISHED (what the metrics report)."""
+    segment_count: int
+    copy_finished_size_bytes: int
+    """Bytes of COPY_SEGMENT_FINISHED segments only: what size-based retention compares against
+    ``retention.bytes`` (counting unfinished copies deletes too early, KAFKA-17062)."""
+    copy_finished_segment_count: int
+
+
+class IndexType(enum.Enum):
+    """The files stored beside a segment's data (Kafka's ``RemoteStorageManager.IndexType``)."""
+
+    OFFSET = "index"
+    TIMESTAMP = "timeindex"
+    LEADER_EPOCH = "epochs"
+    PRODUCER_SNAPSHOT = "snapshot"
+    TRANSACTION = "txnindex"
+
+
+@dataclass(frozen=True, slots=True)
+class LogSegmentData:
+    """The local files of a closed segment handed to ``copy_log_segment_data``."""
+
+    log_segment: str
+    offset_index: str
+    time_index: str
+    leader_epoch_index: bytes
+    producer_snapshot_index: str | None = None
+    transaction_index: str | None = None
+
+
+class RemoteLogMetadataManager(abc.ABC):
+    """Stores and serves remote segment metadata with strongly consistent semantics.
+
+    Contract shared by every method:
+
+    - Writes return once the change is durable in the backing store; there are no futures.
+    - A write that loses a race with another writer of the same partition raises
+      :class:`tiered.rlmm.RemoteLogMetadataConflictException` (a ``RemoteStorageException``); it
+      never overwrites the other writer's change. A writer whose leadership of the partition was
+      taken over by another process is fenced the same way.
+    - Invalid arguments raise ``TypeError`` (None, wrong type) or ``ValueError`` (wrong state).
+    - A state transition that ``is_valid_transition`` rejects is dropped and logged, as in Kafka's
+      ``RemoteLogMetadataCache``; it is not an error.
+    - Reads of a partition this manager has never seen, or whose deletion reached
+      DELETE_PARTITION_FINISHED, raise :class:`RemoteResourceNotFoundException`.
+    """
+
+    @abc.abstractmethod
+    def add_remote_log_segment_metadata(self, metadata: RemoteLogSegmentMetadata) -> None:
+        """Records a segment whose copy is starting. Its state must be COPY_SEGMENT_STARTED
+        (``ValueError`` otherwise). The segment is listed but not yet readable."""
+
+    @abc.abstractmethod
+    def update_remote_log_segment_metadata(self, update: RemoteLogSegmentMetadataUpdate) -> None:
+        """Moves an existing segment to ``update.state``. Raises
+        ``RemoteResourceNotFoundException`` if the segment is unknown (or already
+        DELETE_SEGMENT_FINISHED); an invalid transition is dropped and logged."""
+
+    @abc.abstractmethod
+    def remote_log_segment_metadata(
+        self, topic_id_partition: TopicIdPartition, leader_epoch: int, offset: int
+    ) -> RemoteLogSegmentMetadata | None:
+        """The COPY_SEGMENT_FINISHED segment holding ``offset`` written in ``leader_epoch``, or
+        None. Segments in any other state are never returned."""
+
+    @abc.abstractmethod
+    def highest_offset_for_epoch(
+        self, topic_id_partition: TopicIdPartition, leader_epoch: int
+    ) -> int | None:
+        """The highest offset of ``leader_epoch`` copied to remote storage (segments that reached
+        COPY_SEGMENT_FINISHED), or None."""
+
+    @abc.abstractmethod
+    def put_remote_partition_delete_metadata(self, metadata: RemotePartitionDeleteMetadata) -> None:
+        """Records a step of the partition's remote deletion. At DELETE_PARTITION_FINISHED all of
+        the partition's remote log metadata is removed."""
+
+    @abc.abstractmethod
+    def list_remote_log_segments(
+        self, topic_id_partition: TopicIdPartition, leader_epoch: int | None = None
+    ) -> Iterator[RemoteLogSegmentMetadata]:
+        """Segments in every state but DELETE_SEGMENT_FINISHED, ascending by start offset: those
+        holding ``leader_epoch``, or all of the partition's when it is None."""
+
+    @abc.abstractmethod
+    def on_partition_leadership_changes(
+        self, leaders: Set[TopicIdPartition], followers: Set[TopicIdPartition]
+    ) -> None:
+        """This broker now leads ``leaders`` (it takes them over and serves them from memory) and
+        follows ``followers`` (read from the store)."""
+
+    @abc.abstractmethod
+    def on_stop_partitions(self, partitions: Set[TopicIdPartition]) -> None:
+        """This broker no longer hosts ``partitions``; their in-memory state is released."""
+
+    @abc.abstractmethod
+    def remote_log_size(self, topic_id_partition: TopicIdPartition, leader_epoch: int) -> int:
+        """KIP-852: the bytes of what ``list_remote_log_segments(tp, leader_epoch)`` lists, in O(1)."""
+
+    @abc.abstractmethod
+    def remote_log_totals(self, topic_id_partition: TopicIdPartition) -> RemoteLogTotals:
+        """The partition's totals across epochs, in O(1) (metrics and size-based retention)."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Releases connections and threads. Idempotent."""
+
+    def __enter__(self) -> RemoteLogMetadataManager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class RemoteStorageManager(abc.ABC):
+    """Copies segments to remote storage and reads and deletes them there."""
+
+    @abc.abstractmethod
+    def copy_log_segment_data(
+        self, metadata: RemoteLogSegmentMetadata, segment_data: LogSegmentData
+    ) -> CustomMetadata | None:
+        """Uploads the segment and its indexes. Returns custom metadata to store with the segment
+        (KIP-917) or None. Raises ``RemoteStorageException`` on failure, after which the caller
+        deletes whatever may have been written."""
+
+    @abc.abstractmethod
+    def fetch_log_segment(
+        self,
+        metadata: RemoteLogSegmentMetadata,
+        start_position: int,
+        end_position: int | None = None,
+    ) -> bytes:
+        """Bytes ``[start_position, end_position]`` (inclusive) of the segment's data, to its end
+        when ``end_position`` is None. ``RemoteResourceNotFoundException`` if it is gone."""
+
+    @abc.abstractmethod
+    def fetch_index(self, metadata: RemoteLogSegmentMetadata, index_type: IndexType) -> bytes:
+        """The whole index of ``index_type``. ``RemoteResourceNotFoundException`` if absent."""
+
+    @abc.abstractmethod
+    def delete_log_segment_data(self, metadata: RemoteLogSegmentMetadata) -> None:
+        """Deletes the segment's data and indexes. Idempotent: missing objects are not an error."""

@@ -1,0 +1,34 @@
+"""Error codes (Kafka's numbers where Kafka has the error) and the exception that carries them.
+
+Every error that reaches an operator names its code (``INVALID_REQUEST: ...``) so scripts can match
+on the name and people can look it up.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class ErrorCode(enum.IntEnum):
+    NONE = 0
+    OFFSET_OUT_OF_RANGE = 1
+    UNKNOWN_TOPIC_OR_PARTITION = 3
+    NOT_LEADER_OR_FOLLOWER = 6
+    STALE_CONTROLLER_EPOCH = 11
+    TOPIC_ALREADY_EXISTS = 36
+    INVALID_PARTITIONS = 37
+    INVALID_CONFIG = 40
+    NOT_CONTROLLER = 41
+    INVALID_REQUEST = 42
+    KAFKA_STORAGE_ERROR = 56
+    # Not a Kafka code: KIP-950 rejects a disable or enable while a disablement is in flight.
+    TIERED_STORAGE_DISABLEMENT_IN_PROGRESS = 1001
+
+
+class TieredError(Exception):
+    """An error with a code, shown to operators as ``NAME: message``."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(f"{code.name}: {message}")
+        self.code = code
+        self.message = message

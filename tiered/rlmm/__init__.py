@@ -1,0 +1,82 @@
+"""The RemoteLogMetadataManager and its storage backends.
+
+``create(config)`` builds one from Kafka-style config keys:
+
+==========================  ==========================================================
+``rlmm.backend``            ``sqlite`` (default) or ``zookeeper``
+``rlmm.sqlite.path``        the database file (sqlite; shared by the processes of a host)
+``rlmm.zookeeper.connect``  ``host:port[,host:port...][/chroot]`` (zookeeper)
+``rlmm.zookeeper.session.timeout.ms``  ZooKeeper session timeout (default 10000)
+``broker.id`` / ``node.id`` the id recorded as leader when this process claims a partition
+==========================  ==========================================================
+
+Backends are imported only when chosen, so kazoo is needed only for ZooKeeper.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from tiered.rlmm.backend import MetadataStorageBackend, MetadataStoreError, VersionConflictError
+from tiered.rlmm.manager import (
+    ConflictRetry,
+    RemoteLogMetadataConflictException,
+    RemoteLogMetadataFencedException,
+    StoreRemoteLogMetadataManager,
+)
+
+BACKENDS = ("sqlite", "zookeeper")
+
+__all__ = [
+    "BACKENDS",
+    "ConflictRetry",
+    "MetadataStorageBackend",
+    "MetadataStoreError",
+    "RemoteLogMetadataConflictException",
+    "RemoteLogMetadataFencedException",
+    "StoreRemoteLogMetadataManager",
+    "VersionConflictError",
+    "create",
+    "create_backend",
+]
+
+
+def _required(config: Mapping[str, str], key: str, backend: str) -> str:
+    value = config.get(key)
+    if value is None or not str(value).strip():
+        raise ValueError(f"{key} is required when rlmm.backend={backend}")
+    return str(value).strip()
+
+
+def _int(config: Mapping[str, str], key: str, default: int) -> int:
+    raw = config.get(key)
+    if raw is None:
+        return default
+    try:
+        return int(str(raw).strip())
+    except ValueError:
+        raise ValueError(f"{key} must be an integer, got {raw!r}") from None
+
+
+def create_backend(config: Mapping[str, str]) -> MetadataStorageBackend:
+    """The storage backend that ``rlmm.backend`` names."""
+    backend = str(config.get("rlmm.backend", "sqlite")).strip()
+    if backend == "sqlite":
+        from tiered.rlmm.sqlite_backend import SqliteBackend  # noqa: PLC0415 - lazy by design
+
+        return SqliteBackend(_required(config, "rlmm.sqlite.path", backend))
+    if backend == "zookeeper":
+        from tiered.rlmm.zookeeper_backend import ZooKeeperBackend  # noqa: PLC0415
+
+        timeout_ms = _int(config, "rlmm.zookeeper.session.timeout.ms", 10_000)
+        return ZooKeeperBackend(
+            _required(config, "rlmm.zookeeper.connect", backend),
+            session_timeout_s=timeout_ms / 1000,
+        )
+    raise ValueError(f"rlmm.backend={backend!r} is not valid; valid values: {', '.join(BACKENDS)}")
+
+
+def create(config: Mapping[str, str]) -> StoreRemoteLogMetadataManager:
+    """A RemoteLogMetadataManager configured by ``config`` (see the module docstring)."""
+    broker_id = _int(config, "broker.id", _int(config, "node.id", -1))
+    return StoreRemoteLogMetadataManager(create_backend(config), broker_id=broker_id)

@@ -1,0 +1,267 @@
+"""ZooKeeper backend (kazoo): keys are znodes under the connect string's chroot.
+
+Each multi is one ZooKeeper transaction. Missing ancestors of a created key are created inside that
+same transaction (after an ``exists`` read), never beforehand, so a crash can not leave parents
+behind without the data they were made for. Reads retry through an injected ``KazooRetry`` policy;
+writes do not retry on a lost connection, because their outcome is then unknown (the caller re-reads).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Sequence
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import (
+    BadVersionError,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    RolledBackError,
+)
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import ZnodeStat
+from kazoo.retry import KazooRetry
+
+from tiered.rlmm.backend import (
+    ANY_VERSION,
+    Check,
+    Create,
+    Delete,
+    MetadataStorageBackend,
+    MetadataStoreError,
+    Op,
+    Update,
+    VersionConflictError,
+    Versioned,
+    WatchCallback,
+    parent_of,
+    validate_key,
+)
+
+_CONFLICTS = (BadVersionError, NodeExistsError, NoNodeError, NotEmptyError)
+_TRANSPORT = (KazooException, KazooTimeoutError)
+_ASYNC_BATCH = 1000
+
+
+def split_connect_string(connect: str) -> tuple[str, str]:
+    """``"h1:2181,h2:2181/chroot/x"`` -> ``("h1:2181,h2:2181", "/chroot/x")``; chroot may be ""."""
+    hosts, slash, chroot = connect.partition("/")
+    if not hosts:
+        raise ValueError(f"ZooKeeper connect string {connect!r} names no host")
+    return hosts, ("/" + chroot.strip("/")) if slash and chroot.strip("/") else ""
+
+
+class ZooKeeperBackend(MetadataStorageBackend):
+    def __init__(
+        self,
+        connect: str,
+        session_timeout_s: float = 10.0,
+        connect_timeout_s: float = 15.0,
+        read_retry: KazooRetry | None = None,
+    ) -> None:
+        hosts, self._chroot = split_connect_string(connect)
+        self._connect = connect
+        # The chroot is handled here rather than by kazoo so that a missing chroot can be created.
+        self._client = KazooClient(hosts=hosts, timeout=session_timeout_s)
+        self._read_retry = read_retry or KazooRetry(max_tries=5, delay=0.05, max_delay=1.0)
+        self._known_paths: set[str] = set()
+        self._lock = threading.Lock()
+        self._watch_tokens: dict[str, object] = {}
+        try:
+            self._client.start(timeout=connect_timeout_s)
+            if self._chroot:
+                self._client.ensure_path(self._chroot)
+        except _TRANSPORT as e:
+            self._client.close()
+            raise MetadataStoreError(f"cannot connect to ZooKeeper at {connect}: {e}") from e
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"ZooKeeperBackend({self._connect!r})"
+
+    def _path(self, key: str) -> str:
+        return f"{self._chroot}/{validate_key(key)}"
+
+    def _parent_path(self, parent: str) -> str:
+        return f"{self._chroot}/{validate_key(parent)}" if parent else self._chroot or "/"
+
+    def get(self, key: str) -> Versioned | None:
+        path = self._path(key)
+        try:
+            data, stat = self._read_retry(self._client.get, path)
+        except NoNodeError:
+            return None
+        except _TRANSPORT as e:
+            raise MetadataStoreError(f"ZooKeeper get {path}: {e}") from e
+        return Versioned(bytes(data), int(stat.version))
+
+    def get_many(self, keys: Sequence[str]) -> list[Versioned | None]:
+        return self._get_paths([self._path(k) for k in keys])
+
+    def _get_paths(self, paths: Sequence[str]) -> list[Versioned | None]:
+        result: list[Versioned | None] = []
+        for start in range(0, len(paths), _ASYNC_BATCH):
+            pending = [(p, self._client.get_async(p)) for p in paths[start : start + _ASYNC_BATCH]]
+            for path, async_result in pending:
+                try:
+                    data, stat = async_result.get()
+                except NoNodeError:
+                    result.append(None)
+                    continue
+                except _TRANSPORT as e:
+                    raise MetadataStoreError(f"ZooKeeper get {path}: {e}") from e
+                result.append(Versioned(bytes(data), int(stat.version)))
+        return result
+
+    def list_children(self, parent: str) -> list[str]:
+        path = self._parent_path(parent)
+        try:
+            children: list[str] = self._read_retry(self._client.get_children, path)
+        except NoNodeError:
+            return []
+        except _TRANSPORT as e:
+            raise MetadataStoreError(f"ZooKeeper get_children {path}: {e}") from e
+        return sorted(children)
+
+    def get_by_prefix(self, parent: str) -> dict[str, Versioned]:
+        names = self.list_children(parent)
+        base = self._parent_path(parent).rstrip("/")
+        values = self._get_paths([f"{base}/{name}" for name in names])
+        # A child removed between the listing and its read is left out.
+        return {name: v for name, v in zip(names, values, strict=True) if v is not None}
+
+    def multi(self, ops: Sequence[Op]) -> None:
+        if not ops:
+            return
+        txn = self._client.transaction()
+        keys: list[str] = []  # the key behind each transaction op, for error messages
+        created: set[str] = set()
+        try:
+            for op in ops:
+                path = self._path(op.key)
+                if isinstance(op, Create):
+                    for ancestor in self._missing_ancestors(path, created):
+                        txn.create(ancestor, b"")
+                        keys.append(ancestor)
+                        created.add(ancestor)
+                    txn.create(path, op.value)
+                    created.add(path)
+                elif isinstance(op, Update):
+                    txn.set_data(path, op.value, version=op.expected_version)
+                elif isinstance(op, Delete):
+                    txn.delete(path, version=op.expected_version)
+                elif isinstance(op, Check):
+                    txn.check(path, version=op.expected_version)
+                keys.append(path)
+            results = txn.commit()
+        except _TRANSPORT as e:
+            raise MetadataStoreError(f"ZooKeeper transaction ({len(keys)} ops): {e}") from e
+        failures = [
+            (k, r)
+            for k, r in zip(keys, results, strict=True)
+            if isinstance(r, Exception) and not isinstance(r, RolledBackError)
+        ]
+        if failures:
+            self._known_paths.clear()  # an ancestor we believed in may be gone
+            key, error = failures[0]
+            if isinstance(error, _CONFLICTS):
+                raise VersionConflictError(
+                    f"{key}: {type(error).__name__}", key.removeprefix(self._chroot + "/")
+                )
+            raise MetadataStoreError(f"ZooKeeper transaction failed at {key}: {error!r}")
+        with self._lock:
+            self._known_paths.update(created)
+
+    def _missing_ancestors(self, path: str, created: set[str]) -> list[str]:
+        missing: list[str] = []
+        ancestor = parent_of(path)
+        while ancestor and ancestor != self._chroot and ancestor not in created:
+            if ancestor in self._known_paths:
+                break
+            if self._read_retry(self._client.exists, ancestor) is not None:
+                with self._lock:
+                    self._known_paths.add(ancestor)
+                break
+            missing.append(ancestor)
+            ancestor = parent_of(ancestor)
+        return list(reversed(missing))
+
+    def remove_by_prefix(self, key: str) -> None:
+        root = self._path(key)
+        try:
+            levels = self._subtree_levels(root)
+            for level in reversed(levels):  # leaves first
+                for start in range(0, len(level), _ASYNC_BATCH):
+                    pending = [
+                        self._client.delete_async(p) for p in level[start : start + _ASYNC_BATCH]
+                    ]
+                    for async_result in pending:
+                        with contextlib.suppress(NoNodeError):
+                            async_result.get()
+        except NotEmptyError as e:
+            raise VersionConflictError(f"{root}: written to while being removed", key) from e
+        except _TRANSPORT as e:
+            raise MetadataStoreError(f"ZooKeeper remove {root}: {e}") from e
+        finally:
+            with self._lock:
+                self._known_paths = {p for p in self._known_paths if not p.startswith(root)}
+
+    def _subtree_levels(self, root: str) -> list[list[str]]:
+        """The paths of the subtree at ``root``, grouped by depth (root first)."""
+        if self._read_retry(self._client.exists, root) is None:
+            return []
+        levels = [[root]]
+        while True:
+            pending = [(p, self._client.get_children_async(p)) for p in levels[-1]]
+            below: list[str] = []
+            for parent, async_result in pending:
+                try:
+                    below.extend(f"{parent}/{c}" for c in async_result.get())
+                except NoNodeError:
+                    continue
+            if not below:
+                return levels
+            levels.append(below)
+
+    def watch(self, key: str, callback: WatchCallback) -> None:
+        path = self._path(key)
+        token = object()
+        with self._lock:
+            self._watch_tokens[key] = token
+        first = True
+
+        def on_change(_data: bytes | None, stat: ZnodeStat | None) -> bool | None:
+            nonlocal first
+            if self._watch_tokens.get(key) is not token:
+                return False  # unwatched or replaced: kazoo stops calling
+            if first:  # kazoo calls once at registration with the current state
+                first = False
+                return None
+            callback(key, None if stat is None else int(stat.version))
+            return None
+
+        try:
+            self._client.DataWatch(path, on_change)
+        except _TRANSPORT as e:
+            raise MetadataStoreError(f"ZooKeeper watch {path}: {e}") from e
+
+    def unwatch(self, key: str) -> None:
+        with self._lock:
+            self._watch_tokens.pop(key, None)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._watch_tokens.clear()
+        try:
+            self._client.stop()
+        finally:
+            self._client.close()
+
+
+# The version sentinel is ZooKeeper's own "any version".
+assert ANY_VERSION == -1

@@ -1,0 +1,54 @@
+from tiered.rpc.v1 import records_pb2 as _records_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class PartitionStateRecord(_message.Message):
+    __slots__ = ("topic_id_partition", "leader_claim", "leader_broker_id", "delete_state", "delete_event_timestamp_ms", "delete_broker_id", "size_bytes", "segment_count", "copy_finished_size_bytes", "copy_finished_segment_count")
+    TOPIC_ID_PARTITION_FIELD_NUMBER: _ClassVar[int]
+    LEADER_CLAIM_FIELD_NUMBER: _ClassVar[int]
+    LEADER_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    DELETE_STATE_FIELD_NUMBER: _ClassVar[int]
+    DELETE_EVENT_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
+    DELETE_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SEGMENT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    COPY_FINISHED_SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    COPY_FINISHED_SEGMENT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    topic_id_partition: _records_pb2.TopicIdPartition
+    leader_claim: int
+    leader_broker_id: int
+    delete_state: _records_pb2.RemotePartitionDeleteState
+    delete_event_timestamp_ms: int
+    delete_broker_id: int
+    size_bytes: int
+    segment_count: int
+    copy_finished_size_bytes: int
+    copy_finished_segment_count: int
+    def __init__(self, topic_id_partition: _Optional[_Union[_records_pb2.TopicIdPartition, _Mapping]] = ..., leader_claim: _Optional[int] = ..., leader_broker_id: _Optional[int] = ..., delete_state: _Optional[_Union[_records_pb2.RemotePartitionDeleteState, str]] = ..., delete_event_timestamp_ms: _Optional[int] = ..., delete_broker_id: _Optional[int] = ..., size_bytes: _Optional[int] = ..., segment_count: _Optional[int] = ..., copy_finished_size_bytes: _Optional[int] = ..., copy_finished_segment_count: _Optional[int] = ...) -> None: ...
+
+class LeaderEpochStateRecord(_message.Message):
+    __slots__ = ("highest_log_offset", "size_bytes", "segment_count", "copy_finished_size_bytes", "copy_finished_segment_count")
+    HIGHEST_LOG_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SEGMENT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    COPY_FINISHED_SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    COPY_FINISHED_SEGMENT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    highest_log_offset: int
+    size_bytes: int
+    segment_count: int
+    copy_finished_size_bytes: int
+    copy_finished_segment_count: int
+    def __init__(self, highest_log_offset: _Optional[int] = ..., size_bytes: _Optional[int] = ..., segment_count: _Optional[int] = ..., copy_finished_size_bytes: _Optional[int] = ..., copy_finished_segment_count: _Optional[int] = ...) -> None: ...
+
+class OffsetIndexChunkRecord(_message.Message):
+    __slots__ = ("start_offsets", "segment_ids")
+    START_OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    SEGMENT_IDS_FIELD_NUMBER: _ClassVar[int]
+    start_offsets: _containers.RepeatedScalarFieldContainer[int]
+    segment_ids: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, start_offsets: _Optional[_Iterable[int]] = ..., segment_ids: _Optional[_Iterable[bytes]] = ...) -> None: ...
