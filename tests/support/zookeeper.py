@@ -340,6 +340,9 @@ class ZooKeeperServer:
             "admin.enableServer": "false",
             "4lw.commands.whitelist": "ruok,srvr,stat,mntr",
             "maxClientCnxns": 0,
+            # A test server: survive a kill of the JVM (the page cache keeps the log), but do
+            # not pay an fsync per transaction. Production ZooKeeper keeps forceSync=yes.
+            "forceSync": "no",
         }
         self.config_path.write_text(
             "".join(f"{key}={value}\n" for key, value in settings.items()), encoding="utf-8"

@@ -3,6 +3,7 @@
 Per partition ``P = rlmm/partitions/{topic_id}-{partition}``::
 
     P                                   PartitionStateRecord (versioned: the write serializer)
+    P/claim                             LeaderClaimRecord (versioned: the leader fence)
     P/s/{id[:2]}/{id}                   a segment's RemoteLogSegmentMetadataRecord
     P/e/{epoch:010d}                    LeaderEpochStateRecord
     P/e/{epoch:010d}/i/{offset:020d}    OffsetIndexChunkRecord: a bounded slice of the epoch's
@@ -24,6 +25,10 @@ ROOT = "rlmm/partitions"
 
 def partition_key(tp: TopicIdPartition) -> str:
     return f"{ROOT}/{tp.topic_id}-{tp.partition}"
+
+
+def claim_key(tp: TopicIdPartition) -> str:
+    return f"{partition_key(tp)}/claim"
 
 
 def segments_key(tp: TopicIdPartition) -> str:

@@ -1,7 +1,7 @@
 """The RemoteLogMetadataManager over a MetadataStorageBackend.
 
 A partition this process leads (``on_partition_leadership_changes``) is taken over with a new
-*claim* written to its partition record and served from a fully loaded in-memory
+*claim* written to the partition's claim record and served from a fully loaded in-memory
 :class:`PartitionMetadataState`. The cache stays consistent with the backend: every write is a multi
 conditioned on the partition record's version, and a watch on that record marks the cache stale when
 anyone else (the controller's delete job, a new leader) writes, so the next call reloads it. A write
@@ -9,7 +9,8 @@ that finds the partition claimed by someone else is fenced.
 
 Every other partition is read straight from the backend through a lazily loading view, so that a
 follower, a leader warming up and the delete job get the same answers as the leader. Writes through
-that path retry on conflicts (re-reading each time) under an injected :class:`ConflictRetry`.
+that path retry on conflicts (re-reading each time) under an injected :class:`ConflictRetry`; its
+reads confirm afterwards that no write overlapped them.
 """
 
 from __future__ import annotations
@@ -32,9 +33,19 @@ from tiered.api import (
     RemoteStorageException,
     TopicIdPartition,
 )
-from tiered.rlmm import keys
-from tiered.rlmm.backend import MetadataStorageBackend, MetadataStoreError, VersionConflictError
+from tiered.rlmm import keys, serde
+from tiered.rlmm.backend import (
+    ANY_VERSION,
+    Check,
+    Create,
+    MetadataStorageBackend,
+    MetadataStoreError,
+    Op,
+    Update,
+    VersionConflictError,
+)
 from tiered.rlmm.partition_state import PartitionMetadataState
+from tiered.rpc.v1 import rlmm_store_pb2 as store_pb
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +70,13 @@ class ConflictRetry:
     max_delay_s: float = 0.25
     deadline_s: float = 10.0
 
+    def attempts(self) -> Iterator[int]:
+        """Yields attempt numbers, sleeping the backoff before each one after the first."""
+        for attempt, delay in enumerate(self.delays()):
+            if delay > 0:
+                time.sleep(delay)
+            yield attempt
+
     def delays(self) -> Iterator[float]:
         """Yields before each attempt the delay to wait first (0 for the first attempt)."""
         start = time.monotonic()
@@ -74,12 +92,21 @@ class ConflictRetry:
 
 
 class _LedPartition:
-    def __init__(self, claim: int, state: PartitionMetadataState) -> None:
+    def __init__(self, claim: int, claim_version: int, state: PartitionMetadataState) -> None:
         self.claim = claim
+        self.claim_version = claim_version  # every write checks the claim record is still here
         self.state: PartitionMetadataState | None = state
         self.lock = threading.RLock()
-        # Latest version of the partition record that a watch reported.
+        self.claim_verified = True
+        # Latest version of the partition record known to exist (None once deleted).
         self.notified_version: int | None = state.version
+
+    def note_version(self, version: int | None) -> None:
+        """Versions only grow, and notifications may arrive late: never step back."""
+        if version is None or self.notified_version is None:
+            self.notified_version = None if version is None else self.notified_version
+        else:
+            self.notified_version = max(self.notified_version, version)
 
 
 class StoreRemoteLogMetadataManager(api.RemoteLogMetadataManager):
@@ -141,8 +168,8 @@ class StoreRemoteLogMetadataManager(api.RemoteLogMetadataManager):
                 f"expected RemotePartitionDeleteMetadata, got {type(metadata).__name__}"
             )
         tp = metadata.topic_id_partition
-        self._write(tp, lambda s: s.handle_remote_partition_delete_metadata(metadata))
-        if metadata.state is RemotePartitionDeleteState.DELETE_PARTITION_FINISHED:
+        applied = self._write(tp, lambda s: s.handle_remote_partition_delete_metadata(metadata))
+        if applied and metadata.state is RemotePartitionDeleteState.DELETE_PARTITION_FINISHED:
             self._remove_partition(tp)
 
     def _remove_partition(self, tp: TopicIdPartition) -> None:
@@ -165,27 +192,28 @@ class StoreRemoteLogMetadataManager(api.RemoteLogMetadataManager):
         tp: TopicIdPartition,
         apply: Callable[[PartitionMetadataState], bool],
         create_if_absent: bool = False,
-    ) -> None:
+    ) -> bool:
+        """Applies an event and commits it; False if the event was dropped as invalid."""
         led = self._led.get(tp)
         if led is not None:
-            self._write_as_leader(tp, led, apply)
-        else:
-            self._write_from_store(tp, apply, create_if_absent)
+            return self._write_as_leader(tp, led, apply)
+        return self._write_from_store(tp, apply, create_if_absent)
 
     def _write_as_leader(
         self,
         tp: TopicIdPartition,
         led: _LedPartition,
         apply: Callable[[PartitionMetadataState], bool],
-    ) -> None:
+    ) -> bool:
         with led.lock:
-            for delay in self._retry.delays():
-                time.sleep(delay)
+            for _attempt in self._retry.attempts():
                 state = self._leader_state(tp, led, for_write=True)
                 try:
-                    if apply(state):
-                        self._commit(state)
-                    return
+                    applied = apply(state)
+                    if applied:
+                        self._commit(state, led.claim_version)
+                        led.note_version(state.version)  # our own write is not news
+                    return applied
                 except VersionConflictError as e:
                     led.state = None  # another writer got in: reload and re-check the claim
                     log.info("Partition %s: write lost a race (%s); reloading", tp, e)
@@ -203,10 +231,9 @@ class StoreRemoteLogMetadataManager(api.RemoteLogMetadataManager):
         tp: TopicIdPartition,
         apply: Callable[[PartitionMetadataState], bool],
         create_if_absent: bool,
-    ) -> None:
+    ) -> bool:
         last: VersionConflictError | None = None
-        for delay in self._retry.delays():
-            time.sleep(delay)
+        for _attempt in self._retry.attempts():
             state = self._open(tp)
             if state is None:
                 if not create_if_absent:
@@ -215,9 +242,10 @@ class StoreRemoteLogMetadataManager(api.RemoteLogMetadataManager):
                     )
                 state = PartitionMetadataState.create(self._backend, tp)
             try:
-                if apply(state):
+                applied = apply(state)
+                if applied:
                     self._commit(state)
-                return
+                return applied
             except VersionConflictError as e:
                 last = e
                 log.info("Partition %s: write lost a race (%s); retrying", tp, e)
@@ -226,10 +254,12 @@ class StoreRemoteLogMetadataManager(api.RemoteLogMetadataManager):
             f"{self._retry.max_attempts} attempts (last conflict at {last.key if last else '?'})"
         )
 
-    def _commit(self, state: PartitionMetadataState) -> None:
+    def _commit(self, state: PartitionMetadataState, claim_version: int | None = None) -> None:
         ops = state.pending_ops()
         if not ops:
             return
+        if claim_version is not None:  # right after the partition record: the leader fence
+            ops.insert(1, Check(keys.claim_key(state.topic_id_partition), claim_version))
         try:
             self._backend.multi(ops)
         except VersionConflictError:
@@ -250,8 +280,8 @@ class StoreRemoteLogMetadataManager(api.RemoteLogMetadataManager):
         for tp in followers:
             self._forget(tp)
         for tp in leaders:
-            claim = self._claim(tp)
-            led = _LedPartition(claim, self._load(tp))
+            claim, claim_version = self._claim(tp)
+            led = _LedPartition(claim, claim_version, self._load(tp))
             with self._led_lock:
                 previous = self._led.get(tp)
                 self._led[tp] = led
@@ -259,36 +289,76 @@ class StoreRemoteLogMetadataManager(api.RemoteLogMetadataManager):
                 self._backend.watch(keys.partition_key(tp), self._on_partition_record_change)
             log.info("Partition %s: leading with claim %d (broker %d)", tp, claim, self._broker_id)
 
-    def _claim(self, tp: TopicIdPartition) -> int:
-        for delay in self._retry.delays():
-            time.sleep(delay)
-            state = self._open(tp, include_deleted=True)
-            if state is not None and state.is_deleted:
-                self._backend.remove_by_prefix(keys.partition_key(tp))  # purge a crashed removal
-                state = None
-            if state is None:
-                state = PartitionMetadataState.create(self._backend, tp)
-            claim = state.claim_leadership(self._broker_id)
+    def _claim(self, tp: TopicIdPartition) -> tuple[int, int]:
+        """Writes a new claim on the partition (creating the partition if needed); returns the
+        claim number and the version of the claim record. Only claimers write that record, so a
+        takeover does not have to win a race against the deposed leader's writes."""
+        for _attempt in self._retry.attempts():
             try:
-                self._commit(state)
-                return claim
+                partition = PartitionMetadataState.read_record(self._backend, tp)
+                if (
+                    partition is not None
+                    and partition[0].HasField("delete_state")
+                    and (
+                        serde.delete_state_from_proto(partition[0].delete_state)
+                        is RemotePartitionDeleteState.DELETE_PARTITION_FINISHED
+                    )
+                ):
+                    # A removal that crashed after DELETE_PARTITION_FINISHED: finish it.
+                    self._backend.remove_by_prefix(keys.partition_key(tp))
+                    partition = None
+                stored = self._backend.get(keys.claim_key(tp))
+                previous = (
+                    store_pb.LeaderClaimRecord.FromString(stored.value)
+                    if stored is not None
+                    else store_pb.LeaderClaimRecord()
+                )
+                claim = store_pb.LeaderClaimRecord(
+                    claim=previous.claim + 1, broker_id=self._broker_id
+                )
+                ops: list[Op] = (
+                    PartitionMetadataState.create(self._backend, tp).pending_ops()
+                    if partition is None
+                    else [Check(keys.partition_key(tp), ANY_VERSION)]
+                )
+                encoded = claim.SerializeToString()
+                if stored is None:
+                    ops.append(Create(keys.claim_key(tp), encoded))
+                else:
+                    ops.append(Update(keys.claim_key(tp), encoded, stored.version))
+                self._backend.multi(ops)
             except VersionConflictError as e:
                 log.info("Partition %s: claim lost a race (%s); retrying", tp, e)
+                continue
+            except MetadataStoreError as e:
+                raise RemoteStorageException(f"partition {tp}: claiming failed: {e}") from e
+            return claim.claim, 0 if stored is None else stored.version + 1
         raise RemoteLogMetadataConflictException(f"partition {tp}: could not claim leadership")
 
     def _load(self, tp: TopicIdPartition) -> PartitionMetadataState:
-        try:
-            state = PartitionMetadataState.load(self._backend, tp)
-        except MetadataStoreError as e:
-            raise RemoteStorageException(f"partition {tp}: loading metadata failed: {e}") from e
-        if state is None or state.is_deleted:
-            raise RemoteResourceNotFoundException(f"no remote log metadata for partition {tp}")
-        return state
+        """Loads the whole partition for the leader's cache, re-loading until no write overlapped
+        the load (the partition record's version is the same before and after)."""
+        for _attempt in self._retry.attempts():
+            try:
+                state = PartitionMetadataState.load(self._backend, tp)
+                if state is None or state.is_deleted:
+                    raise RemoteResourceNotFoundException(
+                        f"no remote log metadata for partition {tp}"
+                    )
+                current = self._backend.get(keys.partition_key(tp))
+            except MetadataStoreError as e:
+                raise RemoteStorageException(f"partition {tp}: loading metadata failed: {e}") from e
+            if current is not None and current.version == state.version:
+                return state
+            log.info("Partition %s: written to while loading; loading again", tp)
+        raise RemoteLogMetadataConflictException(
+            f"partition {tp}: written to during each of {self._retry.max_attempts} loads"
+        )
 
     def _on_partition_record_change(self, key: str, version: int | None) -> None:
         for tp, led in list(self._led.items()):
             if keys.partition_key(tp) == key:
-                led.notified_version = version
+                led.note_version(version)
 
     def _leader_state(
         self, tp: TopicIdPartition, led: _LedPartition, for_write: bool
@@ -301,13 +371,26 @@ class StoreRemoteLogMetadataManager(api.RemoteLogMetadataManager):
             led.state = None
             led.state = self._load(tp)
             led.notified_version = led.state.version
-        if for_write and led.state.record.leader_claim != led.claim:
-            claim, broker = led.state.record.leader_claim, led.state.record.leader_broker_id
-            raise RemoteLogMetadataFencedException(
-                f"partition {tp} was taken over by broker {broker} (claim {claim}); this "
-                f"manager's claim {led.claim} is stale, so it may no longer write"
-            )
+            led.claim_verified = False
+        if for_write and not led.claim_verified:
+            self._verify_claim(tp, led)
+            led.claim_verified = True
         return led.state
+
+    def _verify_claim(self, tp: TopicIdPartition, led: _LedPartition) -> None:
+        """After a reload (which follows any lost race), whether this manager still leads."""
+        stored = self._backend.get(keys.claim_key(tp))
+        if stored is not None and stored.version == led.claim_version:
+            return
+        current = (
+            store_pb.LeaderClaimRecord.FromString(stored.value)
+            if stored is not None
+            else store_pb.LeaderClaimRecord()
+        )
+        raise RemoteLogMetadataFencedException(
+            f"partition {tp} was taken over by broker {current.broker_id} (claim {current.claim}); "
+            f"this manager's claim {led.claim} is stale, so it may no longer write"
+        )
 
     def on_stop_partitions(self, partitions: Set[TopicIdPartition]) -> None:
         if partitions is None:
@@ -346,12 +429,31 @@ class StoreRemoteLogMetadataManager(api.RemoteLogMetadataManager):
             if led is not None:
                 with led.lock:
                     return read(self._leader_state(tp, led, for_write=False))
+            return self._read_from_store(tp, read)
+        except MetadataStoreError as e:
+            raise RemoteStorageException(f"partition {tp}: metadata read failed: {e}") from e
+
+    def _read_from_store(
+        self, tp: TopicIdPartition, read: Callable[[PartitionMetadataState], T]
+    ) -> T:
+        """Reads through a lazily loading view, then confirms that the partition record is still
+        at the version the view started from: every write moves it, so the answer is one that
+        held at a single point in time. Otherwise, and if a record vanished mid-read, re-reads."""
+        for _attempt in self._retry.attempts():
             state = self._open(tp)
             if state is None:
                 raise RemoteResourceNotFoundException(f"no remote log metadata for partition {tp}")
-            return read(state)
-        except MetadataStoreError as e:
-            raise RemoteStorageException(f"partition {tp}: metadata read failed: {e}") from e
+            try:
+                result = read(state)
+            except VersionConflictError as e:
+                log.debug("Partition %s: read overlapped a write (%s); re-reading", tp, e)
+                continue
+            current = self._backend.get(keys.partition_key(tp))
+            if current is not None and current.version == state.version:
+                return result
+        raise RemoteLogMetadataConflictException(
+            f"partition {tp}: written to during each of {self._retry.max_attempts} read attempts"
+        )
 
     def remote_log_segment_metadata(
         self, topic_id_partition: TopicIdPartition, leader_epoch: int, offset: int

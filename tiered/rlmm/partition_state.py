@@ -3,11 +3,14 @@
 
 The same code serves both read paths. A partition leader keeps a fully loaded instance in memory
 and applies each event to it; any other process opens a lazily loading instance per call, which
-reads only the records that call needs (one epoch record for ``remote_log_size``, one index chunk for
-a lookup). Either way an event is applied in memory first, which records the backend writes it
-implies; :meth:`PartitionMetadataState.pending_ops` turns them into one atomic multi whose first op
-is the partition record at the version this instance read. That precondition is what serializes
-writers and fences a deposed leader; after a failed commit the instance must be discarded.
+reads only the records that call needs (one epoch record for ``remote_log_size``, one index chunk
+for a lookup). Such a view is not a snapshot: the caller re-reads the partition record afterwards
+and retries if its version moved, which every write does.
+
+Either way an event is applied in memory first, which records the backend writes it implies;
+:meth:`PartitionMetadataState.pending_ops` turns them into one atomic multi whose first op is the
+partition record at the version this instance read. That precondition is what serializes writers
+and fences a deposed leader; after a failed commit the instance must be discarded.
 
 Differences from Kafka, each because Kafka's behaviour loses track of a segment:
 
@@ -24,7 +27,7 @@ import bisect
 import logging
 import uuid
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from tiered import api
 from tiered.api import (
@@ -43,14 +46,16 @@ from tiered.rlmm.backend import (
     MetadataStorageBackend,
     Op,
     Update,
+    VersionConflictError,
     Versioned,
 )
 from tiered.rpc.v1 import rlmm_store_pb2 as store_pb
 
 log = logging.getLogger(__name__)
 
-CHUNK_CAPACITY = 1000
-"""Index entries per chunk: about 25 KB of protobuf, far below ZooKeeper's 1 MB."""
+CHUNK_CAPACITY = 256
+"""Index entries per chunk: about 6.5 KB of protobuf. Appending rewrites the last chunk, so small
+chunks keep writes cheap; a million segments still make only ~4,000 chunk names per epoch."""
 
 _FINISHED = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
 
@@ -101,10 +106,11 @@ class OffsetIndex:
         chunk = self._chunks.get(name)
         if chunk is None:
             stored = self._backend.get(keys.chunk_key(self._tp, self._epoch, name))
-            if stored is None:
-                raise api.RemoteStorageException(
-                    f"offset index chunk {name} of {self._tp} epoch {self._epoch} vanished; "
-                    "the partition was changed concurrently"
+            if stored is None:  # renamed or emptied by a writer since this view listed it
+                raise VersionConflictError(
+                    f"offset index chunk {name} of {self._tp} epoch {self._epoch} changed "
+                    "while being read",
+                    keys.chunk_key(self._tp, self._epoch, name),
                 )
             chunk = self._chunks[name] = _Chunk.decode(stored)
         return chunk
@@ -371,18 +377,6 @@ class RemoteLogLeaderEpochState:
 class _SegmentSlot:
     metadata: RemoteLogSegmentMetadata | None
     version: int | None
-    written: bool = False  # the metadata differs from what the backend holds
-
-
-@dataclass(slots=True)
-class PartitionDescription:
-    """What the partition record says, for callers that manage claims and deletion."""
-
-    leader_claim: int
-    leader_broker_id: int
-    delete_state: RemotePartitionDeleteState | None
-    totals: api.RemoteLogTotals
-    epochs: list[int] = field(default_factory=list)
 
 
 class PartitionMetadataState:
@@ -403,6 +397,7 @@ class PartitionMetadataState:
         # complete: every record of the partition is loaded, so absence means absence.
         self._complete = complete
         self._segments: dict[uuid.UUID, _SegmentSlot] = {}
+        self._written: set[uuid.UUID] = set()  # segments whose slot differs from the backend
         self._epochs: dict[int, RemoteLogLeaderEpochState | None] = {}
         self._epoch_names: list[int] | None = None
         self.totals = _Aggregates(
@@ -491,15 +486,6 @@ class PartitionMetadataState:
     @property
     def is_deleted(self) -> bool:
         return self.delete_state is RemotePartitionDeleteState.DELETE_PARTITION_FINISHED
-
-    def describe(self) -> PartitionDescription:
-        return PartitionDescription(
-            leader_claim=self.record.leader_claim,
-            leader_broker_id=self.record.leader_broker_id,
-            delete_state=self.delete_state,
-            totals=self.remote_log_totals(),
-            epochs=self.epochs(),
-        )
 
     def segment(self, segment_id: uuid.UUID) -> RemoteLogSegmentMetadata | None:
         slot = self._segments.get(segment_id)
@@ -646,13 +632,6 @@ class PartitionMetadataState:
         self.dirty = True
         return True
 
-    def claim_leadership(self, broker_id: int) -> int:
-        """Takes the partition over for ``broker_id``; returns the new claim."""
-        self.record.leader_claim += 1
-        self.record.leader_broker_id = broker_id
-        self.dirty = True
-        return self.record.leader_claim
-
     def _check_state_transition(
         self,
         existing: RemoteLogSegmentMetadata | None,
@@ -692,7 +671,8 @@ class PartitionMetadataState:
         segment_id = metadata.remote_log_segment_id.id if metadata is not None else segment_id
         assert segment_id is not None
         slot = self._segments.get(segment_id) or _SegmentSlot(None, None)
-        self._segments[segment_id] = _SegmentSlot(metadata, slot.version, written=True)
+        self._segments[segment_id] = _SegmentSlot(metadata, slot.version)
+        self._written.add(segment_id)
 
     # ----------------------------------------------------------------------------- reads
 
@@ -706,10 +686,10 @@ class PartitionMetadataState:
         if entry is None:
             return None
         metadata = self.segment(entry[1])
-        if metadata is None:
-            raise api.RemoteStorageException(
-                f"{self.topic_id_partition}: epoch {leader_epoch} maps offset {entry[0]} to "
-                f"segment {entry[1]}, which has no metadata"
+        if metadata is None:  # deleted by a writer since this view read the index
+            raise VersionConflictError(
+                f"{self.topic_id_partition}: segment {entry[1]} changed while being read",
+                keys.segment_key(self.topic_id_partition, entry[1]),
             )
         return metadata if offset <= metadata.leader_epoch_end_offset(leader_epoch) else None
 
@@ -730,10 +710,10 @@ class PartitionMetadataState:
         ordered = sorted(ids)
         found = [slot.metadata for slot in self._load_segments(ordered)]
         missing = [i for i, m in zip(ordered, found, strict=True) if m is None]
-        if missing:
-            raise api.RemoteStorageException(
-                f"{self.topic_id_partition}: {len(missing)} listed segments have no metadata "
-                f"(first {missing[0]}); the partition was changed concurrently"
+        if missing:  # deleted by a writer since this view listed them
+            raise VersionConflictError(
+                f"{self.topic_id_partition}: {len(missing)} listed segments changed while being read",
+                keys.segment_key(self.topic_id_partition, missing[0]),
             )
         segments = [m for m in found if m is not None]
         segments.sort(key=lambda m: (m.start_offset, m.remote_log_segment_id.id))
@@ -768,9 +748,8 @@ class PartitionMetadataState:
             if self.version is None
             else Update(keys.partition_key(tp), encoded, self.version)
         ]
-        for segment_id, slot in self._segments.items():
-            if not slot.written:
-                continue
+        for segment_id in sorted(self._written):
+            slot = self._segments[segment_id]
             key = keys.segment_key(tp, segment_id)
             if slot.metadata is None:
                 if slot.version is not None:
@@ -789,9 +768,8 @@ class PartitionMetadataState:
         if self.dirty:
             self.version = 0 if self.version is None else self.version + 1
             self.dirty = False
-        for segment_id, slot in list(self._segments.items()):
-            if not slot.written:
-                continue
+        for segment_id in self._written:
+            slot = self._segments[segment_id]
             if slot.metadata is None:
                 del self._segments[segment_id]
                 if not self._complete:
@@ -799,6 +777,7 @@ class PartitionMetadataState:
             else:
                 version = 0 if slot.version is None else slot.version + 1
                 self._segments[segment_id] = _SegmentSlot(slot.metadata, version)
+        self._written.clear()
         for state in self._epochs.values():
             if state is not None:
                 state.mark_committed()

@@ -104,6 +104,8 @@ class SqliteBackend(MetadataStorageBackend):
                     raise
                 self._db.execute("COMMIT")
             except sqlite3.Error as e:
+                if self._db.in_transaction:  # a failed COMMIT leaves the transaction open
+                    self._db.execute("ROLLBACK")
                 raise MetadataStoreError(f"sqlite metadata store {self._path}: {e}") from e
             for key, version in written.items():
                 if key in self._watches:

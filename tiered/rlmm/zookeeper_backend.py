@@ -4,13 +4,16 @@ Each multi is one ZooKeeper transaction. Missing ancestors of a created key are 
 same transaction (after an ``exists`` read), never beforehand, so a crash can not leave parents
 behind without the data they were made for. Reads retry through an injected ``KazooRetry`` policy;
 writes do not retry on a lost connection, because their outcome is then unknown (the caller re-reads).
+Every request waits at most the session timeout: kazoo queues requests made while disconnected and
+would otherwise block until the server is back.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
@@ -67,6 +70,7 @@ class ZooKeeperBackend(MetadataStorageBackend):
         # The chroot is handled here rather than by kazoo so that a missing chroot can be created.
         self._client = KazooClient(hosts=hosts, timeout=session_timeout_s)
         self._read_retry = read_retry or KazooRetry(max_tries=5, delay=0.05, max_delay=1.0)
+        self._op_timeout_s = session_timeout_s
         self._known_paths: set[str] = set()
         self._lock = threading.Lock()
         self._watch_tokens: dict[str, object] = {}
@@ -88,10 +92,26 @@ class ZooKeeperBackend(MetadataStorageBackend):
     def _parent_path(self, parent: str) -> str:
         return f"{self._chroot}/{validate_key(parent)}" if parent else self._chroot or "/"
 
+    def _check_open(self) -> None:
+        if self._closed:
+            raise MetadataStoreError(f"ZooKeeper metadata store {self._connect} is closed")
+
+    def _wait(self, async_result: Any) -> Any:
+        """The result of a kazoo async call, waiting at most the session timeout (a request made
+        while disconnected is queued by kazoo until the connection is back, however long)."""
+        try:
+            return async_result.get(timeout=self._op_timeout_s)
+        except KazooTimeoutError:
+            raise KazooTimeoutError(f"no answer within {self._op_timeout_s}s") from None
+
+    def _read(self, start: Callable[..., Any], *args: Any) -> Any:
+        """A read under the retry policy; a copy of it, as KazooRetry keeps per-call state."""
+        return self._read_retry.copy()(lambda: self._wait(start(*args)))
+
     def get(self, key: str) -> Versioned | None:
         path = self._path(key)
         try:
-            data, stat = self._read_retry(self._client.get, path)
+            data, stat = self._read(self._client.get_async, path)
         except NoNodeError:
             return None
         except _TRANSPORT as e:
@@ -107,7 +127,7 @@ class ZooKeeperBackend(MetadataStorageBackend):
             pending = [(p, self._client.get_async(p)) for p in paths[start : start + _ASYNC_BATCH]]
             for path, async_result in pending:
                 try:
-                    data, stat = async_result.get()
+                    data, stat = self._wait(async_result)
                 except NoNodeError:
                     result.append(None)
                     continue
@@ -119,7 +139,7 @@ class ZooKeeperBackend(MetadataStorageBackend):
     def list_children(self, parent: str) -> list[str]:
         path = self._parent_path(parent)
         try:
-            children: list[str] = self._read_retry(self._client.get_children, path)
+            children: list[str] = self._read(self._client.get_children_async, path)
         except NoNodeError:
             return []
         except _TRANSPORT as e:
@@ -134,8 +154,24 @@ class ZooKeeperBackend(MetadataStorageBackend):
         return {name: v for name, v in zip(names, values, strict=True) if v is not None}
 
     def multi(self, ops: Sequence[Op]) -> None:
+        self._check_open()
         if not ops:
             return
+        failures = self._try_multi(ops, trust_known_paths=True)
+        if failures and failures[0][2] and isinstance(failures[0][1], NoNodeError):
+            # A create found no parent: the cached ancestors may have been removed by another
+            # writer. The failed transaction applied nothing, so build it again from fresh reads.
+            failures = self._try_multi(ops, trust_known_paths=False)
+        if failures:
+            key, error, _ = failures[0]
+            if isinstance(error, _CONFLICTS):
+                raise VersionConflictError(
+                    f"{key}: {type(error).__name__}", key.removeprefix(self._chroot + "/")
+                )
+            raise MetadataStoreError(f"ZooKeeper transaction failed at {key}: {error!r}")
+
+    def _try_multi(self, ops: Sequence[Op], trust_known_paths: bool) -> list[tuple[str, Any, bool]]:
+        """Commits ``ops`` as one transaction; the failed ``(path, error, is_create)``, [] if none."""
         txn = self._client.transaction()
         keys: list[str] = []  # the key behind each transaction op, for error messages
         created: set[str] = set()
@@ -143,7 +179,7 @@ class ZooKeeperBackend(MetadataStorageBackend):
             for op in ops:
                 path = self._path(op.key)
                 if isinstance(op, Create):
-                    for ancestor in self._missing_ancestors(path, created):
+                    for ancestor in self._missing_ancestors(path, created, trust_known_paths):
                         txn.create(ancestor, b"")
                         keys.append(ancestor)
                         created.add(ancestor)
@@ -156,32 +192,30 @@ class ZooKeeperBackend(MetadataStorageBackend):
                 elif isinstance(op, Check):
                     txn.check(path, version=op.expected_version)
                 keys.append(path)
-            results = txn.commit()
+            results = self._wait(txn.commit_async())
         except _TRANSPORT as e:
             raise MetadataStoreError(f"ZooKeeper transaction ({len(keys)} ops): {e}") from e
         failures = [
-            (k, r)
+            (k, r, k in created)
             for k, r in zip(keys, results, strict=True)
             if isinstance(r, Exception) and not isinstance(r, RolledBackError)
         ]
-        if failures:
-            self._known_paths.clear()  # an ancestor we believed in may be gone
-            key, error = failures[0]
-            if isinstance(error, _CONFLICTS):
-                raise VersionConflictError(
-                    f"{key}: {type(error).__name__}", key.removeprefix(self._chroot + "/")
-                )
-            raise MetadataStoreError(f"ZooKeeper transaction failed at {key}: {error!r}")
         with self._lock:
-            self._known_paths.update(created)
+            if failures:
+                self._known_paths.clear()  # an ancestor we believed in may be gone
+            else:
+                self._known_paths.update(created)
+        return failures
 
-    def _missing_ancestors(self, path: str, created: set[str]) -> list[str]:
+    def _missing_ancestors(
+        self, path: str, created: set[str], trust_known_paths: bool = True
+    ) -> list[str]:
         missing: list[str] = []
         ancestor = parent_of(path)
         while ancestor and ancestor != self._chroot and ancestor not in created:
-            if ancestor in self._known_paths:
+            if trust_known_paths and ancestor in self._known_paths:
                 break
-            if self._read_retry(self._client.exists, ancestor) is not None:
+            if self._read(self._client.exists_async, ancestor) is not None:
                 with self._lock:
                     self._known_paths.add(ancestor)
                 break
@@ -200,7 +234,7 @@ class ZooKeeperBackend(MetadataStorageBackend):
                     ]
                     for async_result in pending:
                         with contextlib.suppress(NoNodeError):
-                            async_result.get()
+                            self._wait(async_result)
         except NotEmptyError as e:
             raise VersionConflictError(f"{root}: written to while being removed", key) from e
         except _TRANSPORT as e:
@@ -211,7 +245,7 @@ class ZooKeeperBackend(MetadataStorageBackend):
 
     def _subtree_levels(self, root: str) -> list[list[str]]:
         """The paths of the subtree at ``root``, grouped by depth (root first)."""
-        if self._read_retry(self._client.exists, root) is None:
+        if self._read(self._client.exists_async, root) is None:
             return []
         levels = [[root]]
         while True:
@@ -219,7 +253,7 @@ class ZooKeeperBackend(MetadataStorageBackend):
             below: list[str] = []
             for parent, async_result in pending:
                 try:
-                    below.extend(f"{parent}/{c}" for c in async_result.get())
+                    below.extend(f"{parent}/{c}" for c in self._wait(async_result))
                 except NoNodeError:
                     continue
             if not below:
@@ -227,6 +261,7 @@ class ZooKeeperBackend(MetadataStorageBackend):
             levels.append(below)
 
     def watch(self, key: str, callback: WatchCallback) -> None:
+        self._check_open()
         path = self._path(key)
         token = object()
         with self._lock:

@@ -8,10 +8,8 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class PartitionStateRecord(_message.Message):
-    __slots__ = ("topic_id_partition", "leader_claim", "leader_broker_id", "delete_state", "delete_event_timestamp_ms", "delete_broker_id", "size_bytes", "segment_count", "copy_finished_size_bytes", "copy_finished_segment_count")
+    __slots__ = ("topic_id_partition", "delete_state", "delete_event_timestamp_ms", "delete_broker_id", "size_bytes", "segment_count", "copy_finished_size_bytes", "copy_finished_segment_count")
     TOPIC_ID_PARTITION_FIELD_NUMBER: _ClassVar[int]
-    LEADER_CLAIM_FIELD_NUMBER: _ClassVar[int]
-    LEADER_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     DELETE_STATE_FIELD_NUMBER: _ClassVar[int]
     DELETE_EVENT_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
     DELETE_BROKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -20,8 +18,6 @@ class PartitionStateRecord(_message.Message):
     COPY_FINISHED_SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
     COPY_FINISHED_SEGMENT_COUNT_FIELD_NUMBER: _ClassVar[int]
     topic_id_partition: _records_pb2.TopicIdPartition
-    leader_claim: int
-    leader_broker_id: int
     delete_state: _records_pb2.RemotePartitionDeleteState
     delete_event_timestamp_ms: int
     delete_broker_id: int
@@ -29,7 +25,7 @@ class PartitionStateRecord(_message.Message):
     segment_count: int
     copy_finished_size_bytes: int
     copy_finished_segment_count: int
-    def __init__(self, topic_id_partition: _Optional[_Union[_records_pb2.TopicIdPartition, _Mapping]] = ..., leader_claim: _Optional[int] = ..., leader_broker_id: _Optional[int] = ..., delete_state: _Optional[_Union[_records_pb2.RemotePartitionDeleteState, str]] = ..., delete_event_timestamp_ms: _Optional[int] = ..., delete_broker_id: _Optional[int] = ..., size_bytes: _Optional[int] = ..., segment_count: _Optional[int] = ..., copy_finished_size_bytes: _Optional[int] = ..., copy_finished_segment_count: _Optional[int] = ...) -> None: ...
+    def __init__(self, topic_id_partition: _Optional[_Union[_records_pb2.TopicIdPartition, _Mapping]] = ..., delete_state: _Optional[_Union[_records_pb2.RemotePartitionDeleteState, str]] = ..., delete_event_timestamp_ms: _Optional[int] = ..., delete_broker_id: _Optional[int] = ..., size_bytes: _Optional[int] = ..., segment_count: _Optional[int] = ..., copy_finished_size_bytes: _Optional[int] = ..., copy_finished_segment_count: _Optional[int] = ...) -> None: ...
 
 class LeaderEpochStateRecord(_message.Message):
     __slots__ = ("highest_log_offset", "size_bytes", "segment_count", "copy_finished_size_bytes", "copy_finished_segment_count")
@@ -52,3 +48,11 @@ class OffsetIndexChunkRecord(_message.Message):
     start_offsets: _containers.RepeatedScalarFieldContainer[int]
     segment_ids: _containers.RepeatedScalarFieldContainer[bytes]
     def __init__(self, start_offsets: _Optional[_Iterable[int]] = ..., segment_ids: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
+class LeaderClaimRecord(_message.Message):
+    __slots__ = ("claim", "broker_id")
+    CLAIM_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    claim: int
+    broker_id: int
+    def __init__(self, claim: _Optional[int] = ..., broker_id: _Optional[int] = ...) -> None: ...

@@ -1,0 +1,472 @@
+"""The RemoteLogMetadataManager contract, run unchanged against every backend and both read paths.
+
+Mirrors Kafka's RemoteLogSegmentLifecycleTest, RemoteLogMetadataCacheTest and
+RemoteLogLeaderEpochStateTest. ``path="leader"`` writes and reads through a manager that leads the
+partition (in-memory cache); ``path="store"`` writes through one non-leader manager and reads through
+another (straight from the backend), as the controller's delete job and followers do.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from tests.rlmm_support import (
+    BROKER_1,
+    COPY_SEGMENT_FINISHED,
+    COPY_SEGMENT_STARTED,
+    DELETE_SEGMENT_FINISHED,
+    DELETE_SEGMENT_STARTED,
+    SEG_SIZE,
+    Store,
+    listing,
+    new_tp,
+    segment,
+    store,
+    update_of,
+    upsert,
+)
+from tiered.api import (
+    CustomMetadata,
+    RemoteLogSegmentId,
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentState,
+    RemotePartitionDeleteMetadata,
+    RemotePartitionDeleteState,
+    RemoteResourceNotFoundException,
+    TopicIdPartition,
+)
+from tiered.rlmm.manager import StoreRemoteLogMetadataManager
+
+__all__ = ["store"]  # the parametrized fixture
+
+
+class Paths:
+    def __init__(
+        self, writer: StoreRemoteLogMetadataManager, reader: StoreRemoteLogMetadataManager
+    ):
+        self.writer = writer
+        self.reader = reader
+
+
+@pytest.fixture(params=["leader", "store"])
+def paths(request: pytest.FixtureRequest, store: Store) -> Iterator[tuple[Paths, TopicIdPartition]]:
+    tp = new_tp()
+    if request.param == "leader":
+        leader = store.manager()
+        leader.on_partition_leadership_changes({tp}, set())
+        assert leader.is_leader_cache(tp)
+        yield Paths(leader, leader), tp
+    else:
+        writer, reader = store.manager(), store.manager(broker_id=BROKER_1)
+        yield Paths(writer, reader), tp
+        assert not reader.is_leader_cache(tp)
+
+
+def test_remote_log_segment_lifecycle(paths: tuple[Paths, TopicIdPartition]) -> None:
+    p, tp = paths
+    # segment 0: offsets [0-100], leader epochs (0,0), (1,20), (2,80)
+    seg0 = segment(tp, {0: 0, 1: 20, 2: 80}, 0, 100)
+    p.writer.add_remote_log_segment_metadata(seg0)
+    # Still copying: neither readable nor counted as copied.
+    assert p.reader.remote_log_segment_metadata(tp, 1, 40) is None
+    for epoch in range(3):
+        assert p.reader.highest_offset_for_epoch(tp, epoch) is None
+    finished = update_of(seg0, COPY_SEGMENT_FINISHED)
+    p.writer.update_remote_log_segment_metadata(finished)
+    seg0 = seg0.create_with_updates(finished)
+
+    seg1 = upsert(p.writer, tp, {2: 101}, 101, 200, COPY_SEGMENT_FINISHED)
+    seg2 = upsert(p.writer, tp, {2: 201, 3: 240}, 201, 300, COPY_SEGMENT_FINISHED)
+    seg3 = upsert(p.writer, tp, {3: 250, 4: 370}, 250, 400, COPY_SEGMENT_FINISHED)
+
+    expected = {
+        (1, 40): seg0,
+        (2, 110): seg1,
+        (3, 240): seg2,
+        (3, 250): seg3,
+        (4, 375): seg3,
+        (1, 110): None,  # epoch 1 ends at 79
+        (4, 401): None,  # beyond the last segment
+        (5, 301): None,  # no such epoch
+    }
+    for (epoch, offset), want in expected.items():
+        assert p.reader.remote_log_segment_metadata(tp, epoch, offset) == want, (epoch, offset)
+
+    # DELETE_SEGMENT_STARTED and DELETE_SEGMENT_FINISHED segments are not readable.
+    p.writer.update_remote_log_segment_metadata(update_of(seg0, DELETE_SEGMENT_STARTED))
+    assert p.reader.remote_log_segment_metadata(tp, 0, 10) is None
+    p.writer.update_remote_log_segment_metadata(update_of(seg0, DELETE_SEGMENT_FINISHED))
+    assert p.reader.remote_log_segment_metadata(tp, 0, 10) is None
+
+    # The highest copied offset per epoch survives the deletion of the segment that set it.
+    highest = {0: 19, 1: 79, 2: 239, 3: 369, 4: 400}
+    for epoch, offset in highest.items():
+        assert p.reader.highest_offset_for_epoch(tp, epoch) == offset
+    assert p.reader.highest_offset_for_epoch(tp, 5) is None
+
+
+def test_copy_segment_started_is_listed_but_not_readable(
+    paths: tuple[Paths, TopicIdPartition],
+) -> None:
+    p, tp = paths
+    seg = segment(tp, {0: 0}, 0, 50)
+    p.writer.add_remote_log_segment_metadata(seg)
+    assert p.reader.remote_log_segment_metadata(tp, 0, 0) is None
+    assert listing(p.reader, tp, 0) == [seg]
+    assert listing(p.reader, tp) == [seg]
+    assert p.reader.remote_log_size(tp, 0) == SEG_SIZE
+
+
+def test_copy_segment_finished_is_listed_and_readable(
+    paths: tuple[Paths, TopicIdPartition],
+) -> None:
+    p, tp = paths
+    seg = upsert(p.writer, tp, {0: 101}, 101, 200, COPY_SEGMENT_FINISHED)
+    assert p.reader.remote_log_segment_metadata(tp, 0, 150) == seg
+    assert listing(p.reader, tp, 0) == [seg]
+    assert listing(p.reader, tp) == [seg]
+
+
+def test_delete_segment_started_is_listed_but_not_readable(
+    paths: tuple[Paths, TopicIdPartition],
+) -> None:
+    p, tp = paths
+    seg = upsert(p.writer, tp, {0: 201}, 201, 300, DELETE_SEGMENT_STARTED)
+    assert p.reader.remote_log_segment_metadata(tp, 0, 250) is None
+    assert listing(p.reader, tp, 0) == [seg]
+    assert listing(p.reader, tp) == [seg]
+
+
+def test_delete_segment_finished_is_gone(paths: tuple[Paths, TopicIdPartition]) -> None:
+    p, tp = paths
+    seg = upsert(p.writer, tp, {0: 301}, 301, 400, DELETE_SEGMENT_STARTED)
+    assert p.reader.remote_log_segment_metadata(tp, 0, 350) is None
+    p.writer.update_remote_log_segment_metadata(update_of(seg, DELETE_SEGMENT_FINISHED))
+    assert listing(p.reader, tp, 0) == []
+    assert listing(p.reader, tp) == []
+    assert p.reader.remote_log_size(tp, 0) == 0
+    # Terminal: the metadata is gone, so a further update finds nothing (Kafka's cache likewise).
+    with pytest.raises(RemoteResourceNotFoundException):
+        p.writer.update_remote_log_segment_metadata(update_of(seg, DELETE_SEGMENT_FINISHED))
+
+
+def test_list_segments_by_epoch_in_start_offset_order(
+    paths: tuple[Paths, TopicIdPartition],
+) -> None:
+    p, tp = paths
+    # Added out of order, listed by start offset.
+    seg2 = upsert(p.writer, tp, {0: 201, 1: 301}, 201, 400, COPY_SEGMENT_FINISHED)
+    seg0 = upsert(p.writer, tp, {0: 0}, 0, 100, COPY_SEGMENT_FINISHED)
+    seg1 = upsert(p.writer, tp, {0: 101}, 101, 200, COPY_SEGMENT_FINISHED)
+    assert listing(p.reader, tp, 0) == [seg0, seg1, seg2]
+    assert listing(p.reader, tp) == [seg0, seg1, seg2]
+    assert listing(p.reader, tp, 1) == [seg2]
+    assert listing(p.reader, tp, 7) == []
+
+
+def test_invalid_arguments(paths: tuple[Paths, TopicIdPartition]) -> None:
+    p, tp = paths
+    with pytest.raises(TypeError):
+        p.writer.add_remote_log_segment_metadata(None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        p.writer.update_remote_log_segment_metadata(None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        p.writer.put_remote_partition_delete_metadata(None)  # type: ignore[arg-type]
+    for state in RemoteLogSegmentState:
+        if state is COPY_SEGMENT_STARTED:
+            continue
+        seg = segment(tp, {0: 0}, 0, 100)
+        moved = seg.create_with_updates(update_of(seg, state))
+        with pytest.raises(ValueError, match="COPY_SEGMENT_STARTED"):
+            p.writer.add_remote_log_segment_metadata(moved)
+    unknown = segment(tp, {0: 0}, 0, 100)
+    with pytest.raises(RemoteResourceNotFoundException):
+        p.writer.update_remote_log_segment_metadata(update_of(unknown, DELETE_SEGMENT_STARTED))
+    # Nothing above changed the partition (through the store path it was not even created).
+    if p.reader.is_leader_cache(tp):
+        assert listing(p.reader, tp) == []
+    else:
+        with pytest.raises(RemoteResourceNotFoundException):
+            listing(p.reader, tp)
+
+
+def test_invalid_transition_is_dropped(
+    paths: tuple[Paths, TopicIdPartition], caplog: pytest.LogCaptureFixture
+) -> None:
+    p, tp = paths
+    seg = upsert(p.writer, tp, {0: 0}, 0, 100, COPY_SEGMENT_FINISHED)
+    p.writer.update_remote_log_segment_metadata(update_of(seg, DELETE_SEGMENT_FINISHED))
+    assert "can not move to DELETE_SEGMENT_FINISHED" in caplog.text
+    assert listing(p.reader, tp) == [seg]
+    assert p.reader.remote_log_segment_metadata(tp, 0, 50) == seg
+    # A retried add of a finished segment is an invalid transition too.
+    p.writer.add_remote_log_segment_metadata(
+        segment(tp, {0: 0}, 0, 100).__class__(**{**_fields(seg), "state": COPY_SEGMENT_STARTED})
+    )
+    assert listing(p.reader, tp) == [seg]
+
+
+def _fields(m: RemoteLogSegmentMetadata) -> dict[str, object]:
+    return {
+        "remote_log_segment_id": m.remote_log_segment_id,
+        "start_offset": m.start_offset,
+        "end_offset": m.end_offset,
+        "max_timestamp_ms": m.max_timestamp_ms,
+        "broker_id": m.broker_id,
+        "event_timestamp_ms": m.event_timestamp_ms,
+        "segment_size_in_bytes": m.segment_size_in_bytes,
+        "segment_leader_epochs": m.segment_leader_epochs,
+        "state": m.state,
+        "custom_metadata": m.custom_metadata,
+        "tiered_epoch": m.tiered_epoch,
+    }
+
+
+def test_self_transitions_are_idempotent(paths: tuple[Paths, TopicIdPartition]) -> None:
+    p, tp = paths
+    seg = segment(tp, {0: 0}, 0, 100)
+    p.writer.add_remote_log_segment_metadata(seg)
+    p.writer.add_remote_log_segment_metadata(seg)  # a retried add
+    finished = update_of(seg, COPY_SEGMENT_FINISHED)
+    p.writer.update_remote_log_segment_metadata(finished)
+    p.writer.update_remote_log_segment_metadata(finished)
+    assert listing(p.reader, tp) == [seg.create_with_updates(finished)]
+    assert p.reader.remote_log_size(tp, 0) == SEG_SIZE
+    assert p.reader.remote_log_totals(tp).segment_count == 1
+
+
+def test_superset_copy_replaces_earlier_segments(paths: tuple[Paths, TopicIdPartition]) -> None:
+    """Kafka's case 1: L0 copied S0 [0-100], then L1 copied S1 [0-200] in the same epoch."""
+    p, tp = paths
+    s0 = upsert(p.writer, tp, {0: 0}, 0, 100, COPY_SEGMENT_FINISHED)
+    s1 = upsert(p.writer, tp, {0: 0}, 0, 200, COPY_SEGMENT_FINISHED)
+    assert p.reader.remote_log_segment_metadata(tp, 0, 50) == s1
+    # The replaced segment stays listed (unreferenced) so that it can be cleaned up.
+    assert {m.remote_log_segment_id for m in listing(p.reader, tp, 0)} == {
+        s0.remote_log_segment_id,
+        s1.remote_log_segment_id,
+    }
+    assert p.reader.remote_log_size(tp, 0) == 2 * SEG_SIZE
+    assert p.reader.highest_offset_for_epoch(tp, 0) == 200
+
+
+def test_overlapping_copy_wins_for_later_offsets(paths: tuple[Paths, TopicIdPartition]) -> None:
+    """Kafka's case 2: S0 [10-90] then S1 [5-100] and S2 [101-200]: offset 95 is in S1."""
+    p, tp = paths
+    s0 = upsert(p.writer, tp, {0: 10}, 10, 90, COPY_SEGMENT_FINISHED)
+    s1 = upsert(p.writer, tp, {0: 5}, 5, 100, COPY_SEGMENT_FINISHED)
+    s2 = upsert(p.writer, tp, {0: 101}, 101, 200, COPY_SEGMENT_FINISHED)
+    assert p.reader.remote_log_segment_metadata(tp, 0, 95) == s1
+    assert p.reader.remote_log_segment_metadata(tp, 0, 150) == s2
+    assert s0.remote_log_segment_id in {m.remote_log_segment_id for m in listing(p.reader, tp, 0)}
+
+
+def test_displaced_segment_at_same_offset_stays_listed(
+    paths: tuple[Paths, TopicIdPartition],
+) -> None:
+    """Where Kafka loses a segment: S0 [0-200] then S1 [0-100] maps offset 0 to S1 without the
+    replacement loop running; Kafka drops S0 from every listing, we keep it unreferenced."""
+    p, tp = paths
+    s0 = upsert(p.writer, tp, {0: 0}, 0, 200, COPY_SEGMENT_FINISHED)
+    s1 = upsert(p.writer, tp, {0: 0}, 0, 100, COPY_SEGMENT_FINISHED)
+    assert p.reader.remote_log_segment_metadata(tp, 0, 50) == s1
+    ids = [m.remote_log_segment_id for m in listing(p.reader, tp, 0)]
+    assert sorted(ids, key=str) == sorted(
+        [s0.remote_log_segment_id, s1.remote_log_segment_id], key=str
+    )
+    assert p.reader.remote_log_size(tp, 0) == 2 * SEG_SIZE
+
+
+def test_custom_metadata_is_byte_exact(paths: tuple[Paths, TopicIdPartition], store: Store) -> None:
+    p, tp = paths
+    values = [None, CustomMetadata(b""), CustomMetadata(b"\x00bucket-7\xff" * 3)]
+    segs = []
+    for i, custom in enumerate(values):
+        seg = segment(tp, {0: i * 100}, i * 100, i * 100 + 99, custom=custom)
+        p.writer.add_remote_log_segment_metadata(seg)
+        segs.append(seg)
+    # The update's custom metadata replaces it; None in an update keeps what the segment had.
+    p.writer.update_remote_log_segment_metadata(
+        update_of(segs[0], COPY_SEGMENT_FINISHED, CustomMetadata(b"from-copy"))
+    )
+    p.writer.update_remote_log_segment_metadata(update_of(segs[1], COPY_SEGMENT_FINISHED))
+    fresh = store.manager(broker_id=7)  # another process, reading from the store
+    for reader in (p.reader, fresh):
+        got = {m.start_offset: m.custom_metadata for m in listing(reader, tp)}
+        assert got == {0: CustomMetadata(b"from-copy"), 100: CustomMetadata(b""), 200: values[2]}
+        assert got[100] is not None and got[100].value == b""
+
+
+def test_remote_log_size_and_totals_count_each_state(paths: tuple[Paths, TopicIdPartition]) -> None:
+    p, tp = paths
+    upsert(p.writer, tp, {0: 0}, 0, 99, COPY_SEGMENT_STARTED, size=10)
+    upsert(p.writer, tp, {0: 100}, 100, 199, COPY_SEGMENT_FINISHED, size=20)
+    upsert(p.writer, tp, {0: 200, 1: 250}, 200, 299, COPY_SEGMENT_FINISHED, size=40)
+    upsert(p.writer, tp, {1: 300}, 300, 399, DELETE_SEGMENT_STARTED, size=80)
+    upsert(p.writer, tp, {1: 400}, 400, 499, DELETE_SEGMENT_FINISHED, size=160)
+    assert p.reader.remote_log_size(tp, 0) == 10 + 20 + 40
+    assert p.reader.remote_log_size(tp, 1) == 40 + 80  # a segment counts in each of its epochs
+    assert p.reader.remote_log_size(tp, 2) == 0
+    totals = p.reader.remote_log_totals(tp)
+    assert (totals.size_bytes, totals.segment_count) == (10 + 20 + 40 + 80, 4)  # each once
+    assert (totals.copy_finished_size_bytes, totals.copy_finished_segment_count) == (60, 2)
+
+
+def test_unknown_partition_raises_not_found(store: Store) -> None:
+    reader = store.manager()
+    tp = new_tp()
+    with pytest.raises(RemoteResourceNotFoundException):
+        reader.remote_log_size(tp, 0)
+    with pytest.raises(RemoteResourceNotFoundException):
+        reader.remote_log_totals(tp)
+    with pytest.raises(RemoteResourceNotFoundException):
+        reader.remote_log_segment_metadata(tp, 0, 0)
+    with pytest.raises(RemoteResourceNotFoundException):
+        list(reader.list_remote_log_segments(tp))
+    # Once a leader has taken it over, the partition exists and is empty.
+    leader = store.manager()
+    leader.on_partition_leadership_changes({tp}, set())
+    assert leader.remote_log_size(tp, 0) == 0
+    assert reader.remote_log_size(tp, 0) == 0
+
+
+def test_partition_delete_lifecycle(paths: tuple[Paths, TopicIdPartition], store: Store) -> None:
+    p, tp = paths
+    seg = upsert(p.writer, tp, {0: 0}, 0, 100, COPY_SEGMENT_FINISHED)
+
+    def put(state: RemotePartitionDeleteState) -> None:
+        p.writer.put_remote_partition_delete_metadata(
+            RemotePartitionDeleteMetadata(tp, state, 1, BROKER_1)
+        )
+
+    put(RemotePartitionDeleteState.DELETE_PARTITION_FINISHED)  # invalid from nothing: dropped
+    assert p.reader.remote_partition_delete_state(tp) is None
+    put(RemotePartitionDeleteState.DELETE_PARTITION_MARKED)
+    put(RemotePartitionDeleteState.DELETE_PARTITION_FINISHED)  # skips STARTED: dropped
+    assert (
+        p.reader.remote_partition_delete_state(tp)
+        is RemotePartitionDeleteState.DELETE_PARTITION_MARKED
+    )
+    put(RemotePartitionDeleteState.DELETE_PARTITION_STARTED)
+    # Until FINISHED, segments stay readable so that the deleter can find them.
+    assert p.reader.remote_log_segment_metadata(tp, 0, 5) == seg
+    p.writer.update_remote_log_segment_metadata(update_of(seg, DELETE_SEGMENT_STARTED))
+    p.writer.update_remote_log_segment_metadata(update_of(seg, DELETE_SEGMENT_FINISHED))
+    put(RemotePartitionDeleteState.DELETE_PARTITION_FINISHED)
+    for reader in (p.reader, p.writer, store.manager(broker_id=9)):
+        with pytest.raises(RemoteResourceNotFoundException):
+            reader.remote_log_size(tp, 0)
+        with pytest.raises(RemoteResourceNotFoundException):
+            list(reader.list_remote_log_segments(tp))
+    # Nothing of the partition is left in the backend.
+    backend = store.backend()
+    try:
+        assert backend.list_children("rlmm/partitions") == []
+    finally:
+        backend.close()
+    # A new leader starts it afresh.
+    leader = store.manager(broker_id=3)
+    leader.on_partition_leadership_changes({tp}, set())
+    assert listing(leader, tp) == []
+
+
+def test_random_operations_keep_aggregates_and_both_paths_equal(store: Store) -> None:
+    """After every step, the leader's cache, a fresh store reader and a fresh leader (reloading
+    everything, including after DELETE_SEGMENT_FINISHED) agree, and remote_log_size equals the sum
+    over the listing it is defined by."""
+    rng = random.Random(1234)
+    tp = new_tp()
+    leader = store.manager()
+    leader.on_partition_leadership_changes({tp}, set())
+    reader = store.manager(broker_id=BROKER_1)
+    live: dict[uuid.UUID, RemoteLogSegmentMetadata] = {}
+    next_offset = 0
+    epoch = 0
+    for step in range(120):
+        choice = rng.random()
+        if choice < 0.45 or not live:
+            if rng.random() < 0.2:
+                epoch += 1
+            length = rng.randint(1, 50)
+            start = next_offset if rng.random() < 0.85 else max(0, next_offset - rng.randint(1, 80))
+            epochs = {epoch: start}
+            if rng.random() < 0.2 and length > 2:
+                epoch += 1
+                epochs[epoch] = start + length // 2
+            seg = segment(tp, epochs, start, start + length, size=rng.randint(1, 5000))
+            leader.add_remote_log_segment_metadata(seg)
+            live[seg.remote_log_segment_id.id] = seg
+            next_offset = max(next_offset, start + length + 1)
+        else:
+            segment_id = rng.choice(sorted(live))
+            seg = live[segment_id]
+            target = rng.choice(list(RemoteLogSegmentState)[1:])
+            upd = update_of(seg, target)
+            leader.update_remote_log_segment_metadata(upd)
+            if RemoteLogSegmentState.is_valid_transition(seg.state, target):
+                if target is DELETE_SEGMENT_FINISHED:
+                    del live[segment_id]
+                else:
+                    live[segment_id] = seg.create_with_updates(upd)
+        if step % 20 == 19:
+            fresh_leader = store.manager(broker_id=5)
+            fresh_leader.on_partition_leadership_changes({tp}, set())
+            _assert_same_answers(tp, [leader, reader, fresh_leader], live, epoch)
+            fresh_leader.on_stop_partitions({tp})
+            # the fresh leader took the partition over: the old one must reclaim to write again
+            leader.on_partition_leadership_changes({tp}, set())
+
+
+def _assert_same_answers(
+    tp: TopicIdPartition,
+    managers: list[StoreRemoteLogMetadataManager],
+    live: dict[uuid.UUID, RemoteLogSegmentMetadata],
+    max_epoch: int,
+) -> None:
+    expected_all = sorted(live.values(), key=lambda m: (m.start_offset, m.remote_log_segment_id.id))
+    for manager in managers:
+        assert listing(manager, tp) == expected_all
+        totals = manager.remote_log_totals(tp)
+        assert totals.size_bytes == sum(m.segment_size_in_bytes for m in live.values())
+        assert totals.segment_count == len(live)
+        finished = [m for m in live.values() if m.state is COPY_SEGMENT_FINISHED]
+        assert totals.copy_finished_size_bytes == sum(m.segment_size_in_bytes for m in finished)
+        for epoch in range(max_epoch + 2):
+            listed = listing(manager, tp, epoch)
+            assert manager.remote_log_size(tp, epoch) == sum(
+                m.segment_size_in_bytes for m in listed
+            )
+            assert listed == [m for m in expected_all if epoch in m.segment_leader_epochs]
+    reference = managers[0]
+    for manager in managers[1:]:
+        for epoch in range(max_epoch + 2):
+            assert manager.highest_offset_for_epoch(
+                tp, epoch
+            ) == reference.highest_offset_for_epoch(tp, epoch)
+            for offset in range(0, max(m.end_offset for m in live.values()) + 2, 7) if live else []:
+                assert manager.remote_log_segment_metadata(
+                    tp, epoch, offset
+                ) == reference.remote_log_segment_metadata(tp, epoch, offset), (epoch, offset)
+
+
+def test_segment_ids_are_per_partition(store: Store) -> None:
+    """Two partitions do not see each other's segments, epochs or sizes."""
+    leader = store.manager()
+    tp_a, tp_b = new_tp("a", 0), new_tp("a", 1)
+    leader.on_partition_leadership_changes({tp_a, tp_b}, set())
+    seg_a = upsert(leader, tp_a, {0: 0}, 0, 10, COPY_SEGMENT_FINISHED, size=5)
+    assert listing(leader, tp_b) == []
+    assert leader.remote_log_size(tp_b, 0) == 0
+    assert leader.remote_log_segment_metadata(tp_a, 0, 3) == seg_a
+    assert leader.remote_log_segment_metadata(tp_b, 0, 3) is None
+    foreign = RemoteLogSegmentId(tp_b, seg_a.remote_log_segment_id.id)
+    with pytest.raises(RemoteResourceNotFoundException):
+        leader.update_remote_log_segment_metadata(
+            update_of(seg_a, DELETE_SEGMENT_STARTED).__class__(
+                foreign, 1, None, DELETE_SEGMENT_STARTED, 0
+            )
+        )
