@@ -92,15 +92,23 @@ class OffsetIndex:
         backend: MetadataStorageBackend,
         tp: TopicIdPartition,
         leader_epoch: int,
-        chunk_offsets: Iterable[int],
+        chunk_offsets: Iterable[int] | None,
         loaded: dict[int, _Chunk] | None = None,
     ) -> None:
+        """``chunk_offsets`` None: list the chunks from the backend on first use."""
         self._backend = backend
         self._tp = tp
         self._epoch = leader_epoch
-        self._keys = sorted(chunk_offsets)
+        self._names: list[int] | None = None if chunk_offsets is None else sorted(chunk_offsets)
         self._chunks: dict[int, _Chunk] = dict(loaded or {})
         self._deleted: dict[int, int] = {}  # chunk name -> stored version, to delete
+
+    @property
+    def _keys(self) -> list[int]:
+        if self._names is None:
+            listed = self._backend.list_children(keys.index_key(self._tp, self._epoch))
+            self._names = sorted(int(n) for n in listed)
+        return self._names
 
     def _chunk(self, name: int) -> _Chunk:
         chunk = self._chunks.get(name)
@@ -211,7 +219,7 @@ class OffsetIndex:
             Delete(keys.chunk_key(self._tp, self._epoch, name), version)
             for name, version in self._deleted.items()
         ]
-        for name in self._keys:
+        for name in self._names or ():  # never listed: nothing in it was touched
             chunk = self._chunks.get(name)
             if chunk is None or not chunk.dirty:
                 continue
@@ -539,16 +547,13 @@ class PartitionMetadataState:
         stored = self._backend.get(keys.epoch_key(tp, leader_epoch))
         if stored is None:
             return None
-        chunk_names = [
-            int(n) for n in self._backend.list_children(keys.index_key(tp, leader_epoch))
-        ]
         return RemoteLogLeaderEpochState(
             self._backend,
             tp,
             leader_epoch,
             store_pb.LeaderEpochStateRecord.FromString(stored.value),
             stored.version,
-            OffsetIndex(self._backend, tp, leader_epoch, chunk_names),
+            OffsetIndex(self._backend, tp, leader_epoch, None),
             None,
         )
 
