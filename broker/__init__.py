@@ -1,0 +1,1 @@
+"""The broker agent: local log, RemoteLogManager with its task pools, servicer."""

@@ -1,0 +1,1 @@
+"""The controller daemon: metadata stores, tiered-state machine, disablement queue."""

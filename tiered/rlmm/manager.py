@@ -120,6 +120,7 @@ class StoreRemoteLogMetadataManager(api.RemoteLogMetadataManager):
         self._broker_id = broker_id
         self._retry = conflict_retry or ConflictRetry()
         self._led: dict[TopicIdPartition, _LedPartition] = {}
+        self._led_keys: dict[str, TopicIdPartition] = {}  # partition record key -> partition
         self._led_lock = threading.Lock()
         self._closed = False
 
@@ -285,6 +286,7 @@ class StoreRemoteLogMetadataManager(api.RemoteLogMetadataManager):
             with self._led_lock:
                 previous = self._led.get(tp)
                 self._led[tp] = led
+                self._led_keys[keys.partition_key(tp)] = tp
             if previous is None:
                 self._backend.watch(keys.partition_key(tp), self._on_partition_record_change)
             log.info("Partition %s: leading with claim %d (broker %d)", tp, claim, self._broker_id)
@@ -356,9 +358,10 @@ class StoreRemoteLogMetadataManager(api.RemoteLogMetadataManager):
         )
 
     def _on_partition_record_change(self, key: str, version: int | None) -> None:
-        for tp, led in list(self._led.items()):
-            if keys.partition_key(tp) == key:
-                led.note_version(version)
+        tp = self._led_keys.get(key)
+        led = self._led.get(tp) if tp is not None else None
+        if led is not None:
+            led.note_version(version)
 
     def _leader_state(
         self, tp: TopicIdPartition, led: _LedPartition, for_write: bool
@@ -401,6 +404,7 @@ class StoreRemoteLogMetadataManager(api.RemoteLogMetadataManager):
     def _forget(self, tp: TopicIdPartition) -> None:
         with self._led_lock:
             led = self._led.pop(tp, None)
+            self._led_keys.pop(keys.partition_key(tp), None)
         if led is not None:
             self._backend.unwatch(keys.partition_key(tp))
 

@@ -1,0 +1,1 @@
+"""Controller jobs: the PySpark bulk delete of a topic's remote data."""

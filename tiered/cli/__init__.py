@@ -1,0 +1,1 @@
+"""Console scripts in the style of kafka-topics.sh and kafka-configs.sh."""

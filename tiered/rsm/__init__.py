@@ -1,0 +1,1 @@
+"""RemoteStorageManager implementations (fsspec-backed, LocalTieredStorage-like layout)."""
