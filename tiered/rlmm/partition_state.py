@@ -712,7 +712,7 @@ class PartitionMetadataState:
         else:
             state = self.epoch(leader_epoch)
             ids = state.listed_segment_ids() if state is not None else set()
-        ordered = sorted(ids)
+        ordered = list(ids)
         found = [slot.metadata for slot in self._load_segments(ordered)]
         missing = [i for i, m in zip(ordered, found, strict=True) if m is None]
         if missing:  # deleted by a writer since this view listed them
@@ -721,7 +721,8 @@ class PartitionMetadataState:
                 keys.segment_key(self.topic_id_partition, missing[0]),
             )
         segments = [m for m in found if m is not None]
-        segments.sort(key=lambda m: (m.start_offset, m.remote_log_segment_id.id))
+        # Ties (replaced copies of the same offsets) break on the id, so every path agrees.
+        segments.sort(key=lambda m: (m.start_offset, m.remote_log_segment_id.id.int))
         return segments
 
     def remote_log_size(self, leader_epoch: int) -> int:

@@ -1,0 +1,46 @@
+"""The remote_log_size benchmark still runs and its two methods agree (timings are not checked)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+VENV_PYTHON = REPO_ROOT / ".venv" / "bin" / "python"
+
+
+def test_remote_log_size_bench_quick(tmp_path: Path) -> None:
+    out = tmp_path / "x.json"
+    python = str(VENV_PYTHON) if VENV_PYTHON.exists() else sys.executable
+    completed = subprocess.run(
+        [
+            python,
+            "bench/remote_log_size.py",
+            "--quick",
+            "--backends",
+            "sqlite",
+            "--out",
+            str(out),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+
+    document = json.loads(out.read_text(encoding="utf-8"))
+    assert document["ok"] is True
+    assert document["verification_failures"] == []
+    assert all(check["identical"] for check in document["layout_checks"])
+    results = document["results"]
+    assert sorted(r["segments"] for r in results) == [1_000, 10_000]
+    for result in results:
+        assert result["backend"] == "sqlite"
+        for path in ("leader", "store"):
+            figures = result[path]
+            assert figures["ratio"] > 0, (result["segments"], path)
+            assert figures["remote_log_size_bytes"] == figures["list_and_sum_bytes"] > 0
