@@ -8,6 +8,7 @@ another (straight from the backend), as the controller's delete job and follower
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import uuid
 from collections.abc import Iterator
@@ -204,26 +205,8 @@ def test_invalid_transition_is_dropped(
     assert listing(p.reader, tp) == [seg]
     assert p.reader.remote_log_segment_metadata(tp, 0, 50) == seg
     # A retried add of a finished segment is an invalid transition too.
-    p.writer.add_remote_log_segment_metadata(
-        segment(tp, {0: 0}, 0, 100).__class__(**{**_fields(seg), "state": COPY_SEGMENT_STARTED})
-    )
+    p.writer.add_remote_log_segment_metadata(dataclasses.replace(seg, state=COPY_SEGMENT_STARTED))
     assert listing(p.reader, tp) == [seg]
-
-
-def _fields(m: RemoteLogSegmentMetadata) -> dict[str, object]:
-    return {
-        "remote_log_segment_id": m.remote_log_segment_id,
-        "start_offset": m.start_offset,
-        "end_offset": m.end_offset,
-        "max_timestamp_ms": m.max_timestamp_ms,
-        "broker_id": m.broker_id,
-        "event_timestamp_ms": m.event_timestamp_ms,
-        "segment_size_in_bytes": m.segment_size_in_bytes,
-        "segment_leader_epochs": m.segment_leader_epochs,
-        "state": m.state,
-        "custom_metadata": m.custom_metadata,
-        "tiered_epoch": m.tiered_epoch,
-    }
 
 
 def test_self_transitions_are_idempotent(paths: tuple[Paths, TopicIdPartition]) -> None:

@@ -9,6 +9,7 @@ began, which decides what a disablement's deletion removes.
 from __future__ import annotations
 
 import abc
+import dataclasses
 import enum
 import uuid
 from collections.abc import Iterator, Mapping, Set
@@ -283,21 +284,7 @@ class RemoteLogSegmentMetadata:
         return self._replace(custom_metadata=custom_metadata)
 
     def _replace(self, **changes: Any) -> RemoteLogSegmentMetadata:
-        values: dict[str, Any] = {
-            "remote_log_segment_id": self.remote_log_segment_id,
-            "start_offset": self.start_offset,
-            "end_offset": self.end_offset,
-            "max_timestamp_ms": self.max_timestamp_ms,
-            "broker_id": self.broker_id,
-            "event_timestamp_ms": self.event_timestamp_ms,
-            "segment_size_in_bytes": self.segment_size_in_bytes,
-            "segment_leader_epochs": self.segment_leader_epochs,
-            "state": self.state,
-            "custom_metadata": self.custom_metadata,
-            "tiered_epoch": self.tiered_epoch,
-        }
-        values.update(changes)
-        return RemoteLogSegmentMetadata(**values)
+        return dataclasses.replace(self, **changes)  # validates again, like the constructor
 
 
 @dataclass(frozen=True, slots=True)

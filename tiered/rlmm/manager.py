@@ -102,10 +102,11 @@ class _LedPartition:
         self.notified_version: int | None = state.version
 
     def note_version(self, version: int | None) -> None:
-        """Versions only grow, and notifications may arrive late: never step back."""
-        if version is None or self.notified_version is None:
-            self.notified_version = None if version is None else self.notified_version
-        else:
+        """Versions only grow, and notifications may arrive late: never step back. Once the
+        record is gone (None) only a reload, which resets this, brings it back."""
+        if version is None:
+            self.notified_version = None
+        elif self.notified_version is not None:
             self.notified_version = max(self.notified_version, version)
 
 
