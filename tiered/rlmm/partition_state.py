@@ -296,9 +296,6 @@ class RemoteLogLeaderEpochState:
             self._unreferenced_stored = set(self._unreferenced)
         return self._unreferenced
 
-    def listed_segment_ids(self) -> set[uuid.UUID]:
-        return set(self.index.segment_ids()) | self.unreferenced
-
     def handle_segment_with_copy_segment_started_state(self, segment_id: uuid.UUID) -> None:
         self.unreferenced.add(segment_id)
 
@@ -703,16 +700,18 @@ class PartitionMetadataState:
         return None if state is None else state.highest_log_offset
 
     def list_remote_log_segments(self, leader_epoch: int | None) -> list[RemoteLogSegmentMetadata]:
-        if leader_epoch is None:
-            ids: set[uuid.UUID] = set()
-            for epoch in self.epochs():
-                state = self.epoch(epoch)
-                if state is not None:
-                    ids |= state.listed_segment_ids()
-        else:
-            state = self.epoch(leader_epoch)
-            ids = state.listed_segment_ids() if state is not None else set()
-        ordered = list(ids)
+        # Index order is (nearly) start offset order, which makes the final sort cheap.
+        ordered: list[uuid.UUID] = []
+        seen: set[uuid.UUID] = set()
+        epochs = self.epochs() if leader_epoch is None else [leader_epoch]
+        for epoch in epochs:
+            state = self.epoch(epoch)
+            if state is None:
+                continue
+            for segment_id in (*state.index.segment_ids(), *state.unreferenced):
+                if segment_id not in seen:
+                    seen.add(segment_id)
+                    ordered.append(segment_id)
         found = [slot.metadata for slot in self._load_segments(ordered)]
         missing = [i for i, m in zip(ordered, found, strict=True) if m is None]
         if missing:  # deleted by a writer since this view listed them
