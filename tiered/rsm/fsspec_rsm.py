@@ -1,0 +1,331 @@
+"""A RemoteStorageManager over any fsspec filesystem (local directory, ``memory://``, ``s3://``...).
+
+Objects are laid out as :mod:`tiered.rsm.layout` says (DESIGN.md section 8).
+
+Upload protocol: the indexes are written first and the ``.log`` object last, so a segment whose
+``.log`` object exists has all its objects. On the local filesystem every object is first written
+to a temporary name beside it (``{key}.tmp-{hex}``) and renamed into place, so no reader ever sees
+a partly written file; object stores (and ``memory://``) make a put visible only once complete.
+If anything fails, whatever was written for the segment is deleted (best effort) and
+``RemoteStorageException`` is raised. Temporary files left by a crashed process sit under the
+segment's tiered-epoch prefix, so the bulk delete of that epoch removes them.
+
+Every fsspec or OS failure is raised as ``RemoteStorageException``; a missing remote object as its
+subclass ``RemoteResourceNotFoundException``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import uuid
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import fsspec.core
+from fsspec.implementations.local import LocalFileSystem
+
+from tiered.api import (
+    CustomMetadata,
+    IndexType,
+    LogSegmentData,
+    RemoteLogSegmentMetadata,
+    RemoteResourceNotFoundException,
+    RemoteStorageException,
+    RemoteStorageManager,
+    TopicIdPartition,
+)
+from tiered.rsm import layout
+from tiered.rsm.custom_metadata import SegmentLocation, encode_custom_metadata
+
+logger = logging.getLogger(__name__)
+
+ROOT_CONFIG = "remote.storage.root"
+DELETE_THREADS_CONFIG = "remote.storage.delete.threads"
+DEFAULT_DELETE_THREADS = 8
+
+
+class FsspecRemoteStorageManager(RemoteStorageManager):
+    """Stores segments under ``root`` of an fsspec filesystem. Thread-safe; :meth:`close` stops
+    the delete thread pool."""
+
+    def __init__(self, root: str, delete_threads: int = DEFAULT_DELETE_THREADS) -> None:
+        if not isinstance(root, str) or not root.strip():
+            raise ValueError(f"{ROOT_CONFIG} must be a non-empty path or fsspec URL, got {root!r}")
+        if isinstance(delete_threads, bool) or not isinstance(delete_threads, int):
+            raise ValueError(f"{DELETE_THREADS_CONFIG} must be an integer, got {delete_threads!r}")
+        if delete_threads < 1:
+            raise ValueError(f"{DELETE_THREADS_CONFIG} must be >= 1, got {delete_threads}")
+        root = root.strip()
+        try:
+            fs, path = fsspec.core.url_to_fs(root)
+        except (ImportError, ValueError) as e:
+            # ValueError: unknown protocol; ImportError: known protocol, plugin not installed.
+            raise ValueError(
+                f"{ROOT_CONFIG}={root!r}: no fsspec filesystem for this URL is available ({e})"
+            ) from e
+        self._fs: Any = fs
+        self._root = str(path).rstrip("/")
+        self._url = root
+        self._local = isinstance(fs, LocalFileSystem)
+        self._delete_threads = delete_threads
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @property
+    def root(self) -> str:
+        """The configured root URL or path."""
+        return self._url
+
+    def __repr__(self) -> str:
+        return f"FsspecRemoteStorageManager(root={self._url!r})"
+
+    # -- paths --------------------------------------------------------------------------------
+
+    def _path(self, key: str) -> str:
+        return f"{self._root}/{key}"
+
+    def _relative(self, path: str) -> str:
+        path = str(path)
+        prefix = self._root + "/"
+        if path.startswith(prefix):
+            return path[len(prefix) :]
+        # memory:// with an empty root normalizes "/x" and "x" alike.
+        return path.lstrip("/") if not self._root else path
+
+    # -- RemoteStorageManager -----------------------------------------------------------------
+
+    def copy_log_segment_data(
+        self, metadata: RemoteLogSegmentMetadata, segment_data: LogSegmentData
+    ) -> CustomMetadata | None:
+        """Uploads the indexes, the leader-epoch bytes and then the ``.log`` object. Returns the
+        custom metadata of :mod:`tiered.rsm.custom_metadata` (where the objects are, their bytes)."""
+        if not isinstance(metadata, RemoteLogSegmentMetadata):
+            raise TypeError(f"metadata must be RemoteLogSegmentMetadata, got {metadata!r}")
+        if not isinstance(segment_data, LogSegmentData):
+            raise TypeError(f"segment_data must be LogSegmentData, got {segment_data!r}")
+        prefix = layout.segment_prefix(metadata)
+        segment = metadata.remote_log_segment_id
+        sources: list[tuple[str, str | bytes]] = [
+            (IndexType.OFFSET.value, segment_data.offset_index),
+            (IndexType.TIMESTAMP.value, segment_data.time_index),
+            (IndexType.LEADER_EPOCH.value, bytes(segment_data.leader_epoch_index)),
+        ]
+        if segment_data.producer_snapshot_index is not None:
+            sources.append(
+                (IndexType.PRODUCER_SNAPSHOT.value, segment_data.producer_snapshot_index)
+            )
+        if segment_data.transaction_index is not None:
+            sources.append((IndexType.TRANSACTION.value, segment_data.transaction_index))
+        sources.append((layout.LOG_SUFFIX, segment_data.log_segment))  # last: marks completion
+
+        written: list[str] = []  # every remote path that may exist, temporary names included
+        total = 0
+        try:
+            self._check_open()
+            for suffix, source in sources:
+                total += self._write_object(layout.object_key(prefix, suffix), source, written)
+        except BaseException as e:
+            self._remove_quietly(written)
+            if isinstance(e, Exception):
+                raise RemoteStorageException(
+                    f"copy of segment {segment} to {self._path(prefix)}.* failed: "
+                    f"{type(e).__name__}: {e}"
+                ) from e
+            raise
+        return encode_custom_metadata(
+            SegmentLocation(
+                topic_id_partition=metadata.topic_id_partition,
+                tiered_epoch=metadata.tiered_epoch,
+                start_offset=metadata.start_offset,
+                segment_id=segment.id,
+                total_bytes=total,
+            )
+        )
+
+    def fetch_log_segment(
+        self,
+        metadata: RemoteLogSegmentMetadata,
+        start_position: int,
+        end_position: int | None = None,
+    ) -> bytes:
+        """Bytes ``[start_position, end_position]`` (inclusive) of the ``.log`` object; to its end
+        when ``end_position`` is None. Positions past the end yield fewer (or no) bytes."""
+        _check_position(start_position, "start_position")
+        if end_position is not None:
+            _check_position(end_position, "end_position")
+            if end_position < start_position:
+                raise ValueError(
+                    f"end_position {end_position} is less than start_position {start_position}"
+                )
+        key = layout.object_key(layout.segment_prefix(metadata), layout.LOG_SUFFIX)
+        end = None if end_position is None else end_position + 1
+        with self._errors(f"fetch of segment {metadata.remote_log_segment_id} data", key):
+            data = self._fs.cat_file(self._path(key), start=start_position, end=end)
+        return bytes(data)
+
+    def fetch_index(self, metadata: RemoteLogSegmentMetadata, index_type: IndexType) -> bytes:
+        if not isinstance(index_type, IndexType):
+            raise TypeError(f"index_type must be IndexType, got {index_type!r}")
+        key = layout.object_key(layout.segment_prefix(metadata), index_type.value)
+        what = f"fetch of the {index_type.name} index of segment {metadata.remote_log_segment_id}"
+        with self._errors(what, key):
+            data = self._fs.cat_file(self._path(key))
+        return bytes(data)
+
+    def delete_log_segment_data(self, metadata: RemoteLogSegmentMetadata) -> None:
+        """Deletes the ``.log`` object first (so the segment stops looking complete), then every
+        index. Missing objects are not an error."""
+        prefix = layout.segment_prefix(metadata)
+        for suffix in layout.ALL_SUFFIXES:
+            self._delete_object(layout.object_key(prefix, suffix))
+
+    # -- bulk operations ----------------------------------------------------------------------
+
+    def list_tiered_epochs(self, topic_id_partition: TopicIdPartition) -> list[int]:
+        """The tiered epochs that have a ``te=`` prefix under the partition, ascending."""
+        key = layout.partition_prefix(topic_id_partition)
+        try:
+            with self._errors(f"listing of partition {topic_id_partition}", key):
+                entries = self._fs.ls(self._path(key), detail=False)
+        except RemoteResourceNotFoundException:
+            return []
+        epochs = {layout.parse_tiered_epoch_dir(str(entry)) for entry in entries}
+        return sorted(e for e in epochs if e is not None)
+
+    def object_keys(self, topic_id_partition: TopicIdPartition) -> list[str]:
+        """Every object key (relative to the root) under the partition, sorted."""
+        return self._find(layout.partition_prefix(topic_id_partition))
+
+    def delete_tiered_epochs_below(self, topic_id_partition: TopicIdPartition, epoch: int) -> int:
+        """Deletes every object under each ``te=N`` prefix of the partition with ``N < epoch``,
+        known to the metadata or not, on the delete thread pool. Returns the number of objects
+        deleted; objects already gone count as deleted."""
+        if isinstance(epoch, bool) or not isinstance(epoch, int):
+            raise TypeError(f"epoch must be an int, got {epoch!r}")
+        doomed = [e for e in self.list_tiered_epochs(topic_id_partition) if e < epoch]
+        keys: list[str] = []
+        for e in doomed:
+            keys.extend(self._find(layout.tiered_epoch_prefix(topic_id_partition, e)))
+        if keys:
+            pool = self._executor()
+            # list() re-raises the first failure after every delete was attempted.
+            list(pool.map(self._delete_object, keys))
+        for e in doomed:  # the now-empty directories (local filesystem; no-op on object stores)
+            key = layout.tiered_epoch_prefix(topic_id_partition, e)
+            with self._errors(f"removal of {key}", key), contextlib.suppress(FileNotFoundError):
+                if self._fs.exists(self._path(key)):
+                    self._fs.rm(self._path(key), recursive=True)
+        return len(keys)
+
+    def close(self) -> None:
+        """Stops the delete thread pool. Idempotent."""
+        with self._lock:
+            self._closed = True
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+    def __enter__(self) -> FsspecRemoteStorageManager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RemoteStorageException(f"{self!r} is closed")
+
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._closed:
+                raise RemoteStorageException(f"{self!r} is closed")
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(
+                    max_workers=self._delete_threads, thread_name_prefix="rsm-delete"
+                )
+            return self._pool
+
+    @contextlib.contextmanager
+    def _errors(self, what: str, key: str) -> Iterator[None]:
+        try:
+            yield
+        except RemoteStorageException:
+            raise
+        except FileNotFoundError as e:
+            raise RemoteResourceNotFoundException(
+                f"{what}: {self._path(key)} does not exist"
+            ) from e
+        except Exception as e:
+            raise RemoteStorageException(
+                f"{what} failed at {self._path(key)}: {type(e).__name__}: {e}"
+            ) from e
+
+    def _write_object(self, key: str, source: str | bytes, written: list[str]) -> int:
+        """Writes one object; returns its size. Appends every remote path it creates to
+        ``written`` before creating it, so that a failure can remove it."""
+        path = self._path(key)
+        size = len(source) if isinstance(source, bytes) else Path(source).stat().st_size
+        target = path
+        if self._local:
+            self._fs.makedirs(self._fs._parent(path), exist_ok=True)
+            target = f"{path}.tmp-{uuid.uuid4().hex}"
+        written.append(target)
+        if isinstance(source, bytes):
+            self._fs.pipe_file(target, source)
+        else:
+            self._fs.put_file(source, target)
+        if target != path:
+            written.append(path)
+            self._fs.mv(target, path)
+        return size
+
+    def _delete_object(self, key: str) -> None:
+        with self._errors(f"delete of {key}", key), contextlib.suppress(FileNotFoundError):
+            self._fs.rm_file(self._path(key))
+
+    def _remove_quietly(self, paths: list[str]) -> None:
+        for path in reversed(paths):
+            try:
+                self._fs.rm_file(path)
+            except FileNotFoundError:
+                pass
+            except Exception:
+                logger.warning("could not remove %s after a failed copy", path, exc_info=True)
+
+    def _find(self, key: str) -> list[str]:
+        with self._errors(f"listing of {key}", key):
+            paths = self._fs.find(self._path(key))
+        return sorted(self._relative(p) for p in paths)
+
+
+def _check_position(value: object, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value}")
+
+
+def create_from_config(config: Mapping[str, object]) -> FsspecRemoteStorageManager:
+    """Builds the manager from ``remote.storage.root`` and ``remote.storage.delete.threads``."""
+    raw_root = config.get(ROOT_CONFIG)
+    if raw_root is None or not isinstance(raw_root, str) or not raw_root.strip():
+        raise ValueError(
+            f"{ROOT_CONFIG} is required: a local path or an fsspec URL, got {raw_root!r}"
+        )
+    raw_threads = config.get(DELETE_THREADS_CONFIG)
+    threads = DEFAULT_DELETE_THREADS
+    if raw_threads is not None:
+        try:
+            threads = int(str(raw_threads).strip())
+        except ValueError:
+            raise ValueError(
+                f"{DELETE_THREADS_CONFIG} must be an integer, got {raw_threads!r}"
+            ) from None
+    return FsspecRemoteStorageManager(raw_root, delete_threads=threads)
