@@ -1,0 +1,418 @@
+"""A partition's local log: a directory of segments, the leader epoch cache and the log start
+offset checkpoint.
+
+Offsets (all maintained under one lock):
+
+- ``log_start_offset``: the first offset the partition serves from either tier; persisted in
+  ``log-start-offset-checkpoint``. It may be below the local log start (older data is remote) or
+  above it (deleted by retention before the local segments were removed), never above the log end.
+- ``local_log_start_offset``: base offset of the oldest local segment.
+- ``log_end_offset``: the offset the next append gets.
+
+Durability: with ``flush_every_append`` (the default) ``append`` returns only once the record is
+fsynced, so an acknowledged record survives a crash. A segment is fsynced (data and indexes)
+before the next one is created, which is why ``Log.open`` recovers only the last segment.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from broker.log.errors import CorruptCheckpointError, CorruptLogError, OffsetOutOfRangeError
+from broker.log.fileutil import TEMP_SUFFIX, atomic_write
+from broker.log.leader_epoch import CHECKPOINT_FILE, LeaderEpochCache
+from broker.log.records import Record, encoded_size
+from broker.log.segment import LOG_SUFFIX, OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
+from tiered.api import LogSegmentData
+
+LOG_START_OFFSET_FILE = "log-start-offset-checkpoint"
+_MAX_SEGMENT_BYTES = 2**31 - 1  # positions in the offset index are u32; Kafka caps at int32 too
+_REL_OFFSET_MAX = 2**32 - 1
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    """Per-partition log settings (Kafka's topic configs of the same names)."""
+
+    segment_bytes: int = 1024**3
+    """``segment.bytes``: roll before an append that would make the active segment larger."""
+    segment_ms: int = 7 * 24 * 3600 * 1000
+    """``segment.ms``: roll before an append once the active segment is older than this."""
+    index_interval_bytes: int = 4096
+    """``index.interval.bytes``: bytes appended between two sparse index entries."""
+    flush_every_append: bool = True
+    """fsync every append, so that an acknowledged record is a durable one."""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.segment_bytes <= _MAX_SEGMENT_BYTES:
+            raise ValueError(f"segment_bytes must be in 1..{_MAX_SEGMENT_BYTES}")
+        if self.segment_ms <= 0:
+            raise ValueError("segment_ms must be > 0")
+        if self.index_interval_bytes <= 0:
+            raise ValueError("index_interval_bytes must be > 0")
+
+
+class Log:
+    """One partition directory. Every public method is thread-safe (one lock per log).
+
+    Construct with :meth:`open`.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        clock: Callable[[], float],
+        segments: list[LogSegment],
+        epoch_cache: LeaderEpochCache,
+        log_start_offset: int,
+    ) -> None:
+        self._dir = directory
+        self._config = config
+        self._clock = clock
+        self._segments = segments
+        self._epochs = epoch_cache
+        self._log_start_offset = log_start_offset
+        self._lock = threading.RLock()
+        self._closed = False
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        config: LogConfig | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> Log:
+        """Opens (creating if needed) the log in ``directory`` and recovers it.
+
+        Segments load in base-offset order; only the last one is scanned and truncated at its
+        first torn or corrupt record (see ``LogSegment.recover``): the others were fsynced before
+        their successor was created. Leader epochs starting at or past the recovered log end are
+        dropped. ``clock`` returns seconds since the epoch (``time.time``); tests inject a fake.
+        """
+        config = config or LogConfig()
+        directory.mkdir(parents=True, exist_ok=True)
+        now_ms = int(clock() * 1000)
+        # A leftover temp file is a checkpoint whose rename never happened: the old one stands.
+        for tmp in directory.glob(f"*{TEMP_SUFFIX}"):
+            tmp.unlink()
+        bases = sorted(int(p.stem) for p in directory.glob(f"*{LOG_SUFFIX}") if p.stem.isdigit())
+        base_set = set(bases)
+        # Index files whose .log is gone belong to a segment deleted just before a crash.
+        for suffix in (OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            for index in directory.glob(f"*{suffix}"):
+                if index.stem.isdigit() and int(index.stem) not in base_set:
+                    index.unlink()
+        log_start_offset = _read_log_start_offset(directory / LOG_START_OFFSET_FILE)
+        segments: list[LogSegment] = []
+        try:
+            for i, base in enumerate(bases):
+                segments.append(
+                    LogSegment.open(
+                        directory,
+                        base,
+                        config.index_interval_bytes,
+                        now_ms,
+                        recover=i == len(bases) - 1,
+                    )
+                )
+            for previous, segment in itertools.pairwise(segments):
+                if previous.next_offset != segment.base_offset:
+                    raise CorruptLogError(
+                        f"{directory}: segment {previous.base_offset} ends at "
+                        f"{previous.next_offset} but the next starts at {segment.base_offset}"
+                    )
+            if not segments:
+                segments.append(
+                    LogSegment.create(
+                        directory, log_start_offset or 0, config.index_interval_bytes, now_ms
+                    )
+                )
+        except BaseException:
+            for segment in segments:
+                segment.close()
+            raise
+        log_end_offset = segments[-1].next_offset
+        if log_start_offset is None:
+            log_start_offset = segments[0].base_offset
+            atomic_write(directory / LOG_START_OFFSET_FILE, _encode_offset(log_start_offset))
+        elif log_start_offset > log_end_offset:
+            # Only possible if records were lost (flush_every_append off): keep the invariant.
+            _log.warning(
+                "%s: log start offset %d beyond recovered log end %d; lowering it",
+                directory,
+                log_start_offset,
+                log_end_offset,
+            )
+            log_start_offset = log_end_offset
+            atomic_write(directory / LOG_START_OFFSET_FILE, _encode_offset(log_start_offset))
+        epoch_cache = LeaderEpochCache(directory / CHECKPOINT_FILE)
+        # An epoch may have been checkpointed just before its first record was lost in a crash.
+        epoch_cache.truncate_from_end(log_end_offset)
+        return cls(directory, config, clock, segments, epoch_cache, log_start_offset)
+
+    # ----------------------------------------------------------------------------- offsets
+
+    @property
+    def directory(self) -> Path:
+        return self._dir
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @property
+    def leader_epoch_cache(self) -> LeaderEpochCache:
+        return self._epochs
+
+    @property
+    def log_start_offset(self) -> int:
+        with self._lock:
+            return self._log_start_offset
+
+    @property
+    def local_log_start_offset(self) -> int:
+        with self._lock:
+            return self._segments[0].base_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        with self._lock:
+            return self._segments[-1].next_offset
+
+    @property
+    def active_segment(self) -> LogSegment:
+        with self._lock:
+            return self._segments[-1]
+
+    def segments(self) -> list[LogSegment]:
+        """Every local segment, oldest first, the active one last."""
+        with self._lock:
+            return list(self._segments)
+
+    def closed_segments(self) -> list[LogSegment]:
+        """Every local segment except the active one, oldest first: the ones that may be copied
+        to remote storage or deleted."""
+        with self._lock:
+            return self._segments[:-1]
+
+    # ----------------------------------------------------------------------------- data path
+
+    def append(self, key: bytes | None, value: bytes, timestamp_ms: int, leader_epoch: int) -> int:
+        """Appends one record and returns its offset; durable on return if
+        ``flush_every_append``.
+
+        Rolls first if the (non-empty) active segment would exceed ``segment_bytes`` or is older
+        than ``segment_ms``. A new ``leader_epoch`` is recorded in the epoch cache (and its
+        checkpoint) before the record is written; an epoch below the latest one raises
+        ``ValueError``: a deposed leader must not write.
+        """
+        with self._lock:
+            self._check_open()
+            latest = self._epochs.latest_epoch
+            if latest is not None and leader_epoch < latest:
+                raise ValueError(f"leader epoch {leader_epoch} is older than {latest}")
+            active = self._segments[-1]
+            if self._should_roll(active, encoded_size(key, value)):
+                active = self._roll_locked()
+            offset = active.next_offset
+            if latest is None or leader_epoch > latest:
+                self._epochs.assign(leader_epoch, offset)
+            active.append(Record(offset, timestamp_ms, leader_epoch, key, value))
+            if self._config.flush_every_append:
+                active.flush_data()
+            return offset
+
+    def read(self, offset: int, max_bytes: int) -> list[Record]:
+        """Records from ``offset`` on, across segments, within ``max_bytes`` (the first record is
+        returned even if larger, so a reader always progresses).
+
+        Returns ``[]`` at the log end. Raises ``OffsetOutOfRangeError`` if ``offset`` is beyond the
+        log end or below what the local log serves: the local log start offset, or the log start
+        offset when retention has moved it above that (those records are logically deleted).
+        """
+        with self._lock:
+            self._check_open()
+            first_served = max(self._segments[0].base_offset, self._log_start_offset)
+            end = self._segments[-1].next_offset
+            if offset < first_served or offset > end:
+                raise OffsetOutOfRangeError(
+                    f"offset {offset} outside the local log [{first_served}, {end}]"
+                )
+            records: list[Record] = []
+            budget = max_bytes
+            for segment in self._segments[self._segment_index(offset) :]:
+                batch = segment.read(offset, budget, min_one=not records)
+                if not batch:
+                    break
+                records.extend(batch)
+                budget -= sum(r.size_bytes for r in batch)
+                # Stop when the budget is spent or this segment stopped early because its next
+                # record did not fit: the next segment's records must not jump that gap.
+                if budget <= 0 or batch[-1].offset + 1 < segment.next_offset:
+                    break
+                offset = segment.next_offset
+            return records
+
+    def roll(self) -> LogSegment:
+        """Closes the active segment (fsynced) and starts a new one at the log end; returns the
+        new active segment. A no-op returning the active segment if it is empty."""
+        with self._lock:
+            self._check_open()
+            return self._roll_locked()
+
+    def flush(self) -> None:
+        """fsyncs the active segment (data and indexes)."""
+        with self._lock:
+            self._check_open()
+            self._segments[-1].flush()
+
+    # ----------------------------------------------------------------------------- tiering
+
+    def segment_data(self, segment: LogSegment) -> LogSegmentData:
+        """What ``RemoteStorageManager.copy_log_segment_data`` needs for a closed segment: its
+        file paths and the leader epochs of its offset range in checkpoint format. Raises
+        ``ValueError`` for the active segment or one no longer in this log."""
+        with self._lock:
+            if segment not in self._segments[:-1]:
+                raise ValueError(
+                    f"segment {segment.base_offset} is not a closed segment of {self._dir}"
+                )
+            return LogSegmentData(
+                log_segment=str(segment.log_path),
+                offset_index=str(segment.offset_index_path),
+                time_index=str(segment.time_index_path),
+                leader_epoch_index=self._epochs.encode_range(
+                    segment.base_offset, segment.next_offset - 1
+                ),
+                producer_snapshot_index=None,
+                transaction_index=None,
+            )
+
+    def delete_oldest_local_segment(self) -> LogSegment | None:
+        """Deletes the oldest local segment unless it is the active one; returns it (closed,
+        files removed) or None. Advances ``local_log_start_offset``."""
+        with self._lock:
+            self._check_open()
+            if len(self._segments) < 2:
+                return None
+            segment = self._segments.pop(0)
+            segment.delete()
+            self._truncate_epochs_from_start()
+            return segment
+
+    def delete_local_segments_up_to(self, offset: int) -> int:
+        """Deletes, oldest first, every closed segment whose records are all below ``offset``;
+        never the active segment. Returns how many were deleted."""
+        with self._lock:
+            self._check_open()
+            deleted = 0
+            while len(self._segments) > 1 and self._segments[0].next_offset <= offset:
+                self._segments.pop(0).delete()
+                deleted += 1
+            if deleted:
+                self._truncate_epochs_from_start()
+            return deleted
+
+    def set_log_start_offset(self, offset: int) -> bool:
+        """Raises the log start offset to ``offset`` and persists it atomically before returning.
+        Monotonic: a lower or equal value is ignored (returns False). It may pass the local log
+        start (remote data below it); beyond the log end raises ``ValueError``."""
+        with self._lock:
+            self._check_open()
+            end = self._segments[-1].next_offset
+            if offset > end:
+                raise ValueError(f"log start offset {offset} beyond log end {end}")
+            if offset <= self._log_start_offset:
+                return False
+            atomic_write(self._dir / LOG_START_OFFSET_FILE, _encode_offset(offset))
+            self._log_start_offset = offset
+            self._truncate_epochs_from_start()
+            return True
+
+    def close(self) -> None:
+        """fsyncs the active segment and closes every file. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                self._segments[-1].flush()
+            finally:
+                for segment in self._segments:
+                    segment.close()
+                self._closed = True
+
+    # ----------------------------------------------------------------------------- internals
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ValueError(f"log {self._dir} is closed")
+
+    def _should_roll(self, active: LogSegment, record_size: int) -> bool:
+        # An empty segment never rolls: a record larger than segment_bytes still gets a home,
+        # and an idle partition does not pile up empty segments.
+        if active.is_empty:
+            return False
+        if active.size_bytes + record_size > self._config.segment_bytes:
+            return True
+        if active.next_offset - active.base_offset > _REL_OFFSET_MAX:
+            return True
+        # Strictly older, as Kafka's timeWaitedForRoll > segment.ms.
+        return int(self._clock() * 1000) - active.created_ms > self._config.segment_ms
+
+    def _roll_locked(self) -> LogSegment:
+        active = self._segments[-1]
+        if active.is_empty:
+            return active
+        # Durable before the successor exists: Log.open then needs to recover only the last one.
+        active.flush()
+        new = LogSegment.create(
+            self._dir,
+            active.next_offset,
+            self._config.index_interval_bytes,
+            int(self._clock() * 1000),
+        )
+        self._segments.append(new)
+        return new
+
+    def _segment_index(self, offset: int) -> int:
+        """Index of the segment holding ``offset`` (the active one at the log end)."""
+        lo, hi = 0, len(self._segments) - 1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self._segments[mid].base_offset <= offset:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def _truncate_epochs_from_start(self) -> None:
+        # Keep epochs for everything still held anywhere locally or served: local segments may
+        # still have to be copied with their epochs.
+        self._epochs.truncate_from_start(min(self._log_start_offset, self._segments[0].base_offset))
+
+
+def _encode_offset(offset: int) -> bytes:
+    return f"{offset}\n".encode("ascii")
+
+
+def _read_log_start_offset(path: Path) -> int | None:
+    try:
+        text = path.read_text("ascii")
+    except FileNotFoundError:
+        return None
+    try:
+        offset = int(text.strip())
+    except ValueError as e:
+        raise CorruptCheckpointError(f"{path}: {text!r} is not an offset") from e
+    if offset < 0:
+        raise CorruptCheckpointError(f"{path}: negative offset {offset}")
+    return offset

@@ -1,0 +1,28 @@
+"""A separate process appending to a ``broker.log.Log`` until it is killed, for the kill -9 test.
+
+Usage: ``python -m tests.support.log_appender DIR SEGMENT_BYTES``. Record ``i`` has key
+``k{i}``, value ``value-{i}``, timestamp ``1000 + i`` and leader epoch ``i // 50``. After each
+append returns (durable: ``flush_every_append`` is on) the offset is printed and stdout flushed,
+so every printed offset is an acknowledged record.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from broker.log import Log, LogConfig
+
+
+def main() -> None:
+    directory, segment_bytes = Path(sys.argv[1]), int(sys.argv[2])
+    log = Log.open(directory, LogConfig(segment_bytes=segment_bytes, index_interval_bytes=256))
+    i = log.log_end_offset
+    while True:
+        offset = log.append(f"k{i}".encode(), f"value-{i}".encode(), 1000 + i, i // 50)
+        print(offset, flush=True)
+        i += 1
+
+
+if __name__ == "__main__":
+    main()
