@@ -458,3 +458,21 @@ class LogSegment:
             self._time_rel_offsets.append(rel)
             previous_ts = ts
         return True
+
+
+def offset_index_floor_position(index: bytes, base_offset: int, offset: int) -> int:
+    """In the bytes of a segment's ``.index`` (as uploaded to remote storage), the position of the
+    last indexed record with offset <= ``offset``: where a scan for ``offset`` may start."""
+    entries = len(index) // _OFFSET_ENTRY.size
+    lo, hi = 0, entries  # binary search over fixed-size entries, without decoding them all
+    target = offset - base_offset
+    while lo < hi:
+        mid = (lo + hi) // 2
+        relative, _ = _OFFSET_ENTRY.unpack_from(index, mid * _OFFSET_ENTRY.size)
+        if relative <= target:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo == 0:
+        return 0
+    return int(_OFFSET_ENTRY.unpack_from(index, (lo - 1) * _OFFSET_ENTRY.size)[1])

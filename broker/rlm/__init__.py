@@ -1,0 +1,1 @@
+"""The broker's RemoteLogManager: copier, expiration and reader pools over the RLMM and RSM."""

@@ -1,0 +1,482 @@
+"""The broker's RemoteLogManager: tiers closed segments of leader partitions to remote storage on a
+copier pool, serves reads below the local log start from remote storage on a reader pool, and
+stops a topic's tiering per KIP-950 (``stop_partitions``).
+
+Tiered epoch fencing: every remote segment is stamped with the partition's tiered epoch when its
+copy begins. ``stop_partitions(..., tiered_epoch=E)`` cancels the copy task and waits for a run in
+flight; a copy stamped below the fence is discarded instead of being marked COPY_SEGMENT_FINISHED.
+So once ``stop_partitions`` returns, no segment stamped below E is ever uploaded or finished.
+
+Retention and the expiration pool arrive in the next step; the expiration pool exists already so
+that ``stop_partitions`` treats both pools as KIP-950 describes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from broker.log import Log, LogSegment, OffsetOutOfRangeError, Record, TruncatedRecordError
+from broker.log.records import decode_record
+from broker.log.segment import offset_index_floor_position
+from broker.rlm.scheduler import PeriodicTask, ScheduledPool
+from tiered.api import (
+    IndexType,
+    RemoteLogMetadataManager,
+    RemoteLogSegmentId,
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentMetadataUpdate,
+    RemoteLogSegmentState,
+    RemotePartitionDeleteMetadata,
+    RemotePartitionDeleteState,
+    RemoteResourceNotFoundException,
+    RemoteStorageException,
+    RemoteStorageManager,
+    TopicIdPartition,
+)
+from tiered.config import RemoteLogDisablePolicy
+
+log = logging.getLogger(__name__)
+
+_REMOTE_READ_SLACK = 64 * 1024
+
+
+@dataclass(frozen=True)
+class RemoteLogManagerConfig:
+    broker_id: int
+    copier_threads: int = 10
+    expiration_threads: int = 10
+    reader_threads: int = 10
+    task_interval_s: float = 30.0
+    custom_metadata_max_bytes: int = 128
+    stop_wait_s: float = 120.0  # how long stop_partitions waits for an in-flight copy
+
+
+class CustomMetadataSizeLimitExceededException(RemoteStorageException):
+    """KIP-917: a RemoteStorageManager returned more custom metadata than the broker accepts."""
+
+
+@dataclass
+class TieredPartition:
+    """What the RemoteLogManager needs of a partition this broker leads."""
+
+    topic_id_partition: TopicIdPartition
+    log: Log
+    tiered_epoch: int = 0
+
+
+@dataclass
+class RemoteLogMetrics:
+    """Counters per topic (exported by the broker's metrics endpoint)."""
+
+    copy_requests: Counter[str] = field(default_factory=Counter)
+    copy_bytes: Counter[str] = field(default_factory=Counter)
+    copy_errors: Counter[str] = field(default_factory=Counter)
+    fetch_requests: Counter[str] = field(default_factory=Counter)
+    fetch_bytes: Counter[str] = field(default_factory=Counter)
+    delete_requests: Counter[str] = field(default_factory=Counter)
+
+
+class _FetchGate:
+    """Counts remote fetches in flight; once closed it refuses new ones and can be drained."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._in_flight = 0
+        self._open = True
+
+    @property
+    def is_open(self) -> bool:
+        return self._open
+
+    def enter(self) -> bool:
+        with self._cond:
+            if not self._open:
+                return False
+            self._in_flight += 1
+            return True
+
+    def leave(self) -> None:
+        with self._cond:
+            self._in_flight -= 1
+            self._cond.notify_all()
+
+    def close_and_drain(self, timeout_s: float) -> bool:
+        with self._cond:
+            self._open = False
+            return self._cond.wait_for(lambda: self._in_flight == 0, timeout=timeout_s)
+
+    def reopen(self) -> None:
+        with self._cond:
+            self._open = True
+
+
+class _PartitionState:
+    def __init__(self, partition: TieredPartition) -> None:
+        self.partition = partition
+        self.copy_task: RLMCopyTask | None = None
+        self.fence_epoch = partition.tiered_epoch  # copies stamped below this are discarded
+        self.stopped: tuple[int, RemoteLogDisablePolicy] | None = None
+        self.delete_marked = False
+        self.fetch_gate = _FetchGate()
+
+
+class RLMCopyTask(PeriodicTask):
+    """Copies a leader partition's closed segments above its highest copied offset, oldest first,
+    each through COPY_SEGMENT_STARTED, upload, COPY_SEGMENT_FINISHED."""
+
+    def __init__(self, rlm: RemoteLogManager, state: _PartitionState) -> None:
+        super().__init__(f"RLMCopyTask[{state.partition.topic_id_partition}]")
+        self._rlm = rlm
+        self._state = state
+        self.copied_offset: int | None = None  # highest offset known to be in remote storage
+
+    def execute(self) -> None:
+        partition = self._state.partition
+        if self.copied_offset is None:
+            self.copied_offset = self._rlm.highest_copied_offset(self._state)
+        for segment in partition.log.closed_segments():
+            if self.cancelled:
+                return
+            if segment.next_offset - 1 <= self.copied_offset or segment.is_empty:
+                continue
+            self._rlm.copy_segment(self._state, segment, self)
+            self.copied_offset = segment.next_offset - 1
+
+
+class RemoteLogManager:
+    def __init__(
+        self,
+        config: RemoteLogManagerConfig,
+        rlmm: RemoteLogMetadataManager,
+        rsm: RemoteStorageManager,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config
+        self.rlmm = rlmm
+        self.rsm = rsm
+        self.metrics = RemoteLogMetrics()
+        self._clock = clock
+        self._partitions: dict[TopicIdPartition, _PartitionState] = {}
+        self._lock = threading.Lock()
+        self._copier = ScheduledPool("rlm-copier", config.copier_threads, config.task_interval_s)
+        self._expiration = ScheduledPool(
+            "rlm-expiration", config.expiration_threads, config.task_interval_s
+        )
+        self._readers = ThreadPoolExecutor(config.reader_threads, thread_name_prefix="rlm-reader")
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    # ----------------------------------------------------------------------------- leadership
+
+    def on_leadership_change(
+        self, leaders: Iterable[TieredPartition], followers: Iterable[TopicIdPartition] = ()
+    ) -> None:
+        """Starts tiering the ``leaders``; stops everything for the ``followers``."""
+        leaders = list(leaders)
+        followers = set(followers)
+        self.rlmm.on_partition_leadership_changes(
+            {p.topic_id_partition for p in leaders}, followers
+        )
+        for tp in followers:
+            self._drop(tp)
+        for partition in leaders:
+            state = _PartitionState(partition)
+            with self._lock:
+                previous = self._partitions.get(partition.topic_id_partition)
+                self._partitions[partition.topic_id_partition] = state
+            if previous is not None and previous.copy_task is not None:
+                previous.copy_task.cancel(self.config.stop_wait_s)
+            self._start_copying(state)
+
+    def _start_copying(self, state: _PartitionState) -> None:
+        state.copy_task = RLMCopyTask(self, state)
+        self._copier.schedule(state.copy_task)
+
+    def _drop(self, tp: TopicIdPartition) -> None:
+        with self._lock:
+            state = self._partitions.pop(tp, None)
+        if state is not None and state.copy_task is not None:
+            state.copy_task.cancel(self.config.stop_wait_s)
+
+    def trigger_copy(self, tp: TopicIdPartition) -> None:
+        """Runs the partition's copy task now (tests, and after a segment roll)."""
+        state = self._partitions.get(tp)
+        if state is not None and state.copy_task is not None and not state.copy_task.cancelled:
+            self._copier.trigger(state.copy_task)
+
+    def accepts_remote_fetches(self, tp: TopicIdPartition) -> bool:
+        state = self._partitions.get(tp)
+        return state is not None and state.fetch_gate.is_open
+
+    def copy_task(self, tp: TopicIdPartition) -> RLMCopyTask | None:
+        state = self._partitions.get(tp)
+        return None if state is None else state.copy_task
+
+    # ----------------------------------------------------------------------------- copying
+
+    def highest_copied_offset(self, state: _PartitionState) -> int:
+        """Where copying resumes: after the highest finished remote offset that still counts
+        (under the delete policy, remote data stamped below the fence is being deleted and does
+        not), and never below the log start offset."""
+        partition = state.partition
+        highest = partition.log.log_start_offset - 1
+        try:
+            segments = self.rlmm.list_remote_log_segments(partition.topic_id_partition)
+            for m in segments:
+                if m.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED and (
+                    not state.delete_marked or m.tiered_epoch >= state.fence_epoch
+                ):
+                    highest = max(highest, m.end_offset)
+        except RemoteResourceNotFoundException:
+            pass
+        return highest
+
+    def copy_segment(self, state: _PartitionState, segment: LogSegment, task: RLMCopyTask) -> None:
+        partition = state.partition
+        tp = partition.topic_id_partition
+        log_ = partition.log
+        start, end = segment.base_offset, segment.next_offset - 1
+        metadata = RemoteLogSegmentMetadata(
+            remote_log_segment_id=RemoteLogSegmentId.generate_new(tp),
+            start_offset=start,
+            end_offset=end,
+            max_timestamp_ms=segment.max_timestamp_ms,
+            broker_id=self.config.broker_id,
+            event_timestamp_ms=self._now_ms(),
+            segment_size_in_bytes=segment.size_bytes,
+            segment_leader_epochs=log_.leader_epoch_cache.epochs_in_range(start, end),
+            tiered_epoch=partition.tiered_epoch,
+        )
+        self.rlmm.add_remote_log_segment_metadata(metadata)
+        self.metrics.copy_requests[tp.topic] += 1
+        try:
+            custom = self.rsm.copy_log_segment_data(metadata, log_.segment_data(segment))
+        except Exception as e:
+            self.metrics.copy_errors[tp.topic] += 1
+            self._abandon_copy(metadata, f"copy failed: {e}")
+            raise
+        if custom is not None and len(custom) > self.config.custom_metadata_max_bytes:
+            self.metrics.copy_errors[tp.topic] += 1
+            log.error(
+                "Partition %s: custom metadata of segment %s is %d bytes, more than "
+                "remote.log.metadata.custom.metadata.max.bytes=%d; deleting the copied data and "
+                "stopping this partition's copy task",
+                tp,
+                metadata.remote_log_segment_id.id,
+                len(custom),
+                self.config.custom_metadata_max_bytes,
+            )
+            task.cancel()
+            self._abandon_copy(metadata, "custom metadata too large")
+            raise CustomMetadataSizeLimitExceededException(
+                f"custom metadata of {len(custom)} bytes exceeds the limit of "
+                f"{self.config.custom_metadata_max_bytes} bytes"
+            )
+        if partition.tiered_epoch < state.fence_epoch:
+            # stop_partitions raised the fence while this copy was in flight: discard it.
+            self._abandon_copy(metadata, f"fenced by tiered epoch {state.fence_epoch}")
+            return
+        self.rlmm.update_remote_log_segment_metadata(
+            RemoteLogSegmentMetadataUpdate(
+                metadata.remote_log_segment_id,
+                self._now_ms(),
+                custom,
+                RemoteLogSegmentState.COPY_SEGMENT_FINISHED,
+                self.config.broker_id,
+            )
+        )
+        self.metrics.copy_bytes[tp.topic] += segment.size_bytes
+        log.info(
+            "Partition %s: copied segment [%d, %d] (tiered epoch %d)",
+            tp,
+            start,
+            end,
+            metadata.tiered_epoch,
+        )
+
+    def _abandon_copy(self, metadata: RemoteLogSegmentMetadata, why: str) -> None:
+        """Takes a copy that will never finish through DELETE_SEGMENT_STARTED, deletes its data,
+        then DELETE_SEGMENT_FINISHED. If the delete fails the segment stays DELETE_SEGMENT_STARTED
+        (listed), for expiration to retry."""
+        segment_id = metadata.remote_log_segment_id
+        self.rlmm.update_remote_log_segment_metadata(
+            RemoteLogSegmentMetadataUpdate(
+                segment_id,
+                self._now_ms(),
+                None,
+                RemoteLogSegmentState.DELETE_SEGMENT_STARTED,
+                self.config.broker_id,
+            )
+        )
+        try:
+            self.rsm.delete_log_segment_data(metadata)
+        except RemoteStorageException as e:
+            log.error(
+                "Segment %s (%s): deleting its data failed, retried later: %s", segment_id, why, e
+            )
+            return
+        self.rlmm.update_remote_log_segment_metadata(
+            RemoteLogSegmentMetadataUpdate(
+                segment_id,
+                self._now_ms(),
+                None,
+                RemoteLogSegmentState.DELETE_SEGMENT_FINISHED,
+                self.config.broker_id,
+            )
+        )
+        log.warning("Segment %s abandoned (%s); its data was deleted", segment_id, why)
+
+    # ----------------------------------------------------------------------------- stopping
+
+    def stop_partitions(
+        self,
+        partitions: Iterable[TopicIdPartition],
+        tiered_epoch: int,
+        policy: RemoteLogDisablePolicy,
+    ) -> dict[TopicIdPartition, Exception | None]:
+        """KIP-950's ``stopPartitions`` for tiered epoch ``tiered_epoch``; idempotent per
+        (partition, epoch), and a no-op for an epoch older than one already applied. Returns each
+        partition's outcome (None: stopped); one partition's failure does not stop the rest."""
+        outcomes: dict[TopicIdPartition, Exception | None] = {}
+        for tp in partitions:
+            try:
+                self._stop_partition(tp, tiered_epoch, policy)
+                outcomes[tp] = None
+            except Exception as e:
+                log.exception("Partition %s: stop for tiered epoch %d failed", tp, tiered_epoch)
+                outcomes[tp] = e
+        return outcomes
+
+    def _stop_partition(
+        self, tp: TopicIdPartition, tiered_epoch: int, policy: RemoteLogDisablePolicy
+    ) -> None:
+        state = self._partitions.get(tp)
+        if state is None:
+            return  # not led here: nothing copies it on this broker
+        if state.stopped is not None and state.stopped[0] > tiered_epoch:
+            return  # an older request
+        if state.stopped == (tiered_epoch, policy):
+            return  # already applied
+        state.fence_epoch = max(state.fence_epoch, tiered_epoch)
+        if state.copy_task is not None and not state.copy_task.cancel(self.config.stop_wait_s):
+            raise RemoteStorageException(
+                f"partition {tp}: a copy still runs after {self.config.stop_wait_s}s"
+            )
+        if policy is RemoteLogDisablePolicy.DELETE:
+            if not state.fetch_gate.close_and_drain(self.config.stop_wait_s):
+                raise RemoteStorageException(f"partition {tp}: remote fetches did not drain")
+            log_ = state.partition.log
+            log_.set_log_start_offset(log_.local_log_start_offset)
+            state.delete_marked = True
+            with contextlib.suppress(RemoteResourceNotFoundException):  # nothing ever tiered
+                self.rlmm.put_remote_partition_delete_metadata(
+                    RemotePartitionDeleteMetadata(
+                        tp,
+                        RemotePartitionDeleteState.DELETE_PARTITION_MARKED,
+                        self._now_ms(),
+                        self.config.broker_id,
+                    )
+                )
+        state.stopped = (tiered_epoch, policy)
+        log.info(
+            "Partition %s: tiering stopped for tiered epoch %d with policy %s",
+            tp,
+            tiered_epoch,
+            policy.value,
+        )
+
+    def enable_partitions(self, partitions: Iterable[TopicIdPartition], tiered_epoch: int) -> None:
+        """Tiering is on again: copies resume, stamped ``tiered_epoch``, at the first offset not
+        in remote storage."""
+        for tp in partitions:
+            state = self._partitions.get(tp)
+            if state is None:
+                continue
+            if state.copy_task is not None and not state.copy_task.cancelled:
+                continue
+            state.partition.tiered_epoch = max(state.partition.tiered_epoch, tiered_epoch)
+            state.fence_epoch = max(state.fence_epoch, state.partition.tiered_epoch)
+            state.stopped = None
+            state.fetch_gate.reopen()
+            self._start_copying(state)
+
+    # ----------------------------------------------------------------------------- reading
+
+    def read(self, tp: TopicIdPartition, offset: int, max_bytes: int) -> list[Record]:
+        """Records from ``offset``: from the local log at or above its local start offset, from
+        remote storage (on the reader pool) between the log start and the local log start.
+        Below the log start offset: OFFSET_OUT_OF_RANGE."""
+        state = self._partitions.get(tp)
+        if state is None:
+            raise RemoteResourceNotFoundException(f"partition {tp} is not led by this broker")
+        log_ = state.partition.log
+        if offset < log_.log_start_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} of {tp} is below the log start offset {log_.log_start_offset}"
+            )
+        if offset >= log_.local_log_start_offset:
+            return log_.read(offset, max_bytes)
+        if not state.fetch_gate.enter():
+            raise OffsetOutOfRangeError(f"remote data of {tp} is being deleted")
+        try:
+            return self._readers.submit(self._read_remote, state, offset, max_bytes).result()
+        finally:
+            state.fetch_gate.leave()
+
+    def _read_remote(self, state: _PartitionState, offset: int, max_bytes: int) -> list[Record]:
+        partition = state.partition
+        tp = partition.topic_id_partition
+        epoch = partition.log.leader_epoch_cache.epoch_for_offset(offset)
+        metadata = (
+            None if epoch is None else self.rlmm.remote_log_segment_metadata(tp, epoch, offset)
+        )
+        if metadata is None:
+            raise RemoteResourceNotFoundException(
+                f"no remote segment of {tp} holds offset {offset} (leader epoch {epoch})"
+            )
+        index = self.rsm.fetch_index(metadata, IndexType.OFFSET)
+        position = offset_index_floor_position(index, metadata.start_offset, offset)
+        data = self.rsm.fetch_log_segment(
+            metadata, position, position + max_bytes + _REMOTE_READ_SLACK - 1
+        )
+        records = self._decode_from(data, offset, max_bytes)
+        if not records:  # a record larger than what was fetched: take the rest of the segment
+            records = self._decode_from(
+                self.rsm.fetch_log_segment(metadata, position), offset, max_bytes
+            )
+        self.metrics.fetch_requests[tp.topic] += 1
+        self.metrics.fetch_bytes[tp.topic] += sum(r.size_bytes for r in records)
+        return records
+
+    @staticmethod
+    def _decode_from(data: bytes, offset: int, max_bytes: int) -> list[Record]:
+        records: list[Record] = []
+        used = 0
+        pos = 0
+        while pos < len(data):
+            try:
+                record, end = decode_record(data, pos)
+            except TruncatedRecordError:
+                break  # the fetched range ends inside this record
+            if record.offset >= offset:
+                if records and used + record.size_bytes > max_bytes:
+                    break
+                records.append(record)
+                used += record.size_bytes
+            pos = end
+        return records
+
+    def close(self) -> None:
+        for tp in list(self._partitions):
+            self._drop(tp)
+        self._copier.close()
+        self._expiration.close()
+        self._readers.shutdown(wait=True, cancel_futures=True)

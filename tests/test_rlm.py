@@ -1,0 +1,338 @@
+"""The broker's RemoteLogManager in-process: real local logs, a real sqlite RLMM and a real
+directory as remote storage; RSM wrappers inject slowness and failures."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from broker.log import Log, LogConfig, OffsetOutOfRangeError
+from broker.rlm.manager import RemoteLogManager, RemoteLogManagerConfig, TieredPartition
+from broker.rlm.scheduler import PeriodicTask, ScheduledPool
+from tests.rlmm_support import poll_until
+from tiered import rlmm, rsm
+from tiered.api import (
+    CustomMetadata,
+    IndexType,
+    LogSegmentData,
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentState,
+    RemotePartitionDeleteState,
+    RemoteStorageException,
+    RemoteStorageManager,
+    TopicIdPartition,
+)
+from tiered.config import RemoteLogDisablePolicy
+
+FINISHED = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+
+
+class WrappedRsm(RemoteStorageManager):
+    """The real RSM, with hooks to block, fail or bloat particular calls."""
+
+    def __init__(self, inner: RemoteStorageManager) -> None:
+        self.inner = inner
+        self.copy_started = threading.Event()
+        self.copy_gate: threading.Event | None = None  # copies wait for it when set
+        self.fetch_started = threading.Event()
+        self.fetch_gate: threading.Event | None = None
+        self.fail_copies = 0
+        self.bloat_topics: set[str] = set()
+        self.events: list[str] = []  # completion order of gated calls, for ordering checks
+
+    def copy_log_segment_data(
+        self, metadata: RemoteLogSegmentMetadata, segment_data: LogSegmentData
+    ) -> CustomMetadata | None:
+        self.copy_started.set()
+        if self.copy_gate is not None:
+            assert self.copy_gate.wait(30)
+        if self.fail_copies > 0:
+            self.fail_copies -= 1
+            raise RemoteStorageException("injected upload failure")
+        custom = self.inner.copy_log_segment_data(metadata, segment_data)
+        self.events.append("copy returned")
+        if metadata.topic_id_partition.topic in self.bloat_topics:
+            return CustomMetadata(b"x" * 200)
+        return custom
+
+    def fetch_log_segment(
+        self,
+        metadata: RemoteLogSegmentMetadata,
+        start_position: int,
+        end_position: int | None = None,
+    ) -> bytes:
+        self.fetch_started.set()
+        if self.fetch_gate is not None:
+            assert self.fetch_gate.wait(30)
+        data = self.inner.fetch_log_segment(metadata, start_position, end_position)
+        self.events.append("fetch returned")
+        return data
+
+    def fetch_index(self, metadata: RemoteLogSegmentMetadata, index_type: IndexType) -> bytes:
+        return self.inner.fetch_index(metadata, index_type)
+
+    def delete_log_segment_data(self, metadata: RemoteLogSegmentMetadata) -> None:
+        self.inner.delete_log_segment_data(metadata)
+
+
+class Broker:
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self.rlmm = rlmm.create({"rlmm.sqlite.path": str(tmp_path / "rlmm.db"), "broker.id": "0"})
+        self.real_rsm = rsm.create({"remote.storage.root": str(tmp_path / "remote")})
+        self.rsm = WrappedRsm(self.real_rsm)
+        self.rlm = RemoteLogManager(
+            RemoteLogManagerConfig(broker_id=0, task_interval_s=3600, stop_wait_s=30),
+            self.rlmm,
+            self.rsm,
+        )
+        self.logs: dict[TopicIdPartition, Log] = {}
+
+    def partition(self, topic: str, records: int, segment_bytes: int = 2000) -> TopicIdPartition:
+        tp = TopicIdPartition(uuid.uuid4(), topic, 0)
+        log = Log.open(self.tmp_path / f"{topic}-0", LogConfig(segment_bytes=segment_bytes))
+        for i in range(records):
+            log.append(f"k{i}".encode(), f"value-{i}".encode() * 3, 1_000 + i, 0)
+        self.logs[tp] = log
+        return tp
+
+    def lead(self, *tps: TopicIdPartition) -> None:
+        self.rlm.on_leadership_change([TieredPartition(tp, self.logs[tp]) for tp in tps])
+
+    def copy_now(self, tp: TopicIdPartition) -> None:
+        """Runs the copy task once and waits for it to have copied every closed segment."""
+        closed = [s for s in self.logs[tp].closed_segments() if not s.is_empty]
+        self.rlm.trigger_copy(tp)
+        poll_until(lambda: self.finished_count(tp) >= len(closed), what="copies to finish")
+
+    def finished(self, tp: TopicIdPartition) -> list[RemoteLogSegmentMetadata]:
+        return [m for m in self.rlmm.list_remote_log_segments(tp) if m.state is FINISHED]
+
+    def finished_count(self, tp: TopicIdPartition) -> int:
+        try:
+            return len(self.finished(tp))
+        except Exception:
+            return 0
+
+    def close(self) -> None:
+        self.rlm.close()
+        self.rlmm.close()
+        for log in self.logs.values():
+            log.close()
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[Broker]:
+    b = Broker(tmp_path)
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+def _values(records: list[object]) -> list[bytes]:
+    return [r.value for r in records]  # type: ignore[attr-defined]
+
+
+def read_all(broker: Broker, tp: TopicIdPartition, start: int) -> list[bytes]:
+    values: list[bytes] = []
+    offset = start
+    end = broker.logs[tp].log_end_offset
+    while offset < end:
+        records = broker.rlm.read(tp, offset, 300)
+        assert records, f"no progress at offset {offset}"
+        assert records[0].offset == offset
+        values.extend(r.value for r in records)
+        offset = records[-1].offset + 1
+    return values
+
+
+def test_tiers_closed_segments_and_reads_across_tiers(broker: Broker) -> None:
+    tp = broker.partition("orders", 400)
+    log = broker.logs[tp]
+    broker.lead(tp)
+    broker.copy_now(tp)
+    segments = broker.finished(tp)
+    # Contiguous, stamped with the tiered epoch, and covering every closed segment.
+    assert next(m.start_offset for m in segments) == 0
+    for a, b in itertools.pairwise(segments):
+        assert b.start_offset == a.end_offset + 1
+    assert segments[-1].end_offset == log.active_segment.base_offset - 1
+    assert {m.tiered_epoch for m in segments} == {0}
+    assert broker.rlmm.remote_log_totals(tp).copy_finished_size_bytes == sum(
+        s.size_bytes for s in log.closed_segments()
+    )
+    # Local retention removes what is in remote storage; every offset still reads the same.
+    log.delete_local_segments_up_to(segments[len(segments) // 2].end_offset + 1)
+    assert log.local_log_start_offset > 0
+    assert read_all(broker, tp, 0) == [f"value-{i}".encode() * 3 for i in range(400)]
+    assert broker.rlm.metrics.fetch_requests["orders"] > 0
+
+
+def test_custom_metadata_over_the_limit_stops_only_that_partition(
+    broker: Broker, caplog: pytest.LogCaptureFixture
+) -> None:
+    bloated, healthy = broker.partition("bloated", 200), broker.partition("healthy", 200)
+    broker.rsm.bloat_topics.add("bloated")
+    caplog.set_level(logging.ERROR)
+    broker.lead(bloated, healthy)
+    broker.copy_now(healthy)
+    task = broker.rlm.copy_task(bloated)
+    assert task is not None
+    poll_until(lambda: task.cancelled and task.runs >= 1, what="the bloated copy task to stop")
+    assert "200 bytes, more than remote.log.metadata.custom.metadata.max.bytes=128" in caplog.text
+    assert broker.rlm.metrics.copy_errors["bloated"] == 1
+    assert broker.finished_count(bloated) == 0
+    assert list(broker.rlmm.list_remote_log_segments(bloated)) == []  # abandoned and deleted
+    assert broker.real_rsm.object_keys(bloated) == []
+    assert broker.finished_count(healthy) > 0
+
+
+def test_a_failed_upload_is_cleaned_up_and_retried(broker: Broker) -> None:
+    tp = broker.partition("flaky", 200)
+    broker.rsm.fail_copies = 1
+    broker.lead(tp)
+    task = broker.rlm.copy_task(tp)
+    assert task is not None
+    broker.rlm.trigger_copy(tp)
+    poll_until(lambda: task.failures == 1, what="the failing run")
+    assert broker.rlm.metrics.copy_errors["flaky"] == 1
+    broker.copy_now(tp)  # the next run copies everything
+    listed = list(broker.rlmm.list_remote_log_segments(tp))
+    assert all(m.state is FINISHED for m in listed)
+    expected = {f"{m.start_offset:020d}-{m.remote_log_segment_id.id}" for m in listed}
+    stored = {Path(k).name.rsplit(".", 1)[0] for k in broker.real_rsm.object_keys(tp)}
+    assert stored == expected  # no orphan objects of the failed attempt
+
+
+def test_stop_with_retain_waits_for_and_discards_an_in_flight_copy(broker: Broker) -> None:
+    tp = broker.partition("retained", 300)
+    broker.lead(tp)
+    broker.copy_now(tp)
+    copied = broker.finished(tp)
+    log = broker.logs[tp]
+    for i in range(100):  # more closed segments to copy
+        log.append(None, b"more" * 10, 5_000 + i, 0)
+    log.roll()
+    broker.rsm.copy_started.clear()
+    broker.rsm.copy_gate = threading.Event()
+    broker.rlm.trigger_copy(tp)
+    assert broker.rsm.copy_started.wait(10)
+    outcome: dict[str, object] = {}
+    broker.rsm.events.clear()
+
+    def stop() -> None:
+        outcome.update(broker.rlm.stop_partitions([tp], 1, RemoteLogDisablePolicy.RETAIN))
+        broker.rsm.events.append("stop returned")
+
+    stopper = threading.Thread(target=stop)
+    stopper.start()
+    task = broker.rlm.copy_task(tp)
+    assert task is not None
+    poll_until(lambda: task.cancelled or not stopper.is_alive(), what="stop to cancel the task")
+    broker.rsm.copy_gate.set()
+    stopper.join(30)
+    assert not stopper.is_alive() and outcome == {tp: None}
+    # stop_partitions returned only after the copy in flight had ended.
+    assert broker.rsm.events[:2] == ["copy returned", "stop returned"]
+    # The copy stamped with tiered epoch 0 began before the fence at 1: discarded, not finished.
+    assert broker.finished(tp) == copied
+    assert all(m.state is FINISHED for m in broker.rlmm.list_remote_log_segments(tp))
+    # Retain: remote reads go on.
+    log.delete_local_segments_up_to(copied[-1].end_offset + 1)
+    assert broker.rlm.read(tp, 0, 100)[0].offset == 0
+    # Idempotent, and an older epoch is a no-op.
+    assert broker.rlm.stop_partitions([tp], 1, RemoteLogDisablePolicy.RETAIN) == {tp: None}
+    assert broker.rlm.stop_partitions([tp], 0, RemoteLogDisablePolicy.DELETE) == {tp: None}
+    assert log.log_start_offset == 0
+
+
+def test_stop_with_delete_drains_remote_fetches_and_raises_log_start(broker: Broker) -> None:
+    tp = broker.partition("deleted", 300)
+    log = broker.logs[tp]
+    broker.lead(tp)
+    broker.copy_now(tp)
+    log.delete_local_segments_up_to(broker.finished(tp)[1].end_offset + 1)
+    local_start = log.local_log_start_offset
+
+    broker.rsm.fetch_gate = threading.Event()
+    result: dict[str, object] = {}
+    reader = threading.Thread(target=lambda: result.update(records=broker.rlm.read(tp, 0, 100)))
+    reader.start()
+    assert broker.rsm.fetch_started.wait(10)
+    broker.rsm.events.clear()
+
+    def stop() -> None:
+        result.update(stop=broker.rlm.stop_partitions([tp], 1, RemoteLogDisablePolicy.DELETE))
+        broker.rsm.events.append("stop returned")
+
+    stopper = threading.Thread(target=stop)
+    stopper.start()
+    # Wait until the stop has shut the gate to new fetches (or, wrongly, returned already).
+    poll_until(
+        lambda: not stopper.is_alive() or not broker.rlm.accepts_remote_fetches(tp),
+        what="stop to shut remote fetches",
+    )
+    with pytest.raises(OffsetOutOfRangeError):
+        broker.rlm.read(tp, 0, 100)  # refused while draining
+    broker.rsm.fetch_gate.set()
+    reader.join(30)
+    stopper.join(30)
+    assert result["stop"] == {tp: None}
+    assert result["records"][0].offset == 0  # type: ignore[index]  # the drained fetch completed
+    assert broker.rsm.events == ["fetch returned", "stop returned"]
+    assert log.log_start_offset == local_start
+    with pytest.raises(OffsetOutOfRangeError):
+        broker.rlm.read(tp, 0, 100)
+    assert broker.rlm.read(tp, local_start, 100)[0].offset == local_start
+    assert (
+        broker.rlmm.remote_partition_delete_state(tp)
+        is RemotePartitionDeleteState.DELETE_PARTITION_MARKED
+    )
+
+
+def test_reenable_resumes_copying_contiguously_with_the_new_epoch(broker: Broker) -> None:
+    tp = broker.partition("again", 300)
+    log = broker.logs[tp]
+    broker.lead(tp)
+    broker.copy_now(tp)
+    before = broker.finished(tp)
+    assert broker.rlm.stop_partitions([tp], 1, RemoteLogDisablePolicy.RETAIN) == {tp: None}
+    for i in range(150):
+        log.append(None, b"after" * 10, 9_000 + i, 0)
+    log.roll()
+    broker.rlm.enable_partitions([tp], 1)
+    broker.copy_now(tp)
+    after = broker.finished(tp)
+    new = after[len(before) :]
+    assert new and {m.tiered_epoch for m in new} == {1}
+    assert new[0].start_offset == before[-1].end_offset + 1
+    for a, b in itertools.pairwise(after):
+        assert b.start_offset == a.end_offset + 1
+
+
+def test_a_failing_periodic_task_keeps_running() -> None:
+    class Flaky(PeriodicTask):
+        def execute(self) -> None:
+            if self.runs == 0:
+                raise RuntimeError("first run fails")
+
+    pool = ScheduledPool("test", 2, interval_s=0.01)
+    task = Flaky("flaky")
+    try:
+        pool.schedule(task)
+        poll_until(lambda: task.runs >= 3, what="the task to run again after failing")
+        assert task.failures == 1
+        assert task.cancel(5)
+        runs = task.runs
+        pool.trigger(task)
+        poll_until(pool._executor._work_queue.empty, what="the queue to drain")
+        assert task.runs == runs  # cancelled: no more runs
+    finally:
+        pool.close()
