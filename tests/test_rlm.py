@@ -13,7 +13,12 @@ from pathlib import Path
 import pytest
 
 from broker.log import Log, LogConfig, OffsetOutOfRangeError
-from broker.rlm.manager import RemoteLogManager, RemoteLogManagerConfig, TieredPartition
+from broker.rlm.manager import (
+    RemoteLogManager,
+    RemoteLogManagerConfig,
+    RetentionConfig,
+    TieredPartition,
+)
 from broker.rlm.scheduler import PeriodicTask, ScheduledPool
 from tests.rlmm_support import poll_until
 from tiered import rlmm, rsm
@@ -21,7 +26,9 @@ from tiered.api import (
     CustomMetadata,
     IndexType,
     LogSegmentData,
+    RemoteLogSegmentId,
     RemoteLogSegmentMetadata,
+    RemoteLogSegmentMetadataUpdate,
     RemoteLogSegmentState,
     RemotePartitionDeleteState,
     RemoteStorageException,
@@ -81,9 +88,18 @@ class WrappedRsm(RemoteStorageManager):
         self.inner.delete_log_segment_data(metadata)
 
 
+class FakeClock:
+    def __init__(self, now_s: float = 1_000_000.0) -> None:
+        self.now_s = now_s
+
+    def __call__(self) -> float:
+        return self.now_s
+
+
 class Broker:
     def __init__(self, tmp_path: Path) -> None:
         self.tmp_path = tmp_path
+        self.clock = FakeClock()
         self.rlmm = rlmm.create({"rlmm.sqlite.path": str(tmp_path / "rlmm.db"), "broker.id": "0"})
         self.real_rsm = rsm.create({"remote.storage.root": str(tmp_path / "remote")})
         self.rsm = WrappedRsm(self.real_rsm)
@@ -91,6 +107,7 @@ class Broker:
             RemoteLogManagerConfig(broker_id=0, task_interval_s=3600, stop_wait_s=30),
             self.rlmm,
             self.rsm,
+            clock=self.clock,
         )
         self.logs: dict[TopicIdPartition, Log] = {}
 
@@ -102,8 +119,21 @@ class Broker:
         self.logs[tp] = log
         return tp
 
-    def lead(self, *tps: TopicIdPartition) -> None:
-        self.rlm.on_leadership_change([TieredPartition(tp, self.logs[tp]) for tp in tps])
+    def lead(self, *tps: TopicIdPartition, retention: RetentionConfig | None = None) -> None:
+        self.rlm.on_leadership_change(
+            [
+                TieredPartition(tp, self.logs[tp], retention=retention or RetentionConfig())
+                for tp in tps
+            ]
+        )
+
+    def expire_now(self, tp: TopicIdPartition) -> None:
+        task = self.rlm.expiration_task(tp)
+        assert task is not None
+        runs = task.runs
+        self.rlm.trigger_expiration(tp)
+        poll_until(lambda: task.runs > runs, what="an expiration run")
+        assert task.failures == 0
 
     def copy_now(self, tp: TopicIdPartition) -> None:
         """Runs the copy task once and waits for it to have copied every closed segment."""
@@ -336,3 +366,126 @@ def test_a_failing_periodic_task_keeps_running() -> None:
         assert task.runs == runs  # cancelled: no more runs
     finally:
         pool.close()
+
+
+def _remote_bytes(broker: Broker, tp: TopicIdPartition) -> int:
+    return broker.rlmm.remote_log_totals(tp).copy_finished_size_bytes
+
+
+def test_retention_bytes_expires_remote_segments_oldest_first(broker: Broker) -> None:
+    tp = broker.partition("sized", 400)
+    log = broker.logs[tp]
+    limit = 6_000
+    broker.lead(tp, retention=RetentionConfig(retention_bytes=limit, local_retention_bytes=2_500))
+    broker.copy_now(tp)
+    first = broker.finished(tp)
+    broker.expire_now(tp)
+    after = broker.finished(tp)
+    assert after and after[-1] == first[-1] and len(after) < len(first)
+    assert after == first[len(first) - len(after) :]  # the oldest went
+    local_only = sum(s.size_bytes for s in log.segments() if s.base_offset > after[-1].end_offset)
+    total = _remote_bytes(broker, tp) + local_only
+    assert total >= limit > total - after[0].segment_size_in_bytes  # Kafka's stopping rule
+    assert log.log_start_offset == after[0].start_offset
+    with pytest.raises(OffsetOutOfRangeError):
+        broker.rlm.read(tp, 0, 100)
+    assert broker.rlm.read(tp, log.log_start_offset, 100)[0].offset == log.log_start_offset
+    # Local retention removed only segments already in remote storage.
+    assert log.local_log_start_offset <= after[-1].end_offset + 1
+    assert sum(s.size_bytes for s in log.segments()) <= 2_500 + max(
+        s.size_bytes for s in log.segments()
+    )
+    expired_ids = {m.remote_log_segment_id for m in first} - {
+        m.remote_log_segment_id for m in after
+    }
+    keys = "".join(broker.real_rsm.object_keys(tp))
+    assert not any(str(i.id) in keys for i in expired_ids)  # their objects are gone
+
+
+def test_retention_ms_expires_by_record_time(broker: Broker) -> None:
+    tp = broker.partition("timed", 300)  # record timestamps 1,000 .. 1,299 ms
+    broker.clock.now_s = 1.150  # now = 1,150 ms
+    broker.lead(tp, retention=RetentionConfig(retention_ms=100))
+    broker.copy_now(tp)
+    broker.expire_now(tp)
+    # Segments whose newest record is older than 1,050 ms are gone; the rest stay.
+    for m in broker.finished(tp):
+        assert m.max_timestamp_ms >= 1_050
+    assert broker.logs[tp].log_start_offset > 0
+    assert broker.logs[tp].log_start_offset <= 51
+
+
+def test_local_segments_not_yet_copied_are_never_expired_locally(broker: Broker) -> None:
+    tp = broker.partition("lagging", 300)
+    log = broker.logs[tp]
+    broker.rsm.copy_gate = threading.Event()  # copying is stuck
+    broker.lead(tp, retention=RetentionConfig(local_retention_bytes=0))
+    assert broker.rsm.copy_started.wait(10)
+    broker.expire_now(tp)
+    assert log.local_log_start_offset == 0  # nothing is in remote storage yet
+    broker.rsm.copy_gate.set()
+    broker.copy_now(tp)
+    broker.expire_now(tp)
+    assert log.local_log_start_offset == log.active_segment.base_offset  # all copied ones went
+    assert log.log_start_offset == 0  # local expiry never moves the log start
+
+
+def test_with_copying_stopped_remote_expires_before_local(broker: Broker) -> None:
+    """KIP-950 retain: expiry starts at the remote log start; local segments expire only once
+    remote storage is empty, so offsets stay contiguous if tiering comes back."""
+    tp = broker.partition("retain-expiry", 300)
+    log = broker.logs[tp]
+    broker.lead(tp, retention=RetentionConfig(retention_bytes=3_000, local_retention_bytes=-1))
+    broker.copy_now(tp)
+    assert broker.rlm.stop_partitions([tp], 1, RemoteLogDisablePolicy.RETAIN) == {tp: None}
+    broker.expire_now(tp)
+    remaining = broker.finished(tp)
+    assert log.local_log_start_offset == 0  # local kept while remote has data
+    if remaining:
+        assert log.log_start_offset == remaining[0].start_offset
+    # Tighten retention until remote storage is empty: then the local log expires too.
+    state = broker.rlm._partitions[tp]
+    state.partition.retention = RetentionConfig(retention_bytes=0)
+    broker.expire_now(tp)
+    broker.expire_now(tp)
+    assert broker.finished(tp) == []
+    assert log.local_log_start_offset == log.log_start_offset == log.active_segment.base_offset
+
+
+def test_unfinished_copies_and_failed_deletes_are_cleaned_up(
+    broker: Broker, tmp_path: Path
+) -> None:
+    tp = broker.partition("crashed", 300)
+    log = broker.logs[tp]
+    # A previous leader died mid-copy: COPY_SEGMENT_STARTED metadata and objects in remote storage.
+    segment = log.closed_segments()[0]
+    orphan = RemoteLogSegmentMetadata(
+        RemoteLogSegmentId.generate_new(tp),
+        segment.base_offset,
+        segment.next_offset - 1,
+        -1,
+        7,
+        1,
+        segment.size_bytes,
+        {0: segment.base_offset},
+    )
+    broker.rlmm.add_remote_log_segment_metadata(orphan)
+    broker.real_rsm.copy_log_segment_data(orphan, log.segment_data(segment))
+    broker.lead(tp)
+    broker.copy_now(tp)
+    assert orphan.remote_log_segment_id not in {
+        m.remote_log_segment_id for m in broker.rlmm.list_remote_log_segments(tp)
+    }
+    assert str(orphan.remote_log_segment_id.id) not in "".join(broker.real_rsm.object_keys(tp))
+    # A delete that failed leaves DELETE_SEGMENT_STARTED; expiration finishes it.
+    victim = broker.finished(tp)[0]
+    broker.rlmm.update_remote_log_segment_metadata(
+        RemoteLogSegmentMetadataUpdate(
+            victim.remote_log_segment_id, 2, None, RemoteLogSegmentState.DELETE_SEGMENT_STARTED, 0
+        )
+    )
+    broker.expire_now(tp)
+    assert victim.remote_log_segment_id not in {
+        m.remote_log_segment_id for m in broker.rlmm.list_remote_log_segments(tp)
+    }
+    assert str(victim.remote_log_segment_id.id) not in "".join(broker.real_rsm.object_keys(tp))

@@ -62,6 +62,27 @@ class CustomMetadataSizeLimitExceededException(RemoteStorageException):
     """KIP-917: a RemoteStorageManager returned more custom metadata than the broker accepts."""
 
 
+@dataclass(frozen=True)
+class RetentionConfig:
+    """A topic's retention, Kafka semantics: -1 is unlimited; the local settings' -2 means "the
+    same as the total one"."""
+
+    retention_ms: int = -1
+    retention_bytes: int = -1
+    local_retention_ms: int = -2
+    local_retention_bytes: int = -2
+
+    @property
+    def effective_local_ms(self) -> int:
+        return self.retention_ms if self.local_retention_ms == -2 else self.local_retention_ms
+
+    @property
+    def effective_local_bytes(self) -> int:
+        return (
+            self.retention_bytes if self.local_retention_bytes == -2 else self.local_retention_bytes
+        )
+
+
 @dataclass
 class TieredPartition:
     """What the RemoteLogManager needs of a partition this broker leads."""
@@ -69,6 +90,7 @@ class TieredPartition:
     topic_id_partition: TopicIdPartition
     log: Log
     tiered_epoch: int = 0
+    retention: RetentionConfig = field(default_factory=RetentionConfig)
 
 
 @dataclass
@@ -121,6 +143,7 @@ class _PartitionState:
     def __init__(self, partition: TieredPartition) -> None:
         self.partition = partition
         self.copy_task: RLMCopyTask | None = None
+        self.expiration_task: RLMExpirationTask | None = None
         self.fence_epoch = partition.tiered_epoch  # copies stamped below this are discarded
         self.stopped: tuple[int, RemoteLogDisablePolicy] | None = None
         self.delete_marked = False
@@ -140,6 +163,9 @@ class RLMCopyTask(PeriodicTask):
     def execute(self) -> None:
         partition = self._state.partition
         if self.copied_offset is None:
+            # First run as leader: no copy of ours is in flight, so a COPY_SEGMENT_STARTED segment
+            # is a copy that died with its broker (or with an earlier leader): remove it.
+            self._rlm.abandon_unfinished_copies(self._state)
             self.copied_offset = self._rlm.highest_copied_offset(self._state)
         for segment in partition.log.closed_segments():
             if self.cancelled:
@@ -148,6 +174,21 @@ class RLMCopyTask(PeriodicTask):
                 continue
             self._rlm.copy_segment(self._state, segment, self)
             self.copied_offset = segment.next_offset - 1
+
+
+class RLMExpirationTask(PeriodicTask):
+    """Applies retention to a leader partition: remote segments by ``retention.*`` (and below the
+    log start offset), local segments by ``local.retention.*`` once they are in remote storage;
+    when copying is off (KIP-950 retain), local segments expire only once remote storage is empty,
+    so that offsets stay contiguous if tiering comes back. Also finishes deletions that failed."""
+
+    def __init__(self, rlm: RemoteLogManager, state: _PartitionState) -> None:
+        super().__init__(f"RLMExpirationTask[{state.partition.topic_id_partition}]")
+        self._rlm = rlm
+        self._state = state
+
+    def execute(self) -> None:
+        self._rlm.expire(self._state)
 
 
 class RemoteLogManager:
@@ -192,25 +233,43 @@ class RemoteLogManager:
             with self._lock:
                 previous = self._partitions.get(partition.topic_id_partition)
                 self._partitions[partition.topic_id_partition] = state
-            if previous is not None and previous.copy_task is not None:
-                previous.copy_task.cancel(self.config.stop_wait_s)
+            if previous is not None:
+                for task in (previous.copy_task, previous.expiration_task):
+                    if task is not None:
+                        task.cancel(self.config.stop_wait_s)
             self._start_copying(state)
 
     def _start_copying(self, state: _PartitionState) -> None:
         state.copy_task = RLMCopyTask(self, state)
         self._copier.schedule(state.copy_task)
+        if state.expiration_task is None or state.expiration_task.cancelled:
+            state.expiration_task = RLMExpirationTask(self, state)
+            self._expiration.schedule(state.expiration_task)
 
     def _drop(self, tp: TopicIdPartition) -> None:
         with self._lock:
             state = self._partitions.pop(tp, None)
-        if state is not None and state.copy_task is not None:
-            state.copy_task.cancel(self.config.stop_wait_s)
+        if state is None:
+            return
+        for task in (state.copy_task, state.expiration_task):
+            if task is not None:
+                task.cancel(self.config.stop_wait_s)
 
     def trigger_copy(self, tp: TopicIdPartition) -> None:
         """Runs the partition's copy task now (tests, and after a segment roll)."""
         state = self._partitions.get(tp)
         if state is not None and state.copy_task is not None and not state.copy_task.cancelled:
             self._copier.trigger(state.copy_task)
+
+    def trigger_expiration(self, tp: TopicIdPartition) -> None:
+        state = self._partitions.get(tp)
+        task = None if state is None else state.expiration_task
+        if task is not None and not task.cancelled:
+            self._expiration.trigger(task)
+
+    def expiration_task(self, tp: TopicIdPartition) -> RLMExpirationTask | None:
+        state = self._partitions.get(tp)
+        return None if state is None else state.expiration_task
 
     def accepts_remote_fetches(self, tp: TopicIdPartition) -> bool:
         state = self._partitions.get(tp)
@@ -303,36 +362,122 @@ class RemoteLogManager:
         )
 
     def _abandon_copy(self, metadata: RemoteLogSegmentMetadata, why: str) -> None:
-        """Takes a copy that will never finish through DELETE_SEGMENT_STARTED, deletes its data,
-        then DELETE_SEGMENT_FINISHED. If the delete fails the segment stays DELETE_SEGMENT_STARTED
-        (listed), for expiration to retry."""
-        segment_id = metadata.remote_log_segment_id
-        self.rlmm.update_remote_log_segment_metadata(
-            RemoteLogSegmentMetadataUpdate(
-                segment_id,
-                self._now_ms(),
-                None,
-                RemoteLogSegmentState.DELETE_SEGMENT_STARTED,
-                self.config.broker_id,
-            )
-        )
+        """Deletes a copy that will never finish. If the delete fails the segment stays
+        DELETE_SEGMENT_STARTED (listed), for expiration to retry."""
         try:
-            self.rsm.delete_log_segment_data(metadata)
+            self._delete_remote_segment(metadata)
         except RemoteStorageException as e:
             log.error(
-                "Segment %s (%s): deleting its data failed, retried later: %s", segment_id, why, e
+                "Segment %s (%s): deleting its data failed, retried later: %s",
+                metadata.remote_log_segment_id,
+                why,
+                e,
             )
             return
-        self.rlmm.update_remote_log_segment_metadata(
-            RemoteLogSegmentMetadataUpdate(
-                segment_id,
-                self._now_ms(),
-                None,
-                RemoteLogSegmentState.DELETE_SEGMENT_FINISHED,
-                self.config.broker_id,
-            )
+        log.warning(
+            "Segment %s abandoned (%s); its data was deleted", metadata.remote_log_segment_id, why
         )
-        log.warning("Segment %s abandoned (%s); its data was deleted", segment_id, why)
+
+    def abandon_unfinished_copies(self, state: _PartitionState) -> None:
+        tp = state.partition.topic_id_partition
+        try:
+            segments = list(self.rlmm.list_remote_log_segments(tp))
+        except RemoteResourceNotFoundException:
+            return
+        for m in segments:
+            if m.state is RemoteLogSegmentState.COPY_SEGMENT_STARTED:
+                self._abandon_copy(m, "left unfinished by an earlier copy")
+
+    # ----------------------------------------------------------------------------- expiration
+
+    def expire(self, state: _PartitionState) -> None:
+        partition = state.partition
+        tp, log_, retention = partition.topic_id_partition, partition.log, partition.retention
+        try:
+            segments = list(self.rlmm.list_remote_log_segments(tp))
+        except RemoteResourceNotFoundException:
+            segments = []
+        for m in segments:  # deletions that failed before: finish them
+            if m.state is RemoteLogSegmentState.DELETE_SEGMENT_STARTED:
+                self._delete_remote_segment(m)
+        finished = [m for m in segments if m.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED]
+        remote_end = max((m.end_offset for m in finished), default=log_.log_start_offset - 1)
+        local_only = sum(s.size_bytes for s in log_.segments() if s.base_offset > remote_end)
+        total = (
+            self.rlmm.remote_log_totals(tp).copy_finished_size_bytes if finished else 0
+        ) + local_only
+        now_ms = self._now_ms()
+        for m in finished:  # oldest first
+            breach_bytes = retention.retention_bytes >= 0 and total > retention.retention_bytes
+            breach_ms = (
+                retention.retention_ms >= 0 and m.max_timestamp_ms < now_ms - retention.retention_ms
+            )
+            below_start = m.end_offset < log_.log_start_offset
+            if not (below_start or breach_ms or breach_bytes):
+                break
+            if (
+                breach_bytes
+                and not (below_start or breach_ms)
+                and total - m.segment_size_in_bytes < retention.retention_bytes
+            ):
+                break  # deleting it would go below the limit: Kafka keeps it
+            self._delete_remote_segment(m)
+            total -= m.segment_size_in_bytes
+            log_.set_log_start_offset(m.end_offset + 1)
+            finished = finished[1:]
+        copying = state.copy_task is not None and not state.copy_task.cancelled
+        if copying:
+            self._expire_local(
+                log_,
+                remote_end,
+                retention.effective_local_ms,
+                retention.effective_local_bytes,
+                now_ms,
+            )
+        elif not finished:
+            # Tiering is off and remote storage is empty: plain retention on the local log.
+            self._expire_local(
+                log_, None, retention.retention_ms, retention.retention_bytes, now_ms
+            )
+
+    def _expire_local(
+        self, log_: Log, copied_up_to: int | None, limit_ms: int, limit_bytes: int, now_ms: int
+    ) -> None:
+        """Deletes the oldest closed local segments that breach the limits; with
+        ``copied_up_to``, only segments entirely in remote storage."""
+        local_bytes = sum(s.size_bytes for s in log_.segments())
+        for segment in log_.closed_segments():
+            if copied_up_to is not None and segment.next_offset - 1 > copied_up_to:
+                break  # not in remote storage yet: never deleted locally
+            breach_ms = limit_ms >= 0 and segment.max_timestamp_ms < now_ms - limit_ms
+            breach_bytes = limit_bytes >= 0 and local_bytes - segment.size_bytes >= limit_bytes
+            if not (breach_ms or breach_bytes):
+                break
+            local_bytes -= segment.size_bytes
+            log_.delete_local_segments_up_to(segment.next_offset)
+            if copied_up_to is None:
+                log_.set_log_start_offset(segment.next_offset)
+
+    def _delete_remote_segment(self, metadata: RemoteLogSegmentMetadata) -> None:
+        """DELETE_SEGMENT_STARTED, delete the objects, DELETE_SEGMENT_FINISHED. Every step is
+        idempotent, and a segment another task already finished counts as deleted: the copy task
+        (abandoning a copy) and the expiration task (retrying deletions) may meet on one."""
+        segment_id = metadata.remote_log_segment_id
+        try:
+            for state in (
+                RemoteLogSegmentState.DELETE_SEGMENT_STARTED,
+                RemoteLogSegmentState.DELETE_SEGMENT_FINISHED,
+            ):
+                if state is RemoteLogSegmentState.DELETE_SEGMENT_FINISHED:
+                    self.rsm.delete_log_segment_data(metadata)
+                self.rlmm.update_remote_log_segment_metadata(
+                    RemoteLogSegmentMetadataUpdate(
+                        segment_id, self._now_ms(), None, state, self.config.broker_id
+                    )
+                )
+        except RemoteResourceNotFoundException:
+            return  # finished by someone else
+        self.metrics.delete_requests[metadata.topic_id_partition.topic] += 1
 
     # ----------------------------------------------------------------------------- stopping
 
@@ -371,6 +516,9 @@ class RemoteLogManager:
                 f"partition {tp}: a copy still runs after {self.config.stop_wait_s}s"
             )
         if policy is RemoteLogDisablePolicy.DELETE:
+            expiration = state.expiration_task
+            if expiration is not None and not expiration.cancel(self.config.stop_wait_s):
+                raise RemoteStorageException(f"partition {tp}: expiration still runs")
             if not state.fetch_gate.close_and_drain(self.config.stop_wait_s):
                 raise RemoteStorageException(f"partition {tp}: remote fetches did not drain")
             log_ = state.partition.log
