@@ -1,0 +1,288 @@
+"""The broker agent: the partitions this broker hosts (replication factor 1, so it leads each of
+them), their local logs, and the RemoteLogManager that tiers them. Plain Python: the gRPC servicer
+converts at the edge and calls these methods.
+
+Assignments are persisted (``assignments.json`` in the log dir, written atomically) so that a broker
+restarted after a crash serves its partitions again before the controller re-sends anything.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from broker.config import BrokerConfig, TopicConfig
+from broker.log import Log, Record
+from broker.log.fileutil import atomic_write
+from broker.rlm.manager import RemoteLogManager, TieredPartition
+from tiered import rlmm as rlmm_factory
+from tiered import rsm as rsm_factory
+from tiered.api import RemoteResourceNotFoundException, TopicIdPartition
+from tiered.config import RemoteLogDisablePolicy
+from tiered.errors import ErrorCode, TieredError
+
+log = logging.getLogger(__name__)
+
+_ASSIGNMENTS = "assignments.json"
+
+
+@dataclass(frozen=True)
+class PartitionOffsets:
+    log_start_offset: int
+    local_log_start_offset: int
+    log_end_offset: int
+
+
+@dataclass(frozen=True)
+class PartitionLogDir:
+    topic_id_partition: TopicIdPartition
+    offsets: PartitionOffsets
+    local_size_bytes: int
+    remote_size_bytes: int
+    remote_segment_count: int
+    remote_copy_finished_bytes: int
+    tiered_epoch: int
+    copying: bool
+
+
+@dataclass
+class HostedPartition:
+    topic_id_partition: TopicIdPartition
+    log: Log
+    config: TopicConfig
+    raw_configs: dict[str, str]
+    tiered_epoch: int
+    stopped_policy: str | None = None  # tiering stopped at tiered_epoch with this policy
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class BrokerAgent:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        config.log_dir.mkdir(parents=True, exist_ok=True)
+        self.rlm: RemoteLogManager | None = None
+        if config.remote_storage_enabled:
+            self.rlm = RemoteLogManager(
+                config.rlm, rlmm_factory.create(config.rlmm), rsm_factory.create(config.rsm)
+            )
+        self._partitions: dict[tuple[uuid.UUID, int], HostedPartition] = {}
+        self._lock = threading.Lock()
+        self._restore_assignments()
+
+    # ----------------------------------------------------------------------------- assignment
+
+    def assign(
+        self, assignments: Iterable[tuple[TopicIdPartition, Mapping[str, str], int]]
+    ) -> list[TieredError | None]:
+        """Hosts (or re-configures) each partition; one partition's bad config fails only it."""
+        outcomes: list[TieredError | None] = []
+        tiered: list[TieredPartition] = []
+        for tp, configs, tiered_epoch in assignments:
+            try:
+                hosted = self._host(tp, dict(configs), tiered_epoch)
+                if hosted.config.remote_storage_enable and self.rlm is not None:
+                    tiered.append(self._tiered(hosted))
+                outcomes.append(None)
+            except ValueError as e:
+                outcomes.append(TieredError(ErrorCode.INVALID_CONFIG, str(e)))
+        if tiered and self.rlm is not None:
+            self.rlm.on_leadership_change(tiered)
+        self._persist_assignments()
+        return outcomes
+
+    def _host(
+        self, tp: TopicIdPartition, configs: dict[str, str], tiered_epoch: int
+    ) -> HostedPartition:
+        topic_config = TopicConfig.from_configs(configs)  # validate before touching anything
+        key = (tp.topic_id, tp.partition)
+        with self._lock:
+            hosted = self._partitions.get(key)
+            if hosted is None:
+                directory = self.config.log_dir / f"{tp.topic}-{tp.partition}"
+                hosted = HostedPartition(
+                    tp, Log.open(directory, topic_config.log), topic_config, configs, tiered_epoch
+                )
+                self._partitions[key] = hosted
+                log.info("Hosting %s (tiered epoch %d) in %s", tp, tiered_epoch, directory)
+            else:
+                hosted.config, hosted.raw_configs = topic_config, configs
+                hosted.tiered_epoch = max(hosted.tiered_epoch, tiered_epoch)
+        return hosted
+
+    def _tiered(self, hosted: HostedPartition) -> TieredPartition:
+        return TieredPartition(
+            hosted.topic_id_partition,
+            hosted.log,
+            tiered_epoch=hosted.tiered_epoch,
+            retention=hosted.config.retention,
+        )
+
+    def _persist_assignments(self) -> None:
+        with self._lock:
+            document = [
+                {
+                    "topic_id": str(h.topic_id_partition.topic_id),
+                    "topic": h.topic_id_partition.topic,
+                    "partition": h.topic_id_partition.partition,
+                    "configs": h.raw_configs,
+                    "tiered_epoch": h.tiered_epoch,
+                    "stopped_policy": h.stopped_policy,
+                }
+                for h in self._partitions.values()
+            ]
+        atomic_write(self.config.log_dir / _ASSIGNMENTS, json.dumps(document, indent=1).encode())
+
+    def _restore_assignments(self) -> None:
+        path = self.config.log_dir / _ASSIGNMENTS
+        if not path.exists():
+            return
+        entries = json.loads(path.read_text())
+        restored = [
+            (
+                TopicIdPartition(uuid.UUID(e["topic_id"]), e["topic"], int(e["partition"])),
+                dict(e["configs"]),
+                int(e["tiered_epoch"]),
+            )
+            for e in entries
+        ]
+        self.assign(restored)
+        for e in entries:  # tiering a partition stopped before the crash stays stopped
+            if e.get("stopped_policy"):
+                self.stop_partitions(
+                    [(uuid.UUID(e["topic_id"]), int(e["partition"]))],
+                    int(e["tiered_epoch"]),
+                    str(e["stopped_policy"]),
+                )
+        log.info("Restored %d partitions from %s", len(restored), path)
+
+    def hosted(self, topic_id: uuid.UUID, partition: int) -> HostedPartition:
+        found = self._partitions.get((topic_id, partition))
+        if found is None:
+            raise TieredError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                f"partition {partition} of topic id {topic_id} is not hosted by broker "
+                f"{self.config.node_id}",
+            )
+        return found
+
+    # ----------------------------------------------------------------------------- data path
+
+    def produce(
+        self,
+        topic_id: uuid.UUID,
+        partition: int,
+        records: Iterable[tuple[bytes | None, bytes, int]],
+    ) -> tuple[int, int]:
+        """Appends ``(key, value, timestamp_ms)`` records; returns the first and last offsets.
+        Each append is durable before this returns."""
+        hosted = self.hosted(topic_id, partition)
+        first = last = -1
+        now_ms = int(time.time() * 1000)
+        with hosted.lock:
+            for key, value, timestamp_ms in records:
+                last = hosted.log.append(
+                    key, value, timestamp_ms if timestamp_ms > 0 else now_ms, 0
+                )
+                first = last if first < 0 else first
+        if first < 0:
+            raise TieredError(ErrorCode.INVALID_REQUEST, "a produce request needs records")
+        if self.rlm is not None and hosted.config.remote_storage_enable:
+            self.rlm.trigger_copy(hosted.topic_id_partition)  # a roll may have closed a segment
+        return first, last
+
+    def fetch(
+        self, topic_id: uuid.UUID, partition: int, offset: int, max_bytes: int
+    ) -> tuple[list[Record], bool]:
+        """Records from ``offset`` and whether they came from remote storage."""
+        hosted = self.hosted(topic_id, partition)
+        log_ = hosted.log
+        if offset < log_.log_start_offset or offset > log_.log_end_offset:
+            raise TieredError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"offset {offset} is outside [{log_.log_start_offset}, {log_.log_end_offset}] "
+                f"of {hosted.topic_id_partition}",
+            )
+        if offset >= log_.local_log_start_offset or self.rlm is None:
+            return log_.read(offset, max_bytes), False
+        try:
+            return self.rlm.read(hosted.topic_id_partition, offset, max_bytes), True
+        except RemoteResourceNotFoundException as e:
+            raise TieredError(ErrorCode.KAFKA_STORAGE_ERROR, str(e)) from e
+
+    def offsets(self, topic_id: uuid.UUID, partition: int) -> PartitionOffsets:
+        log_ = self.hosted(topic_id, partition).log
+        return PartitionOffsets(
+            log_.log_start_offset, log_.local_log_start_offset, log_.log_end_offset
+        )
+
+    def describe_log_dirs(self) -> list[PartitionLogDir]:
+        result = []
+        for hosted in list(self._partitions.values()):
+            tp = hosted.topic_id_partition
+            remote = (0, 0, 0)
+            if self.rlm is not None:
+                try:
+                    totals = self.rlm.rlmm.remote_log_totals(tp)
+                    remote = (
+                        totals.size_bytes,
+                        totals.segment_count,
+                        totals.copy_finished_size_bytes,
+                    )
+                except RemoteResourceNotFoundException:
+                    pass
+            task = self.rlm.copy_task(tp) if self.rlm is not None else None
+            result.append(
+                PartitionLogDir(
+                    tp,
+                    self.offsets(tp.topic_id, tp.partition),
+                    sum(s.size_bytes for s in hosted.log.segments()),
+                    *remote,
+                    tiered_epoch=hosted.tiered_epoch,
+                    copying=task is not None and not task.cancelled,
+                )
+            )
+        return result
+
+    # ----------------------------------------------------------------------------- tiering
+
+    def stop_partitions(
+        self, partitions: Iterable[tuple[uuid.UUID, int]], tiered_epoch: int, policy: str
+    ) -> list[TieredError | None]:
+        """KIP-950 stopPartitions for each partition; one partition's failure fails only it."""
+        try:
+            disable_policy = RemoteLogDisablePolicy.parse(policy)
+        except ValueError as e:
+            raise TieredError(ErrorCode.INVALID_REQUEST, str(e)) from None
+        outcomes: list[TieredError | None] = []
+        for topic_id, partition in partitions:
+            try:
+                hosted = self.hosted(topic_id, partition)
+            except TieredError as e:
+                outcomes.append(e)
+                continue
+            if self.rlm is None:
+                outcomes.append(None)
+                continue
+            error = self.rlm.stop_partitions(
+                [hosted.topic_id_partition], tiered_epoch, disable_policy
+            )[hosted.topic_id_partition]
+            if error is None:
+                hosted.tiered_epoch = max(hosted.tiered_epoch, tiered_epoch)
+                hosted.stopped_policy = disable_policy.value
+            outcomes.append(
+                None if error is None else TieredError(ErrorCode.KAFKA_STORAGE_ERROR, str(error))
+            )
+        self._persist_assignments()
+        return outcomes
+
+    def close(self) -> None:
+        if self.rlm is not None:
+            self.rlm.close()
+            self.rlm.rlmm.close()
+        for hosted in self._partitions.values():
+            hosted.log.close()

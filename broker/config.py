@@ -1,0 +1,113 @@
+"""The broker's server configuration (``tiered-broker --config broker.properties``) and the topic
+configs it applies to the partitions it hosts. Errors name the key and what is valid."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from broker.log import LogConfig
+from broker.rlm.manager import RemoteLogManagerConfig, RetentionConfig
+from tiered import config as keys
+
+
+def _int(values: Mapping[str, str], key: str, default: int, minimum: int | None = None) -> int:
+    raw = values.get(key)
+    if raw is None:
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise ValueError(f"{key}={raw!r} is not valid; expected an integer") from None
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{key}={value} is not valid; expected an integer >= {minimum}")
+    return value
+
+
+def _bool(values: Mapping[str, str], key: str, default: bool) -> bool:
+    raw = values.get(key)
+    if raw is None:
+        return default
+    if raw.strip().lower() in ("true", "false"):
+        return raw.strip().lower() == "true"
+    raise ValueError(f"{key}={raw!r} is not valid; valid values: true, false")
+
+
+def parse_listener(value: str) -> tuple[str, int]:
+    """``PLAINTEXT://host:port`` or ``host:port`` -> (host, port)."""
+    address = value.split(",", maxsplit=1)[0].strip().split("://")[-1]
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"listeners={value!r} is not valid; expected host:port")
+    return host, int(port)
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    node_id: int
+    host: str
+    port: int
+    log_dir: Path
+    remote_storage_enabled: bool
+    rlm: RemoteLogManagerConfig
+    rlmm: dict[str, str] = field(default_factory=dict)
+    rsm: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_properties(cls, values: Mapping[str, str]) -> BrokerConfig:
+        if "node.id" not in values and "broker.id" not in values:
+            raise ValueError("node.id is required")
+        node_id = _int(values, "node.id", _int(values, "broker.id", -1), minimum=0)
+        host, port = parse_listener(values.get("listeners", "127.0.0.1:9092"))
+        if "log.dirs" not in values:
+            raise ValueError("log.dirs is required")
+        log_dir = Path(values["log.dirs"].split(",")[0].strip())
+        rlmm = {k: v for k, v in values.items() if k.startswith("rlmm.")}
+        rlmm.setdefault("rlmm.sqlite.path", str(log_dir / "__rlmm.db"))
+        rlmm["broker.id"] = str(node_id)
+        rsm = {k: v for k, v in values.items() if k.startswith("remote.storage.")}
+        rsm.setdefault("remote.storage.root", str(log_dir / "__remote"))
+        return cls(
+            node_id=node_id,
+            host=host,
+            port=port,
+            log_dir=log_dir,
+            remote_storage_enabled=_bool(values, "remote.log.storage.system.enable", True),
+            rlm=RemoteLogManagerConfig(
+                broker_id=node_id,
+                copier_threads=_int(values, keys.COPIER_THREAD_POOL_SIZE, 10, minimum=1),
+                expiration_threads=_int(values, keys.EXPIRATION_THREAD_POOL_SIZE, 10, minimum=1),
+                reader_threads=_int(values, keys.READER_THREADS, 10, minimum=1),
+                task_interval_s=_int(values, keys.TASK_INTERVAL_MS, 30_000, minimum=1) / 1000,
+                custom_metadata_max_bytes=_int(values, keys.CUSTOM_METADATA_MAX_BYTES, 128, 0),
+            ),
+            rlmm=rlmm,
+            rsm=rsm,
+        )
+
+
+@dataclass(frozen=True)
+class TopicConfig:
+    """The topic configs a broker applies to a hosted partition."""
+
+    remote_storage_enable: bool = False
+    log: LogConfig = field(default_factory=LogConfig)
+    retention: RetentionConfig = field(default_factory=RetentionConfig)
+
+    @classmethod
+    def from_configs(cls, values: Mapping[str, str]) -> TopicConfig:
+        defaults = LogConfig()
+        return cls(
+            remote_storage_enable=_bool(values, keys.REMOTE_STORAGE_ENABLE, False),
+            log=LogConfig(
+                segment_bytes=_int(values, "segment.bytes", defaults.segment_bytes, minimum=1),
+                segment_ms=_int(values, "segment.ms", defaults.segment_ms, minimum=1),
+            ),
+            retention=RetentionConfig(
+                retention_ms=_int(values, "retention.ms", -1, minimum=-1),
+                retention_bytes=_int(values, "retention.bytes", -1, minimum=-1),
+                local_retention_ms=_int(values, "local.retention.ms", -2, minimum=-2),
+                local_retention_bytes=_int(values, "local.retention.bytes", -2, minimum=-2),
+            ),
+        )

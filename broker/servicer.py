@@ -1,0 +1,177 @@
+"""The BrokerService gRPC servicer: converts protobuf at the edge and calls BrokerAgent.
+
+Domain errors (TieredError) come back as an ``Error`` in the response with Kafka's code and name;
+a malformed request is INVALID_ARGUMENT; anything unexpected is logged and INTERNAL.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from typing import TypeVar
+
+import grpc
+
+from broker.agent import BrokerAgent, PartitionOffsets
+from broker.log import Record
+from tiered.errors import ErrorCode, TieredError
+from tiered.rlmm.serde import topic_id_partition_from_proto, topic_id_partition_to_proto
+from tiered.rpc.v1 import broker_pb2 as pb
+from tiered.rpc.v1 import broker_pb2_grpc as pb_grpc
+from tiered.rpc.v1 import records_pb2
+
+log = logging.getLogger(__name__)
+
+R = TypeVar("R")
+
+
+def error_to_proto(error: TieredError | None) -> pb.Error:
+    if error is None:
+        return pb.Error(code=0, name="NONE")
+    return pb.Error(code=int(error.code), name=error.code.name, message=error.message)
+
+
+def offsets_to_proto(offsets: PartitionOffsets) -> pb.PartitionOffsets:
+    return pb.PartitionOffsets(
+        log_start_offset=offsets.log_start_offset,
+        local_log_start_offset=offsets.local_log_start_offset,
+        log_end_offset=offsets.log_end_offset,
+    )
+
+
+def record_to_proto(record: Record) -> pb.Record:
+    message = pb.Record(value=record.value, timestamp_ms=record.timestamp_ms, offset=record.offset)
+    if record.key is not None:
+        message.key = record.key
+    return message
+
+
+def _partition_key(partition: records_pb2.TopicIdPartition) -> tuple[uuid.UUID, int]:
+    try:
+        return uuid.UUID(bytes=partition.topic_id), partition.partition
+    except ValueError:
+        raise ValueError("topic_id must be 16 bytes") from None
+
+
+def handle(
+    context: grpc.ServicerContext, call: Callable[[], R], on_error: Callable[[TieredError], R]
+) -> R:
+    """The one place exceptions become responses or status codes."""
+    try:
+        return call()
+    except TieredError as e:
+        return on_error(e)
+    except (ValueError, TypeError) as e:
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"INVALID_REQUEST: {e}")
+    except Exception as e:
+        log.exception("request failed")
+        context.abort(grpc.StatusCode.INTERNAL, f"{type(e).__name__}: {e}")
+    raise AssertionError("unreachable: abort raises")
+
+
+class BrokerServicer(pb_grpc.BrokerServiceServicer):
+    def __init__(self, agent: BrokerAgent) -> None:
+        self._agent = agent
+
+    def Produce(
+        self, request: pb.ProduceRequest, context: grpc.ServicerContext
+    ) -> pb.ProduceResponse:
+        def call() -> pb.ProduceResponse:
+            topic_id, partition = _partition_key(request.partition)
+            records = [
+                (r.key if r.HasField("key") else None, r.value, r.timestamp_ms)
+                for r in request.records
+            ]
+            first, last = self._agent.produce(topic_id, partition, records)
+            return pb.ProduceResponse(
+                error=error_to_proto(None), base_offset=first, last_offset=last
+            )
+
+        return handle(context, call, lambda e: pb.ProduceResponse(error=error_to_proto(e)))
+
+    def Fetch(self, request: pb.FetchRequest, context: grpc.ServicerContext) -> pb.FetchResponse:
+        def call() -> pb.FetchResponse:
+            topic_id, partition = _partition_key(request.partition)
+            records, remote = self._agent.fetch(
+                topic_id, partition, request.offset, request.max_bytes or 1024 * 1024
+            )
+            return pb.FetchResponse(
+                error=error_to_proto(None),
+                records=[record_to_proto(r) for r in records],
+                offsets=offsets_to_proto(self._agent.offsets(topic_id, partition)),
+                from_remote=remote,
+            )
+
+        return handle(context, call, lambda e: pb.FetchResponse(error=error_to_proto(e)))
+
+    def ListOffsets(
+        self, request: pb.ListOffsetsRequest, context: grpc.ServicerContext
+    ) -> pb.ListOffsetsResponse:
+        def call() -> pb.ListOffsetsResponse:
+            offsets = self._agent.offsets(*_partition_key(request.partition))
+            return pb.ListOffsetsResponse(
+                error=error_to_proto(None), offsets=offsets_to_proto(offsets)
+            )
+
+        return handle(context, call, lambda e: pb.ListOffsetsResponse(error=error_to_proto(e)))
+
+    def DescribeLogDirs(
+        self, request: pb.DescribeLogDirsRequest, context: grpc.ServicerContext
+    ) -> pb.DescribeLogDirsResponse:
+        def call() -> pb.DescribeLogDirsResponse:
+            return pb.DescribeLogDirsResponse(
+                partitions=[
+                    pb.PartitionLogDir(
+                        partition=topic_id_partition_to_proto(d.topic_id_partition),
+                        offsets=offsets_to_proto(d.offsets),
+                        local_size_bytes=d.local_size_bytes,
+                        remote_size_bytes=d.remote_size_bytes,
+                        remote_segment_count=d.remote_segment_count,
+                        remote_copy_finished_bytes=d.remote_copy_finished_bytes,
+                        tiered_epoch=d.tiered_epoch,
+                        copying=d.copying,
+                    )
+                    for d in self._agent.describe_log_dirs()
+                ]
+            )
+
+        return handle(context, call, lambda e: pb.DescribeLogDirsResponse())
+
+    def AssignPartitions(
+        self, request: pb.AssignPartitionsRequest, context: grpc.ServicerContext
+    ) -> pb.AssignPartitionsResponse:
+        def call() -> pb.AssignPartitionsResponse:
+            assignments = [
+                (topic_id_partition_from_proto(a.partition), dict(a.configs), a.tiered_epoch)
+                for a in request.partitions
+            ]
+            errors = self._agent.assign(assignments)
+            return pb.AssignPartitionsResponse(errors=[error_to_proto(e) for e in errors])
+
+        return handle(
+            context,
+            call,
+            lambda e: pb.AssignPartitionsResponse(
+                errors=[error_to_proto(e)] * len(request.partitions)
+            ),
+        )
+
+    def StopPartitions(
+        self, request: pb.StopPartitionsRequest, context: grpc.ServicerContext
+    ) -> pb.StopPartitionsResponse:
+        def call() -> pb.StopPartitionsResponse:
+            keys = [_partition_key(p) for p in request.partitions]
+            errors = self._agent.stop_partitions(keys, request.tiered_epoch, request.policy)
+            return pb.StopPartitionsResponse(errors=[error_to_proto(e) for e in errors])
+
+        return handle(
+            context,
+            call,
+            lambda e: pb.StopPartitionsResponse(
+                errors=[error_to_proto(e)] * len(request.partitions)
+            ),
+        )
+
+
+__all__ = ["BrokerServicer", "ErrorCode"]

@@ -1,0 +1,286 @@
+"""A real ``tiered-broker`` process over gRPC: produce, tier, expire locally, fetch from offset 0
+across tiers, stop tiering, bad input, kill -9 and restart, graceful stop."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from tests.rlmm_support import poll_until
+from tests.support.zookeeper import free_port
+from tiered import rlmm, rsm
+from tiered.api import RemoteLogSegmentState, TopicIdPartition
+from tiered.rlmm.serde import topic_id_partition_to_proto
+from tiered.rpc.v1 import broker_pb2 as pb
+from tiered.rpc.v1 import broker_pb2_grpc as pb_grpc
+from tiered.rpc.v1 import records_pb2
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+class BrokerProcess:
+    def __init__(self, tmp_path: Path) -> None:
+        self.dir = tmp_path
+        self.port = free_port()
+        self.config = tmp_path / "broker.properties"
+        self.config.write_text(
+            "\n".join(
+                [
+                    "node.id=1",
+                    f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
+                    f"log.dirs={tmp_path / 'logs'}",
+                    f"rlmm.sqlite.path={tmp_path / 'rlmm.db'}",
+                    f"remote.storage.root={tmp_path / 'remote'}",
+                    "remote.log.manager.task.interval.ms=100",
+                    "remote.log.manager.copier.thread.pool.size=2",
+                ]
+            )
+        )
+        self.process: subprocess.Popen[str] | None = None
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.output: list[str] = []
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "broker.main", "--config", str(self.config)],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        threading.Thread(target=self._pump, args=(self.process,), daemon=True).start()
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError("broker did not start:\n" + "".join(self.output)) from None
+            if "serving on" in line:
+                break
+        self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
+        self.stub = pb_grpc.BrokerServiceStub(self.channel)
+
+    def _pump(self, process: subprocess.Popen[str]) -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            self.output.append(line)
+            self.lines.put(line)
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.channel.close()
+        self.process.kill()
+        self.process.wait(10)
+
+    def terminate(self) -> int:
+        assert self.process is not None
+        self.channel.close()
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(30)
+
+    def close(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(10)
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
+    b = BrokerProcess(tmp_path)
+    b.start()
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+TIERED = {
+    "remote.storage.enable": "true",
+    "segment.bytes": "4096",
+    "local.retention.bytes": "8192",
+}
+
+
+def assign(
+    b: BrokerProcess, tp: TopicIdPartition, configs: dict[str, str]
+) -> pb.AssignPartitionsResponse:
+    return b.stub.AssignPartitions(
+        pb.AssignPartitionsRequest(
+            partitions=[
+                pb.PartitionAssignment(partition=topic_id_partition_to_proto(tp), configs=configs)
+            ]
+        )
+    )
+
+
+def produce(b: BrokerProcess, tp: TopicIdPartition, start: int, count: int) -> None:
+    for batch in range(start, start + count, 50):
+        response = b.stub.Produce(
+            pb.ProduceRequest(
+                partition=topic_id_partition_to_proto(tp),
+                records=[
+                    pb.Record(key=f"k{i}".encode(), value=f"record-{i}".encode() * 4)
+                    for i in range(batch, min(batch + 50, start + count))
+                ],
+            )
+        )
+        assert response.error.code == 0, response.error
+
+
+def log_dir(b: BrokerProcess, tp: TopicIdPartition) -> pb.PartitionLogDir:
+    for d in b.stub.DescribeLogDirs(pb.DescribeLogDirsRequest()).partitions:
+        if d.partition.topic_id == tp.topic_id.bytes:
+            return d
+    raise AssertionError(f"{tp} not hosted")
+
+
+def fetch_all(b: BrokerProcess, tp: TopicIdPartition, start: int = 0) -> tuple[list[bytes], bool]:
+    values: list[bytes] = []
+    offset, any_remote = start, False
+    end = log_dir(b, tp).offsets.log_end_offset
+    while offset < end:
+        response = b.stub.Fetch(
+            pb.FetchRequest(
+                partition=topic_id_partition_to_proto(tp), offset=offset, max_bytes=2000
+            )
+        )
+        assert response.error.code == 0, response.error
+        assert response.records and response.records[0].offset == offset
+        values.extend(r.value for r in response.records)
+        any_remote |= response.from_remote
+        offset = response.records[-1].offset + 1
+    return values, any_remote
+
+
+def expected(count: int) -> list[bytes]:
+    return [f"record-{i}".encode() * 4 for i in range(count)]
+
+
+def test_produce_tier_expire_locally_and_fetch_from_zero(broker: BrokerProcess) -> None:
+    tp = TopicIdPartition(uuid.uuid4(), "orders", 0)
+    assert assign(broker, tp, TIERED).errors[0].code == 0
+    produce(broker, tp, 0, 600)
+    poll_until(
+        lambda: log_dir(broker, tp).offsets.local_log_start_offset > 0,
+        timeout=30,
+        what="tiering and local expiry",
+    )
+    d = log_dir(broker, tp)
+    assert d.remote_copy_finished_bytes > 0 and d.copying
+    assert d.offsets.log_start_offset == 0
+    values, remote = fetch_all(broker, tp)
+    assert values == expected(600)
+    assert remote  # the start came from remote storage
+
+
+def test_errors_are_named_and_change_nothing(broker: BrokerProcess) -> None:
+    tp = TopicIdPartition(uuid.uuid4(), "strict", 0)
+    bad = assign(broker, tp, {"retention.bytes": "lots"})
+    assert bad.errors[0].name == "INVALID_CONFIG" and "retention.bytes" in bad.errors[0].message
+    unknown = broker.stub.Fetch(
+        pb.FetchRequest(partition=topic_id_partition_to_proto(tp), offset=0, max_bytes=100)
+    )
+    assert unknown.error.name == "UNKNOWN_TOPIC_OR_PARTITION"  # the bad assignment hosted nothing
+    with pytest.raises(grpc.RpcError) as info:
+        broker.stub.Fetch(
+            pb.FetchRequest(partition=records_pb2.TopicIdPartition(topic_id=b"short"))
+        )
+    assert info.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert assign(broker, tp, TIERED).errors[0].code == 0
+    produce(broker, tp, 0, 10)
+    beyond = broker.stub.Fetch(
+        pb.FetchRequest(partition=topic_id_partition_to_proto(tp), offset=99, max_bytes=100)
+    )
+    assert beyond.error.name == "OFFSET_OUT_OF_RANGE"
+    stop = broker.stub.StopPartitions(
+        pb.StopPartitionsRequest(
+            partitions=[topic_id_partition_to_proto(tp)], tiered_epoch=1, policy="purge"
+        )
+    )
+    assert stop.errors[0].name == "INVALID_REQUEST"
+    assert (
+        "remote.log.disable.policy" in stop.errors[0].message
+        and "retain, delete" in stop.errors[0].message
+    )
+    assert log_dir(broker, tp).copying  # nothing was stopped
+
+
+def test_stop_with_delete_over_grpc(broker: BrokerProcess) -> None:
+    tp = TopicIdPartition(uuid.uuid4(), "dropped", 0)
+    assign(broker, tp, TIERED)
+    produce(broker, tp, 0, 400)
+    poll_until(
+        lambda: log_dir(broker, tp).offsets.local_log_start_offset > 0,
+        timeout=30,
+        what="local expiry",
+    )
+    stop = broker.stub.StopPartitions(
+        pb.StopPartitionsRequest(
+            partitions=[topic_id_partition_to_proto(tp)], tiered_epoch=1, policy="delete"
+        )
+    )
+    assert stop.errors[0].code == 0
+    d = log_dir(broker, tp)
+    assert not d.copying and d.tiered_epoch == 1
+    assert d.offsets.log_start_offset == d.offsets.local_log_start_offset > 0
+    below = broker.stub.Fetch(
+        pb.FetchRequest(partition=topic_id_partition_to_proto(tp), offset=0, max_bytes=100)
+    )
+    assert below.error.name == "OFFSET_OUT_OF_RANGE"
+    values, remote = fetch_all(broker, tp, d.offsets.log_start_offset)
+    assert values == expected(400)[d.offsets.log_start_offset :] and not remote
+
+
+def test_kill_9_while_tiering_then_restart(broker: BrokerProcess) -> None:
+    tp = TopicIdPartition(uuid.uuid4(), "crashy", 0)
+    assign(broker, tp, {**TIERED, "local.retention.bytes": "-1"})
+    produce(broker, tp, 0, 1500)
+    poll_until(lambda: log_dir(broker, tp).remote_segment_count > 0, timeout=30, what="copying")
+    broker.kill()  # most likely mid-upload: copies run continuously at this point
+    broker.start()
+    d = log_dir(broker, tp)
+    assert d.offsets.log_end_offset == 1500  # every acknowledged record survived
+    produce(broker, tp, 1500, 100)
+    # Copying catches up after the restart.
+    poll_until(
+        lambda: (
+            log_dir(broker, tp).remote_copy_finished_bytes
+            >= log_dir(broker, tp).local_size_bytes - 8192
+        ),
+        timeout=60,
+        what="copying to catch up",
+    )
+    values, _ = fetch_all(broker, tp)
+    assert values == expected(1600)
+    # Invariants: every finished segment has its objects; every object belongs to a listed segment.
+    assert broker.terminate() == 0
+    manager = rlmm.create({"rlmm.sqlite.path": str(broker.dir / "rlmm.db")})
+    storage = rsm.create({"remote.storage.root": str(broker.dir / "remote")})
+    try:
+        listed = list(manager.list_remote_log_segments(tp))
+        assert all(m.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED for m in listed)
+        objects = {Path(k).name.split(".")[0] for k in storage.object_keys(tp)}
+        segments = {f"{m.start_offset:020d}-{m.remote_log_segment_id.id}" for m in listed}
+        assert objects == segments
+    finally:
+        manager.close()
+
+
+def test_graceful_stop_exits_zero(broker: BrokerProcess) -> None:
+    tp = TopicIdPartition(uuid.uuid4(), "calm", 0)
+    assign(broker, tp, TIERED)
+    produce(broker, tp, 0, 100)
+    assert broker.terminate() == 0
+    assert "Stopped" in "".join(broker.output)
