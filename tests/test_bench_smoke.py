@@ -44,3 +44,38 @@ def test_remote_log_size_bench_quick(tmp_path: Path) -> None:
             figures = result[path]
             assert figures["ratio"] > 0, (result["segments"], path)
             assert figures["remote_log_size_bytes"] == figures["list_and_sum_bytes"] > 0
+
+
+def test_tiering_bench_quick(tmp_path: Path) -> None:
+    out = tmp_path / "t.json"
+    python = str(VENV_PYTHON) if VENV_PYTHON.exists() else sys.executable
+    completed = subprocess.run(
+        [python, "bench/tiering.py", "--quick", "--out", str(out)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+
+    document = json.loads(out.read_text(encoding="utf-8"))
+    assert document["ok"] is True
+    assert document["failures"] == []
+    assert document["verified"] is True
+    results = document["results"]
+    verification = results["verification"]
+    assert verification["ok"] is True
+    assert verification["problems"] == []
+    assert verification["segments"] == document["setup"]["closed_segments"] > 0
+    assert (
+        verification["stored_file_object_bytes"]
+        == verification["local_segment_file_bytes"]
+        == document["setup"]["segment_file_bytes"]
+        > 0
+    )
+    assert results["rlm"]["mb_per_s"] > 0
+    for when in ("before", "after"):
+        for name in ("serial", "parallel"):
+            assert results["baseline"][when][name]["mb_per_s"] > 0, (when, name)
+    assert results["ratios"] and all(r > 0 for r in results["ratios"].values())
