@@ -48,6 +48,8 @@ class PartitionLogDir:
     remote_copy_finished_bytes: int
     tiered_epoch: int
     copying: bool
+    copy_lag_bytes: int = 0
+    copy_lag_segments: int = 0
 
 
 @dataclass
@@ -236,6 +238,15 @@ class BrokerAgent:
                 except RemoteResourceNotFoundException:
                     pass
             task = self.rlm.copy_task(tp) if self.rlm is not None else None
+            copying = task is not None and not task.cancelled
+            lag = [
+                s
+                for s in hosted.log.closed_segments()
+                if copying
+                and task is not None
+                and task.copied_offset is not None
+                and s.next_offset - 1 > task.copied_offset
+            ]
             result.append(
                 PartitionLogDir(
                     tp,
@@ -243,7 +254,9 @@ class BrokerAgent:
                     sum(s.size_bytes for s in hosted.log.segments()),
                     *remote,
                     tiered_epoch=hosted.tiered_epoch,
-                    copying=task is not None and not task.cancelled,
+                    copying=copying,
+                    copy_lag_bytes=sum(s.size_bytes for s in lag),
+                    copy_lag_segments=len(lag),
                 )
             )
         return result

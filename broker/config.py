@@ -53,6 +53,7 @@ class BrokerConfig:
     rlm: RemoteLogManagerConfig
     rlmm: dict[str, str] = field(default_factory=dict)
     rsm: dict[str, str] = field(default_factory=dict)
+    metrics_port: int | None = None  # None: no metrics endpoint; 0: any free port
 
     @classmethod
     def from_properties(cls, values: Mapping[str, str]) -> BrokerConfig:
@@ -84,6 +85,9 @@ class BrokerConfig:
             ),
             rlmm=rlmm,
             rsm=rsm,
+            metrics_port=(
+                _int(values, "metrics.port", 0, minimum=0) if "metrics.port" in values else None
+            ),
         )
 
 

@@ -17,6 +17,7 @@ import grpc
 
 from broker.agent import BrokerAgent
 from broker.config import BrokerConfig
+from broker.metrics import serve_metrics
 from broker.servicer import BrokerServicer
 from tiered.properties import load_properties
 from tiered.rpc.v1 import broker_pb2_grpc as pb_grpc
@@ -47,6 +48,9 @@ def main(argv: list[str] | None = None) -> int:
         agent.close()
         return 1
     server.start()
+    if config.metrics_port is not None:
+        port = serve_metrics(agent, config.host, config.metrics_port)
+        print(f"broker {config.node_id} metrics on http://{config.host}:{port}/metrics", flush=True)
     stopping = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stopping.set())

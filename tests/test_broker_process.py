@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,10 +45,12 @@ class BrokerProcess:
                     f"remote.storage.root={tmp_path / 'remote'}",
                     "remote.log.manager.task.interval.ms=100",
                     "remote.log.manager.copier.thread.pool.size=2",
+                    "metrics.port=0",
                 ]
             )
         )
         self.process: subprocess.Popen[str] | None = None
+        self.metrics_url = ""
         self.lines: queue.Queue[str] = queue.Queue()
         self.output: list[str] = []
 
@@ -67,6 +70,8 @@ class BrokerProcess:
                 line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 raise AssertionError("broker did not start:\n" + "".join(self.output)) from None
+            if "metrics on" in line:
+                self.metrics_url = line.split("metrics on ", 1)[1].strip()
             if "serving on" in line:
                 break
         self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
@@ -183,6 +188,30 @@ def test_produce_tier_expire_locally_and_fetch_from_zero(broker: BrokerProcess) 
     values, remote = fetch_all(broker, tp)
     assert values == expected(600)
     assert remote  # the start came from remote storage
+    # The metrics endpoint reports what happened, under Kafka's names, per topic.
+    scraped = _scrape(broker)
+    assert scraped["kafka_server_brokertopicmetrics_remotecopyrequestspersec_total"] > 0
+    assert scraped["kafka_server_brokertopicmetrics_remotecopybytespersec_total"] > 0
+    assert scraped["kafka_server_brokertopicmetrics_remotefetchbytespersec_total"] > 0
+    assert scraped["kafka_server_brokertopicmetrics_remotelogsizebytes"] == d.remote_size_bytes
+    assert (
+        scraped["kafka_server_brokertopicmetrics_remotelogmetadatacount"] == d.remote_segment_count
+    )
+    assert scraped["kafka_server_brokertopicmetrics_remotecopyerrorspersec_total"] == 0
+    assert "kafka_server_brokertopicmetrics_remotecopylagbytes" in scraped
+
+
+def _scrape(b: BrokerProcess) -> dict[str, float]:
+    """The ``topic="orders"`` sample of each metric family."""
+    with urllib.request.urlopen(b.metrics_url, timeout=10) as response:
+        text = response.read().decode()
+    samples: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("#") or 'topic="orders"' not in line:
+            continue
+        name, value = line.split("{", 1)[0], float(line.rsplit(" ", 1)[1])
+        samples[name] = value
+    return samples
 
 
 def test_errors_are_named_and_change_nothing(broker: BrokerProcess) -> None:
