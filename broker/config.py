@@ -11,6 +11,8 @@ from broker.log import LogConfig
 from broker.rlm.manager import RemoteLogManagerConfig, RetentionConfig
 from tiered import config as keys
 
+RSM_PREFIX = "rsm.config."
+
 
 def _int(values: Mapping[str, str], key: str, default: int, minimum: int | None = None) -> int:
     raw = values.get(key)
@@ -67,7 +69,13 @@ class BrokerConfig:
         rlmm = {k: v for k, v in values.items() if k.startswith("rlmm.")}
         rlmm.setdefault("rlmm.sqlite.path", str(log_dir / "__rlmm.db"))
         rlmm["broker.id"] = str(node_id)
-        rsm = {k: v for k, v in values.items() if k.startswith("remote.storage.")}
+        rsm = {
+            k: v
+            for k, v in values.items()
+            if k.startswith(("remote.storage.", "remote.log.storage.manager."))
+        }
+        # Kafka's remote.log.storage.manager.impl.prefix: plugin settings, prefix stripped.
+        rsm.update({k[len(RSM_PREFIX) :]: v for k, v in values.items() if k.startswith(RSM_PREFIX)})
         rsm.setdefault("remote.storage.root", str(log_dir / "__remote"))
         return cls(
             node_id=node_id,

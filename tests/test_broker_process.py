@@ -31,13 +31,22 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 class BrokerProcess:
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, extra: tuple[str, ...] = ()) -> None:
         self.dir = tmp_path
         self.port = free_port()
         self.config = tmp_path / "broker.properties"
+        self.write_config(extra)
+        self.process: subprocess.Popen[str] | None = None
+        self.metrics_url = ""
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.output: list[str] = []
+
+    def write_config(self, extra: tuple[str, ...] = ()) -> None:
+        tmp_path = self.dir
         self.config.write_text(
             "\n".join(
                 [
+                    *extra,
                     "node.id=1",
                     f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
                     f"log.dirs={tmp_path / 'logs'}",
@@ -49,10 +58,6 @@ class BrokerProcess:
                 ]
             )
         )
-        self.process: subprocess.Popen[str] | None = None
-        self.metrics_url = ""
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.output: list[str] = []
 
     def start(self) -> None:
         self.process = subprocess.Popen(
@@ -189,6 +194,8 @@ def test_produce_tier_expire_locally_and_fetch_from_zero(broker: BrokerProcess) 
     assert values == expected(600)
     assert remote  # the start came from remote storage
     # The metrics endpoint reports what happened, under Kafka's names, per topic.
+    poll_until(lambda: _all_closed_copied(broker, tp), timeout=30, what="copying to settle")
+    d = log_dir(broker, tp)
     scraped = _scrape(broker)
     assert scraped["kafka_server_brokertopicmetrics_remotecopyrequestspersec_total"] > 0
     assert scraped["kafka_server_brokertopicmetrics_remotecopybytespersec_total"] > 0
@@ -201,13 +208,13 @@ def test_produce_tier_expire_locally_and_fetch_from_zero(broker: BrokerProcess) 
     assert "kafka_server_brokertopicmetrics_remotecopylagbytes" in scraped
 
 
-def _scrape(b: BrokerProcess) -> dict[str, float]:
-    """The ``topic="orders"`` sample of each metric family."""
+def _scrape(b: BrokerProcess, topic: str = "orders") -> dict[str, float]:
+    """The ``topic=...`` sample of each metric family."""
     with urllib.request.urlopen(b.metrics_url, timeout=10) as response:
         text = response.read().decode()
     samples: dict[str, float] = {}
     for line in text.splitlines():
-        if line.startswith("#") or 'topic="orders"' not in line:
+        if line.startswith("#") or f'topic="{topic}"' not in line:
             continue
         name, value = line.split("{", 1)[0], float(line.rsplit(" ", 1)[1])
         samples[name] = value
@@ -313,3 +320,93 @@ def test_graceful_stop_exits_zero(broker: BrokerProcess) -> None:
     produce(broker, tp, 0, 100)
     assert broker.terminate() == 0
     assert "Stopped" in "".join(broker.output)
+
+
+SCRIPTED = "remote.log.storage.manager.class.name=tests.support.scripted_rsm.ScriptedRsm"
+
+
+def test_custom_metadata_over_the_limit_in_a_real_broker(tmp_path: Path) -> None:
+    b = BrokerProcess(tmp_path, (SCRIPTED, "rsm.config.test.bloat.topics=bloated"))
+    b.start()
+    try:
+        bloated = TopicIdPartition(uuid.uuid4(), "bloated", 0)
+        healthy = TopicIdPartition(uuid.uuid4(), "healthy", 0)
+        assign(b, bloated, TIERED)
+        assign(b, healthy, TIERED)
+        produce(b, bloated, 0, 300)
+        produce(b, healthy, 0, 300)
+        poll_until(
+            lambda: not log_dir(b, bloated).copying, timeout=30, what="the bloated task to stop"
+        )
+        poll_until(
+            lambda: log_dir(b, healthy).offsets.local_log_start_offset > 0,
+            timeout=30,
+            what="the healthy partition to tier",
+        )
+        d = log_dir(b, bloated)
+        assert d.remote_segment_count == 0 and d.offsets.local_log_start_offset == 0
+        assert (
+            _scrape(b, "bloated")["kafka_server_brokertopicmetrics_remotecopyerrorspersec_total"]
+            == 1
+        )
+        assert "200 bytes, more than remote.log.metadata.custom.metadata.max.bytes=128" in "".join(
+            b.output
+        )
+        values, _ = fetch_all(b, healthy)
+        assert values == expected(300)
+    finally:
+        b.close()
+
+
+def test_kill_9_between_upload_and_copy_finished(tmp_path: Path) -> None:
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    hang = (SCRIPTED, "rsm.config.test.hang.topics=crash", f"rsm.config.test.marker.dir={markers}")
+    b = BrokerProcess(tmp_path, hang)
+    b.start()
+    try:
+        tp = TopicIdPartition(uuid.uuid4(), "crash", 0)
+        assign(b, tp, {**TIERED, "local.retention.bytes": "-1"})
+        produce(b, tp, 0, 300)
+        poll_until(lambda: any(markers.iterdir()), timeout=30, what="an upload to complete")
+        b.kill()  # objects uploaded, metadata COPY_SEGMENT_STARTED: the worst moment
+        stranded = next(markers.iterdir()).name.split(".")[0]
+        b.write_config((SCRIPTED,))
+        b.start()
+        poll_until(
+            lambda: (
+                log_dir(b, tp).remote_segment_count > 0
+                and not any(stranded in k for k in _object_keys(b, tp))
+            ),
+            timeout=30,
+            what="the stranded copy to be cleaned up",
+        )
+        poll_until(lambda: _all_closed_copied(b, tp), timeout=30, what="copying to catch up")
+        assert b.terminate() == 0
+        manager = rlmm.create({"rlmm.sqlite.path": str(b.dir / "rlmm.db")})
+        try:
+            listed = list(manager.list_remote_log_segments(tp))
+            assert all(m.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED for m in listed)
+            assert stranded not in {str(m.remote_log_segment_id.id) for m in listed}
+            objects = {Path(k).name.split(".")[0] for k in _object_keys(b, tp)}
+            assert objects == {
+                f"{m.start_offset:020d}-{m.remote_log_segment_id.id}" for m in listed
+            }
+        finally:
+            manager.close()
+    finally:
+        b.close()
+
+
+def _object_keys(b: BrokerProcess, tp: TopicIdPartition) -> list[str]:
+    return rsm.create({"remote.storage.root": str(b.dir / "remote")}).object_keys(tp)  # type: ignore[attr-defined,no-any-return]
+
+
+def _all_closed_copied(b: BrokerProcess, tp: TopicIdPartition) -> bool:
+    d = log_dir(b, tp)
+    return (
+        d.copying
+        and d.remote_copy_finished_bytes > 0
+        and d.remote_segment_count > 0
+        and (_scrape(b, tp.topic)["kafka_server_brokertopicmetrics_remotecopylagsegments"] == 0)
+    )

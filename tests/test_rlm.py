@@ -489,3 +489,21 @@ def test_unfinished_copies_and_failed_deletes_are_cleaned_up(
         m.remote_log_segment_id for m in broker.rlmm.list_remote_log_segments(tp)
     }
     assert str(victim.remote_log_segment_id.id) not in "".join(broker.real_rsm.object_keys(tp))
+
+
+def test_an_idle_partition_rolls_on_segment_ms_and_is_tiered(broker: Broker) -> None:
+    tp = TopicIdPartition(uuid.uuid4(), "idle", 0)
+    clock = FakeClock(100.0)
+    log = Log.open(broker.tmp_path / "idle-0", LogConfig(segment_ms=1_000), clock=clock)
+    broker.logs[tp] = log
+    for i in range(10):
+        log.append(None, b"quiet", 100_000 + i, 0)
+    broker.lead(tp)
+    task = broker.rlm.copy_task(tp)
+    assert task is not None
+    poll_until(lambda: task.runs >= 1, what="a first copy run")
+    assert broker.finished_count(tp) == 0  # the segment is young: still active
+    clock.now_s += 2  # older than segment.ms, and nothing appended since
+    broker.rlm.trigger_copy(tp)
+    poll_until(lambda: broker.finished_count(tp) == 1, what="the idle segment to be tiered")
+    assert broker.finished(tp)[0].end_offset == 9

@@ -530,3 +530,20 @@ def test_plain_path_and_file_url_are_the_local_filesystem(tmp_path: Path) -> Non
         assert by_url.fetch_log_segment(meta, 0, 3) == LOG[:4]
         assert by_url.root == (tmp_path / "r").as_uri()
     assert (tmp_path / "r" / f"{layout.segment_prefix(meta)}.log").read_bytes() == LOG
+
+
+def test_a_plugin_class_is_loaded_by_name_and_bad_names_are_rejected(tmp_path: Path) -> None:
+    from tests.support.scripted_rsm import ScriptedRsm
+
+    key = "remote.log.storage.manager.class.name"
+    plugin = rsm.create(
+        {"remote.storage.root": str(tmp_path / "r"), key: "tests.support.scripted_rsm.ScriptedRsm"}
+    )
+    assert isinstance(plugin, ScriptedRsm)
+    for bad in (
+        "no.such.module.Rsm",
+        "tiered.rsm.NoSuchClass",
+        "tiered.config.RemoteLogDisablePolicy",
+    ):
+        with pytest.raises(ValueError, match=key):
+            rsm.create({"remote.storage.root": str(tmp_path / "r"), key: bad})

@@ -269,6 +269,17 @@ class Log:
             self._check_open()
             return self._roll_locked()
 
+    def roll_if_due(self) -> bool:
+        """Rolls a non-empty active segment older than ``segment_ms``, with no append needed, so
+        that an idle partition's data is closed and can be tiered. True if it rolled."""
+        with self._lock:
+            self._check_open()
+            active = self._segments[-1]
+            if active.is_empty or not self._should_roll(active, 0):
+                return False
+            self._roll_locked()
+            return True
+
     def flush(self) -> None:
         """fsyncs the active segment (data and indexes)."""
         with self._lock:

@@ -167,6 +167,7 @@ class RLMCopyTask(PeriodicTask):
             # is a copy that died with its broker (or with an earlier leader): remove it.
             self._rlm.abandon_unfinished_copies(self._state)
             self.copied_offset = self._rlm.highest_copied_offset(self._state)
+        partition.log.roll_if_due()  # an idle partition's segment still closes on segment.ms
         for segment in partition.log.closed_segments():
             if self.cancelled:
                 return

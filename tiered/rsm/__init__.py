@@ -14,8 +14,11 @@ copy returns is described in :mod:`tiered.rsm.custom_metadata`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import importlib
+from collections.abc import Callable, Mapping
+from typing import cast
 
+from tiered.api import RemoteStorageManager
 from tiered.rsm.custom_metadata import (
     SegmentLocation,
     decode_custom_metadata,
@@ -30,6 +33,7 @@ from tiered.rsm.fsspec_rsm import (
 )
 
 __all__ = [
+    "CLASS_NAME_CONFIG",
     "DEFAULT_DELETE_THREADS",
     "DELETE_THREADS_CONFIG",
     "ROOT_CONFIG",
@@ -41,7 +45,25 @@ __all__ = [
 ]
 
 
-def create(config: Mapping[str, object]) -> FsspecRemoteStorageManager:
-    """The fsspec RemoteStorageManager configured by ``config`` (see the module docstring).
-    ``ValueError`` names the offending key when the config is invalid."""
-    return create_from_config(config)
+CLASS_NAME_CONFIG = "remote.log.storage.manager.class.name"
+"""Kafka's key: a RemoteStorageManager class (``package.module.ClassName``) constructed with the
+whole config mapping. Absent: the fsspec RemoteStorageManager."""
+
+
+def create(config: Mapping[str, object]) -> RemoteStorageManager:
+    """The RemoteStorageManager configured by ``config``: the class named by
+    ``remote.log.storage.manager.class.name`` if given, else the fsspec one (see the module
+    docstring). ``ValueError`` names the offending key when the config is invalid."""
+    class_name = config.get(CLASS_NAME_CONFIG)
+    if class_name is None or not str(class_name).strip():
+        return create_from_config(config)
+    module_name, _, attribute = str(class_name).strip().rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError, ValueError) as e:
+        raise ValueError(f"{CLASS_NAME_CONFIG}={class_name!r} can not be loaded: {e}") from None
+    if not (isinstance(cls, type) and issubclass(cls, RemoteStorageManager)):
+        raise ValueError(f"{CLASS_NAME_CONFIG}={class_name!r} is not a RemoteStorageManager")
+    # Plugins take the whole config mapping, as Kafka's configure(configs) does.
+    factory = cast(Callable[[Mapping[str, object]], RemoteStorageManager], cls)
+    return factory(config)
