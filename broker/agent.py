@@ -50,6 +50,7 @@ class PartitionLogDir:
     copying: bool
     copy_lag_bytes: int = 0
     copy_lag_segments: int = 0
+    remote_fetch_enabled: bool = False
 
 
 @dataclass
@@ -257,6 +258,8 @@ class BrokerAgent:
                     copying=copying,
                     copy_lag_bytes=sum(s.size_bytes for s in lag),
                     copy_lag_segments=len(lag),
+                    remote_fetch_enabled=self.rlm is not None
+                    and self.rlm.accepts_remote_fetches(tp),
                 )
             )
         return result

@@ -131,6 +131,9 @@ class BrokerServicer(pb_grpc.BrokerServiceServicer):
                         remote_copy_finished_bytes=d.remote_copy_finished_bytes,
                         tiered_epoch=d.tiered_epoch,
                         copying=d.copying,
+                        remote_fetch_enabled=d.remote_fetch_enabled,
+                        copy_lag_bytes=d.copy_lag_bytes,
+                        copy_lag_segments=d.copy_lag_segments,
                     )
                     for d in self._agent.describe_log_dirs()
                 ]

@@ -410,3 +410,111 @@ def _all_closed_copied(b: BrokerProcess, tp: TopicIdPartition) -> bool:
         and d.remote_segment_count > 0
         and (_scrape(b, tp.topic)["kafka_server_brokertopicmetrics_remotecopylagsegments"] == 0)
     )
+
+
+def _stop_in_background(
+    b: BrokerProcess, tp: TopicIdPartition, policy: str
+) -> tuple[threading.Thread, dict[str, object]]:
+    result: dict[str, object] = {}
+
+    def stop() -> None:
+        result["response"] = b.stub.StopPartitions(
+            pb.StopPartitionsRequest(
+                partitions=[topic_id_partition_to_proto(tp)], tiered_epoch=1, policy=policy
+            ),
+            timeout=60,
+        )
+        result["returned_after_open"] = (b.dir / "gate" / "open").exists()
+
+    thread = threading.Thread(target=stop)
+    thread.start()
+    return thread, result
+
+
+def test_stop_with_retain_while_an_upload_is_in_flight(tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    b = BrokerProcess(
+        tmp_path, (SCRIPTED, "rsm.config.test.gate.topics=slow", f"rsm.config.test.gate.dir={gate}")
+    )
+    b.start()
+    try:
+        tp = TopicIdPartition(uuid.uuid4(), "slow", 0)
+        assign(b, tp, {**TIERED, "local.retention.bytes": "-1"})
+        produce(b, tp, 0, 300)
+        poll_until((gate / "copy-started").exists, timeout=30, what="an upload to start")
+        thread, result = _stop_in_background(b, tp, "retain")
+        poll_until(
+            lambda: not log_dir(b, tp).copying, timeout=30, what="the copy task to be cancelled"
+        )
+        (gate / "open").write_text("")
+        thread.join(60)
+        response = result["response"]
+        assert response.errors[0].code == 0  # type: ignore[attr-defined]
+        assert result["returned_after_open"]  # it waited for the upload in flight
+        # The upload began before the fence (tiered epoch 0 < 1): discarded, nothing finished.
+        assert log_dir(b, tp).remote_segment_count == 0
+        assert _object_keys(b, tp) == []
+        values, _ = fetch_all(b, tp)
+        assert values == expected(300)
+    finally:
+        b.close()
+
+
+def test_stop_with_delete_while_a_remote_fetch_is_in_flight(tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    b = BrokerProcess(
+        tmp_path,
+        (
+            SCRIPTED,
+            "rsm.config.test.gate.topics=slow",
+            "rsm.config.test.gate.calls=fetch",
+            f"rsm.config.test.gate.dir={gate}",
+        ),
+    )
+    b.start()
+    try:
+        tp = TopicIdPartition(uuid.uuid4(), "slow", 0)
+        assign(b, tp, TIERED)
+        produce(b, tp, 0, 400)
+        poll_until(
+            lambda: log_dir(b, tp).offsets.local_log_start_offset > 0,
+            timeout=30,
+            what="tiering and local expiry",
+        )
+        fetched: dict[str, object] = {}
+        reader = threading.Thread(
+            target=lambda: fetched.update(
+                response=b.stub.Fetch(
+                    pb.FetchRequest(
+                        partition=topic_id_partition_to_proto(tp), offset=0, max_bytes=500
+                    ),
+                    timeout=60,
+                )
+            )
+        )
+        reader.start()
+        poll_until((gate / "fetch-started").exists, timeout=30, what="a remote fetch")
+        assert log_dir(b, tp).remote_fetch_enabled
+        thread, result = _stop_in_background(b, tp, "delete")
+        # The stop shuts remote reads, then waits for the one in flight to drain.
+        poll_until(
+            lambda: not log_dir(b, tp).remote_fetch_enabled,
+            timeout=30,
+            what="remote fetches to be shut",
+        )
+        (gate / "open").write_text("")
+        reader.join(60)
+        thread.join(60)
+        assert result["returned_after_open"]  # it drained the fetch in flight
+        assert fetched["response"].error.code == 0  # type: ignore[attr-defined]  # which completed
+        assert fetched["response"].records[0].offset == 0  # type: ignore[attr-defined]
+        d = log_dir(b, tp)
+        assert d.offsets.log_start_offset == d.offsets.local_log_start_offset > 0
+        below = b.stub.Fetch(
+            pb.FetchRequest(partition=topic_id_partition_to_proto(tp), offset=0, max_bytes=100)
+        )
+        assert below.error.name == "OFFSET_OUT_OF_RANGE"
+    finally:
+        b.close()

@@ -136,10 +136,17 @@ class Broker:
         assert task.failures == 0
 
     def copy_now(self, tp: TopicIdPartition) -> None:
-        """Runs the copy task once and waits for it to have copied every closed segment."""
+        """Runs the copy task and waits until it has copied every closed segment (by its own
+        progress: retention may already be deleting the oldest copies)."""
         closed = [s for s in self.logs[tp].closed_segments() if not s.is_empty]
+        task = self.rlm.copy_task(tp)
+        assert task is not None
         self.rlm.trigger_copy(tp)
-        poll_until(lambda: self.finished_count(tp) >= len(closed), what="copies to finish")
+        last = closed[-1].next_offset - 1 if closed else -1
+        poll_until(
+            lambda: task.copied_offset is not None and task.copied_offset >= last,
+            what="copies to finish",
+        )
 
     def finished(self, tp: TopicIdPartition) -> list[RemoteLogSegmentMetadata]:
         return [m for m in self.rlmm.list_remote_log_segments(tp) if m.state is FINISHED]

@@ -547,3 +547,18 @@ def test_a_plugin_class_is_loaded_by_name_and_bad_names_are_rejected(tmp_path: P
     ):
         with pytest.raises(ValueError, match=key):
             rsm.create({"remote.storage.root": str(tmp_path / "r"), key: bad})
+
+
+def test_delete_removes_what_a_crashed_upload_left_behind(
+    manager: FsspecRemoteStorageManager, tmp_path: Path
+) -> None:
+    meta = segment_meta(TP, start_offset=500, tiered_epoch=0)
+    manager.copy_log_segment_data(meta, segment_data(tmp_path))
+    # A process killed mid-write leaves its temporary object beside the real ones.
+    leftover = layout.object_key(layout.segment_prefix(meta), "log") + ".tmp-0123abcd"
+    with manager._fs.open(manager._path(leftover), "wb") as f:
+        f.write(b"half a segment")
+    other = segment_meta(TP, start_offset=600, tiered_epoch=0)
+    manager.copy_log_segment_data(other, segment_data(tmp_path))
+    manager.delete_log_segment_data(meta)
+    assert manager.object_keys(TP) == expected_keys(other)  # the neighbour is untouched

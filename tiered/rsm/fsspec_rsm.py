@@ -179,10 +179,16 @@ class FsspecRemoteStorageManager(RemoteStorageManager):
 
     def delete_log_segment_data(self, metadata: RemoteLogSegmentMetadata) -> None:
         """Deletes the ``.log`` object first (so the segment stops looking complete), then every
-        index. Missing objects are not an error."""
+        index, then anything else under the segment's prefix: the temporary object of an upload
+        whose process died mid-write would otherwise outlive its metadata for ever. Missing
+        objects are not an error."""
         prefix = layout.segment_prefix(metadata)
         for suffix in layout.ALL_SUFFIXES:
             self._delete_object(layout.object_key(prefix, suffix))
+        with self._errors(f"listing of {prefix}", prefix):
+            leftovers = self._fs.glob(self._path(prefix) + ".*")
+        for path in leftovers:
+            self._delete_object(self._relative(path))
 
     # -- bulk operations ----------------------------------------------------------------------
 

@@ -98,7 +98,7 @@ class DescribeLogDirsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class PartitionLogDir(_message.Message):
-    __slots__ = ("partition", "offsets", "local_size_bytes", "remote_size_bytes", "remote_segment_count", "remote_copy_finished_bytes", "tiered_epoch", "copying")
+    __slots__ = ("partition", "offsets", "local_size_bytes", "remote_size_bytes", "remote_segment_count", "remote_copy_finished_bytes", "tiered_epoch", "copying", "remote_fetch_enabled", "copy_lag_bytes", "copy_lag_segments")
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     OFFSETS_FIELD_NUMBER: _ClassVar[int]
     LOCAL_SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
@@ -107,6 +107,9 @@ class PartitionLogDir(_message.Message):
     REMOTE_COPY_FINISHED_BYTES_FIELD_NUMBER: _ClassVar[int]
     TIERED_EPOCH_FIELD_NUMBER: _ClassVar[int]
     COPYING_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_FETCH_ENABLED_FIELD_NUMBER: _ClassVar[int]
+    COPY_LAG_BYTES_FIELD_NUMBER: _ClassVar[int]
+    COPY_LAG_SEGMENTS_FIELD_NUMBER: _ClassVar[int]
     partition: _records_pb2.TopicIdPartition
     offsets: PartitionOffsets
     local_size_bytes: int
@@ -115,7 +118,10 @@ class PartitionLogDir(_message.Message):
     remote_copy_finished_bytes: int
     tiered_epoch: int
     copying: bool
-    def __init__(self, partition: _Optional[_Union[_records_pb2.TopicIdPartition, _Mapping]] = ..., offsets: _Optional[_Union[PartitionOffsets, _Mapping]] = ..., local_size_bytes: _Optional[int] = ..., remote_size_bytes: _Optional[int] = ..., remote_segment_count: _Optional[int] = ..., remote_copy_finished_bytes: _Optional[int] = ..., tiered_epoch: _Optional[int] = ..., copying: _Optional[bool] = ...) -> None: ...
+    remote_fetch_enabled: bool
+    copy_lag_bytes: int
+    copy_lag_segments: int
+    def __init__(self, partition: _Optional[_Union[_records_pb2.TopicIdPartition, _Mapping]] = ..., offsets: _Optional[_Union[PartitionOffsets, _Mapping]] = ..., local_size_bytes: _Optional[int] = ..., remote_size_bytes: _Optional[int] = ..., remote_segment_count: _Optional[int] = ..., remote_copy_finished_bytes: _Optional[int] = ..., tiered_epoch: _Optional[int] = ..., copying: _Optional[bool] = ..., remote_fetch_enabled: _Optional[bool] = ..., copy_lag_bytes: _Optional[int] = ..., copy_lag_segments: _Optional[int] = ...) -> None: ...
 
 class DescribeLogDirsResponse(_message.Message):
     __slots__ = ("partitions",)
