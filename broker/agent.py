@@ -187,15 +187,17 @@ class BrokerAgent:
         first = last = -1
         now_ms = int(time.time() * 1000)
         with hosted.lock:
+            active_before = hosted.log.active_segment.base_offset
             for key, value, timestamp_ms in records:
                 last = hosted.log.append(
                     key, value, timestamp_ms if timestamp_ms > 0 else now_ms, 0
                 )
                 first = last if first < 0 else first
+            rolled = hosted.log.active_segment.base_offset != active_before
         if first < 0:
             raise TieredError(ErrorCode.INVALID_REQUEST, "a produce request needs records")
-        if self.rlm is not None and hosted.config.remote_storage_enable:
-            self.rlm.trigger_copy(hosted.topic_id_partition)  # a roll may have closed a segment
+        if rolled and self.rlm is not None and hosted.config.remote_storage_enable:
+            self.rlm.trigger_copy(hosted.topic_id_partition)  # a segment closed: copy it now
         return first, last
 
     def fetch(

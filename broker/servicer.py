@@ -15,7 +15,7 @@ import grpc
 
 from broker.agent import BrokerAgent, PartitionOffsets
 from broker.log import Record
-from tiered.errors import ErrorCode, TieredError
+from tiered.errors import TieredError
 from tiered.rlmm.serde import topic_id_partition_from_proto, topic_id_partition_to_proto
 from tiered.rpc.v1 import broker_pb2 as pb
 from tiered.rpc.v1 import broker_pb2_grpc as pb_grpc
@@ -175,6 +175,3 @@ class BrokerServicer(pb_grpc.BrokerServiceServicer):
                 errors=[error_to_proto(e)] * len(request.partitions)
             ),
         )
-
-
-__all__ = ["BrokerServicer", "ErrorCode"]

@@ -235,9 +235,7 @@ class RemoteLogManager:
                 previous = self._partitions.get(partition.topic_id_partition)
                 self._partitions[partition.topic_id_partition] = state
             if previous is not None:
-                for task in (previous.copy_task, previous.expiration_task):
-                    if task is not None:
-                        task.cancel(self.config.stop_wait_s)
+                self._cancel_tasks(previous)
             self._start_copying(state)
 
     def _start_copying(self, state: _PartitionState) -> None:
@@ -250,8 +248,10 @@ class RemoteLogManager:
     def _drop(self, tp: TopicIdPartition) -> None:
         with self._lock:
             state = self._partitions.pop(tp, None)
-        if state is None:
-            return
+        if state is not None:
+            self._cancel_tasks(state)
+
+    def _cancel_tasks(self, state: _PartitionState) -> None:
         for task in (state.copy_task, state.expiration_task):
             if task is not None:
                 task.cancel(self.config.stop_wait_s)

@@ -72,6 +72,9 @@ class ScheduledPool:
         self.interval_s = interval_s
         self._executor = ThreadPoolExecutor(max_workers=size, thread_name_prefix=name)
         self._heap: list[tuple[float, int, PeriodicTask]] = []
+        self._live: dict[PeriodicTask, tuple[float, int]] = {}  # each task's one valid entry
+        self._running: set[PeriodicTask] = set()
+        self._rerun: set[PeriodicTask] = set()
         self._order = itertools.count()
         self._wakeup = threading.Condition()
         self._closed = False
@@ -79,15 +82,29 @@ class ScheduledPool:
         self._thread.start()
 
     def schedule(self, task: PeriodicTask, delay_s: float = 0.0) -> None:
+        """Runs ``task`` after ``delay_s``, then every ``interval_s``. A task has one place in the
+        schedule: scheduling it again only brings its next run forward, and a request while it
+        runs makes it run once more right after."""
         with self._wakeup:
             if self._closed:
                 raise RuntimeError(f"{self.name} is closed")
-            heapq.heappush(self._heap, (time.monotonic() + delay_s, next(self._order), task))
-            self._wakeup.notify()
+            if task in self._running:
+                self._rerun.add(task)
+                return
+            self._push(task, time.monotonic() + delay_s)
 
     def trigger(self, task: PeriodicTask) -> None:
         """Runs ``task`` as soon as a thread is free (it stays on its period afterwards)."""
         self.schedule(task, 0.0)
+
+    def _push(self, task: PeriodicTask, due: float) -> None:
+        current = self._live.get(task)
+        if current is not None and current[0] <= due:
+            return  # already due no later than that
+        entry = (due, next(self._order), task)
+        self._live[task] = entry[:2]
+        heapq.heappush(self._heap, entry)
+        self._wakeup.notify()
 
     def _loop(self) -> None:
         while True:
@@ -97,9 +114,13 @@ class ScheduledPool:
                     self._wakeup.wait(timeout)
                 if self._closed:
                     return
-                _, _, task = heapq.heappop(self._heap)
-            if task.cancelled:
-                continue
+                due, order, task = heapq.heappop(self._heap)
+                if self._live.get(task) != (due, order):
+                    continue  # superseded by an earlier run of the same task
+                del self._live[task]
+                if task.cancelled:
+                    continue
+                self._running.add(task)
             try:
                 future = self._executor.submit(task.run)
             except RuntimeError:
@@ -110,13 +131,12 @@ class ScheduledPool:
         return lambda _done: self._reschedule(task)
 
     def _reschedule(self, task: PeriodicTask) -> None:
-        if not task.cancelled:
-            with self._wakeup:
-                if not self._closed:
-                    heapq.heappush(
-                        self._heap, (time.monotonic() + self.interval_s, next(self._order), task)
-                    )
-                    self._wakeup.notify()
+        with self._wakeup:
+            self._running.discard(task)
+            again = task in self._rerun
+            self._rerun.discard(task)
+            if not task.cancelled and not self._closed:
+                self._push(task, time.monotonic() + (0.0 if again else self.interval_s))
 
     def close(self, wait: bool = True) -> None:
         with self._wakeup:
@@ -124,6 +144,7 @@ class ScheduledPool:
             for _, _, task in self._heap:
                 task.cancel()
             self._heap.clear()
+            self._live.clear()
             self._wakeup.notify_all()
         self._executor.shutdown(wait=wait, cancel_futures=True)
         self._thread.join(timeout=5)
