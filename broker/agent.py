@@ -240,16 +240,7 @@ class BrokerAgent:
                     )
                 except RemoteResourceNotFoundException:
                     pass
-            task = self.rlm.copy_task(tp) if self.rlm is not None else None
-            copying = task is not None and not task.cancelled
-            lag = [
-                s
-                for s in hosted.log.closed_segments()
-                if copying
-                and task is not None
-                and task.copied_offset is not None
-                and s.next_offset - 1 > task.copied_offset
-            ]
+            lag = self.rlm.copy_lag(tp) if self.rlm is not None else None
             result.append(
                 PartitionLogDir(
                     tp,
@@ -257,9 +248,9 @@ class BrokerAgent:
                     sum(s.size_bytes for s in hosted.log.segments()),
                     *remote,
                     tiered_epoch=hosted.tiered_epoch,
-                    copying=copying,
-                    copy_lag_bytes=sum(s.size_bytes for s in lag),
-                    copy_lag_segments=len(lag),
+                    copying=lag is not None,
+                    copy_lag_bytes=sum(s.size_bytes for s in lag or ()),
+                    copy_lag_segments=len(lag or ()),
                     remote_fetch_enabled=self.rlm is not None
                     and self.rlm.accepts_remote_fetches(tp),
                 )

@@ -354,6 +354,59 @@ def test_reenable_resumes_copying_contiguously_with_the_new_epoch(broker: Broker
         assert b.start_offset == a.end_offset + 1
 
 
+def test_copy_lag_counts_uncopied_closed_segments_from_the_moment_of_leadership(
+    broker: Broker,
+) -> None:
+    # One copier thread, held by another partition's blocked upload: the partition under test is
+    # led but its copy task cannot have run, so its lag must come from the RLMM.
+    broker.rlm.close()
+    broker.rlm = RemoteLogManager(
+        RemoteLogManagerConfig(broker_id=0, copier_threads=1, task_interval_s=3600, stop_wait_s=30),
+        broker.rlmm,
+        broker.rsm,
+        clock=broker.clock,
+    )
+    blocker, tp = broker.partition("blocker", 200), broker.partition("lagging", 400)
+    log = broker.logs[tp]
+
+    def expected_lag(copied_up_to: int) -> list[tuple[int, int]]:
+        return [
+            (s.base_offset, s.size_bytes)
+            for s in log.closed_segments()
+            if not s.is_empty and s.next_offset - 1 > copied_up_to
+        ]
+
+    def lag() -> list[tuple[int, int]]:
+        segments = broker.rlm.copy_lag(tp)
+        assert segments is not None
+        return [(s.base_offset, s.size_bytes) for s in segments]
+
+    broker.lead(tp)
+    broker.copy_now(tp)  # everything closed so far is remote
+    copied_up_to = log.active_segment.base_offset - 1
+    assert lag() == []
+    for i in range(200):
+        log.append(None, b"later" * 10, 9_000 + i, 0)
+    log.roll()
+    assert len(expected_lag(copied_up_to)) >= 2
+
+    broker.rsm.copy_gate = threading.Event()
+    broker.rsm.copy_started.clear()
+    broker.lead(blocker)
+    assert broker.rsm.copy_started.wait(30)  # the only copier thread is now busy
+    try:
+        broker.lead(tp)  # a new leadership: a fresh copy task that has not run
+        task = broker.rlm.copy_task(tp)
+        assert task is not None and task.copied_offset is None and task.runs == 0
+        assert lag() == expected_lag(copied_up_to)
+    finally:
+        broker.rsm.copy_gate.set()
+    broker.copy_now(tp)
+    assert lag() == []
+    broker.rlm.stop_partitions([tp], 1, RemoteLogDisablePolicy.RETAIN)
+    assert broker.rlm.copy_lag(tp) is None  # not copying: no lag to report
+
+
 def test_a_failing_periodic_task_keeps_running() -> None:
     class Flaky(PeriodicTask):
         def execute(self) -> None:

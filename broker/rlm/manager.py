@@ -280,6 +280,23 @@ class RemoteLogManager:
         state = self._partitions.get(tp)
         return None if state is None else state.copy_task
 
+    def copy_lag(self, tp: TopicIdPartition) -> list[LogSegment] | None:
+        """The closed, non-empty local segments not yet in remote storage, oldest first; None when
+        the partition is not being copied. Before the copy task's first run the resume point comes
+        from the RLMM, so the lag is right from the moment the partition is led."""
+        state = self._partitions.get(tp)
+        task = None if state is None else state.copy_task
+        if state is None or task is None or task.cancelled:
+            return None
+        copied = task.copied_offset
+        if copied is None:
+            copied = self.highest_copied_offset(state)
+        return [
+            s
+            for s in state.partition.log.closed_segments()
+            if not s.is_empty and s.next_offset - 1 > copied
+        ]
+
     # ----------------------------------------------------------------------------- copying
 
     def highest_copied_offset(self, state: _PartitionState) -> int:
