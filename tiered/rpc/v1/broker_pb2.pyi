@@ -147,10 +147,12 @@ class PartitionAssignment(_message.Message):
     def __init__(self, partition: _Optional[_Union[_records_pb2.TopicIdPartition, _Mapping]] = ..., configs: _Optional[_Mapping[str, str]] = ..., tiered_epoch: _Optional[int] = ...) -> None: ...
 
 class AssignPartitionsRequest(_message.Message):
-    __slots__ = ("partitions",)
+    __slots__ = ("partitions", "controller_epoch")
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     partitions: _containers.RepeatedCompositeFieldContainer[PartitionAssignment]
-    def __init__(self, partitions: _Optional[_Iterable[_Union[PartitionAssignment, _Mapping]]] = ...) -> None: ...
+    controller_epoch: int
+    def __init__(self, partitions: _Optional[_Iterable[_Union[PartitionAssignment, _Mapping]]] = ..., controller_epoch: _Optional[int] = ...) -> None: ...
 
 class AssignPartitionsResponse(_message.Message):
     __slots__ = ("errors",)
@@ -173,3 +175,29 @@ class StopPartitionsResponse(_message.Message):
     ERRORS_FIELD_NUMBER: _ClassVar[int]
     errors: _containers.RepeatedCompositeFieldContainer[Error]
     def __init__(self, errors: _Optional[_Iterable[_Union[Error, _Mapping]]] = ...) -> None: ...
+
+class DisableRemoteTopicEntry(_message.Message):
+    __slots__ = ("partition", "tiered_epoch", "policy")
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    TIERED_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    partition: _records_pb2.TopicIdPartition
+    tiered_epoch: int
+    policy: str
+    def __init__(self, partition: _Optional[_Union[_records_pb2.TopicIdPartition, _Mapping]] = ..., tiered_epoch: _Optional[int] = ..., policy: _Optional[str] = ...) -> None: ...
+
+class DisableRemoteTopicRequest(_message.Message):
+    __slots__ = ("controller_epoch", "entries")
+    CONTROLLER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    controller_epoch: int
+    entries: _containers.RepeatedCompositeFieldContainer[DisableRemoteTopicEntry]
+    def __init__(self, controller_epoch: _Optional[int] = ..., entries: _Optional[_Iterable[_Union[DisableRemoteTopicEntry, _Mapping]]] = ...) -> None: ...
+
+class DisableRemoteTopicResponse(_message.Message):
+    __slots__ = ("error", "errors")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
+    error: Error
+    errors: _containers.RepeatedCompositeFieldContainer[Error]
+    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., errors: _Optional[_Iterable[_Union[Error, _Mapping]]] = ...) -> None: ...

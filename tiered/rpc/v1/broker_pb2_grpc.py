@@ -64,6 +64,11 @@ class BrokerServiceStub:
                 request_serializer=tiered_dot_rpc_dot_v1_dot_broker__pb2.StopPartitionsRequest.SerializeToString,
                 response_deserializer=tiered_dot_rpc_dot_v1_dot_broker__pb2.StopPartitionsResponse.FromString,
                 _registered_method=True)
+        self.DisableRemoteTopic = channel.unary_unary(
+                '/tiered.v1.BrokerService/DisableRemoteTopic',
+                request_serializer=tiered_dot_rpc_dot_v1_dot_broker__pb2.DisableRemoteTopicRequest.SerializeToString,
+                response_deserializer=tiered_dot_rpc_dot_v1_dot_broker__pb2.DisableRemoteTopicResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServiceServicer:
@@ -105,6 +110,12 @@ class BrokerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DisableRemoteTopic(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -137,6 +148,11 @@ def add_BrokerServiceServicer_to_server(servicer, server):
                     servicer.StopPartitions,
                     request_deserializer=tiered_dot_rpc_dot_v1_dot_broker__pb2.StopPartitionsRequest.FromString,
                     response_serializer=tiered_dot_rpc_dot_v1_dot_broker__pb2.StopPartitionsResponse.SerializeToString,
+            ),
+            'DisableRemoteTopic': grpc.unary_unary_rpc_method_handler(
+                    servicer.DisableRemoteTopic,
+                    request_deserializer=tiered_dot_rpc_dot_v1_dot_broker__pb2.DisableRemoteTopicRequest.FromString,
+                    response_serializer=tiered_dot_rpc_dot_v1_dot_broker__pb2.DisableRemoteTopicResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -301,6 +317,33 @@ class BrokerService:
             '/tiered.v1.BrokerService/StopPartitions',
             tiered_dot_rpc_dot_v1_dot_broker__pb2.StopPartitionsRequest.SerializeToString,
             tiered_dot_rpc_dot_v1_dot_broker__pb2.StopPartitionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DisableRemoteTopic(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tiered.v1.BrokerService/DisableRemoteTopic',
+            tiered_dot_rpc_dot_v1_dot_broker__pb2.DisableRemoteTopicRequest.SerializeToString,
+            tiered_dot_rpc_dot_v1_dot_broker__pb2.DisableRemoteTopicResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,35 @@
+"""The controller's metadata store: one abstract contract (``base``), two backends chosen by the
+``metadata.store`` config key and imported only when chosen."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from controller.store.base import (
+    ControllerFencedError,
+    MetadataStore,
+    MetadataStoreError,
+)
+
+__all__ = ["ControllerFencedError", "MetadataStore", "MetadataStoreError", "create"]
+
+BACKENDS = ("kraft", "zookeeper")
+
+
+def create(config: Mapping[str, str]) -> MetadataStore:
+    """Builds the store named by ``metadata.store`` (``kraft``, the default, or ``zookeeper``).
+
+    kraft: ``metadata.log.dir`` (required). zookeeper: ``zookeeper.connect`` (host:port[,...]
+    with an optional /chroot), ``zookeeper.session.timeout.ms`` (default 6000)."""
+    backend = config.get("metadata.store", "kraft").strip().lower()
+    if backend == "kraft":
+        from controller.store.kraft import KRaftMetadataStore
+
+        return KRaftMetadataStore.from_config(config)
+    if backend == "zookeeper":
+        from controller.store.zookeeper import ZooKeeperMetadataStore
+
+        return ZooKeeperMetadataStore.from_config(config)
+    raise ValueError(
+        f"metadata.store={backend!r} is not valid; valid values: {', '.join(BACKENDS)}"
+    )

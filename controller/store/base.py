@@ -1,0 +1,99 @@
+"""The contract every controller metadata store keeps.
+
+A store holds the cluster metadata (topics with their replica assignment, configs, tiered state
+and tiered epoch; broker registrations; the controller epoch) and elects the active controller.
+The controller is the only writer, so the store needs no per-topic compare-and-set: it fences
+whole controllers instead.
+
+Contract:
+
+* **Leadership.** ``elect`` blocks until this process is the active controller, durably raises
+  the controller epoch and returns it. From then on every write is fenced: it commits only while
+  this process is still the active controller of that epoch, else it raises
+  ``ControllerFencedError`` and writes nothing. ZooKeeper: the ephemeral ``/controller`` plus a
+  multi that checks the version of ``/controller_epoch``. KRaft: an OS lock on the log directory
+  held from election to exit.
+* **Loss of leadership** sets ``leadership_lost`` (ZooKeeper: session LOST, or SUSPENDED for longer
+  than the grace period). The controller must stop acting and ``resign``; it may ``elect`` again.
+* **Atomicity.** Each write method commits all of its changes or none.
+* **Failures.** A transport or storage failure raises ``MetadataStoreError``. The outcome of that
+  write is then unknown, so the caller must not assume either: the controller resigns, and
+  whoever is elected next reloads the truth with ``load``.
+* **Reads** (``load``) return what committed writes left, in one consistent image for KRaft and
+  topic by topic for ZooKeeper (each topic's znodes are written by one multi, and only the active
+  controller writes).
+* Methods never return False for failure: they return normally or raise.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+
+from tiered.cluster.model import BrokerRegistration, MetadataImage, TopicMetadata
+
+
+class MetadataStoreError(Exception):
+    """The store could not be reached or failed; the outcome of a write in progress is unknown."""
+
+
+class ControllerFencedError(MetadataStoreError):
+    """This process is no longer the active controller; nothing was written."""
+
+
+class MetadataStore(ABC):
+    mode: str  # "kraft" or "zookeeper"
+
+    def __init__(self) -> None:
+        self.leadership_lost = threading.Event()
+
+    # ----------------------------------------------------------------------------- leadership
+
+    @abstractmethod
+    def elect(self, controller_id: int, endpoint: str, stop: threading.Event) -> int | None:
+        """Blocks until this process is the active controller, then durably raises the controller
+        epoch, clears ``leadership_lost`` and returns the new epoch. Returns None if ``stop`` is set
+        first. ``endpoint`` (host:port of the controller's gRPC server) is recorded so that clients
+        and standbys can name the active controller."""
+
+    @abstractmethod
+    def resign(self) -> None:
+        """Gives up leadership (if held) so that another controller can be elected. Idempotent."""
+
+    @abstractmethod
+    def active_controller(self) -> tuple[int, str] | None:
+        """(controller id, endpoint) of the active controller as the store knows it, or None."""
+
+    # ----------------------------------------------------------------------------- reads
+
+    @abstractmethod
+    def load(self) -> MetadataImage:
+        """Everything committed: topics, registered brokers, the controller epoch."""
+
+    # ----------------------------------------------------------------------------- fenced writes
+
+    @abstractmethod
+    def create_topic(self, topic: TopicMetadata) -> None:
+        """Persists a new topic: assignment, configs, tiered state and epoch, atomically."""
+
+    @abstractmethod
+    def update_topic(self, before: TopicMetadata, after: TopicMetadata) -> None:
+        """Persists ``after``'s configs, tiered state and tiered epoch atomically (the replica
+        assignment does not change). ``before`` is the controller's current view; a backend may
+        use it to write only what changed."""
+
+    @abstractmethod
+    def delete_topic(self, topic: TopicMetadata) -> None:
+        """Removes the topic and everything stored under it, atomically."""
+
+    @abstractmethod
+    def register_broker(self, registration: BrokerRegistration) -> None:
+        """Persists a broker's registration (KRaft: a record, replacing the broker's previous one).
+        ZooKeeper brokers register themselves with an ephemeral znode, so there this only checks
+        that the registration is present."""
+
+    # ----------------------------------------------------------------------------- lifecycle
+
+    @abstractmethod
+    def close(self) -> None:
+        """Resigns and releases every resource. Idempotent."""

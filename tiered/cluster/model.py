@@ -1,0 +1,92 @@
+"""The cluster metadata domain: plain frozen values; protobuf conversion lives in ``serde``."""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+
+
+class TieredState(enum.Enum):
+    """KIP-950's per-topic tiered storage state (DESIGN.md section 4). A topic that was never
+    tiered is DISABLED with tiered epoch 0."""
+
+    ENABLED = "ENABLED"
+    DISABLING = "DISABLING"
+    DISABLED = "DISABLED"
+
+
+def _frozen(configs: Mapping[str, str]) -> Mapping[str, str]:
+    return MappingProxyType(dict(configs))
+
+
+@dataclass(frozen=True)
+class TopicMetadata:
+    name: str
+    topic_id: uuid.UUID
+    replicas: tuple[int, ...]  # replicas[p]: the broker hosting partition p (replication factor 1)
+    configs: Mapping[str, str] = field(default_factory=dict)  # keys set on the topic only
+    tiered_state: TieredState = TieredState.DISABLED
+    tiered_epoch: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "configs", _frozen(self.configs))
+        object.__setattr__(self, "replicas", tuple(self.replicas))
+
+    @property
+    def partition_count(self) -> int:
+        return len(self.replicas)
+
+    def with_configs(self, configs: Mapping[str, str]) -> TopicMetadata:
+        return replace(self, configs=configs)
+
+    def with_tiered_state(self, state: TieredState, tiered_epoch: int) -> TopicMetadata:
+        return replace(self, tiered_state=state, tiered_epoch=tiered_epoch)
+
+    def partitions_on(self, broker_id: int) -> list[int]:
+        return [p for p, b in enumerate(self.replicas) if b == broker_id]
+
+
+@dataclass(frozen=True)
+class BrokerRegistration:
+    broker_id: int
+    host: str
+    port: int
+    incarnation_id: uuid.UUID = field(default_factory=uuid.uuid4)
+
+    @property
+    def endpoint(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass
+class MetadataImage:
+    """Everything the controller knows, as of ``offset`` (KRaft) or the last load (ZooKeeper)."""
+
+    topics: dict[str, TopicMetadata] = field(default_factory=dict)  # by name
+    brokers: dict[int, BrokerRegistration] = field(default_factory=dict)
+    controller_id: int = -1
+    controller_epoch: int = 0
+    controller_endpoint: str = ""
+    offset: int = -1  # KRaft: the offset of the last applied record; -1 for none
+    _by_id: dict[uuid.UUID, str] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self._by_id = {t.topic_id: t.name for t in self.topics.values()}
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None:
+        name = self._by_id.get(topic_id)
+        return None if name is None else self.topics.get(name)
+
+    def put_topic(self, topic: TopicMetadata) -> None:
+        previous = self.topics.get(topic.name)
+        if previous is not None and previous.topic_id != topic.topic_id:
+            self._by_id.pop(previous.topic_id, None)
+        self.topics[topic.name] = topic
+        self._by_id[topic.topic_id] = topic.name
+
+    def remove_topic(self, topic_id: uuid.UUID) -> TopicMetadata | None:
+        name = self._by_id.pop(topic_id, None)
+        return None if name is None else self.topics.pop(name, None)

@@ -1,0 +1,283 @@
+from tiered.rpc.v1 import broker_pb2 as _broker_pb2
+from tiered.rpc.v1 import metadata_pb2 as _metadata_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class NewTopic(_message.Message):
+    __slots__ = ("name", "partitions", "configs")
+    class ConfigsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    CONFIGS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    partitions: int
+    configs: _containers.ScalarMap[str, str]
+    def __init__(self, name: _Optional[str] = ..., partitions: _Optional[int] = ..., configs: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class CreateTopicsRequest(_message.Message):
+    __slots__ = ("topics", "validate_only")
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[NewTopic]
+    validate_only: bool
+    def __init__(self, topics: _Optional[_Iterable[_Union[NewTopic, _Mapping]]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+
+class TopicResult(_message.Message):
+    __slots__ = ("name", "error", "topic_id")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    error: _broker_pb2.Error
+    topic_id: bytes
+    def __init__(self, name: _Optional[str] = ..., error: _Optional[_Union[_broker_pb2.Error, _Mapping]] = ..., topic_id: _Optional[bytes] = ...) -> None: ...
+
+class CreateTopicsResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[TopicResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[TopicResult, _Mapping]]] = ...) -> None: ...
+
+class DeleteTopicsRequest(_message.Message):
+    __slots__ = ("names",)
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, names: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DeleteTopicsResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[TopicResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[TopicResult, _Mapping]]] = ...) -> None: ...
+
+class DescribeTopicsRequest(_message.Message):
+    __slots__ = ("names", "include_partition_state")
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_PARTITION_STATE_FIELD_NUMBER: _ClassVar[int]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    include_partition_state: bool
+    def __init__(self, names: _Optional[_Iterable[str]] = ..., include_partition_state: _Optional[bool] = ...) -> None: ...
+
+class PartitionDescription(_message.Message):
+    __slots__ = ("partition", "leader", "leader_available", "offsets", "remote_log_start_offset", "remote_log_size_bytes", "remote_segment_count", "remote_delete_state", "disable_acked")
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    LEADER_FIELD_NUMBER: _ClassVar[int]
+    LEADER_AVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_LOG_SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_SEGMENT_COUNT_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_DELETE_STATE_FIELD_NUMBER: _ClassVar[int]
+    DISABLE_ACKED_FIELD_NUMBER: _ClassVar[int]
+    partition: int
+    leader: int
+    leader_available: bool
+    offsets: _broker_pb2.PartitionOffsets
+    remote_log_start_offset: int
+    remote_log_size_bytes: int
+    remote_segment_count: int
+    remote_delete_state: str
+    disable_acked: bool
+    def __init__(self, partition: _Optional[int] = ..., leader: _Optional[int] = ..., leader_available: _Optional[bool] = ..., offsets: _Optional[_Union[_broker_pb2.PartitionOffsets, _Mapping]] = ..., remote_log_start_offset: _Optional[int] = ..., remote_log_size_bytes: _Optional[int] = ..., remote_segment_count: _Optional[int] = ..., remote_delete_state: _Optional[str] = ..., disable_acked: _Optional[bool] = ...) -> None: ...
+
+class TopicDescription(_message.Message):
+    __slots__ = ("name", "topic_id", "tiered_state", "tiered_epoch", "configs", "partitions", "disable_acks_owed", "disable_acks_total", "disable_policy", "error")
+    class ConfigsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    TIERED_STATE_FIELD_NUMBER: _ClassVar[int]
+    TIERED_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    CONFIGS_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    DISABLE_ACKS_OWED_FIELD_NUMBER: _ClassVar[int]
+    DISABLE_ACKS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    DISABLE_POLICY_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    topic_id: bytes
+    tiered_state: _metadata_pb2.TieredState
+    tiered_epoch: int
+    configs: _containers.ScalarMap[str, str]
+    partitions: _containers.RepeatedCompositeFieldContainer[PartitionDescription]
+    disable_acks_owed: int
+    disable_acks_total: int
+    disable_policy: str
+    error: _broker_pb2.Error
+    def __init__(self, name: _Optional[str] = ..., topic_id: _Optional[bytes] = ..., tiered_state: _Optional[_Union[_metadata_pb2.TieredState, str]] = ..., tiered_epoch: _Optional[int] = ..., configs: _Optional[_Mapping[str, str]] = ..., partitions: _Optional[_Iterable[_Union[PartitionDescription, _Mapping]]] = ..., disable_acks_owed: _Optional[int] = ..., disable_acks_total: _Optional[int] = ..., disable_policy: _Optional[str] = ..., error: _Optional[_Union[_broker_pb2.Error, _Mapping]] = ...) -> None: ...
+
+class DescribeTopicsResponse(_message.Message):
+    __slots__ = ("topics",)
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[TopicDescription]
+    def __init__(self, topics: _Optional[_Iterable[_Union[TopicDescription, _Mapping]]] = ...) -> None: ...
+
+class ConfigEntry(_message.Message):
+    __slots__ = ("name", "value", "is_default")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    IS_DEFAULT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    value: str
+    is_default: bool
+    def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ..., is_default: _Optional[bool] = ...) -> None: ...
+
+class DescribeConfigsRequest(_message.Message):
+    __slots__ = ("topic",)
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    def __init__(self, topic: _Optional[str] = ...) -> None: ...
+
+class DescribeConfigsResponse(_message.Message):
+    __slots__ = ("error", "entries")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    error: _broker_pb2.Error
+    entries: _containers.RepeatedCompositeFieldContainer[ConfigEntry]
+    def __init__(self, error: _Optional[_Union[_broker_pb2.Error, _Mapping]] = ..., entries: _Optional[_Iterable[_Union[ConfigEntry, _Mapping]]] = ...) -> None: ...
+
+class AlterConfigsRequest(_message.Message):
+    __slots__ = ("topic", "configs", "validate_only")
+    class ConfigsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    CONFIGS_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    configs: _containers.ScalarMap[str, str]
+    validate_only: bool
+    def __init__(self, topic: _Optional[str] = ..., configs: _Optional[_Mapping[str, str]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+
+class IncrementalAlterConfigsRequest(_message.Message):
+    __slots__ = ("topic", "set", "delete", "validate_only")
+    class SetEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    SET_FIELD_NUMBER: _ClassVar[int]
+    DELETE_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    set: _containers.ScalarMap[str, str]
+    delete: _containers.RepeatedScalarFieldContainer[str]
+    validate_only: bool
+    def __init__(self, topic: _Optional[str] = ..., set: _Optional[_Mapping[str, str]] = ..., delete: _Optional[_Iterable[str]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+
+class AlterConfigsResponse(_message.Message):
+    __slots__ = ("error", "tiered_state", "tiered_epoch")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    TIERED_STATE_FIELD_NUMBER: _ClassVar[int]
+    TIERED_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    error: _broker_pb2.Error
+    tiered_state: _metadata_pb2.TieredState
+    tiered_epoch: int
+    def __init__(self, error: _Optional[_Union[_broker_pb2.Error, _Mapping]] = ..., tiered_state: _Optional[_Union[_metadata_pb2.TieredState, str]] = ..., tiered_epoch: _Optional[int] = ...) -> None: ...
+
+class DescribeClusterRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class BrokerDescription(_message.Message):
+    __slots__ = ("broker_id", "host", "port", "fenced")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    FENCED_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    host: str
+    port: int
+    fenced: bool
+    def __init__(self, broker_id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., fenced: _Optional[bool] = ...) -> None: ...
+
+class DescribeClusterResponse(_message.Message):
+    __slots__ = ("controller_id", "controller_epoch", "controller_endpoint", "metadata_mode", "brokers", "error")
+    CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    METADATA_MODE_FIELD_NUMBER: _ClassVar[int]
+    BROKERS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    controller_id: int
+    controller_epoch: int
+    controller_endpoint: str
+    metadata_mode: str
+    brokers: _containers.RepeatedCompositeFieldContainer[BrokerDescription]
+    error: _broker_pb2.Error
+    def __init__(self, controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., controller_endpoint: _Optional[str] = ..., metadata_mode: _Optional[str] = ..., brokers: _Optional[_Iterable[_Union[BrokerDescription, _Mapping]]] = ..., error: _Optional[_Union[_broker_pb2.Error, _Mapping]] = ...) -> None: ...
+
+class RegisterBrokerRequest(_message.Message):
+    __slots__ = ("registration",)
+    REGISTRATION_FIELD_NUMBER: _ClassVar[int]
+    registration: _metadata_pb2.RegisterBrokerRecord
+    def __init__(self, registration: _Optional[_Union[_metadata_pb2.RegisterBrokerRecord, _Mapping]] = ...) -> None: ...
+
+class RegisterBrokerResponse(_message.Message):
+    __slots__ = ("error", "controller_epoch")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    error: _broker_pb2.Error
+    controller_epoch: int
+    def __init__(self, error: _Optional[_Union[_broker_pb2.Error, _Mapping]] = ..., controller_epoch: _Optional[int] = ...) -> None: ...
+
+class BrokerHeartbeatRequest(_message.Message):
+    __slots__ = ("broker_id", "incarnation_id")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_ID_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    incarnation_id: bytes
+    def __init__(self, broker_id: _Optional[int] = ..., incarnation_id: _Optional[bytes] = ...) -> None: ...
+
+class BrokerHeartbeatResponse(_message.Message):
+    __slots__ = ("error", "fenced", "controller_epoch")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    FENCED_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    error: _broker_pb2.Error
+    fenced: bool
+    controller_epoch: int
+    def __init__(self, error: _Optional[_Union[_broker_pb2.Error, _Mapping]] = ..., fenced: _Optional[bool] = ..., controller_epoch: _Optional[int] = ...) -> None: ...
+
+class FetchMetadataRequest(_message.Message):
+    __slots__ = ("broker_id", "from_offset")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    FROM_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    from_offset: int
+    def __init__(self, broker_id: _Optional[int] = ..., from_offset: _Optional[int] = ...) -> None: ...
+
+class FetchMetadataResponse(_message.Message):
+    __slots__ = ("batch", "is_snapshot", "next_offset", "error")
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    IS_SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    NEXT_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    batch: _metadata_pb2.MetadataRecordBatch
+    is_snapshot: bool
+    next_offset: int
+    error: _broker_pb2.Error
+    def __init__(self, batch: _Optional[_Union[_metadata_pb2.MetadataRecordBatch, _Mapping]] = ..., is_snapshot: _Optional[bool] = ..., next_offset: _Optional[int] = ..., error: _Optional[_Union[_broker_pb2.Error, _Mapping]] = ...) -> None: ...

@@ -1,0 +1,106 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class TieredState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TIERED_STATE_UNSPECIFIED: _ClassVar[TieredState]
+    ENABLED: _ClassVar[TieredState]
+    DISABLING: _ClassVar[TieredState]
+    DISABLED: _ClassVar[TieredState]
+TIERED_STATE_UNSPECIFIED: TieredState
+ENABLED: TieredState
+DISABLING: TieredState
+DISABLED: TieredState
+
+class RegisterBrokerRecord(_message.Message):
+    __slots__ = ("broker_id", "host", "port", "incarnation_id")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_ID_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    host: str
+    port: int
+    incarnation_id: bytes
+    def __init__(self, broker_id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., incarnation_id: _Optional[bytes] = ...) -> None: ...
+
+class TopicRecord(_message.Message):
+    __slots__ = ("name", "topic_id", "replicas")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    topic_id: bytes
+    replicas: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, name: _Optional[str] = ..., topic_id: _Optional[bytes] = ..., replicas: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ConfigRecord(_message.Message):
+    __slots__ = ("topic_id", "configs")
+    class ConfigsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    CONFIGS_FIELD_NUMBER: _ClassVar[int]
+    topic_id: bytes
+    configs: _containers.ScalarMap[str, str]
+    def __init__(self, topic_id: _Optional[bytes] = ..., configs: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class TieredStateRecord(_message.Message):
+    __slots__ = ("topic_id", "state", "tiered_epoch")
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    TIERED_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    topic_id: bytes
+    state: TieredState
+    tiered_epoch: int
+    def __init__(self, topic_id: _Optional[bytes] = ..., state: _Optional[_Union[TieredState, str]] = ..., tiered_epoch: _Optional[int] = ...) -> None: ...
+
+class RemoveTopicRecord(_message.Message):
+    __slots__ = ("topic_id",)
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    topic_id: bytes
+    def __init__(self, topic_id: _Optional[bytes] = ...) -> None: ...
+
+class ControllerEpochRecord(_message.Message):
+    __slots__ = ("controller_id", "controller_epoch", "endpoint")
+    CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINT_FIELD_NUMBER: _ClassVar[int]
+    controller_id: int
+    controller_epoch: int
+    endpoint: str
+    def __init__(self, controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., endpoint: _Optional[str] = ...) -> None: ...
+
+class MetadataRecord(_message.Message):
+    __slots__ = ("register_broker", "topic", "config", "tiered_state", "remove_topic", "controller_epoch")
+    REGISTER_BROKER_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    TIERED_STATE_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_TOPIC_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    register_broker: RegisterBrokerRecord
+    topic: TopicRecord
+    config: ConfigRecord
+    tiered_state: TieredStateRecord
+    remove_topic: RemoveTopicRecord
+    controller_epoch: ControllerEpochRecord
+    def __init__(self, register_broker: _Optional[_Union[RegisterBrokerRecord, _Mapping]] = ..., topic: _Optional[_Union[TopicRecord, _Mapping]] = ..., config: _Optional[_Union[ConfigRecord, _Mapping]] = ..., tiered_state: _Optional[_Union[TieredStateRecord, _Mapping]] = ..., remove_topic: _Optional[_Union[RemoveTopicRecord, _Mapping]] = ..., controller_epoch: _Optional[_Union[ControllerEpochRecord, _Mapping]] = ...) -> None: ...
+
+class MetadataRecordBatch(_message.Message):
+    __slots__ = ("base_offset", "records")
+    BASE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    base_offset: int
+    records: _containers.RepeatedCompositeFieldContainer[MetadataRecord]
+    def __init__(self, base_offset: _Optional[int] = ..., records: _Optional[_Iterable[_Union[MetadataRecord, _Mapping]]] = ...) -> None: ...
