@@ -23,7 +23,7 @@ from broker.rlm.manager import RemoteLogManager, TieredPartition
 from tiered import rlmm as rlmm_factory
 from tiered import rsm as rsm_factory
 from tiered.api import RemoteResourceNotFoundException, TopicIdPartition
-from tiered.config import RemoteLogDisablePolicy
+from tiered.config import RemoteLogDisablePolicy, disable_policy
 from tiered.errors import ErrorCode, TieredError
 
 log = logging.getLogger(__name__)
@@ -75,26 +75,150 @@ class BrokerAgent:
             )
         self._partitions: dict[tuple[uuid.UUID, int], HostedPartition] = {}
         self._lock = threading.Lock()
+        self._controller_epoch = 0
+        self._persist_lock = threading.Lock()
+        # Assignment and stop requests arrive from the controller's pushes and from the metadata
+        # follower at once; they are applied one at a time (as Kafka's replicaStateChangeLock).
+        self._state_change_lock = threading.RLock()
         self._restore_assignments()
 
     # ----------------------------------------------------------------------------- assignment
 
+    def check_controller_epoch(self, controller_epoch: int) -> None:
+        """Rejects a request of a controller older than one already heard from (a zombie).
+        Epoch 0 marks a local call (tests, tools), which is not fenced."""
+        if controller_epoch == 0:
+            return
+        with self._lock:
+            if controller_epoch < self._controller_epoch:
+                raise TieredError(
+                    ErrorCode.STALE_CONTROLLER_EPOCH,
+                    f"controller epoch {controller_epoch} is older than "
+                    f"{self._controller_epoch}, already seen by broker {self.config.node_id}",
+                )
+            if controller_epoch > self._controller_epoch:
+                log.info("Controller epoch is now %d", controller_epoch)
+            self._controller_epoch = controller_epoch
+
+    @property
+    def controller_epoch(self) -> int:
+        return self._controller_epoch
+
     def assign(
-        self, assignments: Iterable[tuple[TopicIdPartition, Mapping[str, str], int]]
+        self,
+        assignments: Iterable[tuple[TopicIdPartition, Mapping[str, str], int]],
+        controller_epoch: int = 0,
+        *,
+        restoring: bool = False,
     ) -> list[TieredError | None]:
-        """Hosts (or re-configures) each partition; one partition's bad config fails only it."""
+        """Hosts (or re-configures) each partition and applies its tiering state: copying when
+        ``remote.storage.enable`` is true, stopped for the given tiered epoch when it is false
+        and the partition was tiered (the broker may learn a disablement here before
+        DisableRemoteTopic arrives; both paths are idempotent), resumed after a re-enable. One
+        partition's bad config fails only it."""
+        with self._state_change_lock:
+            return self._assign(assignments, controller_epoch, restoring)
+
+    def _assign(
+        self,
+        assignments: Iterable[tuple[TopicIdPartition, Mapping[str, str], int]],
+        controller_epoch: int,
+        restoring: bool,
+    ) -> list[TieredError | None]:
+        self.check_controller_epoch(controller_epoch)
         outcomes: list[TieredError | None] = []
-        tiered: list[TieredPartition] = []
         for tp, configs, tiered_epoch in assignments:
             try:
                 hosted = self._host(tp, dict(configs), tiered_epoch)
-                if hosted.config.remote_storage_enable and self.rlm is not None:
-                    tiered.append(self._tiered(hosted))
+                if self.rlm is not None:
+                    self._apply_tiering(hosted, restoring)
                 outcomes.append(None)
             except ValueError as e:
                 outcomes.append(TieredError(ErrorCode.INVALID_CONFIG, str(e)))
-        if tiered and self.rlm is not None:
-            self.rlm.on_leadership_change(tiered)
+            except TieredError as e:
+                outcomes.append(e)
+        self._persist_assignments()
+        return outcomes
+
+    def _apply_tiering(self, hosted: HostedPartition, restoring: bool) -> None:
+        assert self.rlm is not None
+        tp = hosted.topic_id_partition
+        enabled = hosted.config.remote_storage_enable
+        if enabled and hosted.stopped_policy is not None and not restoring:
+            log.info("Tiering of %s is enabled again at tiered epoch %d", tp, hosted.tiered_epoch)
+            hosted.stopped_policy = None
+            if self.rlm.is_leading(tp):
+                self.rlm.enable_partitions([tp], hosted.tiered_epoch)
+                return
+        stop: tuple[int, str] | None = None
+        if hosted.stopped_policy is not None:
+            stop = (hosted.tiered_epoch, hosted.stopped_policy)
+        elif not enabled and (self.rlm.is_leading(tp) or hosted.tiered_epoch > 0):
+            stop = (hosted.tiered_epoch, disable_policy(hosted.raw_configs).value)
+        if not enabled and stop is None:
+            return  # never tiered: nothing remote to expire or serve
+        if not self.rlm.is_leading(tp):
+            partition = self._tiered(hosted)
+            partition.copy_enabled = stop is None
+            self.rlm.on_leadership_change([partition])
+        else:
+            self.rlm.update_retention(tp, hosted.config.retention)
+        if stop is not None:
+            error = self._stop(hosted, *stop)
+            if error is not None:
+                raise error
+
+    def _stop(self, hosted: HostedPartition, tiered_epoch: int, policy: str) -> TieredError | None:
+        assert self.rlm is not None
+        parsed = RemoteLogDisablePolicy.parse(policy)
+        error = self.rlm.stop_partitions([hosted.topic_id_partition], tiered_epoch, parsed)[
+            hosted.topic_id_partition
+        ]
+        if error is not None:
+            return TieredError(ErrorCode.KAFKA_STORAGE_ERROR, str(error))
+        if hosted.stopped_policy is None or tiered_epoch >= hosted.tiered_epoch:
+            hosted.tiered_epoch = max(hosted.tiered_epoch, tiered_epoch)
+            hosted.stopped_policy = parsed.value
+        return None
+
+    def disable_remote_topic(
+        self, controller_epoch: int, entries: Iterable[tuple[uuid.UUID, int, int, str]]
+    ) -> list[TieredError | None]:
+        """KIP-950 DisableRemoteTopic: stops tiering of each (topic id, partition) for its tiered
+        epoch and policy; returns once each stop returned (only then may the controller count the
+        ack). A partition this broker does not host has nothing to stop and is acked."""
+        with self._state_change_lock:
+            return self._disable_remote_topic(controller_epoch, entries)
+
+    def _disable_remote_topic(
+        self, controller_epoch: int, entries: Iterable[tuple[uuid.UUID, int, int, str]]
+    ) -> list[TieredError | None]:
+        self.check_controller_epoch(controller_epoch)
+        outcomes: list[TieredError | None] = []
+        for topic_id, partition, tiered_epoch, policy in entries:
+            try:
+                RemoteLogDisablePolicy.parse(policy)
+            except ValueError as e:
+                outcomes.append(TieredError(ErrorCode.INVALID_REQUEST, str(e)))
+                continue
+            hosted = self._partitions.get((topic_id, partition))
+            if hosted is None:
+                log.info(
+                    "DisableRemoteTopic for partition %d of topic id %s, not hosted here: "
+                    "nothing to stop",
+                    partition,
+                    topic_id,
+                )
+                outcomes.append(None)
+                continue
+            if self.rlm is None:
+                outcomes.append(None)
+                continue
+            if not self.rlm.is_leading(hosted.topic_id_partition):
+                partition_ = self._tiered(hosted)
+                partition_.copy_enabled = False
+                self.rlm.on_leadership_change([partition_])
+            outcomes.append(self._stop(hosted, tiered_epoch, policy))
         self._persist_assignments()
         return outcomes
 
@@ -126,6 +250,11 @@ class BrokerAgent:
         )
 
     def _persist_assignments(self) -> None:
+        # One writer at a time: the controller's pushes and the metadata follower both persist.
+        with self._persist_lock:
+            self._write_assignments()
+
+    def _write_assignments(self) -> None:
         with self._lock:
             document = [
                 {
@@ -145,23 +274,16 @@ class BrokerAgent:
         if not path.exists():
             return
         entries = json.loads(path.read_text())
-        restored = [
-            (
-                TopicIdPartition(uuid.UUID(e["topic_id"]), e["topic"], int(e["partition"])),
-                dict(e["configs"]),
-                int(e["tiered_epoch"]),
-            )
-            for e in entries
-        ]
-        self.assign(restored)
-        for e in entries:  # tiering a partition stopped before the crash stays stopped
-            if e.get("stopped_policy"):
-                self.stop_partitions(
-                    [(uuid.UUID(e["topic_id"]), int(e["partition"]))],
-                    int(e["tiered_epoch"]),
-                    str(e["stopped_policy"]),
-                )
-        log.info("Restored %d partitions from %s", len(restored), path)
+        for e in entries:
+            tp = TopicIdPartition(uuid.UUID(e["topic_id"]), e["topic"], int(e["partition"]))
+            try:
+                hosted = self._host(tp, dict(e["configs"]), int(e["tiered_epoch"]))
+                hosted.stopped_policy = e.get("stopped_policy")  # stopped before the crash
+                if self.rlm is not None:
+                    self._apply_tiering(hosted, restoring=True)
+            except (ValueError, TieredError) as error:
+                log.error("Could not restore %s: %s", tp, error)
+        log.info("Restored %d partitions from %s", len(entries), path)
 
     def hosted(self, topic_id: uuid.UUID, partition: int) -> HostedPartition:
         found = self._partitions.get((topic_id, partition))
@@ -267,6 +389,15 @@ class BrokerAgent:
             disable_policy = RemoteLogDisablePolicy.parse(policy)
         except ValueError as e:
             raise TieredError(ErrorCode.INVALID_REQUEST, str(e)) from None
+        with self._state_change_lock:
+            return self._stop_hosted(partitions, tiered_epoch, disable_policy)
+
+    def _stop_hosted(
+        self,
+        partitions: Iterable[tuple[uuid.UUID, int]],
+        tiered_epoch: int,
+        disable_policy: RemoteLogDisablePolicy,
+    ) -> list[TieredError | None]:
         outcomes: list[TieredError | None] = []
         for topic_id, partition in partitions:
             try:
@@ -274,17 +405,8 @@ class BrokerAgent:
             except TieredError as e:
                 outcomes.append(e)
                 continue
-            if self.rlm is None:
-                outcomes.append(None)
-                continue
-            error = self.rlm.stop_partitions(
-                [hosted.topic_id_partition], tiered_epoch, disable_policy
-            )[hosted.topic_id_partition]
-            if error is None:
-                hosted.tiered_epoch = max(hosted.tiered_epoch, tiered_epoch)
-                hosted.stopped_policy = disable_policy.value
             outcomes.append(
-                None if error is None else TieredError(ErrorCode.KAFKA_STORAGE_ERROR, str(error))
+                None if self.rlm is None else self._stop(hosted, tiered_epoch, disable_policy.value)
             )
         self._persist_assignments()
         return outcomes

@@ -56,6 +56,9 @@ class BrokerConfig:
     rlmm: dict[str, str] = field(default_factory=dict)
     rsm: dict[str, str] = field(default_factory=dict)
     metrics_port: int | None = None  # None: no metrics endpoint; 0: any free port
+    controller_bootstrap: tuple[str, ...] = ()  # KRaft mode: controller.quorum.bootstrap.servers
+    zookeeper_connect: str | None = None  # ZooKeeper mode: where brokers register
+    heartbeat_interval_s: float = 2.0
 
     @classmethod
     def from_properties(cls, values: Mapping[str, str]) -> BrokerConfig:
@@ -96,6 +99,14 @@ class BrokerConfig:
             metrics_port=(
                 _int(values, "metrics.port", 0, minimum=0) if "metrics.port" in values else None
             ),
+            controller_bootstrap=tuple(
+                a.strip()
+                for a in values.get("controller.quorum.bootstrap.servers", "").split(",")
+                if a.strip()
+            ),
+            zookeeper_connect=values.get("zookeeper.connect") or None,
+            heartbeat_interval_s=_int(values, "broker.heartbeat.interval.ms", 2000, minimum=10)
+            / 1000,
         )
 
 

@@ -12,19 +12,62 @@ import signal
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol
 
 import grpc
 
+from broker.admin_forwarder import AdminForwarder
 from broker.agent import BrokerAgent
 from broker.config import BrokerConfig
+from broker.controller_link import KRaftControllerLink
 from broker.metrics import serve_metrics
 from broker.servicer import BrokerServicer
+from tiered.cluster.model import BrokerRegistration
 from tiered.properties import load_properties
 from tiered.rpc.v1 import broker_pb2_grpc as pb_grpc
+from tiered.rpc.v1 import controller_pb2_grpc as controller_grpc
 
 log = logging.getLogger("tiered.broker")
 
 GRACE_S = 10.0
+
+
+class ControllerEndpoint:
+    """Where the broker currently believes the active controller is (for AdminService forwarding)."""
+
+    def __init__(self) -> None:
+        self.source: Closeable | None = None
+
+    def get(self) -> str | None:
+        return getattr(self.source, "controller_endpoint", None)
+
+
+class Closeable(Protocol):
+    def close(self) -> None: ...
+
+
+def start_controller_link(config: BrokerConfig, agent: BrokerAgent) -> Closeable | None:
+    """Registers with the cluster: KRaft (controller.quorum.bootstrap.servers) or ZooKeeper
+    (zookeeper.connect); neither means a standalone broker driven by local calls."""
+    registration = BrokerRegistration(config.node_id, config.host, config.port)
+    if config.controller_bootstrap:
+        link = KRaftControllerLink(
+            config.controller_bootstrap,
+            registration,
+            agent.assign,
+            agent.check_controller_epoch,
+            config.heartbeat_interval_s,
+        )
+        link.start()
+        return link
+    if config.zookeeper_connect:
+        from tiered.cluster.zk_registration import BrokerZkRegistration  # noqa: PLC0415 - lazy
+
+        zk = BrokerZkRegistration(config.zookeeper_connect, registration)
+        zk.start()
+        return zk
+    log.info("No controller.quorum.bootstrap.servers or zookeeper.connect: standalone broker")
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    logging.getLogger("transitions").setLevel(logging.WARNING)  # one line per state callback
     try:
         config = BrokerConfig.from_properties(load_properties(args.config))
     except (OSError, ValueError) as e:
@@ -42,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     agent = BrokerAgent(config)
     server = grpc.server(ThreadPoolExecutor(max_workers=32), maximum_concurrent_rpcs=256)
     pb_grpc.add_BrokerServiceServicer_to_server(BrokerServicer(agent), server)  # type: ignore[no-untyped-call]
+    endpoint = ControllerEndpoint()
+    controller_grpc.add_AdminServiceServicer_to_server(AdminForwarder(endpoint.get), server)  # type: ignore[no-untyped-call]
     address = f"{config.host}:{config.port}"
     if server.add_insecure_port(address) == 0:
         print(f"cannot listen on {address}", file=sys.stderr)
@@ -51,12 +97,16 @@ def main(argv: list[str] | None = None) -> int:
     if config.metrics_port is not None:
         port = serve_metrics(agent, config.host, config.metrics_port)
         print(f"broker {config.node_id} metrics on http://{config.host}:{port}/metrics", flush=True)
+    link = start_controller_link(config, agent)
+    endpoint.source = link
     stopping = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stopping.set())
     print(f"broker {config.node_id} serving on {address}", flush=True)
     stopping.wait()
     log.info("Stopping: letting requests in flight finish (up to %.0fs)", GRACE_S)
+    if link is not None:
+        link.close()
     server.stop(GRACE_S).wait()
     agent.close()
     log.info("Stopped")

@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
 from typing import TypeVar
 
 import grpc
 
 from broker.agent import BrokerAgent, PartitionOffsets
 from broker.log import Record
-from tiered.errors import TieredError
 from tiered.rlmm.serde import topic_id_partition_from_proto, topic_id_partition_to_proto
+from tiered.rpc.status import error_to_proto, handle
 from tiered.rpc.v1 import broker_pb2 as pb
 from tiered.rpc.v1 import broker_pb2_grpc as pb_grpc
 from tiered.rpc.v1 import records_pb2
@@ -24,12 +23,6 @@ from tiered.rpc.v1 import records_pb2
 log = logging.getLogger(__name__)
 
 R = TypeVar("R")
-
-
-def error_to_proto(error: TieredError | None) -> pb.Error:
-    if error is None:
-        return pb.Error(code=0, name="NONE")
-    return pb.Error(code=int(error.code), name=error.code.name, message=error.message)
 
 
 def offsets_to_proto(offsets: PartitionOffsets) -> pb.PartitionOffsets:
@@ -52,22 +45,6 @@ def _partition_key(partition: records_pb2.TopicIdPartition) -> tuple[uuid.UUID, 
         return uuid.UUID(bytes=partition.topic_id), partition.partition
     except ValueError:
         raise ValueError("topic_id must be 16 bytes") from None
-
-
-def handle(
-    context: grpc.ServicerContext, call: Callable[[], R], on_error: Callable[[TieredError], R]
-) -> R:
-    """The one place exceptions become responses or status codes."""
-    try:
-        return call()
-    except TieredError as e:
-        return on_error(e)
-    except (ValueError, TypeError) as e:
-        context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"INVALID_REQUEST: {e}")
-    except Exception as e:
-        log.exception("request failed")
-        context.abort(grpc.StatusCode.INTERNAL, f"{type(e).__name__}: {e}")
-    raise AssertionError("unreachable: abort raises")
 
 
 class BrokerServicer(pb_grpc.BrokerServiceServicer):
@@ -149,7 +126,7 @@ class BrokerServicer(pb_grpc.BrokerServiceServicer):
                 (topic_id_partition_from_proto(a.partition), dict(a.configs), a.tiered_epoch)
                 for a in request.partitions
             ]
-            errors = self._agent.assign(assignments)
+            errors = self._agent.assign(assignments, request.controller_epoch)
             return pb.AssignPartitionsResponse(errors=[error_to_proto(e) for e in errors])
 
         return handle(
@@ -174,4 +151,20 @@ class BrokerServicer(pb_grpc.BrokerServiceServicer):
             lambda e: pb.StopPartitionsResponse(
                 errors=[error_to_proto(e)] * len(request.partitions)
             ),
+        )
+
+    def DisableRemoteTopic(
+        self, request: pb.DisableRemoteTopicRequest, context: grpc.ServicerContext
+    ) -> pb.DisableRemoteTopicResponse:
+        def call() -> pb.DisableRemoteTopicResponse:
+            entries = [
+                (*_partition_key(e.partition), e.tiered_epoch, e.policy) for e in request.entries
+            ]
+            errors = self._agent.disable_remote_topic(request.controller_epoch, entries)
+            return pb.DisableRemoteTopicResponse(
+                error=error_to_proto(None), errors=[error_to_proto(e) for e in errors]
+            )
+
+        return handle(
+            context, call, lambda e: pb.DisableRemoteTopicResponse(error=error_to_proto(e))
         )

@@ -1,12 +1,27 @@
-"""Topic and server configuration keys shared by the controller and the brokers.
+"""Topic and server configuration keys shared by the controller and the brokers, and the
+validation of topic configs, topic names and partition counts (DESIGN.md section 5).
 
-Only what the broker's RemoteLogManager needs so far; the controller's validation (DESIGN.md
-section 5) builds on these names.
+Validation is pure: :func:`validate_topic_configs` either returns the whole normalized set or
+raises a :class:`~tiered.errors.TieredError` for the first problem found (keys are checked in
+sorted order, then the rules that span keys). Every message names the key, the bad value (or its
+length, for an over-long value) and what is valid. Error codes follow Kafka where Kafka has the
+check, and DESIGN.md section 5 where it is explicit:
+
+- an unknown key, a bad integer, a bad ``cleanup.policy``, an over-long value, tiering a compacted
+  topic, local retention above total retention: ``INVALID_CONFIG`` (40);
+- a non-boolean for a boolean key, a ``remote.log.disable.policy`` other than retain/delete, or a
+  policy that contradicts ``remote.log.delete.on.disable``: ``INVALID_REQUEST`` (42).
 """
 
 from __future__ import annotations
 
 import enum
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from tiered.errors import ErrorCode, TieredError
 
 REMOTE_STORAGE_ENABLE = "remote.storage.enable"
 REMOTE_LOG_DISABLE_POLICY = "remote.log.disable.policy"
@@ -17,6 +32,42 @@ COPIER_THREAD_POOL_SIZE = "remote.log.manager.copier.thread.pool.size"
 EXPIRATION_THREAD_POOL_SIZE = "remote.log.manager.expiration.thread.pool.size"
 READER_THREADS = "remote.log.reader.threads"
 TASK_INTERVAL_MS = "remote.log.manager.task.interval.ms"
+
+RETENTION_MS = "retention.ms"
+RETENTION_BYTES = "retention.bytes"
+LOCAL_RETENTION_MS = "local.retention.ms"
+LOCAL_RETENTION_BYTES = "local.retention.bytes"
+SEGMENT_BYTES = "segment.bytes"
+SEGMENT_MS = "segment.ms"
+CLEANUP_POLICY = "cleanup.policy"
+
+CLEANUP_POLICY_DELETE = "delete"
+CLEANUP_POLICY_COMPACT = "compact"
+
+MAX_CONFIG_VALUE_LENGTH = 4096
+"""The longest topic config value accepted, in characters."""
+MAX_TOPIC_NAME_LENGTH = 249
+"""Kafka's limit on a topic name's length."""
+MAX_PARTITIONS = 10_000
+"""The most partitions a topic may have."""
+
+TOPIC_CONFIG_DEFAULTS: Mapping[str, str] = MappingProxyType(
+    {
+        REMOTE_STORAGE_ENABLE: "false",
+        REMOTE_LOG_DISABLE_POLICY: "retain",
+        REMOTE_LOG_COPY_DISABLE: "false",
+        REMOTE_LOG_DELETE_ON_DISABLE: "false",
+        RETENTION_MS: "604800000",
+        RETENTION_BYTES: "-1",
+        LOCAL_RETENTION_MS: "-2",
+        LOCAL_RETENTION_BYTES: "-2",
+        SEGMENT_BYTES: "1073741824",
+        SEGMENT_MS: "604800000",
+        CLEANUP_POLICY: CLEANUP_POLICY_DELETE,
+    }
+)
+"""Every topic config key accepted, with Kafka's default. A topic stores only the keys set on it;
+:func:`effective_topic_configs` overlays them on these."""
 
 
 class RemoteLogDisablePolicy(enum.Enum):
@@ -30,7 +81,239 @@ class RemoteLogDisablePolicy(enum.Enum):
         try:
             return cls(value.strip().lower())
         except ValueError:
-            valid = ", ".join(p.value for p in cls)
-            raise ValueError(
-                f"{REMOTE_LOG_DISABLE_POLICY}={value!r} is not valid; valid values: {valid}"
-            ) from None
+            raise ValueError(_policy_message(value)) from None
+
+
+# ----------------------------------------------------------------------------- value rules
+
+_INT_MAX = 2**31 - 1  # Kafka's INT configs
+_LONG_MAX = 2**63 - 1  # Kafka's LONG configs
+_INTEGER = re.compile(r"[+-]?[0-9]+")  # Java's Long.parseLong, ASCII digits only
+_BOOLEAN_KEYS = frozenset(
+    {REMOTE_STORAGE_ENABLE, REMOTE_LOG_COPY_DISABLE, REMOTE_LOG_DELETE_ON_DISABLE}
+)
+_CLEANUP_POLICIES = (CLEANUP_POLICY_DELETE, CLEANUP_POLICY_COMPACT)
+
+
+@dataclass(frozen=True)
+class _IntRange:
+    minimum: int
+    maximum: int
+    note: str = ""
+
+    def describe(self) -> str:
+        return f"an integer from {self.minimum} to {self.maximum}{self.note}"
+
+
+_INT_RANGES: Mapping[str, _IntRange] = MappingProxyType(
+    {
+        RETENTION_MS: _IntRange(-1, _LONG_MAX, " (-1: unlimited)"),
+        RETENTION_BYTES: _IntRange(-1, _LONG_MAX, " (-1: unlimited)"),
+        LOCAL_RETENTION_MS: _IntRange(-2, _LONG_MAX, f" (-2: the value of {RETENTION_MS})"),
+        LOCAL_RETENTION_BYTES: _IntRange(-2, _LONG_MAX, f" (-2: the value of {RETENTION_BYTES})"),
+        SEGMENT_BYTES: _IntRange(14, _INT_MAX),  # Kafka: at least a legacy record's overhead
+        SEGMENT_MS: _IntRange(1, _LONG_MAX),
+    }
+)
+
+
+def _policy_message(value: str) -> str:
+    valid = ", ".join(p.value for p in RemoteLogDisablePolicy)
+    return f"{REMOTE_LOG_DISABLE_POLICY}={_shown(value)} is not valid; valid values: {valid}"
+
+
+def _shown(text: str, limit: int = 64) -> str:
+    """``text`` quoted for a message, cut short when long."""
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + "..."
+
+
+def _parse_bool(key: str, raw: str) -> bool:
+    value = raw.strip().lower()
+    if value not in ("true", "false"):
+        raise TieredError(
+            ErrorCode.INVALID_REQUEST,
+            f"{key}={_shown(raw)} is not valid; valid values: true, false",
+        )
+    return value == "true"
+
+
+def _parse_policy(raw: str) -> RemoteLogDisablePolicy:
+    try:
+        return RemoteLogDisablePolicy(raw.strip().lower())
+    except ValueError:
+        raise TieredError(ErrorCode.INVALID_REQUEST, _policy_message(raw)) from None
+
+
+def _parse_int(key: str, raw: str) -> int:
+    rule = _INT_RANGES[key]
+    text = raw.strip()
+    if _INTEGER.fullmatch(text) is None or not rule.minimum <= int(text) <= rule.maximum:
+        raise TieredError(
+            ErrorCode.INVALID_CONFIG,
+            f"{key}={_shown(raw)} is not valid; expected {rule.describe()}",
+        )
+    return int(text)
+
+
+def _parse_cleanup_policy(raw: str) -> tuple[str, ...]:
+    items = [item.strip().lower() for item in raw.split(",")]
+    if not all(item in _CLEANUP_POLICIES for item in items):
+        raise TieredError(
+            ErrorCode.INVALID_CONFIG,
+            f"{CLEANUP_POLICY}={_shown(raw)} is not valid; valid values: a comma-separated list "
+            f"of {', '.join(_CLEANUP_POLICIES)}",
+        )
+    return tuple(dict.fromkeys(items))  # in order, without repeats
+
+
+def _normalize(key: str, raw: str) -> str:
+    """Checks one known key's value; returns it normalized."""
+    if key in _BOOLEAN_KEYS:
+        return "true" if _parse_bool(key, raw) else "false"
+    if key == REMOTE_LOG_DISABLE_POLICY:
+        return _parse_policy(raw).value
+    if key == CLEANUP_POLICY:
+        return ",".join(_parse_cleanup_policy(raw))
+    _parse_int(key, raw)
+    return raw.strip()
+
+
+# ----------------------------------------------------------------------------- topic configs
+
+
+def validate_topic_configs(configs: Mapping[str, str]) -> dict[str, str]:
+    """Checks every key and value of a topic's config set (the keys set on the topic, not the
+    defaults) and returns it normalized: values stripped, booleans and policies lower-cased,
+    ``cleanup.policy`` as a comma list without spaces. Raises :class:`TieredError` for the first
+    problem found; the input is never modified."""
+    normalized: dict[str, str] = {}
+    for key in sorted(configs, key=str):
+        raw = configs[key]
+        if not isinstance(key, str) or key not in TOPIC_CONFIG_DEFAULTS:
+            known = ", ".join(sorted(TOPIC_CONFIG_DEFAULTS))
+            raise TieredError(
+                ErrorCode.INVALID_CONFIG, f"unknown topic config {_shown(str(key))}; known: {known}"
+            )
+        if not isinstance(raw, str):
+            raise TieredError(
+                ErrorCode.INVALID_CONFIG,
+                f"{key} has a value of type {type(raw).__name__}; valid values are strings",
+            )
+        if len(raw) > MAX_CONFIG_VALUE_LENGTH:
+            raise TieredError(
+                ErrorCode.INVALID_CONFIG,
+                f"the value of {key} is {len(raw)} characters long; the limit is "
+                f"{MAX_CONFIG_VALUE_LENGTH}",
+            )
+        normalized[key] = _normalize(key, raw)
+    _check_across_keys(normalized)
+    return normalized
+
+
+def _check_across_keys(configs: Mapping[str, str]) -> None:
+    """The rules that span keys, on a normalized set."""
+    policy = configs.get(REMOTE_LOG_DISABLE_POLICY)
+    if policy == RemoteLogDisablePolicy.RETAIN.value and (
+        configs.get(REMOTE_LOG_DELETE_ON_DISABLE) == "true"
+    ):
+        raise TieredError(
+            ErrorCode.INVALID_REQUEST,
+            f"{REMOTE_LOG_DISABLE_POLICY}='retain' contradicts "
+            f"{REMOTE_LOG_DELETE_ON_DISABLE}='true'; valid: {REMOTE_LOG_DISABLE_POLICY}=delete, "
+            f"or {REMOTE_LOG_DELETE_ON_DISABLE}=false, or only one of the two",
+        )
+    if configs.get(REMOTE_STORAGE_ENABLE) != "true":
+        return
+    # Kafka checks the following only for a topic with remote storage enabled
+    # (LogConfig.validateTopicLogConfigValues).
+    effective = effective_topic_configs(configs)
+    cleanup = effective[CLEANUP_POLICY]
+    if CLEANUP_POLICY_COMPACT in cleanup.split(","):
+        raise TieredError(
+            ErrorCode.INVALID_CONFIG,
+            f"{REMOTE_STORAGE_ENABLE}='true' is not valid with {CLEANUP_POLICY}={cleanup!r}: "
+            f"tiered storage is not supported for compacted topics; valid: "
+            f"{CLEANUP_POLICY}={CLEANUP_POLICY_DELETE} or {REMOTE_STORAGE_ENABLE}=false",
+        )
+    for total_key, local_key in (
+        (RETENTION_MS, LOCAL_RETENTION_MS),
+        (RETENTION_BYTES, LOCAL_RETENTION_BYTES),
+    ):
+        total, local = int(effective[total_key]), int(effective[local_key])
+        if total == -1 or local == -2:
+            continue
+        if local == -1 or local > total:
+            raise TieredError(
+                ErrorCode.INVALID_CONFIG,
+                f"{local_key}={local} is not valid with {total_key}={total}; valid values: "
+                f"-2 (the value of {total_key}) or an integer from 0 to {total}",
+            )
+
+
+def effective_topic_configs(configs: Mapping[str, str]) -> dict[str, str]:
+    """Every accepted key: the defaults, overlaid by the keys set in ``configs``."""
+    return {**TOPIC_CONFIG_DEFAULTS, **configs}
+
+
+def remote_storage_enabled(configs: Mapping[str, str]) -> bool:
+    """Whether ``remote.storage.enable`` is true in a topic's config set (default false)."""
+    raw = configs.get(REMOTE_STORAGE_ENABLE)
+    return raw is not None and _parse_bool(REMOTE_STORAGE_ENABLE, raw)
+
+
+def disable_policy(configs: Mapping[str, str]) -> RemoteLogDisablePolicy:
+    """The policy a disablement of this topic follows: DELETE when ``remote.log.disable.policy``
+    is delete or Kafka 3.9's ``remote.log.delete.on.disable`` is true, else RETAIN."""
+    policy = configs.get(REMOTE_LOG_DISABLE_POLICY)
+    if policy is not None and _parse_policy(policy) is RemoteLogDisablePolicy.DELETE:
+        return RemoteLogDisablePolicy.DELETE
+    delete_on_disable = configs.get(REMOTE_LOG_DELETE_ON_DISABLE)
+    if delete_on_disable is not None and _parse_bool(
+        REMOTE_LOG_DELETE_ON_DISABLE, delete_on_disable
+    ):
+        return RemoteLogDisablePolicy.DELETE
+    return RemoteLogDisablePolicy.RETAIN
+
+
+# ----------------------------------------------------------------------------- names and counts
+
+_TOPIC_NAME_ILLEGAL = re.compile(r"[^a-zA-Z0-9._-]")
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka's topic name rules; raises ``INVALID_TOPIC_EXCEPTION`` naming the rule broken."""
+    if not isinstance(name, str):
+        raise TieredError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"a topic name must be a string, not {type(name).__name__}",
+        )
+    if not name:
+        raise TieredError(ErrorCode.INVALID_TOPIC_EXCEPTION, "a topic name must not be empty")
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise TieredError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"topic name {_shown(name)} is {len(name)} characters long; the limit is "
+            f"{MAX_TOPIC_NAME_LENGTH}",
+        )
+    if name in (".", ".."):
+        raise TieredError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"topic name {name!r} is not valid: '.' and '..' are not allowed as topic names",
+        )
+    illegal = sorted(set(_TOPIC_NAME_ILLEGAL.findall(name)))
+    if illegal:
+        raise TieredError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+            f"topic name {_shown(name)} contains illegal characters {''.join(illegal)!r}; valid "
+            f"characters: ASCII letters, digits, '.', '_' and '-'",
+        )
+
+
+def validate_partition_count(n: int) -> None:
+    """A topic has 1 to :data:`MAX_PARTITIONS` partitions; else ``INVALID_PARTITIONS``."""
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_PARTITIONS:
+        raise TieredError(
+            ErrorCode.INVALID_PARTITIONS,
+            f"partition count {n!r} is not valid; valid values: an integer from 1 to "
+            f"{MAX_PARTITIONS}",
+        )

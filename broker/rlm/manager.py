@@ -91,6 +91,7 @@ class TieredPartition:
     log: Log
     tiered_epoch: int = 0
     retention: RetentionConfig = field(default_factory=RetentionConfig)
+    copy_enabled: bool = True  # False: led for expiry and remote reads only (tiering stopped)
 
 
 @dataclass
@@ -236,11 +237,26 @@ class RemoteLogManager:
                 self._partitions[partition.topic_id_partition] = state
             if previous is not None:
                 self._cancel_tasks(previous)
-            self._start_copying(state)
+            if partition.copy_enabled:
+                self._start_copying(state)
+            else:
+                self._start_expiration(state)
+
+    def is_leading(self, tp: TopicIdPartition) -> bool:
+        return tp in self._partitions
+
+    def update_retention(self, tp: TopicIdPartition, retention: RetentionConfig) -> None:
+        """New retention configs apply from the expiration task's next run."""
+        state = self._partitions.get(tp)
+        if state is not None:
+            state.partition.retention = retention
 
     def _start_copying(self, state: _PartitionState) -> None:
         state.copy_task = RLMCopyTask(self, state)
         self._copier.schedule(state.copy_task)
+        self._start_expiration(state)
+
+    def _start_expiration(self, state: _PartitionState) -> None:
         if state.expiration_task is None or state.expiration_task.cancelled:
             state.expiration_task = RLMExpirationTask(self, state)
             self._expiration.schedule(state.expiration_task)

@@ -23,11 +23,11 @@ def create(config: Mapping[str, str]) -> MetadataStore:
     with an optional /chroot), ``zookeeper.session.timeout.ms`` (default 6000)."""
     backend = config.get("metadata.store", "kraft").strip().lower()
     if backend == "kraft":
-        from controller.store.kraft import KRaftMetadataStore
+        from controller.store.kraft import KRaftMetadataStore  # noqa: PLC0415 - lazy by design
 
         return KRaftMetadataStore.from_config(config)
     if backend == "zookeeper":
-        from controller.store.zookeeper import ZooKeeperMetadataStore
+        from controller.store.zookeeper import ZooKeeperMetadataStore  # noqa: PLC0415
 
         return ZooKeeperMetadataStore.from_config(config)
     raise ValueError(

@@ -1,0 +1,219 @@
+"""How a broker stays known to the controller and follows the cluster metadata.
+
+KRaft mode (``controller.quorum.bootstrap.servers``): find the active controller among the
+bootstrap addresses, RegisterBroker, heartbeat every ``broker.heartbeat.interval.ms``, and follow
+the metadata log through FetchMetadata, applying every change to a topic this broker hosts
+(configs, tiered state and epoch) as the controller's AssignPartitions would. A controller that
+stops answering or says NOT_CONTROLLER sends the broker back to discovery.
+
+ZooKeeper mode (``zookeeper.connect``): an ephemeral ``/brokers/ids/{id}`` registration,
+re-created after a session expiry; the controller pushes everything else.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+
+import grpc
+
+from tiered.api import TopicIdPartition
+from tiered.cluster.model import BrokerRegistration, MetadataImage, TopicMetadata
+from tiered.errors import ErrorCode
+from tiered.retry import ExponentialBackoff
+from tiered.rpc.v1 import controller_pb2 as pb
+from tiered.rpc.v1 import controller_pb2_grpc as pb_grpc
+from tiered.rpc.v1 import metadata_pb2
+
+log = logging.getLogger(__name__)
+
+ApplyTopics = Callable[[Sequence[tuple[TopicIdPartition, dict[str, str], int]]], object]
+
+
+class KRaftControllerLink:
+    def __init__(
+        self,
+        bootstrap: Sequence[str],
+        registration: BrokerRegistration,
+        apply_assignments: ApplyTopics,
+        on_controller_epoch: Callable[[int], None],
+        heartbeat_interval_s: float = 2.0,
+        backoff: ExponentialBackoff | None = None,
+    ) -> None:
+        self._bootstrap = list(bootstrap)
+        self.registration = registration
+        self._apply_assignments = apply_assignments
+        self._on_controller_epoch = on_controller_epoch
+        self._heartbeat_interval_s = heartbeat_interval_s
+        self._backoff = backoff or ExponentialBackoff(0.1, 2.0)
+        self._closed = threading.Event()
+        self.controller_endpoint: str | None = None
+        self.image = MetadataImage()
+        self._next_offset = 0
+        self._threads = [
+            threading.Thread(
+                target=self._register_and_heartbeat, name="broker-heartbeat", daemon=True
+            ),
+            threading.Thread(target=self._follow, name="broker-metadata-follower", daemon=True),
+        ]
+        self.registered = threading.Event()
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def close(self) -> None:
+        self._closed.set()
+        for thread in self._threads:
+            thread.join(timeout=5)
+
+    # ----------------------------------------------------------------------------- registration
+
+    def _stub(self, endpoint: str) -> tuple[grpc.Channel, pb_grpc.ControllerServiceStub]:
+        channel = grpc.insecure_channel(endpoint)
+        return channel, pb_grpc.ControllerServiceStub(channel)  # type: ignore[no-untyped-call]
+
+    def _register(self) -> str | None:
+        """Registers with the active controller; returns its endpoint, or None if none answered."""
+        r = self.registration
+        request = pb.RegisterBrokerRequest(
+            registration=metadata_pb2.RegisterBrokerRecord(
+                broker_id=r.broker_id,
+                host=r.host,
+                port=r.port,
+                incarnation_id=r.incarnation_id.bytes,
+            )
+        )
+        candidates = (
+            [self.controller_endpoint] if self.controller_endpoint else []
+        ) + self._bootstrap
+        for endpoint in dict.fromkeys(candidates):
+            channel, stub = self._stub(endpoint)
+            try:
+                response = stub.RegisterBroker(request, timeout=5.0)
+            except grpc.RpcError as e:
+                log.debug("Controller candidate %s: %s", endpoint, e.code())
+                continue
+            finally:
+                channel.close()
+            if response.error.code == 0:
+                self._on_controller_epoch(response.controller_epoch)
+                if endpoint != self.controller_endpoint:
+                    log.info(
+                        "Registered with the active controller at %s (controller epoch %d)",
+                        endpoint,
+                        response.controller_epoch,
+                    )
+                return endpoint
+            log.debug("Controller candidate %s: %s", endpoint, response.error.name)
+        return None
+
+    def _register_and_heartbeat(self) -> None:
+        attempt = 0
+        while not self._closed.is_set():
+            endpoint = self._register()
+            if endpoint is None:
+                attempt += 1
+                self._closed.wait(self._backoff.delay_s(attempt))
+                continue
+            attempt = 0
+            self.controller_endpoint = endpoint
+            self.registered.set()
+            self._heartbeat(endpoint)
+
+    def _heartbeat(self, endpoint: str) -> None:
+        """Heartbeats until the controller is lost or asks for a new registration."""
+        channel, stub = self._stub(endpoint)
+        request = pb.BrokerHeartbeatRequest(
+            broker_id=self.registration.broker_id,
+            incarnation_id=self.registration.incarnation_id.bytes,
+        )
+        try:
+            while not self._closed.wait(self._heartbeat_interval_s):
+                try:
+                    response = stub.BrokerHeartbeat(request, timeout=self._heartbeat_interval_s * 2)
+                except grpc.RpcError as e:
+                    log.warning("Heartbeat to the controller at %s failed: %s", endpoint, e.code())
+                    return
+                if response.error.code != 0:
+                    log.info(
+                        "Controller at %s: %s; registering again", endpoint, response.error.name
+                    )
+                    return
+                self._on_controller_epoch(response.controller_epoch)
+        finally:
+            channel.close()
+
+    # ----------------------------------------------------------------------------- following
+
+    def _follow(self) -> None:
+        attempt = 0
+        while not self._closed.is_set():
+            endpoint = self.controller_endpoint
+            if endpoint is None:
+                self.registered.wait(0.2)
+                continue
+            channel, stub = self._stub(endpoint)
+            try:
+                stream = stub.FetchMetadata(
+                    pb.FetchMetadataRequest(
+                        broker_id=self.registration.broker_id, from_offset=self._next_offset
+                    )
+                )
+                for response in stream:
+                    if self._closed.is_set():
+                        stream.cancel()
+                        break
+                    if response.error.code != 0:
+                        if response.error.code == ErrorCode.NOT_CONTROLLER:
+                            self.controller_endpoint = None
+                        log.info("FetchMetadata from %s: %s", endpoint, response.error.name)
+                        break
+                    self._apply(response.batch, response.is_snapshot)
+                    self._next_offset = response.next_offset
+                    attempt = 0
+            except grpc.RpcError as e:
+                if not self._closed.is_set():
+                    log.info("FetchMetadata from %s ended: %s", endpoint, e.code())
+            except Exception:
+                log.exception("Applying cluster metadata failed; fetching again")
+            finally:
+                channel.close()
+            attempt += 1
+            self._closed.wait(self._backoff.delay_s(attempt))
+
+    def _apply(self, batch: metadata_pb2.MetadataRecordBatch, is_snapshot: bool) -> None:
+        from tiered.cluster.serde import apply_record  # noqa: PLC0415 - shared with the controller
+
+        if is_snapshot:
+            self.image = MetadataImage()
+        touched: set[uuid.UUID] = set()
+        for record in batch.records:
+            apply_record(self.image, record)
+            kind = record.WhichOneof("record")
+            if kind in ("topic", "config", "tiered_state"):
+                inner = getattr(record, kind)
+                touched.add(uuid.UUID(bytes=inner.topic_id))
+        hosted: list[tuple[TopicIdPartition, dict[str, str], int]] = []
+        for topic_id in (
+            touched if not is_snapshot else {t.topic_id for t in self.image.topics.values()}
+        ):
+            topic = self.image.topic_by_id(topic_id)
+            if topic is not None:
+                hosted.extend(self._assignments(topic))
+        if hosted:
+            self._apply_assignments(hosted)
+
+    def _assignments(
+        self, topic: TopicMetadata
+    ) -> list[tuple[TopicIdPartition, dict[str, str], int]]:
+        return [
+            (
+                TopicIdPartition(topic.topic_id, topic.name, p),
+                dict(topic.configs),
+                topic.tiered_epoch,
+            )
+            for p in topic.partitions_on(self.registration.broker_id)
+        ]

@@ -1,0 +1,195 @@
+"""One sender per broker, like Kafka's ControllerChannelManager: a thread that asks the
+controller what the broker is owed, sends it, and reports the outcome; failures back off
+(capped exponential with jitter) and retry. Protobuf conversion happens here, at the edge."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import grpc
+
+from controller.disablement import DisableEntry
+from tiered.cluster.model import TopicMetadata
+from tiered.errors import ErrorCode, TieredError
+from tiered.retry import ExponentialBackoff
+from tiered.rpc.status import error_from_proto
+from tiered.rpc.v1 import broker_pb2 as pb
+from tiered.rpc.v1 import broker_pb2_grpc as pb_grpc
+from tiered.rpc.v1 import records_pb2
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DisableWork:
+    controller_epoch: int
+    entries: Sequence[DisableEntry]
+
+
+@dataclass(frozen=True)
+class AssignWork:
+    controller_epoch: int
+    topics: Sequence[tuple[TopicMetadata, int]]  # (topic, pending generation) of this broker's
+    broker_id: int
+
+
+Work = DisableWork | AssignWork
+
+
+class ChannelOwner(Protocol):
+    def next_work(self, broker_id: int) -> tuple[str, Work] | None:
+        """(broker endpoint, what to send), or None when nothing is owed or it is not live."""
+
+    def on_disable_response(
+        self, broker_id: int, work: DisableWork, errors: Sequence[TieredError | None]
+    ) -> None: ...
+
+    def on_assign_response(
+        self, broker_id: int, work: AssignWork, errors: Sequence[TieredError | None]
+    ) -> None: ...
+
+    def on_stale_controller_epoch(self, broker_id: int, message: str) -> None: ...
+
+
+def _tp(topic: str, topic_id: uuid.UUID, partition: int) -> records_pb2.TopicIdPartition:
+    return records_pb2.TopicIdPartition(topic_id=topic_id.bytes, topic=topic, partition=partition)
+
+
+def disable_request(work: DisableWork) -> pb.DisableRemoteTopicRequest:
+    return pb.DisableRemoteTopicRequest(
+        controller_epoch=work.controller_epoch,
+        entries=[
+            pb.DisableRemoteTopicEntry(
+                partition=_tp(e.topic, e.topic_id, e.partition),
+                tiered_epoch=e.tiered_epoch,
+                policy=e.policy.value,
+            )
+            for e in work.entries
+        ],
+    )
+
+
+def assign_request(work: AssignWork) -> pb.AssignPartitionsRequest:
+    return pb.AssignPartitionsRequest(
+        controller_epoch=work.controller_epoch,
+        partitions=[
+            pb.PartitionAssignment(
+                partition=_tp(topic.name, topic.topic_id, p),
+                configs=dict(topic.configs),
+                tiered_epoch=topic.tiered_epoch,
+            )
+            for topic, _ in work.topics
+            for p in topic.partitions_on(work.broker_id)
+        ],
+    )
+
+
+class BrokerChannel:
+    def __init__(
+        self,
+        broker_id: int,
+        owner: ChannelOwner,
+        backoff: ExponentialBackoff,
+        request_timeout_s: float,
+    ) -> None:
+        self.broker_id = broker_id
+        self._owner = owner
+        self._backoff = backoff
+        self._timeout_s = request_timeout_s
+        self._wake = threading.Event()
+        self._closed = threading.Event()
+        self._endpoint: str | None = None
+        self._grpc: grpc.Channel | None = None
+        self._stub: pb_grpc.BrokerServiceStub | None = None
+        self.failures = 0
+        self._thread = threading.Thread(
+            target=self._run, name=f"controller-channel-{broker_id}", daemon=True
+        )
+        self._thread.start()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def close(self) -> None:
+        self._closed.set()
+        self._wake.set()
+        self._thread.join(timeout=self._timeout_s + 5)
+        if self._grpc is not None:
+            self._grpc.close()
+
+    def stub(self, endpoint: str) -> pb_grpc.BrokerServiceStub:
+        if endpoint != self._endpoint or self._stub is None:
+            if self._grpc is not None:
+                self._grpc.close()
+            self._grpc = grpc.insecure_channel(endpoint)
+            self._stub = pb_grpc.BrokerServiceStub(self._grpc)  # type: ignore[no-untyped-call]
+            self._endpoint = endpoint
+        return self._stub
+
+    def _run(self) -> None:
+        delay: float | None = None
+        while not self._closed.is_set():
+            self._wake.wait(delay)
+            self._wake.clear()
+            if self._closed.is_set():
+                return
+            try:
+                sent = self._send_next()
+            except Exception as e:  # a failing round must not end the channel
+                self.failures += 1
+                delay = self._backoff.delay_s(self.failures)
+                log.warning(
+                    "Broker %d: request failed (attempt %d, next in %.2fs): %s",
+                    self.broker_id,
+                    self.failures,
+                    delay,
+                    e,
+                )
+                continue
+            self.failures = 0
+            delay = 0.0 if sent else None  # drain what is owed, then sleep until woken
+
+    def _send_next(self) -> bool:
+        found = self._owner.next_work(self.broker_id)
+        if found is None:
+            return False
+        endpoint, work = found
+        stub = self.stub(endpoint)
+        if isinstance(work, DisableWork):
+            response = stub.DisableRemoteTopic(disable_request(work), timeout=self._timeout_s)
+            if response.error.code == ErrorCode.STALE_CONTROLLER_EPOCH:
+                self._owner.on_stale_controller_epoch(self.broker_id, response.error.message)
+                raise TieredError(ErrorCode.STALE_CONTROLLER_EPOCH, response.error.message)
+            errors = [error_from_proto(e) for e in response.errors]
+            if len(errors) != len(work.entries):
+                raise RuntimeError("DisableRemoteTopic response does not match the request")
+            self._owner.on_disable_response(self.broker_id, work, errors)
+            if any(errors):
+                raise RuntimeError(
+                    f"{sum(1 for e in errors if e)} of {len(errors)} partitions failed to stop: "
+                    f"{next(e for e in errors if e)}"
+                )
+        else:
+            request = assign_request(work)
+            response = stub.AssignPartitions(request, timeout=self._timeout_s)
+            errors = [error_from_proto(e) for e in response.errors]
+            if (
+                errors
+                and errors[0] is not None
+                and errors[0].code is ErrorCode.STALE_CONTROLLER_EPOCH
+            ):
+                self._owner.on_stale_controller_epoch(self.broker_id, errors[0].message)
+                raise errors[0]
+            self._owner.on_assign_response(self.broker_id, work, errors)
+        return True
+
+    def describe_log_dirs(self, endpoint: str, timeout_s: float) -> pb.DescribeLogDirsResponse:
+        response: pb.DescribeLogDirsResponse = self.stub(endpoint).DescribeLogDirs(
+            pb.DescribeLogDirsRequest(), timeout=timeout_s
+        )
+        return response

@@ -1,0 +1,69 @@
+"""The controller's server configuration (``tiered-controller --config controller.properties``).
+Errors name the key and what is valid."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from broker.config import parse_listener
+from tiered.retry import ExponentialBackoff
+
+
+def _int(values: Mapping[str, str], key: str, default: int, minimum: int = 0) -> int:
+    raw = values.get(key)
+    if raw is None:
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise ValueError(f"{key}={raw!r} is not valid; expected an integer") from None
+    if value < minimum:
+        raise ValueError(f"{key}={value} is not valid; expected an integer >= {minimum}")
+    return value
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    node_id: int
+    host: str
+    port: int
+    store: dict[str, str] = field(default_factory=dict)  # metadata.store and its backend's keys
+    broker_session_timeout_s: float = 9.0
+    request_timeout_s: float = 30.0
+    backoff: ExponentialBackoff = field(default_factory=ExponentialBackoff)
+    max_entries_per_request: int = 5000
+    spark: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def endpoint(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def metadata_mode(self) -> str:
+        return self.store.get("metadata.store", "kraft").strip().lower()
+
+    @classmethod
+    def from_properties(cls, values: Mapping[str, str]) -> ControllerConfig:
+        if "node.id" not in values:
+            raise ValueError("node.id is required")
+        host, port = parse_listener(values.get("listeners", "127.0.0.1:9093"))
+        store = {k: v for k, v in values.items() if k.startswith(("metadata.", "zookeeper."))}
+        mode = store.get("metadata.store", "kraft").strip().lower()
+        if mode == "kraft" and "metadata.log.dir" not in store:
+            raise ValueError("metadata.log.dir is required with metadata.store=kraft")
+        if mode == "zookeeper" and "zookeeper.connect" not in store:
+            raise ValueError("zookeeper.connect is required with metadata.store=zookeeper")
+        initial_ms = _int(values, "controller.retry.backoff.ms", 100, minimum=1)
+        max_ms = _int(values, "controller.retry.backoff.max.ms", 10_000, minimum=initial_ms)
+        return cls(
+            node_id=_int(values, "node.id", 0),
+            host=host,
+            port=port,
+            store=store,
+            broker_session_timeout_s=_int(values, "broker.session.timeout.ms", 9000, 100) / 1000,
+            request_timeout_s=_int(values, "controller.request.timeout.ms", 30_000, 100) / 1000,
+            backoff=ExponentialBackoff(initial_ms / 1000, max_ms / 1000),
+            max_entries_per_request=_int(values, "controller.max.partitions.per.request", 5000, 1),
+            spark={k: v for k, v in values.items() if k.startswith("spark.")},
+        )

@@ -1,0 +1,593 @@
+"""The active controller: the metadata image, the admin operations, the tiered-state machine's
+effects, the disablement queue and the per-broker senders.
+
+Every change follows one order: validate (nothing persisted on rejection), persist atomically
+(state and epoch with the config), update the in-memory image, then tell brokers. Operations are
+serialized by one lock, as Kafka's controller serializes its events; I/O to brokers happens on
+the channel threads, outside the lock.
+
+Leadership: ``run`` elects, activates (loads the image, rebuilds the disablement queue from every
+DISABLING topic, re-sends everything brokers may have missed), and serves until the store says
+leadership is lost or a store write fails (its outcome is then unknown); it then deactivates,
+resigns and campaigns again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import threading
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import grpc
+
+from controller.broker_channel import AssignWork, BrokerChannel, DisableWork, Work
+from controller.brokers import BrokerLiveness
+from controller.config import ControllerConfig
+from controller.disablement import DisablementQueue
+from controller.store import MetadataStore, MetadataStoreError
+from controller.tiered_state import (
+    complete_disablement,
+    initial_topic_state,
+    plan_config_change,
+)
+from tiered.cluster.model import BrokerRegistration, MetadataImage, TieredState, TopicMetadata
+from tiered.config import (
+    disable_policy,
+    validate_partition_count,
+    validate_topic_configs,
+    validate_topic_name,
+)
+from tiered.errors import ErrorCode, TieredError
+from tiered.rpc.v1 import broker_pb2 as pb
+from tiered.rpc.v1 import broker_pb2_grpc as pb_grpc
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    """What the hosting broker reported for one partition (DescribeLogDirs)."""
+
+    log_start_offset: int
+    local_log_start_offset: int
+    log_end_offset: int
+    remote_size_bytes: int
+    remote_segment_count: int
+    remote_log_start_offset: int = -1
+    remote_delete_state: str = ""
+
+
+@dataclass(frozen=True)
+class TopicView:
+    topic: TopicMetadata
+    acks_owed: int = 0
+    acks_total: int = 0
+    owed_partitions: frozenset[int] = frozenset()
+    partition_states: Mapping[int, PartitionState | None] = field(default_factory=dict)
+
+    @property
+    def disable_policy(self) -> str:
+        return disable_policy(self.topic.configs).value
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    controller_id: int
+    controller_epoch: int
+    controller_endpoint: str
+    metadata_mode: str
+    brokers: Sequence[tuple[BrokerRegistration, bool]]  # (registration, fenced)
+
+
+BulkDeleteSeam = Callable[[TopicMetadata], None]
+
+
+def _log_bulk_delete_seam(topic: TopicMetadata) -> None:
+    log.info(
+        "Topic %s is DISABLED with the delete policy: remote data of tiered epochs < %d is for "
+        "the bulk-delete job (controller/jobs, next issue)",
+        topic.name,
+        topic.tiered_epoch,
+    )
+
+
+class Controller:
+    def __init__(
+        self,
+        config: ControllerConfig,
+        store: MetadataStore,
+        on_disabled_with_delete: BulkDeleteSeam = _log_bulk_delete_seam,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self._on_disabled_with_delete = on_disabled_with_delete
+        self._lock = threading.RLock()
+        self._epoch: int | None = None  # set while active
+        self.image = MetadataImage()
+        self.queue = DisablementQueue()
+        self.liveness = BrokerLiveness(config.broker_session_timeout_s)
+        self._channels: dict[int, BrokerChannel] = {}
+        # broker -> topic name -> generation: configs the broker has not acked yet
+        self._pending_assign: dict[int, dict[str, int]] = defaultdict(dict)
+        self._generation = 0
+        self._in_doubt = threading.Event()
+        self._activated = threading.Event()
+        self._describe_pool = ThreadPoolExecutor(8, thread_name_prefix="controller-describe")
+        self._zk_watch_started = False
+        self._zk_live: dict[int, BrokerRegistration] = {}
+
+    # ----------------------------------------------------------------------------- leadership
+
+    @property
+    def active_epoch(self) -> int | None:
+        return self._epoch
+
+    def wait_active(self, timeout_s: float) -> bool:
+        return self._activated.wait(timeout_s)
+
+    def run(self, stop: threading.Event) -> None:
+        """Campaigns, serves while active, and campaigns again after losing leadership."""
+        while not stop.is_set():
+            try:
+                epoch = self.store.elect(self.config.node_id, self.config.endpoint, stop)
+            except MetadataStoreError as e:
+                log.warning("Election failed (%s); retrying", e)
+                stop.wait(1.0)
+                continue
+            if epoch is None:
+                break
+            try:
+                self._activate(epoch)
+            except Exception:
+                log.exception("Activation as controller epoch %d failed; resigning", epoch)
+                self._deactivate()
+                continue
+            while not (stop.is_set() or self.store.leadership_lost.is_set()):
+                if self._in_doubt.wait(0.5):
+                    break
+            reason = (
+                "stopping"
+                if stop.is_set()
+                else "a metadata write failed"
+                if self._in_doubt.is_set()
+                else "leadership lost"
+            )
+            log.warning("Controller epoch %d: stepping down (%s)", epoch, reason)
+            self._deactivate()
+        self._deactivate()
+
+    def _activate(self, epoch: int) -> None:
+        image = self.store.load()
+        with self._lock:
+            self.image = image
+            self.queue = DisablementQueue()
+            self._pending_assign.clear()
+            disabling = 0
+            for topic in image.topics.values():
+                if topic.tiered_state is TieredState.DISABLING:
+                    self.queue.enqueue(topic)
+                    disabling += 1
+                self._mark_assign(topic)
+            if self.store.mode == "zookeeper":
+                self.liveness = BrokerLiveness(self.config.broker_session_timeout_s)
+            else:
+                self.liveness.adopt(image.brokers)
+            self._in_doubt.clear()
+            self._epoch = epoch
+        if self.store.mode == "zookeeper":
+            if not self._zk_watch_started:
+                self._zk_watch_started = True
+                self.store.watch_live_brokers(self._on_live_brokers)  # type: ignore[attr-defined]
+            self._on_live_brokers(self._zk_live)
+        with self._lock:
+            for broker_id in self.liveness.registrations:
+                self._channel(broker_id).wake()
+        self._activated.set()
+        log.info(
+            "Active as controller %d with controller epoch %d: %d topics, %d brokers, %d topics "
+            "DISABLING re-queued",
+            self.config.node_id,
+            epoch,
+            len(image.topics),
+            len(image.brokers),
+            disabling,
+        )
+
+    def _deactivate(self) -> None:
+        self._activated.clear()
+        with self._lock:
+            self._epoch = None
+            channels, self._channels = self._channels, {}
+        for channel in channels.values():
+            channel.close()
+        self.store.resign()
+
+    def close(self) -> None:
+        self._deactivate()
+        self._describe_pool.shutdown(wait=False)
+
+    def _require_active(self) -> int:
+        epoch = self._epoch
+        if epoch is None:
+            active = None
+            with contextlib.suppress(MetadataStoreError):
+                active = self.store.active_controller()
+            where = f"; the active controller is {active[0]} at {active[1]}" if active else ""
+            raise TieredError(
+                ErrorCode.NOT_CONTROLLER,
+                f"controller {self.config.node_id} is not the active controller{where}",
+            )
+        return epoch
+
+    def _persist(self, write: Callable[[], None]) -> None:
+        """Runs a store write; a failure leaves the outcome unknown, so this controller steps
+        down and the next one reloads the truth."""
+        try:
+            write()
+        except MetadataStoreError as e:
+            self._in_doubt.set()
+            raise TieredError(
+                ErrorCode.NOT_CONTROLLER,
+                f"the metadata store write failed ({e}); the controller is stepping down, retry",
+            ) from e
+
+    # ----------------------------------------------------------------------------- brokers
+
+    def _channel(self, broker_id: int) -> BrokerChannel:
+        channel = self._channels.get(broker_id)
+        if channel is None:
+            channel = BrokerChannel(
+                broker_id, self, self.config.backoff, self.config.request_timeout_s
+            )
+            self._channels[broker_id] = channel
+        return channel
+
+    def _mark_assign(self, topic: TopicMetadata) -> None:
+        self._generation += 1
+        for broker_id in set(topic.replicas):
+            self._pending_assign[broker_id][topic.name] = self._generation
+
+    def _wake_brokers(self, brokers: set[int]) -> None:
+        for broker_id in brokers:
+            if broker_id in self.liveness.registrations:
+                self._channel(broker_id).wake()
+
+    def _broker_came_back(self, broker_id: int) -> None:
+        """A new broker incarnation: it may have lost nothing (persisted assignments), but the
+        controller cannot know what it applied, so everything it hosts is re-sent."""
+        for topic in self.image.topics.values():
+            if broker_id in topic.replicas:
+                self._generation += 1
+                self._pending_assign[broker_id][topic.name] = self._generation
+        channel = self._channel(broker_id)
+        channel.failures = 0
+        channel.wake()
+
+    def register_broker(self, registration: BrokerRegistration) -> int:
+        """KRaft mode: a broker (re)registers. Returns the controller epoch."""
+        if not registration.host or not 0 < registration.port < 65536:
+            raise ValueError("a broker registration needs a host and a port in 1..65535")
+        with self._lock:
+            epoch = self._require_active()
+            known = self.image.brokers.get(registration.broker_id)
+            if known != registration:
+                self._persist(lambda: self.store.register_broker(registration))
+                self.image.brokers[registration.broker_id] = registration
+            if self.liveness.register(registration):
+                log.info(
+                    "Broker %d registered at %s (incarnation %s)",
+                    registration.broker_id,
+                    registration.endpoint,
+                    registration.incarnation_id,
+                )
+            self._broker_came_back(registration.broker_id)
+            return epoch
+
+    def broker_heartbeat(self, broker_id: int, incarnation_id: uuid.UUID) -> int:
+        with self._lock:
+            epoch = self._require_active()
+            was_live = self.liveness.is_live(broker_id)
+            if not self.liveness.heartbeat(broker_id, incarnation_id):
+                raise TieredError(
+                    ErrorCode.STALE_BROKER_EPOCH,
+                    f"broker {broker_id} incarnation {incarnation_id} is not registered; register",
+                )
+            if not was_live:
+                log.info("Broker %d is alive again (unfenced)", broker_id)
+                self._channel(broker_id).wake()
+            return epoch
+
+    def _on_live_brokers(self, live: Mapping[int, BrokerRegistration]) -> None:
+        """ZooKeeper mode: the ephemeral registrations changed (kept while standing by too)."""
+        with self._lock:
+            self._zk_live = dict(live)
+            if self._epoch is None:
+                return
+            changed = self.liveness.replace_live(live)
+            self.image.brokers = dict(live)
+            for broker_id in changed:
+                log.info("Broker %d is registered at %s", broker_id, live[broker_id].endpoint)
+                self._broker_came_back(broker_id)
+
+    # ----------------------------------------------------------------------------- channel owner
+
+    def next_work(self, broker_id: int) -> tuple[str, Work] | None:
+        with self._lock:
+            epoch = self._epoch
+            registration = self.liveness.registrations.get(broker_id)
+            if epoch is None or registration is None or not self.liveness.is_live(broker_id):
+                return None
+            limit = self.config.max_entries_per_request
+            # Disables first: after a failover they are what operators are waiting for.
+            entries = self.queue.owed_by(broker_id, limit)
+            if entries:
+                return registration.endpoint, DisableWork(epoch, entries)
+            pending = self._pending_assign.get(broker_id)
+            if pending:
+                batch: list[tuple[TopicMetadata, int]] = []
+                count = 0
+                for name, generation in list(pending.items()):
+                    topic = self.image.topics.get(name)
+                    if topic is None:
+                        del pending[name]
+                        continue
+                    batch.append((topic, generation))
+                    count += len(topic.partitions_on(broker_id))
+                    if count >= limit:
+                        break
+                if batch:
+                    return registration.endpoint, AssignWork(epoch, batch, broker_id)
+            return None
+
+    def on_disable_response(
+        self, broker_id: int, work: DisableWork, errors: Sequence[TieredError | None]
+    ) -> None:
+        with self._lock:
+            if self._epoch != work.controller_epoch:
+                return
+            for entry, error in zip(work.entries, errors, strict=True):
+                if error is not None:
+                    log.warning(
+                        "Broker %d could not stop %s-%d for tiered epoch %d: %s",
+                        broker_id,
+                        entry.topic,
+                        entry.partition,
+                        entry.tiered_epoch,
+                        error,
+                    )
+                    continue
+                done = self.queue.ack(broker_id, entry)
+                if done is not None:
+                    self._complete_disablement(done)
+
+    def _complete_disablement(self, acked: TopicMetadata) -> None:
+        current = self.image.topics.get(acked.name)
+        if current is None or current.topic_id != acked.topic_id:
+            return
+        after = complete_disablement(current)
+        try:
+            self._persist(lambda: self.store.update_topic(current, after))
+        except TieredError:
+            log.exception("Could not persist DISABLED for topic %s", current.name)
+            return
+        self.image.put_topic(after)
+        log.info(
+            "Topic %s: every broker acked tiered epoch %d; DISABLED (policy %s)",
+            after.name,
+            after.tiered_epoch,
+            disable_policy(after.configs).value,
+        )
+        if disable_policy(after.configs).value == "delete":
+            self._on_disabled_with_delete(after)
+
+    def on_assign_response(
+        self, broker_id: int, work: AssignWork, errors: Sequence[TieredError | None]
+    ) -> None:
+        with self._lock:
+            if self._epoch != work.controller_epoch:
+                return
+            pending = self._pending_assign.get(broker_id, {})
+            failed = {e.message for e in errors if e is not None}
+            for topic, generation in work.topics:
+                if pending.get(topic.name) == generation:
+                    del pending[topic.name]
+            if failed:
+                log.warning("Broker %d rejected assignments: %s", broker_id, "; ".join(failed))
+
+    def on_stale_controller_epoch(self, broker_id: int, message: str) -> None:
+        log.error(
+            "Broker %d rejected controller epoch %s as stale (%s): another controller is active",
+            broker_id,
+            self._epoch,
+            message,
+        )
+        self._in_doubt.set()
+
+    # ----------------------------------------------------------------------------- admin
+
+    def create_topic(
+        self, name: str, partitions: int, configs: Mapping[str, str], validate_only: bool = False
+    ) -> TopicMetadata:
+        validate_topic_name(name)
+        validate_partition_count(partitions)
+        normalized = validate_topic_configs(configs)
+        with self._lock:
+            self._require_active()
+            if name in self.image.topics:
+                raise TieredError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+            live = sorted(self.liveness.live())
+            if not live:
+                raise TieredError(
+                    ErrorCode.INVALID_REPLICATION_FACTOR,
+                    "no live brokers to host the partitions (replication factor 1)",
+                )
+            start = random.randrange(len(live))
+            replicas = tuple(live[(start + p) % len(live)] for p in range(partitions))
+            state, epoch = initial_topic_state(normalized)
+            topic = TopicMetadata(name, uuid.uuid4(), replicas, normalized, state, epoch)
+            if validate_only:
+                return topic
+            self._persist(lambda: self.store.create_topic(topic))
+            self.image.put_topic(topic)
+            self._mark_assign(topic)
+            self._wake_brokers(set(replicas))
+        log.info(
+            "Created topic %s (%s): %d partitions on brokers %s, tiered %s",
+            name,
+            topic.topic_id,
+            partitions,
+            sorted(set(replicas)),
+            state.value,
+        )
+        return topic
+
+    def delete_topic(self, name: str) -> None:
+        with self._lock:
+            self._require_active()
+            topic = self._topic(name)
+            self._persist(lambda: self.store.delete_topic(topic))
+            self.image.remove_topic(topic.topic_id)
+            self.queue.remove(name)
+            for pending in self._pending_assign.values():
+                pending.pop(name, None)
+        log.info("Deleted topic %s (%s)", name, topic.topic_id)
+
+    def _topic(self, name: str) -> TopicMetadata:
+        topic = self.image.topics.get(name)
+        if topic is None:
+            raise TieredError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"
+            )
+        return topic
+
+    def alter_configs(
+        self,
+        name: str,
+        configs: Mapping[str, str] | None = None,
+        set_: Mapping[str, str] | None = None,
+        delete: Sequence[str] = (),
+        validate_only: bool = False,
+    ) -> TopicMetadata:
+        """Replaces the topic's configs (``configs``) or sets and deletes keys; a change of
+        ``remote.storage.enable`` fires the state machine. Persisted before brokers are told."""
+        with self._lock:
+            self._require_active()
+            before = self._topic(name)
+            requested: set[str] | None = None
+            if configs is not None:
+                new = dict(configs)
+            else:
+                new = dict(before.configs)
+                for key in delete:
+                    new.pop(key, None)
+                new.update(set_ or {})
+                requested = {*delete, *(set_ or {})}
+            after, trigger = plan_config_change(before, new, requested_keys=requested)
+            if validate_only or after == before:
+                return after
+            self._persist(lambda: self.store.update_topic(before, after))
+            self.image.put_topic(after)
+            if trigger == "disable":
+                self.queue.enqueue(after)
+            self._mark_assign(after)
+            self._wake_brokers(set(after.replicas))
+        if trigger is not None:
+            log.info(
+                "Topic %s: %s -> %s, tiered epoch %d (policy %s)",
+                name,
+                before.tiered_state.value,
+                after.tiered_state.value,
+                after.tiered_epoch,
+                disable_policy(after.configs).value,
+            )
+        return after
+
+    def describe_topics(
+        self, names: Sequence[str] = (), include_partition_state: bool = False
+    ) -> list[TopicView | TieredError]:
+        with self._lock:
+            self._require_active()
+            wanted = list(names) or sorted(self.image.topics)
+            views: list[TopicView | TieredError] = []
+            for name in wanted:
+                topic = self.image.topics.get(name)
+                if topic is None:
+                    views.append(
+                        TieredError(
+                            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"
+                        )
+                    )
+                    continue
+                owed, total = self.queue.progress(name) or (0, 0)
+                views.append(
+                    TopicView(topic, owed, total, frozenset(self.queue.owed_partitions(name)))
+                )
+            brokers = {b: r.endpoint for b, r in self.liveness.registrations.items()}
+        if not include_partition_state:
+            return views
+        wanted_brokers = {
+            b for v in views if isinstance(v, TopicView) for b in v.topic.replicas if b in brokers
+        }
+        reports = self._describe_log_dirs({b: brokers[b] for b in wanted_brokers})
+        result: list[TopicView | TieredError] = []
+        for v in views:
+            if isinstance(v, TieredError):
+                result.append(v)
+                continue
+            states: dict[int, PartitionState | None] = {}
+            for p, b in enumerate(v.topic.replicas):
+                states[p] = reports.get(b, {}).get((v.topic.topic_id, p))
+            result.append(TopicView(v.topic, v.acks_owed, v.acks_total, v.owed_partitions, states))
+        return result
+
+    def _describe_log_dirs(
+        self, brokers: Mapping[int, str]
+    ) -> dict[int, dict[tuple[uuid.UUID, int], PartitionState]]:
+        def one(broker_id: int, endpoint: str) -> dict[tuple[uuid.UUID, int], PartitionState]:
+            with grpc.insecure_channel(endpoint) as channel:
+                stub = pb_grpc.BrokerServiceStub(channel)  # type: ignore[no-untyped-call]
+                response: pb.DescribeLogDirsResponse = stub.DescribeLogDirs(
+                    pb.DescribeLogDirsRequest(), timeout=5.0
+                )
+            return {
+                (uuid.UUID(bytes=d.partition.topic_id), d.partition.partition): PartitionState(
+                    d.offsets.log_start_offset,
+                    d.offsets.local_log_start_offset,
+                    d.offsets.log_end_offset,
+                    d.remote_size_bytes,
+                    d.remote_segment_count,
+                )
+                for d in response.partitions
+            }
+
+        futures = {b: self._describe_pool.submit(one, b, e) for b, e in brokers.items()}
+        reports: dict[int, dict[tuple[uuid.UUID, int], PartitionState]] = {}
+        for b, future in futures.items():
+            try:
+                reports[b] = future.result()
+            except Exception as e:
+                log.info("Broker %d did not describe its log dirs: %s", b, e)
+        return reports
+
+    def describe_configs(self, name: str) -> TopicMetadata:
+        with self._lock:
+            self._require_active()
+            return self._topic(name)
+
+    def describe_cluster(self) -> ClusterView:
+        with self._lock:
+            epoch = self._require_active()
+            live = self.liveness.live()
+            return ClusterView(
+                self.config.node_id,
+                epoch,
+                self.config.endpoint,
+                self.store.mode,
+                [(r, b not in live) for b, r in sorted(self.liveness.registrations.items())],
+            )

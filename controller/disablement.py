@@ -1,0 +1,137 @@
+"""The disablement queue: KIP-950's ``topicsToBeDeleted``-style record of what is still owed.
+
+For every topic in DISABLING it holds the partitions whose broker has not yet acked
+DisableRemoteTopic for the topic's current tiered epoch, grouped by broker so that one request
+per broker can carry many topics. It is derived state: a newly active controller rebuilds it from
+the topics that are DISABLING in the metadata store, with every partition owed again (brokers
+apply a repeated request idempotently).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass
+
+from tiered.cluster.model import TieredState, TopicMetadata
+from tiered.config import RemoteLogDisablePolicy, disable_policy
+
+
+@dataclass(frozen=True)
+class DisableEntry:
+    """One partition's stop, as sent to its broker."""
+
+    topic: str
+    topic_id: uuid.UUID
+    partition: int
+    tiered_epoch: int
+    policy: RemoteLogDisablePolicy
+
+
+@dataclass
+class _PendingTopic:
+    topic: TopicMetadata
+    policy: RemoteLogDisablePolicy
+    owed: dict[int, set[int]]  # broker -> partitions not yet acked
+    total: int
+
+
+class DisablementQueue:
+    """Not thread-safe: the controller calls it under its lock."""
+
+    def __init__(self) -> None:
+        self._topics: dict[str, _PendingTopic] = {}
+        self._by_broker: dict[int, set[str]] = defaultdict(set)  # broker -> topics it owes acks for
+
+    def __len__(self) -> int:
+        return len(self._topics)
+
+    def __contains__(self, topic: str) -> bool:
+        return topic in self._topics
+
+    def enqueue(self, topic: TopicMetadata) -> None:
+        """Owes every partition of a DISABLING topic for its current epoch (replacing anything
+        owed for an earlier epoch)."""
+        if topic.tiered_state is not TieredState.DISABLING:
+            raise ValueError(f"topic {topic.name} is {topic.tiered_state.value}, not DISABLING")
+        self.remove(topic.name)
+        owed: dict[int, set[int]] = defaultdict(set)
+        for partition, broker in enumerate(topic.replicas):
+            owed[broker].add(partition)
+        self._topics[topic.name] = _PendingTopic(
+            topic, disable_policy(topic.configs), dict(owed), topic.partition_count
+        )
+        for broker in owed:
+            self._by_broker[broker].add(topic.name)
+
+    def remove(self, topic: str) -> None:
+        pending = self._topics.pop(topic, None)
+        if pending is None:
+            return
+        for broker in pending.owed:
+            names = self._by_broker.get(broker)
+            if names is not None:
+                names.discard(topic)
+                if not names:
+                    del self._by_broker[broker]
+
+    def owed_by(self, broker: int, limit: int) -> list[DisableEntry]:
+        """Up to ``limit`` entries this broker still owes, across topics."""
+        entries: list[DisableEntry] = []
+        for name in sorted(self._by_broker.get(broker, ())):
+            pending = self._topics[name]
+            for partition in sorted(pending.owed.get(broker, ())):
+                entries.append(
+                    DisableEntry(
+                        name,
+                        pending.topic.topic_id,
+                        partition,
+                        pending.topic.tiered_epoch,
+                        pending.policy,
+                    )
+                )
+                if len(entries) >= limit:
+                    return entries
+        return entries
+
+    def brokers_owing(self) -> set[int]:
+        return set(self._by_broker)
+
+    def ack(self, broker: int, entry: DisableEntry) -> TopicMetadata | None:
+        """Records one acked partition. Returns the topic when this was its last owed ack (the
+        caller then persists DISABLED); acks for another epoch or an unknown topic are ignored."""
+        pending = self._topics.get(entry.topic)
+        if (
+            pending is None
+            or pending.topic.topic_id != entry.topic_id
+            or pending.topic.tiered_epoch != entry.tiered_epoch
+        ):
+            return None
+        partitions = pending.owed.get(broker)
+        if partitions is None:
+            return None
+        partitions.discard(entry.partition)
+        if not partitions:
+            del pending.owed[broker]
+            names = self._by_broker.get(broker)
+            if names is not None:
+                names.discard(entry.topic)
+                if not names:
+                    del self._by_broker[broker]
+        if pending.owed:
+            return None
+        del self._topics[entry.topic]
+        return pending.topic
+
+    def progress(self, topic: str) -> tuple[int, int] | None:
+        """(partitions still owed, total) of a queued topic, else None."""
+        pending = self._topics.get(topic)
+        if pending is None:
+            return None
+        return sum(len(p) for p in pending.owed.values()), pending.total
+
+    def owed_partitions(self, topic: str) -> set[int]:
+        pending = self._topics.get(topic)
+        if pending is None:
+            return set()
+        return {p for partitions in pending.owed.values() for p in partitions}

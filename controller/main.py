@@ -1,0 +1,79 @@
+"""``tiered-controller --config controller.properties``: the controller daemon.
+
+It serves AdminService and ControllerService at once (a standby answers NOT_CONTROLLER and names
+the active controller), campaigns for leadership through the metadata store, and prints
+``controller N serving on HOST:PORT`` once it listens. SIGTERM or SIGINT stops it: it resigns so
+that a standby takes over without waiting for a session to expire.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+
+from controller import store as store_factory
+from controller.config import ControllerConfig
+from controller.controller import Controller
+from controller.servicer import AdminServicer, ControllerServicer
+from controller.store import MetadataStoreError
+from tiered.properties import load_properties
+from tiered.rpc.v1 import controller_pb2_grpc as pb_grpc
+
+log = logging.getLogger("tiered.controller")
+
+GRACE_S = 5.0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="tiered-controller", description=__doc__)
+    parser.add_argument("--config", required=True, help="controller .properties file")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("transitions").setLevel(logging.WARNING)  # one line per state callback
+    try:
+        config = ControllerConfig.from_properties(load_properties(args.config))
+        store = store_factory.create(config.store)
+    except (OSError, ValueError, MetadataStoreError) as e:
+        print(f"INVALID_CONFIG: {e}", file=sys.stderr)
+        return 2
+    controller = Controller(config, store)
+    stopping = threading.Event()
+    server = grpc.server(ThreadPoolExecutor(max_workers=64), maximum_concurrent_rpcs=512)
+    pb_grpc.add_AdminServiceServicer_to_server(AdminServicer(controller), server)  # type: ignore[no-untyped-call]
+    pb_grpc.add_ControllerServiceServicer_to_server(  # type: ignore[no-untyped-call]
+        ControllerServicer(controller, stopping), server
+    )
+    if server.add_insecure_port(config.endpoint) == 0:
+        print(f"cannot listen on {config.endpoint}", file=sys.stderr)
+        store.close()
+        return 1
+    server.start()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stopping.set())
+    print(
+        f"controller {config.node_id} serving on {config.endpoint} "
+        f"(metadata.store={config.metadata_mode})",
+        flush=True,
+    )
+    runner = threading.Thread(target=controller.run, args=(stopping,), name="controller-main")
+    runner.start()
+    stopping.wait()
+    log.info("Stopping")
+    runner.join()
+    server.stop(GRACE_S).wait()
+    controller.close()
+    store.close()
+    log.info("Stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,271 @@
+"""The controller's gRPC servicers: AdminService (CLIs) and ControllerService (brokers). Thin:
+convert protobuf at the edge, call ``Controller``, map errors in ``tiered.rpc.status``."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+
+import grpc
+
+from controller.controller import Controller, TopicView
+from tiered.cluster.model import TieredState, TopicMetadata
+from tiered.cluster.serde import broker_registration_from_proto, tiered_state_to_proto
+from tiered.config import TOPIC_CONFIG_DEFAULTS
+from tiered.errors import ErrorCode, TieredError
+from tiered.rpc.status import error_to_proto, handle
+from tiered.rpc.v1 import broker_pb2 as broker_pb
+from tiered.rpc.v1 import controller_pb2 as pb
+from tiered.rpc.v1 import controller_pb2_grpc as pb_grpc
+
+
+def topic_description_to_proto(view: TopicView) -> pb.TopicDescription:
+    topic = view.topic
+    partitions = []
+    for p, broker in enumerate(topic.replicas):
+        state = view.partition_states.get(p)
+        description = pb.PartitionDescription(
+            partition=p,
+            leader=broker,
+            leader_available=state is not None,
+            remote_log_start_offset=-1,
+            disable_acked=topic.tiered_state is TieredState.DISABLING
+            and p not in view.owed_partitions,
+        )
+        if state is not None:
+            description.offsets.CopyFrom(
+                broker_pb.PartitionOffsets(
+                    log_start_offset=state.log_start_offset,
+                    local_log_start_offset=state.local_log_start_offset,
+                    log_end_offset=state.log_end_offset,
+                )
+            )
+            description.remote_log_size_bytes = state.remote_size_bytes
+            description.remote_segment_count = state.remote_segment_count
+            description.remote_log_start_offset = state.remote_log_start_offset
+            description.remote_delete_state = state.remote_delete_state
+        partitions.append(description)
+    return pb.TopicDescription(
+        name=topic.name,
+        topic_id=topic.topic_id.bytes,
+        tiered_state=tiered_state_to_proto(topic.tiered_state),
+        tiered_epoch=topic.tiered_epoch,
+        configs=dict(topic.configs),
+        partitions=partitions,
+        disable_acks_owed=view.acks_owed,
+        disable_acks_total=view.acks_total,
+        disable_policy=view.disable_policy,
+        error=error_to_proto(None),
+    )
+
+
+def _alter_response(topic: TopicMetadata) -> pb.AlterConfigsResponse:
+    return pb.AlterConfigsResponse(
+        error=error_to_proto(None),
+        tiered_state=tiered_state_to_proto(topic.tiered_state),
+        tiered_epoch=topic.tiered_epoch,
+    )
+
+
+def _topic_error(name: str) -> Callable[[TieredError], pb.TopicResult]:
+    return lambda e: pb.TopicResult(name=name, error=error_to_proto(e))
+
+
+class AdminServicer(pb_grpc.AdminServiceServicer):
+    def __init__(self, controller: Controller) -> None:
+        self._controller = controller
+
+    def CreateTopics(
+        self, request: pb.CreateTopicsRequest, context: grpc.ServicerContext
+    ) -> pb.CreateTopicsResponse:
+        results = []
+        for new in request.topics:
+
+            def call(new: pb.NewTopic = new) -> pb.TopicResult:
+                topic = self._controller.create_topic(
+                    new.name, new.partitions, dict(new.configs), request.validate_only
+                )
+                return pb.TopicResult(
+                    name=new.name, error=error_to_proto(None), topic_id=topic.topic_id.bytes
+                )
+
+            results.append(handle(context, call, _topic_error(new.name)))
+        return pb.CreateTopicsResponse(results=results)
+
+    def DeleteTopics(
+        self, request: pb.DeleteTopicsRequest, context: grpc.ServicerContext
+    ) -> pb.DeleteTopicsResponse:
+        results = []
+        for name in request.names:
+
+            def call(name: str = name) -> pb.TopicResult:
+                self._controller.delete_topic(name)
+                return pb.TopicResult(name=name, error=error_to_proto(None))
+
+            results.append(handle(context, call, _topic_error(name)))
+        return pb.DeleteTopicsResponse(results=results)
+
+    def DescribeTopics(
+        self, request: pb.DescribeTopicsRequest, context: grpc.ServicerContext
+    ) -> pb.DescribeTopicsResponse:
+        def call() -> pb.DescribeTopicsResponse:
+            views = self._controller.describe_topics(
+                list(request.names), request.include_partition_state
+            )
+            topics = []
+            for name, view in zip(request.names or [None] * len(views), views, strict=True):
+                if isinstance(view, TieredError):
+                    topics.append(pb.TopicDescription(name=name or "", error=error_to_proto(view)))
+                else:
+                    topics.append(topic_description_to_proto(view))
+            return pb.DescribeTopicsResponse(topics=topics)
+
+        return handle(
+            context,
+            call,
+            lambda e: pb.DescribeTopicsResponse(
+                topics=[pb.TopicDescription(error=error_to_proto(e))]
+            ),
+        )
+
+    def DescribeConfigs(
+        self, request: pb.DescribeConfigsRequest, context: grpc.ServicerContext
+    ) -> pb.DescribeConfigsResponse:
+        def call() -> pb.DescribeConfigsResponse:
+            topic = self._controller.describe_configs(request.topic)
+            entries = [
+                pb.ConfigEntry(
+                    name=key,
+                    value=topic.configs.get(key, default),
+                    is_default=key not in topic.configs,
+                )
+                for key, default in sorted(TOPIC_CONFIG_DEFAULTS.items())
+            ]
+            return pb.DescribeConfigsResponse(error=error_to_proto(None), entries=entries)
+
+        return handle(context, call, lambda e: pb.DescribeConfigsResponse(error=error_to_proto(e)))
+
+    def AlterConfigs(
+        self, request: pb.AlterConfigsRequest, context: grpc.ServicerContext
+    ) -> pb.AlterConfigsResponse:
+        return handle(
+            context,
+            lambda: _alter_response(
+                self._controller.alter_configs(
+                    request.topic,
+                    configs=dict(request.configs),
+                    validate_only=request.validate_only,
+                )
+            ),
+            lambda e: pb.AlterConfigsResponse(error=error_to_proto(e)),
+        )
+
+    def IncrementalAlterConfigs(
+        self, request: pb.IncrementalAlterConfigsRequest, context: grpc.ServicerContext
+    ) -> pb.AlterConfigsResponse:
+        return handle(
+            context,
+            lambda: _alter_response(
+                self._controller.alter_configs(
+                    request.topic,
+                    set_=dict(request.set),
+                    delete=list(request.delete),
+                    validate_only=request.validate_only,
+                )
+            ),
+            lambda e: pb.AlterConfigsResponse(error=error_to_proto(e)),
+        )
+
+    def DescribeCluster(
+        self, request: pb.DescribeClusterRequest, context: grpc.ServicerContext
+    ) -> pb.DescribeClusterResponse:
+        def call() -> pb.DescribeClusterResponse:
+            view = self._controller.describe_cluster()
+            return pb.DescribeClusterResponse(
+                controller_id=view.controller_id,
+                controller_epoch=view.controller_epoch,
+                controller_endpoint=view.controller_endpoint,
+                metadata_mode=view.metadata_mode,
+                brokers=[
+                    pb.BrokerDescription(
+                        broker_id=r.broker_id, host=r.host, port=r.port, fenced=fenced
+                    )
+                    for r, fenced in view.brokers
+                ],
+                error=error_to_proto(None),
+            )
+
+        def on_error(e: TieredError) -> pb.DescribeClusterResponse:
+            response = pb.DescribeClusterResponse(error=error_to_proto(e))
+            active = self._controller.store.active_controller() if e.code else None
+            if active is not None:
+                response.controller_id, response.controller_endpoint = active
+            return response
+
+        return handle(context, call, on_error)
+
+
+class ControllerServicer(pb_grpc.ControllerServiceServicer):
+    def __init__(self, controller: Controller, stopping: threading.Event) -> None:
+        self._controller = controller
+        self._stopping = stopping
+
+    def RegisterBroker(
+        self, request: pb.RegisterBrokerRequest, context: grpc.ServicerContext
+    ) -> pb.RegisterBrokerResponse:
+        def call() -> pb.RegisterBrokerResponse:
+            epoch = self._controller.register_broker(
+                broker_registration_from_proto(request.registration)
+            )
+            return pb.RegisterBrokerResponse(error=error_to_proto(None), controller_epoch=epoch)
+
+        return handle(context, call, lambda e: pb.RegisterBrokerResponse(error=error_to_proto(e)))
+
+    def BrokerHeartbeat(
+        self, request: pb.BrokerHeartbeatRequest, context: grpc.ServicerContext
+    ) -> pb.BrokerHeartbeatResponse:
+        def call() -> pb.BrokerHeartbeatResponse:
+            epoch = self._controller.broker_heartbeat(
+                request.broker_id, uuid.UUID(bytes=request.incarnation_id)
+            )
+            return pb.BrokerHeartbeatResponse(error=error_to_proto(None), controller_epoch=epoch)
+
+        return handle(context, call, lambda e: pb.BrokerHeartbeatResponse(error=error_to_proto(e)))
+
+    def FetchMetadata(
+        self, request: pb.FetchMetadataRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.FetchMetadataResponse]:
+        """KRaft mode: the metadata log from ``from_offset`` on, then new batches as they are
+        written, until the broker goes away or this controller stops being active."""
+        store = self._controller.store
+        read_batches = getattr(store, "read_batches", None)
+        if read_batches is None:
+            yield pb.FetchMetadataResponse(
+                error=error_to_proto(
+                    TieredError(
+                        ErrorCode.INVALID_REQUEST,
+                        f"FetchMetadata needs metadata.store=kraft, not {store.mode}",
+                    )
+                )
+            )
+            return
+        offset = request.from_offset
+        while context.is_active() and not self._stopping.is_set():
+            if self._controller.active_epoch is None:
+                yield pb.FetchMetadataResponse(
+                    error=error_to_proto(
+                        TieredError(ErrorCode.NOT_CONTROLLER, "this controller is not active")
+                    )
+                )
+                return
+            batches, is_snapshot = read_batches(offset, 1.0)
+            for batch in batches:
+                # A snapshot is the image as of its base_offset (the last record it includes).
+                offset = batch.base_offset + (1 if is_snapshot else len(batch.records))
+                yield pb.FetchMetadataResponse(
+                    batch=batch,
+                    is_snapshot=is_snapshot,
+                    next_offset=offset,
+                    error=error_to_proto(None),
+                )

@@ -1,0 +1,173 @@
+"""A real cluster for integration tests: controllers (an active one and a standby) and brokers
+as separate processes, in KRaft or ZooKeeper mode, with an AdminClient and per-broker stubs."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import grpc
+
+from tests.rlmm_support import poll_until
+from tests.support.processes import DaemonProcess
+from tests.support.zookeeper import free_port
+from tiered.admin import AdminClient, TopicDescription
+from tiered.cluster.model import TieredState
+from tiered.rpc.v1 import broker_pb2 as pb
+from tiered.rpc.v1 import broker_pb2_grpc as pb_grpc
+from tiered.rpc.v1 import records_pb2
+
+
+class Cluster:
+    def __init__(
+        self, root: Path, mode: str, zk_connect: str | None = None, brokers: int = 2
+    ) -> None:
+        self.root = root
+        self.mode = mode
+        self.controllers: list[DaemonProcess] = []
+        self.brokers: dict[int, DaemonProcess] = {}
+        ports = [free_port(), free_port()]
+        for i, port in enumerate(ports):
+            props = {
+                "node.id": str(100 + i),
+                "listeners": f"127.0.0.1:{port}",
+                "metadata.store": mode,
+                "broker.session.timeout.ms": "3000",
+                "controller.retry.backoff.ms": "50",
+                "controller.retry.backoff.max.ms": "500",
+                "controller.request.timeout.ms": "5000",
+            }
+            if mode == "kraft":
+                props["metadata.log.dir"] = str(root / "metadata")
+            else:
+                assert zk_connect is not None
+                props["zookeeper.connect"] = zk_connect
+                props["zookeeper.session.timeout.ms"] = "4000"
+                props["zookeeper.suspended.grace.ms"] = "1000"
+            self.controllers.append(
+                DaemonProcess("controller.main", root / f"controller-{i}.properties", props)
+            )
+        self.bootstrap = ",".join(f"127.0.0.1:{p}" for p in ports)
+        for broker_id in range(1, brokers + 1):
+            port = free_port()
+            props = {
+                "node.id": str(broker_id),
+                "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+                "log.dirs": str(root / f"broker-{broker_id}"),
+                "rlmm.sqlite.path": str(root / "rlmm.db"),
+                "remote.storage.root": str(root / "remote"),
+                "remote.log.manager.task.interval.ms": "100",
+                "broker.heartbeat.interval.ms": "200",
+            }
+            if mode == "kraft":
+                props["controller.quorum.bootstrap.servers"] = self.bootstrap
+            else:
+                assert zk_connect is not None
+                props["zookeeper.connect"] = zk_connect
+            self.brokers[broker_id] = DaemonProcess(
+                "broker.main", root / f"broker-{broker_id}.properties", props
+            )
+        self.admin = AdminClient(self.bootstrap, timeout_s=30)
+        self._stubs: dict[int, pb_grpc.BrokerServiceStub] = {}
+        self._channels: list[grpc.Channel] = []
+
+    def start(self) -> None:
+        for controller in self.controllers:
+            controller.start()
+        self.controllers[0].wait_for_line("Active as controller")
+        for broker in self.brokers.values():
+            broker.start()
+        self.wait_for_live_brokers(set(self.brokers))
+
+    def wait_for_live_brokers(self, expected: set[int], timeout_s: float = 30) -> None:
+        def live() -> bool:
+            try:
+                cluster = self.admin.describe_cluster()
+            except Exception:
+                return False
+            return {b.broker_id for b in cluster.brokers if not b.fenced} >= expected
+
+        poll_until(live, timeout=timeout_s, what=f"brokers {sorted(expected)} to register")
+
+    def active_controller(self) -> DaemonProcess:
+        endpoint = self.admin.describe_cluster().controller_endpoint
+        for controller in self.controllers:
+            if controller.properties["listeners"] == endpoint:
+                return controller
+        raise AssertionError(f"no controller listens on {endpoint}")
+
+    def broker_stub(self, broker_id: int) -> pb_grpc.BrokerServiceStub:
+        stub = self._stubs.get(broker_id)
+        if stub is None:
+            address = self.brokers[broker_id].properties["listeners"].split("://")[-1]
+            channel = grpc.insecure_channel(address)
+            self._channels.append(channel)
+            stub = pb_grpc.BrokerServiceStub(channel)
+            self._stubs[broker_id] = stub
+        return stub
+
+    def produce(self, topic: TopicDescription, partition: int, count: int, size: int = 100) -> int:
+        """Appends ``count`` records to a partition through its leader; returns the last offset."""
+        leader = topic.partitions[partition].leader
+        response = self.broker_stub(leader).Produce(
+            pb.ProduceRequest(
+                partition=records_pb2.TopicIdPartition(
+                    topic_id=topic.topic_id.bytes, topic=topic.name, partition=partition
+                ),
+                records=[pb.Record(value=f"{i:08d}".encode() * (size // 8)) for i in range(count)],
+            ),
+            timeout=30,
+        )
+        assert response.error.code == 0, response.error
+        return response.last_offset
+
+    def fetch(self, topic: TopicDescription, partition: int, offset: int) -> pb.FetchResponse:
+        leader = topic.partitions[partition].leader
+        return self.broker_stub(leader).Fetch(
+            pb.FetchRequest(
+                partition=records_pb2.TopicIdPartition(
+                    topic_id=topic.topic_id.bytes, topic=topic.name, partition=partition
+                ),
+                offset=offset,
+                max_bytes=1 << 20,
+            ),
+            timeout=30,
+        )
+
+    def log_dirs(self, broker_id: int) -> dict[tuple[uuid.UUID, int], pb.PartitionLogDir]:
+        response = self.broker_stub(broker_id).DescribeLogDirs(
+            pb.DescribeLogDirsRequest(), timeout=10
+        )
+        return {
+            (uuid.UUID(bytes=d.partition.topic_id), d.partition.partition): d
+            for d in response.partitions
+        }
+
+    def wait_for_state(
+        self, name: str, state: TieredState, timeout_s: float = 60
+    ) -> TopicDescription:
+        found: list[TopicDescription] = []
+
+        def reached() -> bool:
+            try:
+                topic = self.admin.describe_topic(name, include_partition_state=False)
+            except Exception:
+                return False
+            found[:] = [topic]
+            return topic.tiered_state is state
+
+        poll_until(reached, timeout=timeout_s, what=f"topic {name} to be {state.value}")
+        return found[0]
+
+    def dump_logs(self) -> str:
+        parts = []
+        for process in [*self.controllers, *self.brokers.values()]:
+            parts.append(f"===== {process.config.name}\n{''.join(process.output[-60:])}")
+        return "\n".join(parts)
+
+    def close(self) -> None:
+        self.admin.close()
+        for channel in self._channels:
+            channel.close()
+        for process in [*self.brokers.values(), *self.controllers]:
+            process.close()

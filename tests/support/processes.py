@@ -1,0 +1,97 @@
+"""Real daemon processes for tests: ``tiered-controller`` and ``tiered-broker`` started from
+generated ``.properties`` files, with their output captured (and shown when a start fails),
+kill -9, SIGTERM and SIGSTOP/SIGCONT."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class DaemonProcess:
+    def __init__(self, module: str, config: Path, properties: Mapping[str, str]) -> None:
+        self.module = module
+        self.config = config
+        self.properties = dict(properties)
+        self.process: subprocess.Popen[str] | None = None
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.output: list[str] = []
+
+    def write_config(self) -> None:
+        self.config.parent.mkdir(parents=True, exist_ok=True)
+        self.config.write_text("".join(f"{k}={v}\n" for k, v in self.properties.items()))
+
+    def start(self, ready: str = "serving on", timeout_s: float = 30.0) -> None:
+        self.write_config()
+        self.output.clear()
+        self.lines = queue.Queue()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", self.module, "--config", str(self.config)],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        threading.Thread(target=self._pump, args=(self.process, self.lines), daemon=True).start()
+        self.wait_for_line(ready, timeout_s)
+
+    def _pump(self, process: subprocess.Popen[str], lines: queue.Queue[str]) -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            self.output.append(line)
+            lines.put(line)
+
+    def wait_for_line(self, text: str, timeout_s: float = 30.0) -> str:
+        """Waits for an output line containing ``text`` (lines seen before this call count)."""
+        deadline = time.monotonic() + timeout_s
+        for line in list(self.output):
+            if text in line:
+                return line
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(
+                    f"{self.module} printed no line with {text!r} in {timeout_s}s:\n"
+                    + "".join(self.output[-80:])
+                ) from None
+            if text in line:
+                return line
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def kill(self) -> None:
+        """kill -9."""
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait(10)
+
+    def terminate(self, timeout_s: float = 30.0) -> int:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout_s)
+
+    def pause(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGCONT)
+
+    def close(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(10)

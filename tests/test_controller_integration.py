@@ -1,0 +1,234 @@
+"""The controller daemon with real broker processes, in both metadata modes (KRaft log and a real
+ZooKeeper): disable with retain and with delete, re-enable, rejected requests, controller
+failover mid-DISABLING, a broker killed during DISABLING, and (ZooKeeper) a zombie controller."""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.rlmm_support import poll_until
+from tests.support.cluster import Cluster
+from tests.support.processes import REPO
+from tiered import rlmm
+from tiered.admin import TopicDescription
+from tiered.api import TopicIdPartition
+from tiered.cluster.model import TieredState
+from tiered.errors import ErrorCode, TieredError
+
+TIERED = {"remote.storage.enable": "true", "segment.bytes": "2000"}
+
+
+@pytest.fixture(params=["kraft", "zookeeper"])
+def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
+    zk_connect = request.getfixturevalue("zk_connect") if request.param == "zookeeper" else None
+    c = Cluster(tmp_path, request.param, zk_connect)
+    try:
+        c.start()
+        yield c
+    finally:
+        report = getattr(request.node, "report_call", None)
+        if report is not None and report.failed:
+            print(c.dump_logs())
+        c.close()
+
+
+def tiered_topic(cluster: Cluster, name: str, partitions: int = 2) -> TopicDescription:
+    cluster.admin.create_topic(name, partitions, TIERED)
+    topic = cluster.admin.describe_topic(name)
+    assert topic.tiered_state is TieredState.ENABLED and topic.tiered_epoch == 0
+    for p in range(partitions):
+        poll_until(
+            lambda p=p: _hosted(cluster, topic, p), timeout=30, what=f"partition {p} to be hosted"
+        )
+        cluster.produce(topic, p, 200)
+    for p in range(partitions):
+        poll_until(
+            lambda p=p: cluster.admin.describe_topic(name).partitions[p].remote_segment_count > 3,
+            timeout=30,
+            what=f"partition {p} to tier segments",
+        )
+    return cluster.admin.describe_topic(name)
+
+
+def _hosted(cluster: Cluster, topic: TopicDescription, partition: int) -> bool:
+    leader = topic.partitions[partition].leader
+    return (topic.topic_id, partition) in cluster.log_dirs(leader)
+
+
+def remote_segments(cluster: Cluster, topic: TopicDescription, partition: int) -> list[object]:
+    manager = rlmm.create({"rlmm.sqlite.path": str(cluster.root / "rlmm.db")})
+    try:
+        tp = TopicIdPartition(topic.topic_id, topic.name, partition)
+        return list(manager.list_remote_log_segments(tp))
+    finally:
+        manager.close()
+
+
+def test_disable_with_retain_then_reenable(cluster: Cluster) -> None:
+    topic = tiered_topic(cluster, "orders")
+    result = cluster.admin.incremental_alter_configs("orders", {"remote.storage.enable": "false"})
+    assert result.tiered_state in (TieredState.DISABLING, TieredState.DISABLED)
+    assert result.tiered_epoch == 1
+    disabled = cluster.wait_for_state("orders", TieredState.DISABLED)
+    assert disabled.tiered_epoch == 1 and disabled.disable_policy == "retain"
+    for p, partition in enumerate(topic.partitions):
+        d = cluster.log_dirs(partition.leader)[(topic.topic_id, p)]
+        assert not d.copying and d.tiered_epoch == 1 and d.remote_fetch_enabled
+        fetched = cluster.fetch(topic, p, 0)  # retain: offset 0 still reads
+        assert fetched.error.code == 0 and fetched.records[0].offset == 0
+    # Nothing new is tiered while disabled.
+    before = {p: len(remote_segments(cluster, topic, p)) for p in range(2)}
+    for p in range(2):
+        cluster.produce(topic, p, 100)
+    enabled = cluster.admin.incremental_alter_configs("orders", {"remote.storage.enable": "true"})
+    assert enabled.tiered_state is TieredState.ENABLED and enabled.tiered_epoch == 1
+    for p in range(2):
+        poll_until(
+            lambda p=p: any(
+                m.tiered_epoch == 1  # type: ignore[attr-defined]
+                for m in remote_segments(cluster, topic, p)
+            ),
+            timeout=30,
+            what="segments stamped with the new epoch",
+        )
+        segments = sorted(
+            remote_segments(cluster, topic, p),
+            key=lambda m: m.start_offset,  # type: ignore[attr-defined]
+        )
+        assert len(segments) > before[p]
+        for a, b in itertools.pairwise(segments):
+            assert b.start_offset == a.end_offset + 1  # type: ignore[attr-defined]
+
+
+def test_disable_with_delete_raises_log_start(cluster: Cluster) -> None:
+    topic = tiered_topic(cluster, "payments")
+    cluster.admin.incremental_alter_configs(
+        "payments", {"remote.log.disable.policy": "delete", "remote.storage.enable": "false"}
+    )
+    disabled = cluster.wait_for_state("payments", TieredState.DISABLED)
+    assert disabled.tiered_epoch == 1 and disabled.disable_policy == "delete"
+    for p, partition in enumerate(topic.partitions):
+        d = cluster.log_dirs(partition.leader)[(topic.topic_id, p)]
+        assert not d.copying and not d.remote_fetch_enabled
+        assert d.offsets.log_start_offset == d.offsets.local_log_start_offset
+        manager = rlmm.create({"rlmm.sqlite.path": str(cluster.root / "rlmm.db")})
+        try:
+            state = manager.remote_partition_delete_state(  # type: ignore[attr-defined]
+                TopicIdPartition(topic.topic_id, topic.name, p)
+            )
+        finally:
+            manager.close()
+        assert state is not None and state.name == "DELETE_PARTITION_MARKED"
+
+
+def test_rejected_requests_change_nothing(cluster: Cluster) -> None:
+    admin = cluster.admin
+    with pytest.raises(TieredError) as bad_policy:
+        admin.create_topic("t1", 1, {**TIERED, "remote.log.disable.policy": "purge"})
+    assert bad_policy.value.code is ErrorCode.INVALID_REQUEST
+    assert "retain, delete" in str(bad_policy.value)
+    with pytest.raises(TieredError) as compacted:
+        admin.create_topic("t2", 1, {**TIERED, "cleanup.policy": "compact"})
+    assert compacted.value.code is ErrorCode.INVALID_CONFIG
+    with pytest.raises(TieredError) as unknown:
+        admin.incremental_alter_configs("nope", {"remote.storage.enable": "false"})
+    assert unknown.value.code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert [t.name for t in admin.describe_topics()] == []
+
+    admin.create_topic("events", 2, TIERED)
+    before = admin.describe_topic("events", include_partition_state=False)
+    with pytest.raises(TieredError) as not_boolean:
+        admin.incremental_alter_configs("events", {"remote.storage.enable": "maybe"})
+    assert not_boolean.value.code is ErrorCode.INVALID_REQUEST
+    with pytest.raises(TieredError):
+        admin.incremental_alter_configs("events", {"cleanup.policy": "compact"})
+    assert admin.describe_topic("events", include_partition_state=False) == before
+
+    # Hold DISABLING: one broker is paused, so its ack cannot arrive.
+    paused = cluster.brokers[before.partitions[0].leader]
+    paused.pause()
+    try:
+        admin.incremental_alter_configs("events", {"remote.storage.enable": "false"})
+        disabling = admin.describe_topic("events", include_partition_state=False)
+        assert disabling.tiered_state is TieredState.DISABLING and disabling.tiered_epoch == 1
+        for change in ({"remote.storage.enable": "false"}, {"remote.storage.enable": "true"}):
+            with pytest.raises(TieredError) as in_progress:
+                admin.incremental_alter_configs("events", change)
+            assert in_progress.value.code is ErrorCode.TIERED_STORAGE_DISABLEMENT_IN_PROGRESS
+        assert admin.describe_topic("events", include_partition_state=False) == disabling
+    finally:
+        paused.resume()
+    assert cluster.wait_for_state("events", TieredState.DISABLED).tiered_epoch == 1
+
+
+def test_controller_killed_while_disabling_standby_finishes(cluster: Cluster) -> None:
+    topic = tiered_topic(cluster, "clicks")
+    epoch_before = cluster.admin.describe_cluster().controller_epoch
+    paused = cluster.brokers[topic.partitions[0].leader]
+    paused.pause()
+    try:
+        cluster.admin.incremental_alter_configs("clicks", {"remote.storage.enable": "false"})
+        assert cluster.admin.describe_topic("clicks").tiered_state is TieredState.DISABLING
+        active = cluster.active_controller()
+        active.kill()
+        standby = next(c for c in cluster.controllers if c is not active)
+        standby.wait_for_line("Active as controller", timeout_s=30)
+    finally:
+        paused.resume()
+    disabled = cluster.wait_for_state("clicks", TieredState.DISABLED)
+    assert disabled.tiered_epoch == 1
+    assert cluster.admin.describe_cluster().controller_epoch > epoch_before
+    for p, partition in enumerate(topic.partitions):
+        assert not cluster.log_dirs(partition.leader)[(topic.topic_id, p)].copying
+
+
+def test_broker_killed_while_disabling_acks_after_restart(cluster: Cluster) -> None:
+    topic = tiered_topic(cluster, "views")
+    victim_id = topic.partitions[0].leader
+    victim = cluster.brokers[victim_id]
+    victim.kill()
+    cluster.admin.incremental_alter_configs("views", {"remote.storage.enable": "false"})
+    pending = cluster.admin.describe_topic("views", include_partition_state=False)
+    assert pending.tiered_state is TieredState.DISABLING
+    assert pending.disable_acks_owed >= 1
+    victim.start()
+    disabled = cluster.wait_for_state("views", TieredState.DISABLED)
+    assert disabled.tiered_epoch == 1
+    d = cluster.log_dirs(victim_id)[(topic.topic_id, 0)]
+    assert not d.copying and d.tiered_epoch == 1
+
+
+def test_cli_alter_with_wait_reports_progress(cluster: Cluster) -> None:
+    tiered_topic(cluster, "audit", partitions=1)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tiered.cli.configs",
+            "--bootstrap-server",
+            cluster.bootstrap,
+            "--alter",
+            "--entity-type",
+            "topics",
+            "--entity-name",
+            "audit",
+            "--add-config",
+            "remote.log.disable.policy=delete, remote.storage.enable=false",
+            "--wait",
+            "--timeout",
+            "60",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "DISABLED" in done.stdout and "tiered_epoch=1" in done.stdout

@@ -1,0 +1,375 @@
+"""The controller metadata store contract (``controller.store.base``), run unchanged against every
+backend: ZooKeeper (a real server, one chroot per test) and the KRaft-style metadata log.
+
+``store_factory`` opens store instances on one backing store, as separate controller processes
+would; what differs between backends (how a leader is deposed behind its back, how a broker
+becomes present, how a write is made to fail halfway) lives in the factory, not in the tests.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+
+from controller.store.base import ControllerFencedError, MetadataStore, MetadataStoreError
+from tests.rlmm_support import poll_until
+from tiered.cluster import zk_paths
+from tiered.cluster.model import BrokerRegistration, TieredState, TopicMetadata
+
+PROMPT_S = 2.0  # what "returns promptly" means here
+JOIN_S = 10.0
+
+
+def expire_session(client: KazooClient, hosts: str) -> None:
+    """Expires ``client``'s ZooKeeper session the way a server does after a partition: a second
+    client attaches to the same session and closes it. ``client`` then sees LOST and reconnects
+    with a new session; the old session's ephemerals are gone."""
+    client_id = client.client_id
+    assert client_id is not None, "the client to expire is not connected"
+    other = KazooClient(hosts=hosts, client_id=client_id)
+    other.start(timeout=15)
+    other.stop()
+    other.close()
+
+
+@dataclass
+class StoreFactory:
+    """Opens metadata stores on one backing store (a ZooKeeper chroot or a log directory)."""
+
+    kind: str
+    open_store: Callable[[], MetadataStore]
+    depose: Callable[[MetadataStore], None]
+    """Takes leadership away from an elected store so that another can be elected: behind its
+    back where the backend allows that (ZooKeeper: its session expires, and the store notices),
+    else the only way there is (KRaft: it resigns, releasing the log directory's lock)."""
+    make_present: Callable[[BrokerRegistration], None]
+    """Makes a broker registration present where the backend expects brokers to register
+    themselves (ZooKeeper: a ``BrokerZkRegistration``); nothing elsewhere."""
+    sabotage_create: Callable[[MetadataStore, TopicMetadata], TopicMetadata | None]
+    """Arranges for ``store.create_topic(topic)`` to fail partway and returns what ``load`` must
+    show under that name afterwards. ZooKeeper: the topic's config znode is created behind the
+    store's back, so the multi fails at its last op. Elsewhere: a topic of that name exists."""
+    opened: list[MetadataStore] = field(default_factory=list)
+    cleanups: list[Callable[[], None]] = field(default_factory=list)
+
+    def open(self) -> MetadataStore:
+        store = self.open_store()
+        self.opened.append(store)
+        return store
+
+    def close(self) -> None:
+        for store in reversed(self.opened):
+            store.close()
+        for cleanup in reversed(self.cleanups):
+            cleanup()
+
+
+def _zookeeper_factory(request: pytest.FixtureRequest) -> StoreFactory:
+    from controller.store.zookeeper import ZooKeeperMetadataStore
+    from tiered.cluster.zk_registration import BrokerZkRegistration
+
+    connect: str = request.getfixturevalue("zk_connect")
+    hosts = connect.partition("/")[0]
+    chroot = connect[len(hosts) :]
+    factory: StoreFactory
+
+    def open_store() -> MetadataStore:
+        return ZooKeeperMetadataStore.from_config({"zookeeper.connect": connect})
+
+    def depose(store: MetadataStore) -> None:
+        assert isinstance(store, ZooKeeperMetadataStore)
+        expire_session(store.client, hosts)
+        # Until the store has seen its session end, a write of its may fail with an unknown
+        # outcome (kazoo fails requests caught by the expiry with SessionExpiredError).
+        poll_until(store.leadership_lost.is_set, what="the deposed store to see its session end")
+
+    def make_present(registration: BrokerRegistration) -> None:
+        broker = BrokerZkRegistration(connect, registration)
+        broker.start()
+        factory.cleanups.append(broker.close)
+
+    def sabotage_create(store: MetadataStore, topic: TopicMetadata) -> TopicMetadata | None:
+        assert isinstance(store, ZooKeeperMetadataStore)
+        store.client.create(chroot + zk_paths.topic_config(topic.name), b"planted")
+        return None
+
+    factory = StoreFactory("zookeeper", open_store, depose, make_present, sabotage_create)
+    return factory
+
+
+def _kraft_factory(tmp_path: Path) -> StoreFactory:
+    from controller.store.kraft import KRaftMetadataStore
+
+    config = {"metadata.log.dir": str(tmp_path / "metadata")}
+
+    def sabotage_create(store: MetadataStore, topic: TopicMetadata) -> TopicMetadata | None:
+        existing = TopicMetadata(name=topic.name, topic_id=uuid.uuid4(), replicas=(7,))
+        store.create_topic(existing)
+        return existing
+
+    return StoreFactory(
+        "kraft",
+        lambda: KRaftMetadataStore.from_config(config),
+        lambda store: store.resign(),
+        lambda _registration: None,
+        sabotage_create,
+    )
+
+
+@pytest.fixture(params=["zookeeper", "kraft"])
+def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFactory]:
+    factory = (
+        _zookeeper_factory(request) if request.param == "zookeeper" else _kraft_factory(tmp_path)
+    )
+    try:
+        yield factory
+    finally:
+        factory.close()
+
+
+def elect(store: MetadataStore, controller_id: int = 1) -> int:
+    epoch = store.elect(controller_id, f"127.0.0.1:{9000 + controller_id}", threading.Event())
+    assert epoch is not None
+    return epoch
+
+
+def topic(
+    name: str,
+    partitions: int = 2,
+    configs: dict[str, str] | None = None,
+    state: TieredState = TieredState.DISABLED,
+    tiered_epoch: int = 0,
+) -> TopicMetadata:
+    return TopicMetadata(
+        name=name,
+        topic_id=uuid.uuid4(),
+        replicas=tuple(p % 3 for p in range(partitions)),
+        configs=configs or {},
+        tiered_state=state,
+        tiered_epoch=tiered_epoch,
+    )
+
+
+class ElectionThread(threading.Thread):
+    """``store.elect`` on a thread of its own, keeping the result."""
+
+    def __init__(self, store: MetadataStore, controller_id: int) -> None:
+        super().__init__(daemon=True, name=f"elect-{controller_id}")
+        self.store = store
+        self.controller_id = controller_id
+        self.stop = threading.Event()
+        self.result: int | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.result = self.store.elect(
+                self.controller_id, f"127.0.0.1:{9000 + self.controller_id}", self.stop
+            )
+        except BaseException as e:
+            self.error = e
+
+
+# ----------------------------------------------------------------------------- leadership
+
+
+def test_elect_raises_the_epoch_strictly(store_factory: StoreFactory) -> None:
+    first = store_factory.open()
+    assert elect(first, controller_id=1) == 1
+    assert first.active_controller() == (1, "127.0.0.1:9001")
+    image = first.load()
+    assert (image.controller_id, image.controller_epoch) == (1, 1)
+    assert image.controller_endpoint == "127.0.0.1:9001"
+    first.resign()
+    first.resign()  # idempotent
+
+    second = store_factory.open()
+    assert elect(second, controller_id=2) == 2
+    assert second.active_controller() == (2, "127.0.0.1:9002")
+    assert not second.leadership_lost.is_set()
+    second.resign()
+    assert elect(second, controller_id=2) == 3  # the same instance, elected again
+
+    image = store_factory.open().load()
+    assert (image.controller_id, image.controller_epoch) == (2, 3)
+    assert image.controller_endpoint == "127.0.0.1:9002"
+
+
+def test_writes_need_leadership(store_factory: StoreFactory) -> None:
+    store = store_factory.open()
+    t = topic("never-written")
+    with pytest.raises(ControllerFencedError):
+        store.create_topic(t)
+    elect(store)
+    store.resign()
+    with pytest.raises(ControllerFencedError):
+        store.create_topic(t)
+    assert "never-written" not in store_factory.open().load().topics
+
+
+def test_elect_with_stop_set_returns_none_while_another_leads(
+    store_factory: StoreFactory,
+) -> None:
+    leader = store_factory.open()
+    elect(leader, controller_id=1)
+    standby = store_factory.open()
+
+    stop = threading.Event()
+    stop.set()
+    started = time.monotonic()
+    assert standby.elect(2, "127.0.0.1:9002", stop) is None
+    assert time.monotonic() - started < PROMPT_S
+
+    waiting = ElectionThread(standby, controller_id=2)
+    waiting.start()
+    waiting.join(timeout=0.3)  # an observation window: the standby must still be waiting
+    assert waiting.is_alive(), f"elect returned {waiting.result!r} / {waiting.error!r}"
+    stopped_at = time.monotonic()
+    waiting.stop.set()
+    waiting.join(timeout=JOIN_S)
+    assert not waiting.is_alive()
+    assert waiting.error is None
+    assert waiting.result is None
+    assert time.monotonic() - stopped_at < PROMPT_S
+
+    # The leader was not disturbed.
+    leader.create_topic(topic("still-leading"))
+    assert leader.active_controller() == (1, "127.0.0.1:9001")
+
+
+def test_standby_takes_over_when_the_leader_resigns(store_factory: StoreFactory) -> None:
+    leader = store_factory.open()
+    assert elect(leader, controller_id=1) == 1
+    standby = store_factory.open()
+    waiting = ElectionThread(standby, controller_id=2)
+    waiting.start()
+    leader.resign()
+    waiting.join(timeout=JOIN_S)
+    assert not waiting.is_alive()
+    assert waiting.error is None
+    assert waiting.result == 2
+    assert standby.active_controller() == (2, "127.0.0.1:9002")
+
+
+# ----------------------------------------------------------------------------- topics
+
+
+def test_topics_round_trip(store_factory: StoreFactory) -> None:
+    writer = store_factory.open()
+    elect(writer)
+    orders = topic(
+        "orders",
+        partitions=3,
+        configs={"remote.storage.enable": "true", "retention.ms": "60000"},
+        state=TieredState.ENABLED,
+    )
+    clicks = topic("clicks", partitions=1)
+    audit = topic(
+        "audit",
+        configs={"remote.storage.enable": "true", "remote.log.disable.policy": "delete"},
+        state=TieredState.DISABLING,
+        tiered_epoch=3,
+    )
+    for t in (orders, clicks, audit):
+        writer.create_topic(t)
+
+    disabling = orders.with_configs(
+        {"remote.storage.enable": "false", "remote.log.disable.policy": "delete"}
+    ).with_tiered_state(TieredState.DISABLING, 1)
+    writer.update_topic(orders, disabling)
+    writer.delete_topic(clicks)
+
+    for reader in (writer, store_factory.open()):
+        image = reader.load()
+        assert image.topics == {"orders": disabling, "audit": audit}
+        loaded = image.topics["orders"]
+        # Configs and state changed together; the assignment and the id did not change.
+        assert dict(loaded.configs) == {
+            "remote.storage.enable": "false",
+            "remote.log.disable.policy": "delete",
+        }
+        assert (loaded.tiered_state, loaded.tiered_epoch) == (TieredState.DISABLING, 1)
+        assert loaded.replicas == orders.replicas
+        assert image.topic_by_id(orders.topic_id) == disabling
+        assert image.topic_by_id(clicks.topic_id) is None
+
+    # A deleted name can be created again, as a new topic.
+    clicks_again = topic("clicks", partitions=2)
+    writer.create_topic(clicks_again)
+    assert store_factory.open().load().topics["clicks"] == clicks_again
+
+
+def test_create_of_an_existing_topic_fails_and_changes_nothing(
+    store_factory: StoreFactory,
+) -> None:
+    store = store_factory.open()
+    elect(store)
+    original = topic("orders", configs={"retention.ms": "1"})
+    store.create_topic(original)
+    with pytest.raises(MetadataStoreError) as failure:
+        store.create_topic(topic("orders", partitions=5, configs={"retention.ms": "2"}))
+    assert not isinstance(failure.value, ControllerFencedError)
+    assert store_factory.open().load().topics == {"orders": original}
+
+
+def test_a_failed_write_applies_nothing(store_factory: StoreFactory) -> None:
+    store = store_factory.open()
+    elect(store)
+    doomed = topic("doomed", configs={"remote.storage.enable": "true"}, state=TieredState.ENABLED)
+    expected = store_factory.sabotage_create(store, doomed)
+    with pytest.raises(MetadataStoreError) as failure:
+        store.create_topic(doomed)
+    assert not isinstance(failure.value, ControllerFencedError)
+    for reader in (store, store_factory.open()):
+        assert reader.load().topics.get("doomed") == expected
+    # The store is still the leader and writes on.
+    fine = topic("fine")
+    store.create_topic(fine)
+    assert store_factory.open().load().topics["fine"] == fine
+
+
+# ----------------------------------------------------------------------------- fencing
+
+
+def test_a_deposed_controller_is_fenced(store_factory: StoreFactory) -> None:
+    old = store_factory.open()
+    assert elect(old, controller_id=1) == 1
+    kept = topic("kept", configs={"retention.ms": "1000"}, state=TieredState.ENABLED)
+    old.create_topic(kept)
+
+    store_factory.depose(old)
+    new = store_factory.open()
+    assert elect(new, controller_id=2) == 2
+
+    with pytest.raises(ControllerFencedError):
+        old.create_topic(topic("from-the-zombie"))
+    with pytest.raises(ControllerFencedError):
+        old.update_topic(kept, kept.with_tiered_state(TieredState.DISABLING, 1))
+    with pytest.raises(ControllerFencedError):
+        old.delete_topic(kept)
+
+    image = new.load()
+    assert image.topics == {"kept": kept}
+    assert (image.controller_id, image.controller_epoch) == (2, 2)
+    # The new controller writes as usual.
+    new.update_topic(kept, kept.with_tiered_state(TieredState.DISABLING, 1))
+    assert store_factory.open().load().topics["kept"].tiered_state is TieredState.DISABLING
+
+
+# ----------------------------------------------------------------------------- brokers
+
+
+def test_registered_broker_is_loaded(store_factory: StoreFactory) -> None:
+    store = store_factory.open()
+    elect(store)
+    registration = BrokerRegistration(broker_id=3, host="127.0.0.1", port=19093)
+    store_factory.make_present(registration)
+    store.register_broker(registration)
+    assert store_factory.open().load().brokers.get(3) == registration

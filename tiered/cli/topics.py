@@ -1,0 +1,180 @@
+"""``tiered-topics``: create, delete and describe topics, in the shape of kafka-topics.sh.
+
+tiered-topics --bootstrap-server H:P[,H:P] --create --topic T --partitions N [--config K=V]...
+tiered-topics --bootstrap-server H:P --delete --topic T
+tiered-topics --bootstrap-server H:P --describe [--topic T] [--format json]
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Any
+
+from tiered.admin import AdminClient, PartitionDescription, TopicDescription
+from tiered.cli.common import (
+    add_bootstrap_option,
+    add_format_option,
+    invalid,
+    parse_config_assignment,
+    print_json,
+    run,
+)
+from tiered.cluster.model import TieredState
+
+__all__ = ["build_parser", "main", "partition_json", "topic_json"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tiered-topics", description="Create, delete and describe topics."
+    )
+    add_bootstrap_option(parser)
+    action = parser.add_mutually_exclusive_group(required=True)
+    action.add_argument("--create", action="store_true", help="create a topic")
+    action.add_argument("--delete", action="store_true", help="delete a topic")
+    action.add_argument("--describe", action="store_true", help="describe one or every topic")
+    parser.add_argument("--topic", metavar="T", help="the topic")
+    parser.add_argument("--partitions", type=int, metavar="N", help="partition count (--create)")
+    parser.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="a topic config for --create; repeat for more",
+    )
+    add_format_option(parser)
+    return parser
+
+
+def _check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if (args.create or args.delete) and not args.topic:
+        parser.error("--topic is required with --create and --delete")
+    if args.create and args.partitions is None:
+        parser.error("--partitions is required with --create")
+    if not args.create and (args.partitions is not None or args.config):
+        parser.error("--partitions and --config go with --create only")
+    if args.format != "text" and not args.describe:
+        parser.error("--format goes with --describe only")
+
+
+# --------------------------------------------------------------------------------- output
+
+
+def partition_json(p: PartitionDescription) -> dict[str, Any]:
+    return {
+        "partition": p.partition,
+        "leader": p.leader,
+        "log_start_offset": p.log_start_offset,
+        "local_log_start_offset": p.local_log_start_offset,
+        "log_end_offset": p.log_end_offset,
+        "remote_log_start_offset": p.remote_log_start_offset,
+        "remote_log_size_bytes": p.remote_log_size_bytes,
+        "remote_segment_count": p.remote_segment_count,
+        "remote_delete_state": p.remote_delete_state,
+    }
+
+
+def topic_json(t: TopicDescription) -> dict[str, Any]:
+    """The contract of ``--describe --format json`` (DESIGN.md section 9), plus the disablement's
+    progress and policy."""
+    return {
+        "topic": t.name,
+        "topic_id": str(t.topic_id),
+        "tiered_state": t.tiered_state.value,
+        "tiered_epoch": t.tiered_epoch,
+        "configs": dict(t.configs),
+        "partitions": [partition_json(p) for p in t.partitions],
+        "disable_acks_owed": t.disable_acks_owed,
+        "disable_acks_total": t.disable_acks_total,
+        "disable_policy": t.disable_policy,
+    }
+
+
+def _text(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def topic_text(t: TopicDescription) -> list[str]:
+    configs = ",".join(f"{k}={v}" for k, v in t.configs.items())
+    header = [
+        f"Topic: {t.name}",
+        f"TopicId: {t.topic_id}",
+        f"PartitionCount: {len(t.partitions)}",
+        f"TieredState: {t.tiered_state.value}",
+        f"TieredEpoch: {t.tiered_epoch}",
+    ]
+    if t.tiered_state is TieredState.DISABLING:
+        header.append(f"DisableAcks: {t.disable_acks_done}/{t.disable_acks_total}")
+    if t.disable_policy:
+        header.append(f"DisablePolicy: {t.disable_policy}")
+    header.append(f"Configs: {configs}")
+    lines = ["\t".join(header)]
+    for p in t.partitions:
+        fields = [
+            f"Topic: {t.name}",
+            f"Partition: {p.partition}",
+            f"Leader: {p.leader if p.leader >= 0 else 'none'}",
+            f"LogStartOffset: {_text(p.log_start_offset)}",
+            f"LocalLogStartOffset: {_text(p.local_log_start_offset)}",
+            f"LogEndOffset: {_text(p.log_end_offset)}",
+            f"RemoteLogStartOffset: {p.remote_log_start_offset}",
+            f"RemoteLogSizeBytes: {p.remote_log_size_bytes}",
+            f"RemoteSegmentCount: {p.remote_segment_count}",
+            f"RemoteDeleteState: {p.remote_delete_state or '-'}",
+        ]
+        lines.append("\t" + "\t".join(fields))
+    return lines
+
+
+# --------------------------------------------------------------------------------- commands
+
+
+def _create(admin: AdminClient, args: argparse.Namespace) -> int:
+    configs: dict[str, str] = {}
+    for text in args.config:
+        key, value = parse_config_assignment(text)
+        if key in configs:
+            raise invalid(f"config {key!r} is given more than once")
+        configs[key] = value
+    if args.partitions < 1:
+        raise invalid(f"--partitions must be at least 1, not {args.partitions}")
+    admin.create_topic(args.topic, args.partitions, configs)
+    print(f"Created topic {args.topic}.")
+    return 0
+
+
+def _delete(admin: AdminClient, args: argparse.Namespace) -> int:
+    admin.delete_topic(args.topic)
+    print(f"Deleted topic {args.topic}.")
+    return 0
+
+
+def _describe(admin: AdminClient, args: argparse.Namespace) -> int:
+    topics = admin.describe_topics([args.topic] if args.topic else None)
+    if args.format == "json":
+        print_json([topic_json(t) for t in topics])
+    else:
+        for t in topics:
+            print("\n".join(topic_text(t)))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _check_usage(parser, args)
+
+    def body() -> int:
+        with AdminClient(args.bootstrap_server) as admin:
+            if args.create:
+                return _create(admin, args)
+            if args.delete:
+                return _delete(admin, args)
+            return _describe(admin, args)
+
+    return run(body)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

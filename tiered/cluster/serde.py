@@ -1,0 +1,312 @@
+"""Conversions between the cluster metadata domain (``tiered.cluster.model``) and the metadata
+records of ``proto/tiered/v1/metadata.proto``.
+
+The controller writes these records to its log (KRaft mode) and brokers follow them, so both
+sides derive their ``MetadataImage`` with the same ``apply_record``. This module must stay free of
+controller imports. UUIDs travel as their 16 raw bytes.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+
+from tiered.cluster.model import BrokerRegistration, MetadataImage, TieredState, TopicMetadata
+from tiered.rpc.v1 import metadata_pb2
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "apply_batch",
+    "apply_record",
+    "apply_records",
+    "broker_registration_from_proto",
+    "broker_registration_to_proto",
+    "controller_epoch_record",
+    "image_from_snapshot",
+    "image_to_batch",
+    "image_to_records",
+    "registration_to_record",
+    "remove_topic_record",
+    "tiered_state_from_proto",
+    "tiered_state_to_proto",
+    "topic_to_records",
+    "topic_update_records",
+    "uuid_from_bytes",
+]
+
+_STATE_TO_PROTO: dict[TieredState, metadata_pb2.TieredState] = {
+    TieredState.ENABLED: metadata_pb2.ENABLED,
+    TieredState.DISABLING: metadata_pb2.DISABLING,
+    TieredState.DISABLED: metadata_pb2.DISABLED,
+}
+_STATE_FROM_PROTO: dict[int, TieredState] = {int(v): k for k, v in _STATE_TO_PROTO.items()}
+
+
+# --------------------------------------------------------------------------------- values
+
+
+def uuid_from_bytes(raw: bytes, what: str = "uuid") -> uuid.UUID:
+    """The UUID of 16 raw bytes; ``ValueError`` naming ``what`` otherwise."""
+    if len(raw) != 16:
+        raise ValueError(f"{what} must be 16 bytes, got {len(raw)}")
+    return uuid.UUID(bytes=bytes(raw))
+
+
+def tiered_state_to_proto(state: TieredState) -> metadata_pb2.TieredState:
+    return _STATE_TO_PROTO[state]
+
+
+def tiered_state_from_proto(state: int) -> TieredState:
+    """``ValueError`` for TIERED_STATE_UNSPECIFIED or a value this version does not know."""
+    try:
+        return _STATE_FROM_PROTO[int(state)]
+    except KeyError:
+        raise ValueError(f"tiered state {state} is not ENABLED, DISABLING or DISABLED") from None
+
+
+def broker_registration_to_proto(
+    registration: BrokerRegistration,
+) -> metadata_pb2.RegisterBrokerRecord:
+    return metadata_pb2.RegisterBrokerRecord(
+        broker_id=registration.broker_id,
+        host=registration.host,
+        port=registration.port,
+        incarnation_id=registration.incarnation_id.bytes,
+    )
+
+
+def broker_registration_from_proto(
+    record: metadata_pb2.RegisterBrokerRecord,
+) -> BrokerRegistration:
+    return BrokerRegistration(
+        broker_id=record.broker_id,
+        host=record.host,
+        port=record.port,
+        incarnation_id=uuid_from_bytes(record.incarnation_id, "incarnation_id"),
+    )
+
+
+# --------------------------------------------------------------------------------- records
+
+
+def registration_to_record(registration: BrokerRegistration) -> metadata_pb2.MetadataRecord:
+    return metadata_pb2.MetadataRecord(register_broker=broker_registration_to_proto(registration))
+
+
+def _config_record(topic: TopicMetadata) -> metadata_pb2.MetadataRecord:
+    return metadata_pb2.MetadataRecord(
+        config=metadata_pb2.ConfigRecord(topic_id=topic.topic_id.bytes, configs=topic.configs)
+    )
+
+
+def _tiered_state_record(topic: TopicMetadata) -> metadata_pb2.MetadataRecord:
+    return metadata_pb2.MetadataRecord(
+        tiered_state=metadata_pb2.TieredStateRecord(
+            topic_id=topic.topic_id.bytes,
+            state=tiered_state_to_proto(topic.tiered_state),
+            tiered_epoch=topic.tiered_epoch,
+        )
+    )
+
+
+def topic_to_records(topic: TopicMetadata) -> list[metadata_pb2.MetadataRecord]:
+    """A whole topic: TopicRecord, ConfigRecord, TieredStateRecord (one atomic batch)."""
+    return [
+        metadata_pb2.MetadataRecord(
+            topic=metadata_pb2.TopicRecord(
+                name=topic.name, topic_id=topic.topic_id.bytes, replicas=topic.replicas
+            )
+        ),
+        _config_record(topic),
+        _tiered_state_record(topic),
+    ]
+
+
+def topic_update_records(topic: TopicMetadata) -> list[metadata_pb2.MetadataRecord]:
+    """A topic's configs and tiered state (not its assignment): ConfigRecord, TieredStateRecord."""
+    return [_config_record(topic), _tiered_state_record(topic)]
+
+
+def remove_topic_record(topic_id: uuid.UUID) -> metadata_pb2.MetadataRecord:
+    return metadata_pb2.MetadataRecord(
+        remove_topic=metadata_pb2.RemoveTopicRecord(topic_id=topic_id.bytes)
+    )
+
+
+def controller_epoch_record(
+    controller_id: int, controller_epoch: int, endpoint: str
+) -> metadata_pb2.MetadataRecord:
+    return metadata_pb2.MetadataRecord(
+        controller_epoch=metadata_pb2.ControllerEpochRecord(
+            controller_id=controller_id, controller_epoch=controller_epoch, endpoint=endpoint
+        )
+    )
+
+
+def image_to_batch(image: MetadataImage, base_offset: int) -> metadata_pb2.MetadataRecordBatch:
+    """The whole image as one batch of records (a snapshot, ``base_offset`` = the offset it
+    stands at): ``image_from_snapshot`` of it gives an image equal to ``image``. Built in place,
+    which is several times faster than building records and copying them into a batch."""
+    batch = metadata_pb2.MetadataRecordBatch(base_offset=base_offset)
+    records = batch.records
+    epoch = records.add().controller_epoch
+    epoch.controller_id = image.controller_id
+    epoch.controller_epoch = image.controller_epoch
+    epoch.endpoint = image.controller_endpoint
+    for registration in image.brokers.values():
+        records.add().register_broker.CopyFrom(broker_registration_to_proto(registration))
+    for topic in image.topics.values():
+        raw_id = topic.topic_id.bytes
+        t = records.add().topic
+        t.name = topic.name
+        t.topic_id = raw_id
+        t.replicas.extend(topic.replicas)
+        c = records.add().config
+        c.topic_id = raw_id
+        c.configs.update(topic.configs)
+        ts = records.add().tiered_state
+        ts.topic_id = raw_id
+        ts.state = _STATE_TO_PROTO[topic.tiered_state]
+        ts.tiered_epoch = topic.tiered_epoch
+    return batch
+
+
+def image_to_records(image: MetadataImage) -> list[metadata_pb2.MetadataRecord]:
+    """The whole image as records (for snapshots): applying them in order to an empty image
+    gives an image equal to ``image`` (``offset`` aside, which belongs to the batch)."""
+    return list(image_to_batch(image, image.offset).records)
+
+
+# --------------------------------------------------------------------------------- applying
+
+
+def _known_topic(
+    image: MetadataImage, raw_id: bytes, kind: str
+) -> tuple[uuid.UUID, TopicMetadata | None]:
+    topic_id = uuid_from_bytes(raw_id, f"{kind}.topic_id")
+    topic = image.topic_by_id(topic_id)
+    if topic is None:
+        logger.debug("%s for unknown topic id %s ignored", kind, topic_id)
+    return topic_id, topic
+
+
+def apply_record(image: MetadataImage, record: metadata_pb2.MetadataRecord) -> None:
+    """Applies one record to ``image`` (mutating it; ``image.offset`` is the caller's). Records
+    are idempotent, so re-applying a batch is harmless. Config, tiered state and remove records
+    for a topic id the image does not know are ignored (debug log); a record of a kind this
+    version does not know is ignored with a warning. Malformed ids or states raise ValueError."""
+    kind = record.WhichOneof("record")
+    if kind == "topic":
+        t = record.topic
+        topic_id = uuid_from_bytes(t.topic_id, "TopicRecord.topic_id")
+        existing = image.topic_by_id(topic_id)
+        if existing is not None and existing.name == t.name:
+            # Re-applied: keep configs and state, take the assignment.
+            image.put_topic(
+                TopicMetadata(
+                    name=t.name,
+                    topic_id=topic_id,
+                    replicas=tuple(t.replicas),
+                    configs=existing.configs,
+                    tiered_state=existing.tiered_state,
+                    tiered_epoch=existing.tiered_epoch,
+                )
+            )
+        else:
+            if existing is not None:
+                image.remove_topic(topic_id)
+            image.put_topic(
+                TopicMetadata(name=t.name, topic_id=topic_id, replicas=tuple(t.replicas))
+            )
+    elif kind == "config":
+        _, topic = _known_topic(image, record.config.topic_id, "ConfigRecord")
+        if topic is not None:
+            image.put_topic(topic.with_configs(dict(record.config.configs)))
+    elif kind == "tiered_state":
+        ts = record.tiered_state
+        _, topic = _known_topic(image, ts.topic_id, "TieredStateRecord")
+        if topic is not None:
+            image.put_topic(
+                topic.with_tiered_state(tiered_state_from_proto(ts.state), ts.tiered_epoch)
+            )
+    elif kind == "remove_topic":
+        topic_id, topic = _known_topic(image, record.remove_topic.topic_id, "RemoveTopicRecord")
+        if topic is not None:
+            image.remove_topic(topic_id)
+    elif kind == "register_broker":
+        registration = broker_registration_from_proto(record.register_broker)
+        image.brokers[registration.broker_id] = registration
+    elif kind == "controller_epoch":
+        ce = record.controller_epoch
+        image.controller_id = ce.controller_id
+        image.controller_epoch = ce.controller_epoch
+        image.controller_endpoint = ce.endpoint
+    else:
+        logger.warning("metadata record of unknown kind ignored: %r", record)
+
+
+def apply_batch(image: MetadataImage, batch: metadata_pb2.MetadataRecordBatch) -> None:
+    """Applies a log batch and advances ``image.offset`` to its last record."""
+    apply_records(image, batch.records)
+    if batch.records:
+        image.offset = batch.base_offset + len(batch.records) - 1
+
+
+def image_from_snapshot(batch: metadata_pb2.MetadataRecordBatch) -> MetadataImage:
+    """The image a snapshot batch describes (``base_offset`` = the offset of the last record the
+    snapshot covers): the image stands at that offset."""
+    image = MetadataImage()
+    apply_records(image, batch.records)
+    image.offset = batch.base_offset
+    return image
+
+
+def apply_records(image: MetadataImage, records: Sequence[metadata_pb2.MetadataRecord]) -> None:
+    """``apply_record`` for each record in order. A TopicRecord followed by the ConfigRecord and
+    TieredStateRecord of the same topic (how topics are created and snapshotted) is applied as
+    one step, with the same result: replaying 100k topics is then about three times faster."""
+    i, n = 0, len(records)
+    while i < n:
+        record = records[i]
+        if (
+            i + 2 < n
+            and record.WhichOneof("record") == "topic"
+            and _apply_whole_topic(image, record.topic, records[i + 1], records[i + 2])
+        ):
+            i += 3
+            continue
+        apply_record(image, record)
+        i += 1
+
+
+def _apply_whole_topic(
+    image: MetadataImage,
+    t: metadata_pb2.TopicRecord,
+    config: metadata_pb2.MetadataRecord,
+    state: metadata_pb2.MetadataRecord,
+) -> bool:
+    raw_id = t.topic_id
+    if (
+        config.WhichOneof("record") != "config"
+        or state.WhichOneof("record") != "tiered_state"
+        or config.config.topic_id != raw_id
+        or state.tiered_state.topic_id != raw_id
+    ):
+        return False
+    topic_id = uuid_from_bytes(raw_id, "TopicRecord.topic_id")
+    ts = state.tiered_state
+    topic = TopicMetadata(
+        name=t.name,
+        topic_id=topic_id,
+        replicas=tuple(t.replicas),
+        configs=config.config.configs,
+        tiered_state=tiered_state_from_proto(ts.state),
+        tiered_epoch=ts.tiered_epoch,
+    )
+    existing = image.topic_by_id(topic_id)
+    if existing is not None and existing.name != t.name:
+        image.remove_topic(topic_id)
+    image.put_topic(topic)
+    return True
