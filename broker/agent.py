@@ -51,6 +51,8 @@ class PartitionLogDir:
     copy_lag_bytes: int = 0
     copy_lag_segments: int = 0
     remote_fetch_enabled: bool = False
+    remote_log_start_offset: int = -1
+    remote_delete_state: str = ""
 
 
 @dataclass
@@ -352,6 +354,7 @@ class BrokerAgent:
         for hosted in list(self._partitions.values()):
             tp = hosted.topic_id_partition
             remote = (0, 0, 0)
+            remote_start, delete_state = -1, ""
             if self.rlm is not None:
                 try:
                     totals = self.rlm.rlmm.remote_log_totals(tp)
@@ -360,6 +363,12 @@ class BrokerAgent:
                         totals.segment_count,
                         totals.copy_finished_size_bytes,
                     )
+                    if totals.segment_count:
+                        first = next(iter(self.rlm.rlmm.list_remote_log_segments(tp)), None)
+                        remote_start = -1 if first is None else first.start_offset
+                    state = getattr(self.rlm.rlmm, "remote_partition_delete_state", None)
+                    deleting = state(tp) if state is not None else None
+                    delete_state = "" if deleting is None else deleting.name
                 except RemoteResourceNotFoundException:
                     pass
             lag = self.rlm.copy_lag(tp) if self.rlm is not None else None
@@ -375,6 +384,8 @@ class BrokerAgent:
                     copy_lag_segments=len(lag or ()),
                     remote_fetch_enabled=self.rlm is not None
                     and self.rlm.accepts_remote_fetches(tp),
+                    remote_log_start_offset=remote_start,
+                    remote_delete_state=delete_state,
                 )
             )
         return result

@@ -120,15 +120,21 @@ class TopicConfig:
 
     @classmethod
     def from_configs(cls, values: Mapping[str, str]) -> TopicConfig:
-        defaults = LogConfig()
+        """The topic's keys over Kafka's defaults (``tiered.config.TOPIC_CONFIG_DEFAULTS``, the
+        same the controller describes)."""
+        defaults = keys.TOPIC_CONFIG_DEFAULTS
+
+        def default(key: str) -> int:
+            return int(defaults[key])
+
         return cls(
             remote_storage_enable=_bool(values, keys.REMOTE_STORAGE_ENABLE, False),
             log=LogConfig(
-                segment_bytes=_int(values, "segment.bytes", defaults.segment_bytes, minimum=1),
-                segment_ms=_int(values, "segment.ms", defaults.segment_ms, minimum=1),
+                segment_bytes=_int(values, "segment.bytes", default("segment.bytes"), minimum=1),
+                segment_ms=_int(values, "segment.ms", default("segment.ms"), minimum=1),
             ),
             retention=RetentionConfig(
-                retention_ms=_int(values, "retention.ms", -1, minimum=-1),
+                retention_ms=_int(values, "retention.ms", default("retention.ms"), minimum=-1),
                 retention_bytes=_int(values, "retention.bytes", -1, minimum=-1),
                 local_retention_ms=_int(values, "local.retention.ms", -2, minimum=-2),
                 local_retention_bytes=_int(values, "local.retention.bytes", -2, minimum=-2),

@@ -21,6 +21,7 @@ import grpc
 
 from tiered.api import TopicIdPartition
 from tiered.cluster.model import BrokerRegistration, MetadataImage, TopicMetadata
+from tiered.cluster.serde import apply_batch, image_from_snapshot
 from tiered.errors import ErrorCode
 from tiered.retry import ExponentialBackoff
 from tiered.rpc.v1 import controller_pb2 as pb
@@ -59,6 +60,7 @@ class KRaftControllerLink:
             threading.Thread(target=self._follow, name="broker-metadata-follower", daemon=True),
         ]
         self.registered = threading.Event()
+        self._stream: grpc.Future[pb.FetchMetadataResponse] | None = None
 
     def start(self) -> None:
         for thread in self._threads:
@@ -66,13 +68,19 @@ class KRaftControllerLink:
 
     def close(self) -> None:
         self._closed.set()
+        stream = self._stream
+        if stream is not None:
+            stream.cancel()  # the follower blocks in the stream until the next batch
         for thread in self._threads:
             thread.join(timeout=5)
 
     # ----------------------------------------------------------------------------- registration
 
     def _stub(self, endpoint: str) -> tuple[grpc.Channel, pb_grpc.ControllerServiceStub]:
-        channel = grpc.insecure_channel(endpoint)
+        # A metadata snapshot of 100k topics is ~14 MB: above gRPC's 4 MiB default.
+        channel = grpc.insecure_channel(
+            endpoint, options=[("grpc.max_receive_message_length", 256 * 1024 * 1024)]
+        )
         return channel, pb_grpc.ControllerServiceStub(channel)  # type: ignore[no-untyped-call]
 
     def _register(self) -> str | None:
@@ -162,6 +170,9 @@ class KRaftControllerLink:
                         broker_id=self.registration.broker_id, from_offset=self._next_offset
                     )
                 )
+                self._stream = stream
+                if self._closed.is_set():
+                    stream.cancel()
                 for response in stream:
                     if self._closed.is_set():
                         stream.cancel()
@@ -185,21 +196,18 @@ class KRaftControllerLink:
             self._closed.wait(self._backoff.delay_s(attempt))
 
     def _apply(self, batch: metadata_pb2.MetadataRecordBatch, is_snapshot: bool) -> None:
-        from tiered.cluster.serde import apply_record  # noqa: PLC0415 - shared with the controller
-
         if is_snapshot:
-            self.image = MetadataImage()
-        touched: set[uuid.UUID] = set()
-        for record in batch.records:
-            apply_record(self.image, record)
-            kind = record.WhichOneof("record")
-            if kind in ("topic", "config", "tiered_state"):
-                inner = getattr(record, kind)
-                touched.add(uuid.UUID(bytes=inner.topic_id))
+            self.image = image_from_snapshot(batch)
+            touched = {t.topic_id for t in self.image.topics.values()}
+        else:
+            apply_batch(self.image, batch)
+            touched = set()
+            for record in batch.records:
+                kind = record.WhichOneof("record")
+                if kind in ("topic", "config", "tiered_state"):
+                    touched.add(uuid.UUID(bytes=getattr(record, kind).topic_id))
         hosted: list[tuple[TopicIdPartition, dict[str, str], int]] = []
-        for topic_id in (
-            touched if not is_snapshot else {t.topic_id for t in self.image.topics.values()}
-        ):
+        for topic_id in touched:
             topic = self.image.topic_by_id(topic_id)
             if topic is not None:
                 hosted.extend(self._assignments(topic))

@@ -111,6 +111,8 @@ class BrokerServicer(pb_grpc.BrokerServiceServicer):
                         remote_fetch_enabled=d.remote_fetch_enabled,
                         copy_lag_bytes=d.copy_lag_bytes,
                         copy_lag_segments=d.copy_lag_segments,
+                        remote_log_start_offset=d.remote_log_start_offset,
+                        remote_delete_state=d.remote_delete_state,
                     )
                     for d in self._agent.describe_log_dirs()
                 ]

@@ -562,6 +562,8 @@ class Controller:
                     d.offsets.log_end_offset,
                     d.remote_size_bytes,
                     d.remote_segment_count,
+                    d.remote_log_start_offset,
+                    d.remote_delete_state,
                 )
                 for d in response.partitions
             }

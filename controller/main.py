@@ -28,6 +28,11 @@ from tiered.rpc.v1 import controller_pb2_grpc as pb_grpc
 log = logging.getLogger("tiered.controller")
 
 GRACE_S = 5.0
+MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+MESSAGE_SIZE_OPTIONS = [
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,7 +51,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     controller = Controller(config, store)
     stopping = threading.Event()
-    server = grpc.server(ThreadPoolExecutor(max_workers=64), maximum_concurrent_rpcs=512)
+    server = grpc.server(
+        ThreadPoolExecutor(max_workers=64),
+        maximum_concurrent_rpcs=512,
+        options=MESSAGE_SIZE_OPTIONS,  # a metadata snapshot of 100k topics is ~14 MB
+    )
     pb_grpc.add_AdminServiceServicer_to_server(AdminServicer(controller), server)  # type: ignore[no-untyped-call]
     pb_grpc.add_ControllerServiceServicer_to_server(  # type: ignore[no-untyped-call]
         ControllerServicer(controller, stopping), server

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 import grpc
 
 from controller.controller import Controller, TopicView
+from controller.store import MetadataStoreError
 from tiered.cluster.model import TieredState, TopicMetadata
 from tiered.cluster.serde import broker_registration_from_proto, tiered_state_to_proto
 from tiered.config import TOPIC_CONFIG_DEFAULTS
@@ -259,7 +260,13 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
                     )
                 )
                 return
-            batches, is_snapshot = read_batches(offset, 1.0)
+            try:
+                batches, is_snapshot = read_batches(offset, 1.0)
+            except MetadataStoreError as e:  # resigned while the broker waited
+                yield pb.FetchMetadataResponse(
+                    error=error_to_proto(TieredError(ErrorCode.NOT_CONTROLLER, str(e)))
+                )
+                return
             for batch in batches:
                 # A snapshot is the image as of its base_offset (the last record it includes).
                 offset = batch.base_offset + (1 if is_snapshot else len(batch.records))

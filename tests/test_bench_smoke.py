@@ -79,3 +79,22 @@ def test_tiering_bench_quick(tmp_path: Path) -> None:
         for name in ("serial", "parallel"):
             assert results["baseline"][when][name]["mb_per_s"] > 0, (when, name)
     assert results["ratios"] and all(r > 0 for r in results["ratios"].values())
+
+
+def test_state_machine_bench_quick(tmp_path: Path) -> None:
+    out = tmp_path / "s.json"
+    python = str(VENV_PYTHON) if VENV_PYTHON.exists() else sys.executable
+    completed = subprocess.run(
+        [python, "bench/state_machine.py", "--quick", "--out", str(out)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    document = json.loads(out.read_text(encoding="utf-8"))
+    assert document["ok"] is True and document["failures"] == []
+    assert document["results"]["fire"]["models_attached_after"] == 0
+    assert document["results"]["fire"]["per_event_s"] > 0
+    assert all(r > 0 for r in document["results"]["ratios"].values())

@@ -177,6 +177,29 @@ def test_serde_round_trips_the_domain() -> None:
     assert again.topics == {} and again.topic_by_id(t.topic_id) is None
 
 
+def test_apply_records_fast_path_equals_record_by_record() -> None:
+    t = topic(1)
+    renamed = TopicMetadata(name="renamed", topic_id=t.topic_id, replicas=(2,))
+    clash = TopicMetadata(name=t.name, topic_id=uuid.UUID(int=999), replicas=(1, 1))
+    records = [
+        serde.registration_to_record(broker(1)),
+        *serde.topic_to_records(t),
+        *serde.topic_to_records(t.with_configs({"x": "y"})),  # re-applied with new configs
+        *serde.topic_to_records(topic(2))[:2],  # a topic without its state record
+        *serde.topic_to_records(renamed),  # same id, new name
+        *serde.topic_to_records(clash),  # same name, new id
+        serde.remove_topic_record(topic(2).topic_id),
+        *serde.topic_to_records(topic(3)),
+    ]
+    one_by_one = MetadataImage()
+    for record in records:
+        serde.apply_record(one_by_one, record)
+    fast = MetadataImage()
+    serde.apply_records(fast, records)
+    assert fast == one_by_one
+    assert set(fast.topics) == {"renamed", "topic-1", "topic-3"}
+
+
 # --------------------------------------------------------------------------------- the log
 
 

@@ -495,3 +495,24 @@ def test_load_of_5000_topics(private_server: ZooKeeperServer) -> None:
         for reader in readers:
             reader.close()
         store.close()
+
+
+def test_load_falls_back_when_the_server_refuses_multi_read(
+    open_store: OpenStore, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from controller.store import zookeeper
+
+    store = open_store()
+    elect(store)
+    orders = orders_topic()
+    store.create_topic(orders)
+    reader = open_store()
+    # An opcode the server does not know: it answers UNIMPLEMENTED, then drops the connection,
+    # as a ZooKeeper older than 3.6 does with multiRead.
+    monkeypatch.setattr(zookeeper._MultiRead, "type", 99)
+    assert reader.load().topics == {"orders": orders}
+    assert "no multiRead" in caplog.text
+    caplog.clear()
+    assert reader.load().topics == {"orders": orders}
+    assert "no multiRead" not in caplog.text  # not tried again
+    assert not store.leadership_lost.is_set()

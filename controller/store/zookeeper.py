@@ -5,11 +5,17 @@ Leadership is Kafka's: whoever creates the ephemeral ``/controller`` is the acti
 the same transaction raises ``/controller_epoch``. Every later write is one ZooKeeper multi that
 starts with ``check(/controller_epoch, version-we-wrote)`` and ``check(/controller)``, so a deposed
 controller (another has since raised the epoch, or our ephemeral went with our session) writes
-nothing and gets ``ControllerFencedError``.
+nothing and gets ``ControllerFencedError``. A write after our session has ended is refused without
+being sent. A controller whose ``/controller`` is deleted behind its back (an operator forcing a
+new election) notices through a watch; the epoch check fences it once another is elected.
 
 Loss of leadership (``leadership_lost``) follows the session: LOST sets it at once; SUSPENDED sets it
 when the connection is not back within ``suspended_grace_s``; a reconnection within the grace keeps
 leadership, once a read has confirmed that ``/controller`` still belongs to our session.
+
+``load`` lists ``/brokers/topics`` and reads the four znodes of every topic with ZooKeeper's
+multiRead (1,000 reads a request, a few requests in flight); 5,000 topics take about 0.2 s where
+one async get per znode takes about 6 s.
 
 kazoo notes: a failed transaction returns a list with an exception per op instead of raising; a
 request made while disconnected is queued until the connection is back, however long, so every
@@ -20,7 +26,6 @@ threads of ours.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import struct
@@ -170,6 +175,14 @@ class _Leadership:
 
 
 class ZooKeeperMetadataStore(MetadataStore):
+    """One controller's view of the ZooKeeper metadata; connects on construction.
+
+    ``connect`` is ``host:port[,host:port...][/chroot]`` (a missing chroot is created);
+    ``session_timeout_s`` is also how long any request may wait; ``suspended_grace_s`` is how
+    long a lost connection may last before ``leadership_lost`` is set; ``multi_read=False`` makes
+    ``load`` read znode by znode (what it falls back to on a server without multiRead).
+    """
+
     mode = "zookeeper"
 
     def __init__(
@@ -315,7 +328,7 @@ class ZooKeeperMetadataStore(MetadataStore):
                     return None  # another controller is active
                 # Ours from an earlier election of this session (not resigned, or a lost answer):
                 # give it up and win again, so that the epoch is raised.
-                self._delete_quietly(controller_path, int(stat.version))
+                self._delete_own_controller(session)
                 continue
             if index == 1 and isinstance(error, BadVersionError | NodeExistsError | NoNodeError):
                 continue  # /controller_epoch changed between our read and the multi
@@ -347,15 +360,27 @@ class ZooKeeperMetadataStore(MetadataStore):
             self._leader = None
         if self._closed or not self._client.connected:
             return  # our /controller, if any, goes with the session
-        path = self._p(zk_paths.CONTROLLER)
         try:
-            session = self._current_session()
-            stat = self._wait(self._client.exists_async(path))
-            if stat is not None and stat.ephemeralOwner == session:
-                self._delete_quietly(path, int(stat.version))
+            if self._delete_own_controller(self._current_session()):
                 log.info("%r: resigned", self)
         except TRANSPORT_ERRORS as e:
             log.warning("%r: could not delete /controller (it goes with the session): %r", self, e)
+
+    def _delete_own_controller(self, session: int) -> bool:
+        """Deletes ``/controller`` if ``session`` owns it. Like Kafka, the delete is fenced by the
+        version of ``/controller_epoch``, read first: an election since then (whose multi raised
+        the epoch) makes it fail rather than delete the new controller's znode."""
+        controller_path = self._p(zk_paths.CONTROLLER)
+        epoch_path = self._p(zk_paths.CONTROLLER_EPOCH)
+        epoch = self._get(epoch_path)
+        stat = self._wait(self._client.exists_async(controller_path))
+        if stat is None or stat.ephemeralOwner != session:
+            return False
+        txn = self._client.transaction()
+        if epoch is not None:
+            txn.check(epoch_path, epoch[1].version)
+        txn.delete(controller_path, version=stat.version)
+        return _first_failure(self._wait(txn.commit_async())) is None
 
     def active_controller(self) -> tuple[int, str] | None:
         self._check_open()
@@ -473,6 +498,14 @@ class ZooKeeperMetadataStore(MetadataStore):
 
     def load(self) -> MetadataImage:
         self._check_open()
+        multi_read = self._multi_read
+        try:
+            return self._load()
+        except TRANSPORT_ERRORS as e:
+            if not (multi_read and not self._multi_read):
+                raise MetadataStoreError(f"ZooKeeper load: {e!r}") from e
+        # The server refused multiRead, and ZooKeeper drops the connection of a client that sends
+        # an unknown request: once more, one znode at a time (queued until kazoo reconnects).
         try:
             return self._load()
         except TRANSPORT_ERRORS as e:
@@ -564,9 +597,10 @@ class ZooKeeperMetadataStore(MetadataStore):
         return brokers
 
     def watch_live_brokers(self, callback: LiveBrokersCallback) -> bool:
-        """Calls ``callback`` with every live broker registration (``/brokers/ids``) now and after
-        every change, from a thread of its own, until ``close``. Consecutive identical sets are
-        delivered once. Returns True (the registrations are watched)."""
+        """Calls ``callback`` with every live broker registration (``/brokers/ids``), first as soon
+        as the watch is set and then after every change, from a thread of its own, until
+        ``close``. Consecutive identical sets are delivered once. Returns True (ZooKeeper brokers
+        register themselves, so the controller learns of them here)."""
         self._check_open()
         watch = _LiveBrokersWatch(self, callback)
         with self._state_lock:
@@ -600,6 +634,8 @@ class ZooKeeperMetadataStore(MetadataStore):
                 f"update_topic: {before.name} ({before.topic_id}) and {after.name} "
                 f"({after.topic_id}) are not the same topic"
             )
+        if before.replicas != after.replicas:
+            raise ValueError(f"update_topic: the assignment of {after.name} cannot change")
         _check_topic_name(after.name)
         self._fenced_multi(
             f"update topic {after.name}",
@@ -817,10 +853,6 @@ class ZooKeeperMetadataStore(MetadataStore):
             except NodeExistsError:
                 continue
 
-    def _delete_quietly(self, path: str, version: int) -> None:
-        with contextlib.suppress(NoNodeError, BadVersionError):
-            self._wait(self._client.delete_async(path, version=version))
-
     def _parse_int(self, path: str, data: bytes) -> int:
         try:
             return int(data.decode().strip())
@@ -842,13 +874,6 @@ class _LiveBrokersWatch:
 
     def start(self) -> None:
         self._thread.start()
-        try:
-            ChildrenWatch(
-                self._store.client, self._store._p(zk_paths.BROKER_IDS), self._on_children
-            )
-        except TRANSPORT_ERRORS as e:
-            self.stop()
-            raise MetadataStoreError(f"cannot watch {zk_paths.BROKER_IDS}: {e!r}") from e
 
     def stop(self) -> None:
         self._stopped.set()
@@ -863,6 +888,15 @@ class _LiveBrokersWatch:
         return None
 
     def _run(self) -> None:
+        # Set up here: kazoo's ChildrenWatch reads synchronously, retrying until ZooKeeper answers.
+        try:
+            ChildrenWatch(
+                self._store.client, self._store._p(zk_paths.BROKER_IDS), self._on_children
+            )
+        except TRANSPORT_ERRORS as e:
+            if not self._stopped.is_set():
+                log.error("live brokers: cannot watch %s: %r", zk_paths.BROKER_IDS, e)
+            return
         while True:
             self._dirty.wait()
             if self._stopped.is_set():

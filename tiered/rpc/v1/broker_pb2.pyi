@@ -98,7 +98,7 @@ class DescribeLogDirsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class PartitionLogDir(_message.Message):
-    __slots__ = ("partition", "offsets", "local_size_bytes", "remote_size_bytes", "remote_segment_count", "remote_copy_finished_bytes", "tiered_epoch", "copying", "remote_fetch_enabled", "copy_lag_bytes", "copy_lag_segments")
+    __slots__ = ("partition", "offsets", "local_size_bytes", "remote_size_bytes", "remote_segment_count", "remote_copy_finished_bytes", "tiered_epoch", "copying", "remote_fetch_enabled", "copy_lag_bytes", "copy_lag_segments", "remote_log_start_offset", "remote_delete_state")
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     OFFSETS_FIELD_NUMBER: _ClassVar[int]
     LOCAL_SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
@@ -110,6 +110,8 @@ class PartitionLogDir(_message.Message):
     REMOTE_FETCH_ENABLED_FIELD_NUMBER: _ClassVar[int]
     COPY_LAG_BYTES_FIELD_NUMBER: _ClassVar[int]
     COPY_LAG_SEGMENTS_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_DELETE_STATE_FIELD_NUMBER: _ClassVar[int]
     partition: _records_pb2.TopicIdPartition
     offsets: PartitionOffsets
     local_size_bytes: int
@@ -121,7 +123,9 @@ class PartitionLogDir(_message.Message):
     remote_fetch_enabled: bool
     copy_lag_bytes: int
     copy_lag_segments: int
-    def __init__(self, partition: _Optional[_Union[_records_pb2.TopicIdPartition, _Mapping]] = ..., offsets: _Optional[_Union[PartitionOffsets, _Mapping]] = ..., local_size_bytes: _Optional[int] = ..., remote_size_bytes: _Optional[int] = ..., remote_segment_count: _Optional[int] = ..., remote_copy_finished_bytes: _Optional[int] = ..., tiered_epoch: _Optional[int] = ..., copying: _Optional[bool] = ..., remote_fetch_enabled: _Optional[bool] = ..., copy_lag_bytes: _Optional[int] = ..., copy_lag_segments: _Optional[int] = ...) -> None: ...
+    remote_log_start_offset: int
+    remote_delete_state: str
+    def __init__(self, partition: _Optional[_Union[_records_pb2.TopicIdPartition, _Mapping]] = ..., offsets: _Optional[_Union[PartitionOffsets, _Mapping]] = ..., local_size_bytes: _Optional[int] = ..., remote_size_bytes: _Optional[int] = ..., remote_segment_count: _Optional[int] = ..., remote_copy_finished_bytes: _Optional[int] = ..., tiered_epoch: _Optional[int] = ..., copying: _Optional[bool] = ..., remote_fetch_enabled: _Optional[bool] = ..., copy_lag_bytes: _Optional[int] = ..., copy_lag_segments: _Optional[int] = ..., remote_log_start_offset: _Optional[int] = ..., remote_delete_state: _Optional[str] = ...) -> None: ...
 
 class DescribeLogDirsResponse(_message.Message):
     __slots__ = ("partitions",)
