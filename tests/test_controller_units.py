@@ -1,0 +1,191 @@
+"""Controller pieces on their own: the disablement queue, broker liveness, the backoff policy,
+and the Controller's admin operations over a real KRaft store (no brokers needed)."""
+
+from __future__ import annotations
+
+import random
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from controller.brokers import BrokerLiveness
+from controller.config import ControllerConfig
+from controller.controller import Controller
+from controller.disablement import DisableEntry, DisablementQueue
+from controller.store.kraft import KRaftMetadataStore
+from tests.rlmm_support import poll_until
+from tiered.cluster.model import BrokerRegistration, TieredState, TopicMetadata
+from tiered.config import RemoteLogDisablePolicy
+from tiered.errors import ErrorCode, TieredError
+from tiered.retry import ExponentialBackoff
+
+
+def disabling(name: str, replicas: tuple[int, ...], epoch: int = 1) -> TopicMetadata:
+    return TopicMetadata(
+        name,
+        uuid.uuid4(),
+        replicas,
+        {"remote.storage.enable": "false", "remote.log.disable.policy": "delete"},
+        TieredState.DISABLING,
+        epoch,
+    )
+
+
+def test_queue_owes_each_partition_to_its_broker_until_acked() -> None:
+    queue = DisablementQueue()
+    a, b = disabling("a", (1, 2, 1)), disabling("b", (2,), epoch=3)
+    queue.enqueue(a)
+    queue.enqueue(b)
+    assert queue.progress("a") == (3, 3)
+    owed_by_2 = queue.owed_by(2, limit=10)
+    assert [(e.topic, e.partition, e.tiered_epoch) for e in owed_by_2] == [("a", 1, 1), ("b", 0, 3)]
+    assert all(e.policy is RemoteLogDisablePolicy.DELETE for e in owed_by_2)
+    assert len(queue.owed_by(1, limit=1)) == 1  # batches are capped
+    # An ack for another epoch or from the wrong broker counts for nothing.
+    stale = DisableEntry("a", a.topic_id, 0, 0, RemoteLogDisablePolicy.DELETE)
+    assert queue.ack(1, stale) is None and queue.progress("a") == (3, 3)
+    assert queue.ack(2, queue.owed_by(1, 10)[0]) is None and queue.progress("a") == (3, 3)
+    for entry in queue.owed_by(1, 10):
+        assert queue.ack(1, entry) is None
+    assert queue.progress("a") == (1, 3) and queue.brokers_owing() == {2}
+    done = [queue.ack(2, e) for e in queue.owed_by(2, 10)]
+    assert [t.name for t in done if t is not None] == ["a", "b"]
+    assert len(queue) == 0 and queue.brokers_owing() == set()
+
+
+def test_queue_replaces_an_older_epoch_and_refuses_other_states() -> None:
+    queue = DisablementQueue()
+    first = disabling("a", (1,), epoch=1)
+    queue.enqueue(first)
+    second = TopicMetadata("a", first.topic_id, (1,), first.configs, TieredState.DISABLING, 2)
+    queue.enqueue(second)
+    assert [e.tiered_epoch for e in queue.owed_by(1, 10)] == [2]
+    with pytest.raises(ValueError, match="not DISABLING"):
+        queue.enqueue(TopicMetadata("c", uuid.uuid4(), (1,)))
+
+
+def test_liveness_fences_brokers_whose_heartbeats_lapse() -> None:
+    now = [0.0]
+    liveness = BrokerLiveness(session_timeout_s=3, clock=lambda: now[0])
+    first = BrokerRegistration(1, "h", 1)
+    assert liveness.register(first) is True
+    assert liveness.register(first) is False  # same incarnation
+    now[0] = 2.0
+    assert liveness.heartbeat(1, first.incarnation_id)
+    now[0] = 4.9
+    assert liveness.is_live(1)
+    now[0] = 5.1
+    assert not liveness.is_live(1) and liveness.fenced() == {1}
+    assert not liveness.heartbeat(1, uuid.uuid4())  # another incarnation must register
+    assert liveness.register(BrokerRegistration(1, "h", 1)) is True
+    assert liveness.is_live(1)
+
+
+def test_backoff_grows_is_capped_and_jittered() -> None:
+    backoff = ExponentialBackoff(initial_s=0.1, max_s=1.0, jitter=0.2)
+    rng = random.Random(7)
+    delays = [backoff.delay_s(n, rng) for n in range(10)]
+    assert 0.08 <= delays[0] <= 0.1
+    assert all(0.8 <= d <= 1.0 for d in delays[5:])
+    assert len({round(d, 6) for d in delays[5:]}) > 1  # jittered, not lockstep
+    with pytest.raises(ValueError):
+        ExponentialBackoff(initial_s=2, max_s=1)
+
+
+@pytest.fixture
+def controller(tmp_path: Path) -> Iterator[Controller]:
+    store = KRaftMetadataStore.from_config({"metadata.log.dir": str(tmp_path / "meta")})
+    config = ControllerConfig.from_properties(
+        {"node.id": "100", "metadata.log.dir": str(tmp_path / "meta")}
+    )
+    controller = Controller(config, store)
+    stop = threading.Event()
+    runner = threading.Thread(target=controller.run, args=(stop,))
+    runner.start()
+    assert controller.wait_active(10)
+    controller.register_broker(BrokerRegistration(1, "127.0.0.1", 1))
+    try:
+        yield controller
+    finally:
+        stop.set()
+        runner.join(10)
+        controller.close()
+        store.close()
+
+
+def reloaded(controller: Controller) -> dict[str, TopicMetadata]:
+    return dict(controller.store.load().topics)
+
+
+def test_rejected_admin_requests_persist_nothing(controller: Controller) -> None:
+    controller.create_topic("t", 2, {"remote.storage.enable": "true"})
+    persisted = reloaded(controller)
+    cases = [
+        (lambda: controller.create_topic("t", 1, {}), ErrorCode.TOPIC_ALREADY_EXISTS),
+        (lambda: controller.create_topic("bad/name", 1, {}), ErrorCode.INVALID_TOPIC_EXCEPTION),
+        (lambda: controller.create_topic("u", 0, {}), ErrorCode.INVALID_PARTITIONS),
+        (
+            lambda: controller.create_topic("u", 1, {"remote.storage.enable": "yes"}),
+            ErrorCode.INVALID_REQUEST,
+        ),
+        (
+            lambda: controller.alter_configs("t", set_={"remote.log.disable.policy": "purge"}),
+            ErrorCode.INVALID_REQUEST,
+        ),
+        (
+            lambda: controller.alter_configs("t", set_={"cleanup.policy": "compact"}),
+            ErrorCode.INVALID_CONFIG,
+        ),
+        (
+            lambda: controller.alter_configs("t", set_={"no.such.key": "1"}),
+            ErrorCode.INVALID_CONFIG,
+        ),
+        (
+            lambda: controller.alter_configs("missing", set_={}),
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ),
+        (lambda: controller.delete_topic("missing"), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+    ]
+    for call, code in cases:
+        with pytest.raises(TieredError) as rejected:
+            call()
+        assert rejected.value.code is code, rejected.value
+    assert reloaded(controller) == persisted
+
+
+def test_disable_persists_state_and_epoch_with_the_config_before_any_ack(
+    controller: Controller,
+) -> None:
+    controller.create_topic("t", 2, {"remote.storage.enable": "true"})
+    after = controller.alter_configs("t", set_={"remote.storage.enable": "false"})
+    assert after.tiered_state is TieredState.DISABLING and after.tiered_epoch == 1
+    stored = reloaded(controller)["t"]
+    assert stored.tiered_state is TieredState.DISABLING and stored.tiered_epoch == 1
+    assert stored.configs["remote.storage.enable"] == "false"
+    assert controller.queue.progress("t") == (2, 2)  # broker 1 is not reachable: still owed
+    with pytest.raises(TieredError) as in_progress:
+        controller.alter_configs("t", set_={"remote.storage.enable": "true"})
+    assert in_progress.value.code is ErrorCode.TIERED_STORAGE_DISABLEMENT_IN_PROGRESS
+    # validate_only changes nothing.
+    controller.alter_configs("t", set_={"retention.ms": "1000"}, validate_only=True)
+    assert "retention.ms" not in reloaded(controller)["t"].configs
+
+
+def test_a_new_controller_rebuilds_the_queue_from_disabling_topics(
+    controller: Controller, tmp_path: Path
+) -> None:
+    controller.create_topic("t", 3, {"remote.storage.enable": "true"})
+    controller.create_topic("quiet", 1, {})
+    controller.alter_configs("t", set_={"remote.storage.enable": "false"})
+    epoch = controller.active_epoch
+    controller.store.resign()
+    controller.store.leadership_lost.set()
+    poll_until(
+        lambda: controller.active_epoch is not None and controller.active_epoch != epoch,
+        what="re-election",
+    )
+    assert controller.queue.progress("t") == (3, 3)
+    assert "quiet" not in controller.queue
