@@ -143,11 +143,16 @@ class BrokerAgent:
         return outcomes
 
     def _apply_tiering(self, hosted: HostedPartition, restoring: bool) -> None:
+        """Copying runs when ``remote.storage.enable`` is true and Kafka 3.9's
+        ``remote.log.copy.disable`` is not; otherwise a partition with remote data is led for
+        expiry and remote reads only, stopped at its tiered epoch (a KIP-950 disable uses the
+        topic's policy; a copy pause keeps everything, as retain)."""
         assert self.rlm is not None
         tp = hosted.topic_id_partition
         enabled = hosted.config.remote_storage_enable
-        if enabled and hosted.stopped_policy is not None and not restoring:
-            log.info("Tiering of %s is enabled again at tiered epoch %d", tp, hosted.tiered_epoch)
+        copying_wanted = enabled and not hosted.config.remote_log_copy_disable
+        if copying_wanted and hosted.stopped_policy is not None and not restoring:
+            log.info("Copying of %s resumes at tiered epoch %d", tp, hosted.tiered_epoch)
             hosted.stopped_policy = None
             if self.rlm.is_leading(tp):
                 self.rlm.enable_partitions([tp], hosted.tiered_epoch)
@@ -155,9 +160,11 @@ class BrokerAgent:
         stop: tuple[int, str] | None = None
         if hosted.stopped_policy is not None:
             stop = (hosted.tiered_epoch, hosted.stopped_policy)
+        elif enabled and not copying_wanted:
+            stop = (hosted.tiered_epoch, RemoteLogDisablePolicy.RETAIN.value)
         elif not enabled and (self.rlm.is_leading(tp) or hosted.tiered_epoch > 0):
             stop = (hosted.tiered_epoch, disable_policy(hosted.raw_configs).value)
-        if not enabled and stop is None:
+        if not copying_wanted and stop is None:
             return  # never tiered: nothing remote to expire or serve
         if not self.rlm.is_leading(tp):
             partition = self._tiered(hosted)

@@ -115,6 +115,7 @@ class TopicConfig:
     """The topic configs a broker applies to a hosted partition."""
 
     remote_storage_enable: bool = False
+    remote_log_copy_disable: bool = False  # Kafka 3.9: keep remote data readable, copy nothing
     log: LogConfig = field(default_factory=LogConfig)
     retention: RetentionConfig = field(default_factory=RetentionConfig)
 
@@ -129,6 +130,7 @@ class TopicConfig:
 
         return cls(
             remote_storage_enable=_bool(values, keys.REMOTE_STORAGE_ENABLE, False),
+            remote_log_copy_disable=_bool(values, keys.REMOTE_LOG_COPY_DISABLE, False),
             log=LogConfig(
                 segment_bytes=_int(values, "segment.bytes", default("segment.bytes"), minimum=1),
                 segment_ms=_int(values, "segment.ms", default("segment.ms"), minimum=1),

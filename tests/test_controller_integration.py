@@ -5,6 +5,7 @@ failover mid-DISABLING, a broker killed during DISABLING, and (ZooKeeper) a zomb
 from __future__ import annotations
 
 import itertools
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -303,3 +304,87 @@ def test_a_zombie_controller_writes_nothing(cluster: Cluster) -> None:
     assert after.configs["retention.ms"] == "3600000"
     assert cluster.active_controller() is standby
     assert topic.topic_id == after.topic_id
+
+
+def test_kafka_39_copy_disable_pauses_copying_without_a_disablement(cluster: Cluster) -> None:
+    if cluster.mode == "zookeeper":
+        pytest.skip("broker-side behaviour; one mode is enough")
+    topic = tiered_topic(cluster, "metrics", partitions=1)
+    leader = topic.partitions[0].leader
+    paused = cluster.admin.incremental_alter_configs("metrics", {"remote.log.copy.disable": "true"})
+    assert paused.tiered_state is TieredState.ENABLED and paused.tiered_epoch == 0
+    poll_until(
+        lambda: not cluster.log_dirs(leader)[(topic.topic_id, 0)].copying,
+        timeout=30,
+        what="copying to pause",
+    )
+    d = cluster.log_dirs(leader)[(topic.topic_id, 0)]
+    assert d.remote_fetch_enabled and cluster.fetch(topic, 0, 0).error.code == 0
+    cluster.admin.incremental_alter_configs("metrics", {"remote.log.copy.disable": "false"})
+    poll_until(
+        lambda: cluster.log_dirs(leader)[(topic.topic_id, 0)].copying,
+        timeout=30,
+        what="copying to resume",
+    )
+
+
+def run_cli(cluster: Cluster, module: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", module, "--bootstrap-server", cluster.bootstrap, *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+
+
+def test_cli_create_describe_and_errors_against_the_cluster(cluster: Cluster) -> None:
+    if cluster.mode == "zookeeper":
+        pytest.skip("the CLIs talk AdminService, the same in both modes")
+    created = run_cli(
+        cluster,
+        "tiered.cli.topics",
+        "--create",
+        "--topic",
+        "cli",
+        "--partitions",
+        "2",
+        "--config",
+        "remote.storage.enable=true",
+    )
+    assert created.returncode == 0, created.stderr
+    described = run_cli(cluster, "tiered.cli.topics", "--describe", "--format", "json")
+    assert described.returncode == 0, described.stderr
+    [topic] = json.loads(described.stdout)
+    assert topic["topic"] == "cli" and topic["tiered_state"] == "ENABLED"
+    assert topic["tiered_epoch"] == 0 and topic["configs"]["remote.storage.enable"] == "true"
+    assert {p["partition"] for p in topic["partitions"]} == {0, 1}
+    assert set(topic["partitions"][0]) >= {
+        "partition",
+        "leader",
+        "log_start_offset",
+        "local_log_start_offset",
+        "log_end_offset",
+        "remote_log_start_offset",
+        "remote_log_size_bytes",
+        "remote_segment_count",
+        "remote_delete_state",
+    }
+    bad = run_cli(
+        cluster,
+        "tiered.cli.configs",
+        "--alter",
+        "--entity-type",
+        "topics",
+        "--entity-name",
+        "cli",
+        "--add-config",
+        "remote.log.disable.policy=purge",
+    )
+    assert bad.returncode == 1
+    assert bad.stderr.startswith("INVALID_REQUEST: ") and "retain, delete" in bad.stderr
+    unknown = run_cli(
+        cluster, "tiered.cli.topics", "--describe", "--topic", "nope", "--format", "json"
+    )
+    assert unknown.returncode == 1 and unknown.stderr.startswith("UNKNOWN_TOPIC_OR_PARTITION")
