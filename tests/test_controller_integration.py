@@ -28,10 +28,11 @@ from tiered.rpc.v1 import controller_pb2, controller_pb2_grpc, records_pb2
 TIERED = {"remote.storage.enable": "true", "segment.bytes": "2000"}
 
 
-@pytest.fixture(params=["kraft", "zookeeper"])
-def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
-    zk_connect = request.getfixturevalue("zk_connect") if request.param == "zookeeper" else None
-    c = Cluster(tmp_path, request.param, zk_connect)
+def _running_cluster(
+    request: pytest.FixtureRequest, tmp_path: Path, mode: str
+) -> Iterator[Cluster]:
+    zk_connect = request.getfixturevalue("zk_connect") if mode == "zookeeper" else None
+    c = Cluster(tmp_path, mode, zk_connect)
     try:
         c.start()
         yield c
@@ -40,6 +41,22 @@ def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]
         if report is not None and report.failed:
             print(c.dump_logs())
         c.close()
+
+
+@pytest.fixture(params=["kraft", "zookeeper"])
+def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
+    """Scenarios that matter in both metadata modes."""
+    yield from _running_cluster(request, tmp_path, request.param)
+
+
+@pytest.fixture
+def kraft_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
+    yield from _running_cluster(request, tmp_path, "kraft")
+
+
+@pytest.fixture
+def zk_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
+    yield from _running_cluster(request, tmp_path, "zookeeper")
 
 
 def tiered_topic(cluster: Cluster, name: str, partitions: int = 2) -> TopicDescription:
@@ -255,9 +272,8 @@ def test_cli_alter_with_wait_reports_progress(cluster: Cluster) -> None:
     assert "DISABLED" in done.stdout and "tiered_epoch=1" in done.stdout
 
 
-def test_a_paused_broker_is_fenced_and_comes_back(cluster: Cluster) -> None:
-    if cluster.mode == "zookeeper":
-        pytest.skip("ZooKeeper mode fences by session expiry; covered by the zombie test")
+def test_a_paused_broker_is_fenced_and_comes_back(kraft_cluster: Cluster) -> None:
+    cluster = kraft_cluster
     broker = cluster.brokers[2]
     broker.pause()
     try:
@@ -273,9 +289,8 @@ def test_a_paused_broker_is_fenced_and_comes_back(cluster: Cluster) -> None:
     cluster.wait_for_live_brokers({1, 2})
 
 
-def test_a_zombie_controller_writes_nothing(cluster: Cluster) -> None:
-    if cluster.mode == "kraft":
-        pytest.skip("KRaft controllers are fenced by the log directory lock: no zombie can write")
+def test_a_zombie_controller_writes_nothing(zk_cluster: Cluster) -> None:
+    cluster = zk_cluster
     topic = tiered_topic(cluster, "ledger", partitions=1)
     zombie = cluster.active_controller()
     standby = next(c for c in cluster.controllers if c is not zombie)
@@ -306,9 +321,8 @@ def test_a_zombie_controller_writes_nothing(cluster: Cluster) -> None:
     assert topic.topic_id == after.topic_id
 
 
-def test_kafka_39_copy_disable_pauses_copying_without_a_disablement(cluster: Cluster) -> None:
-    if cluster.mode == "zookeeper":
-        pytest.skip("broker-side behaviour; one mode is enough")
+def test_kafka_39_copy_disable_pauses_copying_without_a_disablement(kraft_cluster: Cluster) -> None:
+    cluster = kraft_cluster
     topic = tiered_topic(cluster, "metrics", partitions=1)
     leader = topic.partitions[0].leader
     paused = cluster.admin.incremental_alter_configs("metrics", {"remote.log.copy.disable": "true"})
@@ -339,9 +353,8 @@ def run_cli(cluster: Cluster, module: str, *args: str) -> subprocess.CompletedPr
     )
 
 
-def test_cli_create_describe_and_errors_against_the_cluster(cluster: Cluster) -> None:
-    if cluster.mode == "zookeeper":
-        pytest.skip("the CLIs talk AdminService, the same in both modes")
+def test_cli_create_describe_and_errors_against_the_cluster(kraft_cluster: Cluster) -> None:
+    cluster = kraft_cluster
     created = run_cli(
         cluster,
         "tiered.cli.topics",
