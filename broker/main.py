@@ -64,7 +64,7 @@ def start_controller_link(config: BrokerConfig, agent: BrokerAgent) -> Closeable
         from tiered.cluster.zk_registration import BrokerZkRegistration  # noqa: PLC0415 - lazy
 
         zk = BrokerZkRegistration(config.zookeeper_connect, registration)
-        zk.start()
+        zk.start()  # raises BrokerRegistrationError if another live broker holds the id
         return zk
     log.info("No controller.quorum.bootstrap.servers or zookeeper.connect: standalone broker")
     return None
@@ -97,7 +97,15 @@ def main(argv: list[str] | None = None) -> int:
     if config.metrics_port is not None:
         port = serve_metrics(agent, config.host, config.metrics_port)
         print(f"broker {config.node_id} metrics on http://{config.host}:{port}/metrics", flush=True)
-    link = start_controller_link(config, agent)
+    try:
+        link = start_controller_link(config, agent)
+    except Exception as e:
+        print(
+            f"BROKER_NOT_AVAILABLE: cannot register broker {config.node_id}: {e}", file=sys.stderr
+        )
+        server.stop(0).wait()
+        agent.close()
+        return 1
     endpoint.source = link
     stopping = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):

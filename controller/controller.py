@@ -182,8 +182,7 @@ class Controller:
             self._epoch = epoch
         if self.store.mode == "zookeeper":
             if not self._zk_watch_started:
-                self._zk_watch_started = True
-                self.store.watch_live_brokers(self._on_live_brokers)  # type: ignore[attr-defined]
+                self._zk_watch_started = self.store.watch_live_brokers(self._on_live_brokers)
             self._on_live_brokers(self._zk_live)
         with self._lock:
             for broker_id in self.liveness.registrations:

@@ -401,3 +401,19 @@ def test_cli_create_describe_and_errors_against_the_cluster(kraft_cluster: Clust
         cluster, "tiered.cli.topics", "--describe", "--topic", "nope", "--format", "json"
     )
     assert unknown.returncode == 1 and unknown.stderr.startswith("UNKNOWN_TOPIC_OR_PARTITION")
+
+
+def test_brokers_forward_admin_calls_to_the_active_controller(cluster: Cluster) -> None:
+    broker_address = cluster.brokers[1].properties["listeners"].split("://")[-1]
+
+    def forwarded() -> bool:
+        try:
+            with AdminClient(broker_address, timeout_s=10) as via_broker:
+                via_broker.create_topic("forwarded", 1, {})
+                return True
+        except TieredError:
+            return False  # the broker has not learned where the controller is yet
+
+    poll_until(forwarded, timeout=30, what="a create through a broker")
+    topic = cluster.admin.describe_topic("forwarded", include_partition_state=False)
+    assert topic.tiered_state is TieredState.DISABLED and topic.tiered_epoch == 0

@@ -19,8 +19,10 @@ BACKENDS = ("kraft", "zookeeper")
 def create(config: Mapping[str, str]) -> MetadataStore:
     """Builds the store named by ``metadata.store`` (``kraft``, the default, or ``zookeeper``).
 
-    kraft: ``metadata.log.dir`` (required). zookeeper: ``zookeeper.connect`` (host:port[,...]
-    with an optional /chroot), ``zookeeper.session.timeout.ms`` (default 6000)."""
+    kraft: ``metadata.log.dir`` (required), ``metadata.log.segment.bytes``,
+    ``metadata.log.snapshot.interval.records``. zookeeper: ``zookeeper.connect`` (host:port[,...]
+    with an optional /chroot), ``zookeeper.session.timeout.ms`` (default 6000),
+    ``zookeeper.suspended.grace.ms`` (default 2000)."""
     backend = config.get("metadata.store", "kraft").strip().lower()
     if backend == "kraft":
         from controller.store.kraft import KRaftMetadataStore  # noqa: PLC0415 - lazy by design

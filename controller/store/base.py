@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 
 from tiered.cluster.model import BrokerRegistration, MetadataImage, TopicMetadata
 
@@ -91,6 +92,12 @@ class MetadataStore(ABC):
         """Persists a broker's registration (KRaft: a record, replacing the broker's previous one).
         ZooKeeper brokers register themselves with an ephemeral znode, so there this only checks
         that the registration is present."""
+
+    def watch_live_brokers(self, callback: Callable[[dict[int, BrokerRegistration]], None]) -> bool:
+        """Stores whose brokers register themselves (ZooKeeper's ephemeral znodes) call
+        ``callback`` with every live registration now and on each change, and return True.
+        Others return False: the controller tracks liveness through heartbeats."""
+        return False
 
     # ----------------------------------------------------------------------------- lifecycle
 

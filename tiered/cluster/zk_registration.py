@@ -116,7 +116,8 @@ def read_active_controller(
 ) -> tuple[int, str, int] | None:
     """(controller id, endpoint, controller epoch) of the active controller, or None if there is
     none. ``chroot`` is prefixed to the paths (give "" for a client started with a chroot).
-    Raises ``BrokerRegistrationError`` if ZooKeeper does not answer within ``timeout_s``."""
+    Raises ``BrokerRegistrationError`` if ZooKeeper does not answer within ``timeout_s``, and
+    ValueError if the znodes hold something else."""
     controller_path = chroot + zk_paths.CONTROLLER
     epoch_path = chroot + zk_paths.CONTROLLER_EPOCH
     controller = client.get_async(controller_path)
@@ -173,7 +174,6 @@ class BrokerZkRegistration:
         self._wake = threading.Event()
         self._closed = threading.Event()
         self._worker: threading.Thread | None = None
-        self._registered_session: int | None = None
         self.registrations = 0  # how many times the znode was created (1 + re-registrations)
 
     def __repr__(self) -> str:
@@ -183,6 +183,16 @@ class BrokerZkRegistration:
     def client(self) -> KazooClient:
         """The kazoo client (its session owns the registration)."""
         return self._client
+
+    @property
+    def controller_endpoint(self) -> str | None:
+        """The active controller's endpoint as ``/controller`` names it (None if none or if
+        ZooKeeper cannot be read): where this broker forwards AdminService calls."""
+        try:
+            active = read_active_controller(self._client, self._chroot, timeout_s=5.0)
+        except Exception:
+            return None
+        return None if active is None else active[1]
 
     @property
     def path(self) -> str:
@@ -300,6 +310,8 @@ class BrokerZkRegistration:
         """Makes sure the znode exists and belongs to the current session."""
         with self._lock:
             while True:
+                if self._closed.is_set():
+                    raise BrokerRegistrationError(f"{self!r} is closed")
                 session = self._session_id()
                 if session is None:
                     if time.monotonic() > deadline:
@@ -320,7 +332,6 @@ class BrokerZkRegistration:
                     self._ensure_path(self._chroot + zk_paths.BROKER_IDS)
                     continue
                 else:
-                    self._registered_session = session
                     self.registrations += 1
                     log.info("%r: registered (session 0x%x)", self, session)
                     return
@@ -337,5 +348,3 @@ class BrokerZkRegistration:
                     # A stale registration of an earlier session of this id: it goes when the
                     # server expires that session.
                     self._closed.wait(_STALE_POLL_S)
-                if self._closed.is_set():
-                    raise BrokerRegistrationError(f"{self!r} is closed")
