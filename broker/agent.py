@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import threading
 import time
 import uuid
@@ -236,6 +237,12 @@ class BrokerAgent:
     ) -> HostedPartition:
         topic_config = TopicConfig.from_configs(configs)  # validate before touching anything
         key = (tp.topic_id, tp.partition)
+        previous = self._hosted_by_name(tp.topic, tp.partition)
+        if previous is not None and previous.topic_id_partition.topic_id != tp.topic_id:
+            # A topic of the same name was deleted and created again while this broker missed
+            # the removal: the old incarnation's log must not become the new topic's.
+            log.warning("%s replaces %s: removing the old one", tp, previous.topic_id_partition)
+            self._remove(previous)
         with self._lock:
             hosted = self._partitions.get(key)
             if hosted is None:
@@ -293,6 +300,45 @@ class BrokerAgent:
             except (ValueError, TieredError) as error:
                 log.error("Could not restore %s: %s", tp, error)
         log.info("Restored %d partitions from %s", len(entries), path)
+
+    def _hosted_by_name(self, topic: str, partition: int) -> HostedPartition | None:
+        with self._lock:
+            for hosted in self._partitions.values():
+                tp = hosted.topic_id_partition
+                if tp.topic == topic and tp.partition == partition:
+                    return hosted
+        return None
+
+    def remove_partitions(
+        self, controller_epoch: int, partitions: Iterable[tuple[uuid.UUID, int]]
+    ) -> list[TieredError | None]:
+        """A deleted topic: stops tiering each partition and deletes its local log. Remote data
+        stays for the delete job. Removing a partition that is not hosted is a no-op."""
+        with self._state_change_lock:
+            self.check_controller_epoch(controller_epoch)
+            outcomes: list[TieredError | None] = []
+            for key in partitions:
+                hosted = self._partitions.get(key)
+                try:
+                    if hosted is not None:
+                        self._remove(hosted)
+                    outcomes.append(None)
+                except OSError as e:
+                    outcomes.append(TieredError(ErrorCode.KAFKA_STORAGE_ERROR, str(e)))
+            self._persist_assignments()
+            return outcomes
+
+    def _remove(self, hosted: HostedPartition) -> None:
+        tp = hosted.topic_id_partition
+        if self.rlm is not None and self.rlm.is_leading(tp):
+            self.rlm.on_leadership_change([], {tp})
+            self.rlm.rlmm.on_stop_partitions({tp})
+        with hosted.lock:
+            hosted.log.close()
+        shutil.rmtree(hosted.log.directory, ignore_errors=False)
+        with self._lock:  # listed until its log is gone, so a removal seen is a removal done
+            self._partitions.pop((tp.topic_id, tp.partition), None)
+        log.info("Removed %s and its local log", tp)
 
     def hosted(self, topic_id: uuid.UUID, partition: int) -> HostedPartition:
         found = self._partitions.get((topic_id, partition))

@@ -42,11 +42,13 @@ class KRaftControllerLink:
         on_controller_epoch: Callable[[int], None],
         heartbeat_interval_s: float = 2.0,
         backoff: ExponentialBackoff | None = None,
+        remove_partitions: Callable[[int, Sequence[tuple[uuid.UUID, int]]], object] | None = None,
     ) -> None:
         self._bootstrap = list(bootstrap)
         self.registration = registration
         self._apply_assignments = apply_assignments
         self._on_controller_epoch = on_controller_epoch
+        self._remove_partitions = remove_partitions
         self._heartbeat_interval_s = heartbeat_interval_s
         self._backoff = backoff or ExponentialBackoff(0.1, 2.0)
         self._closed = threading.Event()
@@ -200,7 +202,16 @@ class KRaftControllerLink:
             self.image = image_from_snapshot(batch)
             touched = {t.topic_id for t in self.image.topics.values()}
         else:
+            removed = [
+                (topic.topic_id, p)
+                for record in batch.records
+                if record.WhichOneof("record") == "remove_topic"
+                and (topic := self.image.topic_by_id(uuid.UUID(bytes=record.remove_topic.topic_id)))
+                for p in topic.partitions_on(self.registration.broker_id)
+            ]
             apply_batch(self.image, batch)
+            if removed and self._remove_partitions is not None:
+                self._remove_partitions(0, removed)
             touched = set()
             for record in batch.records:
                 kind = record.WhichOneof("record")

@@ -57,6 +57,7 @@ def start_controller_link(config: BrokerConfig, agent: BrokerAgent) -> Closeable
             agent.assign,
             agent.check_controller_epoch,
             config.heartbeat_interval_s,
+            remove_partitions=agent.remove_partitions,
         )
         link.start()
         return link

@@ -170,3 +170,19 @@ class BrokerServicer(pb_grpc.BrokerServiceServicer):
         return handle(
             context, call, lambda e: pb.DisableRemoteTopicResponse(error=error_to_proto(e))
         )
+
+    def RemovePartitions(
+        self, request: pb.RemovePartitionsRequest, context: grpc.ServicerContext
+    ) -> pb.RemovePartitionsResponse:
+        def call() -> pb.RemovePartitionsResponse:
+            keys = [_partition_key(p) for p in request.partitions]
+            errors = self._agent.remove_partitions(request.controller_epoch, keys)
+            return pb.RemovePartitionsResponse(errors=[error_to_proto(e) for e in errors])
+
+        return handle(
+            context,
+            call,
+            lambda e: pb.RemovePartitionsResponse(
+                errors=[error_to_proto(e)] * len(request.partitions)
+            ),
+        )

@@ -38,7 +38,13 @@ class AssignWork:
     broker_id: int
 
 
-Work = DisableWork | AssignWork
+@dataclass(frozen=True)
+class RemoveWork:
+    controller_epoch: int
+    partitions: Sequence[tuple[str, uuid.UUID, int]]  # (topic, topic id, partition)
+
+
+Work = DisableWork | AssignWork | RemoveWork
 
 
 class ChannelOwner(Protocol):
@@ -51,6 +57,10 @@ class ChannelOwner(Protocol):
 
     def on_assign_response(
         self, broker_id: int, work: AssignWork, errors: Sequence[TieredError | None]
+    ) -> None: ...
+
+    def on_remove_response(
+        self, broker_id: int, work: RemoveWork, errors: Sequence[TieredError | None]
     ) -> None: ...
 
     def on_stale_controller_epoch(self, broker_id: int, message: str) -> None: ...
@@ -174,6 +184,23 @@ class BrokerChannel:
                     f"{sum(1 for e in errors if e)} of {len(errors)} partitions failed to stop: "
                     f"{next(e for e in errors if e)}"
                 )
+        elif isinstance(work, RemoveWork):
+            removed = stub.RemovePartitions(
+                pb.RemovePartitionsRequest(
+                    controller_epoch=work.controller_epoch,
+                    partitions=[_tp(t, i, p) for t, i, p in work.partitions],
+                ),
+                timeout=self._timeout_s,
+            )
+            errors = [error_from_proto(e) for e in removed.errors]
+            if (
+                errors
+                and errors[0] is not None
+                and errors[0].code is ErrorCode.STALE_CONTROLLER_EPOCH
+            ):
+                self._owner.on_stale_controller_epoch(self.broker_id, errors[0].message)
+                raise errors[0]
+            self._owner.on_remove_response(self.broker_id, work, errors)
         else:
             request = assign_request(work)
             response = stub.AssignPartitions(request, timeout=self._timeout_s)

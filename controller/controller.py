@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import grpc
 
-from controller.broker_channel import AssignWork, BrokerChannel, DisableWork, Work
+from controller.broker_channel import AssignWork, BrokerChannel, DisableWork, RemoveWork, Work
 from controller.brokers import BrokerLiveness
 from controller.config import ControllerConfig
 from controller.disablement import DisablementQueue
@@ -116,6 +116,9 @@ class Controller:
         # broker -> topic name -> generation: configs the broker has not acked yet
         self._pending_assign: dict[int, dict[str, int]] = defaultdict(dict)
         self._generation = 0
+        # broker -> partitions of deleted topics it should drop (best effort: a broker that
+        # misses it drops the old log when a topic of the same name arrives)
+        self._pending_remove: dict[int, dict[tuple[uuid.UUID, int], str]] = defaultdict(dict)
         self._in_doubt = threading.Event()
         self._activated = threading.Event()
         self._describe_pool = ThreadPoolExecutor(8, thread_name_prefix="controller-describe")
@@ -168,6 +171,7 @@ class Controller:
             self.image = image
             self.queue = DisablementQueue()
             self._pending_assign.clear()
+            self._pending_remove.clear()
             disabling = 0
             for topic in image.topics.values():
                 if topic.tiered_state is TieredState.DISABLING:
@@ -327,6 +331,10 @@ class Controller:
             entries = self.queue.owed_by(broker_id, limit)
             if entries:
                 return registration.endpoint, DisableWork(epoch, entries)
+            removals = self._pending_remove.get(broker_id)
+            if removals:
+                batch_ = [(name, tid, p) for (tid, p), name in list(removals.items())[:limit]]
+                return registration.endpoint, RemoveWork(epoch, batch_)
             pending = self._pending_assign.get(broker_id)
             if pending:
                 batch: list[tuple[TopicMetadata, int]] = []
@@ -399,6 +407,17 @@ class Controller:
             if failed:
                 log.warning("Broker %d rejected assignments: %s", broker_id, "; ".join(failed))
 
+    def on_remove_response(
+        self, broker_id: int, work: RemoveWork, errors: Sequence[TieredError | None]
+    ) -> None:
+        with self._lock:
+            pending = self._pending_remove.get(broker_id, {})
+            for (_, topic_id, partition), error in zip(work.partitions, errors, strict=True):
+                if error is None:
+                    pending.pop((topic_id, partition), None)
+                else:
+                    log.warning("Broker %d could not remove a partition: %s", broker_id, error)
+
     def on_stale_controller_epoch(self, broker_id: int, message: str) -> None:
         log.error(
             "Broker %d rejected controller epoch %s as stale (%s): another controller is active",
@@ -455,6 +474,9 @@ class Controller:
             self.queue.remove(name)
             for pending in self._pending_assign.values():
                 pending.pop(name, None)
+            for partition, broker_id in enumerate(topic.replicas):
+                self._pending_remove[broker_id][(topic.topic_id, partition)] = name
+            self._wake_brokers(set(topic.replicas))
         log.info("Deleted topic %s (%s)", name, topic.topic_id)
 
     def _topic(self, name: str) -> TopicMetadata:

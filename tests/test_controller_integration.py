@@ -417,3 +417,32 @@ def test_brokers_forward_admin_calls_to_the_active_controller(cluster: Cluster) 
     poll_until(forwarded, timeout=30, what="a create through a broker")
     topic = cluster.admin.describe_topic("forwarded", include_partition_state=False)
     assert topic.tiered_state is TieredState.DISABLED and topic.tiered_epoch == 0
+
+
+def test_deleted_topic_is_removed_from_brokers_and_can_be_created_again(cluster: Cluster) -> None:
+    topic = tiered_topic(cluster, "churn", partitions=2)
+    directories = [
+        Path(cluster.brokers[p.leader].properties["log.dirs"]) / f"churn-{i}"
+        for i, p in enumerate(topic.partitions)
+    ]
+    assert all(d.is_dir() for d in directories)
+    cluster.admin.delete_topic("churn")
+    with pytest.raises(TieredError) as gone:
+        cluster.admin.describe_topic("churn")
+    assert gone.value.code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    for i, p in enumerate(topic.partitions):
+        poll_until(
+            lambda i=i, p=p: (topic.topic_id, i) not in cluster.log_dirs(p.leader),
+            timeout=30,
+            what="the partition to be removed",
+        )
+    assert not any(d.exists() for d in directories)
+    cluster.admin.create_topic("churn", 2, {})
+    again = cluster.admin.describe_topic("churn")
+    assert again.topic_id != topic.topic_id
+    poll_until(
+        lambda: all(p.leader_available for p in cluster.admin.describe_topic("churn").partitions),
+        timeout=30,
+        what="the new topic to be hosted",
+    )
+    assert all(p.log_end_offset == 0 for p in cluster.admin.describe_topic("churn").partitions)

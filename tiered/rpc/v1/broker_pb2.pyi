@@ -180,6 +180,20 @@ class StopPartitionsResponse(_message.Message):
     errors: _containers.RepeatedCompositeFieldContainer[Error]
     def __init__(self, errors: _Optional[_Iterable[_Union[Error, _Mapping]]] = ...) -> None: ...
 
+class RemovePartitionsRequest(_message.Message):
+    __slots__ = ("controller_epoch", "partitions")
+    CONTROLLER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    controller_epoch: int
+    partitions: _containers.RepeatedCompositeFieldContainer[_records_pb2.TopicIdPartition]
+    def __init__(self, controller_epoch: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[_records_pb2.TopicIdPartition, _Mapping]]] = ...) -> None: ...
+
+class RemovePartitionsResponse(_message.Message):
+    __slots__ = ("errors",)
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
+    errors: _containers.RepeatedCompositeFieldContainer[Error]
+    def __init__(self, errors: _Optional[_Iterable[_Union[Error, _Mapping]]] = ...) -> None: ...
+
 class DisableRemoteTopicEntry(_message.Message):
     __slots__ = ("partition", "tiered_epoch", "policy")
     PARTITION_FIELD_NUMBER: _ClassVar[int]

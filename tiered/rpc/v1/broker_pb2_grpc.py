@@ -69,6 +69,11 @@ class BrokerServiceStub:
                 request_serializer=tiered_dot_rpc_dot_v1_dot_broker__pb2.DisableRemoteTopicRequest.SerializeToString,
                 response_deserializer=tiered_dot_rpc_dot_v1_dot_broker__pb2.DisableRemoteTopicResponse.FromString,
                 _registered_method=True)
+        self.RemovePartitions = channel.unary_unary(
+                '/tiered.v1.BrokerService/RemovePartitions',
+                request_serializer=tiered_dot_rpc_dot_v1_dot_broker__pb2.RemovePartitionsRequest.SerializeToString,
+                response_deserializer=tiered_dot_rpc_dot_v1_dot_broker__pb2.RemovePartitionsResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServiceServicer:
@@ -116,6 +121,12 @@ class BrokerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RemovePartitions(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -153,6 +164,11 @@ def add_BrokerServiceServicer_to_server(servicer, server):
                     servicer.DisableRemoteTopic,
                     request_deserializer=tiered_dot_rpc_dot_v1_dot_broker__pb2.DisableRemoteTopicRequest.FromString,
                     response_serializer=tiered_dot_rpc_dot_v1_dot_broker__pb2.DisableRemoteTopicResponse.SerializeToString,
+            ),
+            'RemovePartitions': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemovePartitions,
+                    request_deserializer=tiered_dot_rpc_dot_v1_dot_broker__pb2.RemovePartitionsRequest.FromString,
+                    response_serializer=tiered_dot_rpc_dot_v1_dot_broker__pb2.RemovePartitionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -344,6 +360,33 @@ class BrokerService:
             '/tiered.v1.BrokerService/DisableRemoteTopic',
             tiered_dot_rpc_dot_v1_dot_broker__pb2.DisableRemoteTopicRequest.SerializeToString,
             tiered_dot_rpc_dot_v1_dot_broker__pb2.DisableRemoteTopicResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemovePartitions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tiered.v1.BrokerService/RemovePartitions',
+            tiered_dot_rpc_dot_v1_dot_broker__pb2.RemovePartitionsRequest.SerializeToString,
+            tiered_dot_rpc_dot_v1_dot_broker__pb2.RemovePartitionsResponse.FromString,
             options,
             channel_credentials,
             insecure,
