@@ -31,7 +31,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 
-from tiered.cluster.model import BrokerRegistration, MetadataImage, TopicMetadata
+from tiered.cluster.model import BrokerRegistration, DeleteJob, MetadataImage, TopicMetadata
 
 
 class MetadataStoreError(Exception):
@@ -69,7 +69,7 @@ class MetadataStore(ABC):
 
     @abstractmethod
     def load(self) -> MetadataImage:
-        """Everything committed: topics, registered brokers, the controller epoch."""
+        """Everything committed: topics, registered brokers, delete jobs, the controller epoch."""
 
     # ----------------------------------------------------------------------------- fenced writes
 
@@ -78,10 +78,19 @@ class MetadataStore(ABC):
         """Persists a new topic: assignment, configs, tiered state and epoch, atomically."""
 
     @abstractmethod
-    def update_topic(self, before: TopicMetadata, after: TopicMetadata) -> None:
+    def update_topic(
+        self, before: TopicMetadata, after: TopicMetadata, delete_job: DeleteJob | None = None
+    ) -> None:
         """Persists ``after``'s configs, tiered state and tiered epoch atomically (the replica
-        assignment does not change). ``before`` is the controller's current view; a backend may
-        use it to write only what changed."""
+        assignment does not change), together with ``delete_job`` when given (a disablement
+        with the delete policy completes and its bulk delete is queued in the same write).
+        ``before`` is the controller's current view; a backend may use it to write only what
+        changed."""
+
+    @abstractmethod
+    def put_delete_job(self, job: DeleteJob) -> None:
+        """Creates or replaces the job record keyed by (topic id, tiered epoch): its state and
+        progress. Jobs outlive their topic: ``delete_topic`` leaves them."""
 
     @abstractmethod
     def delete_topic(self, topic: TopicMetadata) -> None:

@@ -61,6 +61,46 @@ class BrokerRegistration:
         return f"{self.host}:{self.port}"
 
 
+class DeleteJobState(enum.Enum):
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    DONE = "DONE"
+
+
+@dataclass(frozen=True)
+class PartitionDeleteProgress:
+    partition: int
+    objects_total: int = -1  # -1: not listed yet
+    objects_deleted: int = 0
+    segments_deleted: int = 0
+    done: bool = False
+
+
+@dataclass(frozen=True)
+class DeleteJob:
+    """The bulk deletion of a topic's remote data stamped with tiered epochs below
+    ``tiered_epoch`` (KIP-950's delete policy). Durable so that a new controller resumes it."""
+
+    topic: str
+    topic_id: uuid.UUID
+    tiered_epoch: int
+    partition_count: int
+    state: DeleteJobState = DeleteJobState.PENDING
+    progress: tuple[PartitionDeleteProgress, ...] = ()  # one per partition once started
+    attempts: int = 0
+    last_error: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "progress", tuple(self.progress))
+
+    @property
+    def key(self) -> tuple[uuid.UUID, int]:
+        return self.topic_id, self.tiered_epoch
+
+    def with_state(self, state: DeleteJobState, **changes: object) -> DeleteJob:
+        return replace(self, state=state, **changes)  # type: ignore[arg-type]
+
+
 @dataclass
 class MetadataImage:
     """Everything the controller knows, as of ``offset`` (KRaft) or the last load (ZooKeeper)."""
@@ -71,6 +111,7 @@ class MetadataImage:
     controller_epoch: int = 0
     controller_endpoint: str = ""
     offset: int = -1  # KRaft: the offset of the last applied record; -1 for none
+    delete_jobs: dict[tuple[uuid.UUID, int], DeleteJob] = field(default_factory=dict)
     _by_id: dict[uuid.UUID, str] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:

@@ -13,10 +13,21 @@ class TieredState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ENABLED: _ClassVar[TieredState]
     DISABLING: _ClassVar[TieredState]
     DISABLED: _ClassVar[TieredState]
+
+class DeleteJobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DELETE_JOB_STATE_UNSPECIFIED: _ClassVar[DeleteJobState]
+    PENDING: _ClassVar[DeleteJobState]
+    RUNNING: _ClassVar[DeleteJobState]
+    DONE: _ClassVar[DeleteJobState]
 TIERED_STATE_UNSPECIFIED: TieredState
 ENABLED: TieredState
 DISABLING: TieredState
 DISABLED: TieredState
+DELETE_JOB_STATE_UNSPECIFIED: DeleteJobState
+PENDING: DeleteJobState
+RUNNING: DeleteJobState
+DONE: DeleteJobState
 
 class RegisterBrokerRecord(_message.Message):
     __slots__ = ("broker_id", "host", "port", "incarnation_id")
@@ -81,21 +92,57 @@ class ControllerEpochRecord(_message.Message):
     endpoint: str
     def __init__(self, controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., endpoint: _Optional[str] = ...) -> None: ...
 
+class PartitionDeleteProgress(_message.Message):
+    __slots__ = ("partition", "objects_total", "objects_deleted", "segments_deleted", "done")
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    OBJECTS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    OBJECTS_DELETED_FIELD_NUMBER: _ClassVar[int]
+    SEGMENTS_DELETED_FIELD_NUMBER: _ClassVar[int]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    partition: int
+    objects_total: int
+    objects_deleted: int
+    segments_deleted: int
+    done: bool
+    def __init__(self, partition: _Optional[int] = ..., objects_total: _Optional[int] = ..., objects_deleted: _Optional[int] = ..., segments_deleted: _Optional[int] = ..., done: _Optional[bool] = ...) -> None: ...
+
+class DeleteJobRecord(_message.Message):
+    __slots__ = ("topic_id", "topic", "tiered_epoch", "partition_count", "state", "progress", "attempts", "last_error")
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    TIERED_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_COUNT_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    topic_id: bytes
+    topic: str
+    tiered_epoch: int
+    partition_count: int
+    state: DeleteJobState
+    progress: _containers.RepeatedCompositeFieldContainer[PartitionDeleteProgress]
+    attempts: int
+    last_error: str
+    def __init__(self, topic_id: _Optional[bytes] = ..., topic: _Optional[str] = ..., tiered_epoch: _Optional[int] = ..., partition_count: _Optional[int] = ..., state: _Optional[_Union[DeleteJobState, str]] = ..., progress: _Optional[_Iterable[_Union[PartitionDeleteProgress, _Mapping]]] = ..., attempts: _Optional[int] = ..., last_error: _Optional[str] = ...) -> None: ...
+
 class MetadataRecord(_message.Message):
-    __slots__ = ("register_broker", "topic", "config", "tiered_state", "remove_topic", "controller_epoch")
+    __slots__ = ("register_broker", "topic", "config", "tiered_state", "remove_topic", "controller_epoch", "delete_job")
     REGISTER_BROKER_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     CONFIG_FIELD_NUMBER: _ClassVar[int]
     TIERED_STATE_FIELD_NUMBER: _ClassVar[int]
     REMOVE_TOPIC_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    DELETE_JOB_FIELD_NUMBER: _ClassVar[int]
     register_broker: RegisterBrokerRecord
     topic: TopicRecord
     config: ConfigRecord
     tiered_state: TieredStateRecord
     remove_topic: RemoveTopicRecord
     controller_epoch: ControllerEpochRecord
-    def __init__(self, register_broker: _Optional[_Union[RegisterBrokerRecord, _Mapping]] = ..., topic: _Optional[_Union[TopicRecord, _Mapping]] = ..., config: _Optional[_Union[ConfigRecord, _Mapping]] = ..., tiered_state: _Optional[_Union[TieredStateRecord, _Mapping]] = ..., remove_topic: _Optional[_Union[RemoveTopicRecord, _Mapping]] = ..., controller_epoch: _Optional[_Union[ControllerEpochRecord, _Mapping]] = ...) -> None: ...
+    delete_job: DeleteJobRecord
+    def __init__(self, register_broker: _Optional[_Union[RegisterBrokerRecord, _Mapping]] = ..., topic: _Optional[_Union[TopicRecord, _Mapping]] = ..., config: _Optional[_Union[ConfigRecord, _Mapping]] = ..., tiered_state: _Optional[_Union[TieredStateRecord, _Mapping]] = ..., remove_topic: _Optional[_Union[RemoveTopicRecord, _Mapping]] = ..., controller_epoch: _Optional[_Union[ControllerEpochRecord, _Mapping]] = ..., delete_job: _Optional[_Union[DeleteJobRecord, _Mapping]] = ...) -> None: ...
 
 class MetadataRecordBatch(_message.Message):
     __slots__ = ("base_offset", "records")
