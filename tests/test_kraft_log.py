@@ -34,7 +34,15 @@ from controller.store.kraft_log import (
 from tests.rlmm_support import poll_until
 from tests.support.kraft_lock_holder import held_topic
 from tiered.cluster import serde
-from tiered.cluster.model import BrokerRegistration, MetadataImage, TieredState, TopicMetadata
+from tiered.cluster.model import (
+    BrokerRegistration,
+    DeleteJob,
+    DeleteJobState,
+    MetadataImage,
+    PartitionDeleteProgress,
+    TieredState,
+    TopicMetadata,
+)
 from tiered.rpc.v1 import metadata_pb2
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -58,6 +66,32 @@ def topic(i: int, partitions: int = 3) -> TopicMetadata:
 
 def broker(broker_id: int) -> BrokerRegistration:
     return BrokerRegistration(broker_id=broker_id, host="127.0.0.1", port=9090 + broker_id)
+
+
+def job(
+    t: TopicMetadata, tiered_epoch: int, state: DeleteJobState = DeleteJobState.PENDING
+) -> DeleteJob:
+    return DeleteJob(
+        topic=t.name,
+        topic_id=t.topic_id,
+        tiered_epoch=tiered_epoch,
+        partition_count=t.partition_count,
+        state=state,
+        progress=tuple(
+            PartitionDeleteProgress(
+                partition=p,
+                objects_total=-1 if state is DeleteJobState.PENDING else 10 * p,
+                objects_deleted=p,
+                segments_deleted=p // 2,
+                done=state is DeleteJobState.DONE,
+            )
+            for p in range(t.partition_count)
+        )
+        if state is not DeleteJobState.PENDING
+        else (),
+        attempts=1 if state is DeleteJobState.RUNNING else 0,
+        last_error="throttled" if state is DeleteJobState.RUNNING else "",
+    )
 
 
 def replay(batches: Sequence[Batch], image: MetadataImage | None = None) -> MetadataImage:
@@ -175,6 +209,41 @@ def test_serde_round_trips_the_domain() -> None:
     assert again == image
     serde.apply_record(again, serde.remove_topic_record(t.topic_id))
     assert again.topics == {} and again.topic_by_id(t.topic_id) is None
+
+
+def test_serde_round_trips_delete_jobs_and_snapshots_keep_them() -> None:
+    t, gone = topic(1), topic(2)
+    jobs = [job(t, 3), job(t, 5, DeleteJobState.RUNNING), job(gone, 2, DeleteJobState.DONE)]
+    for j in jobs:
+        assert serde.delete_job_from_proto(serde.delete_job_to_proto(j)) == j
+        assert serde.delete_job_from_proto(serde.delete_job_to_record(j)) == j
+    for state in DeleteJobState:
+        assert serde.delete_job_state_from_proto(serde.delete_job_state_to_proto(state)) is state
+    with pytest.raises(ValueError, match="delete job state 0"):
+        serde.delete_job_state_from_proto(metadata_pb2.DELETE_JOB_STATE_UNSPECIFIED)
+    with pytest.raises(ValueError, match="not a delete job record"):
+        serde.delete_job_from_proto(serde.remove_topic_record(t.topic_id))
+
+    image = MetadataImage()
+    serde.apply_records(image, [*serde.topic_to_records(t), *serde.topic_to_records(gone)])
+    for j in jobs:
+        serde.apply_record(image, serde.delete_job_to_record(j))
+    serde.apply_record(image, serde.remove_topic_record(gone.topic_id))  # jobs outlive topics
+    assert image.delete_jobs == {j.key: j for j in jobs}
+    # A record with the same key replaces the job.
+    done = jobs[0].with_state(DeleteJobState.DONE)
+    serde.apply_record(image, serde.delete_job_to_record(done))
+    assert image.delete_jobs[t.topic_id, 3] == done and len(image.delete_jobs) == 3
+
+    # Both snapshot forms keep every job (of a known topic or not).
+    image.offset = 17
+    kinds = [r.WhichOneof("record") for r in serde.image_to_records(image)]
+    assert kinds.count("delete_job") == 3
+    assert (
+        serde.image_from_snapshot(Batch(base_offset=17, records=serde.image_to_records(image)))
+        == image
+    )
+    assert serde.image_from_snapshot(serde.image_to_batch(image, 17)) == image
 
 
 def test_apply_records_fast_path_equals_record_by_record() -> None:
@@ -426,6 +495,66 @@ def test_update_topic_is_one_batch(store_dir: Path, stores: list[KRaftMetadataSt
     assert store.end_offset == end + 2
 
 
+def test_update_topic_with_a_delete_job_is_one_batch(
+    store_dir: Path, stores: list[KRaftMetadataStore]
+) -> None:
+    store = new_store(stores, store_dir)
+    elect(store)
+    t = topic(1).with_tiered_state(TieredState.DISABLING, 1)
+    store.create_topic(t)
+    end = store.end_offset
+    disabled = t.with_tiered_state(TieredState.DISABLED, 2)
+    store.update_topic(t, disabled, job(disabled, 2))
+    batches, is_snapshot = store.read_batches(end, 0)
+    assert not is_snapshot and len(batches) == 1
+    assert [r.WhichOneof("record") for r in batches[0].records] == [
+        "config",
+        "tiered_state",
+        "delete_job",
+    ]
+    assert store.load().delete_jobs == {(t.topic_id, 2): job(disabled, 2)}
+    with pytest.raises(ValueError, match="delete job"):
+        store.update_topic(disabled, disabled, job(topic(2), 2))  # another topic's job
+    assert store.end_offset == end + 3
+
+    store.put_delete_job(job(disabled, 2, DeleteJobState.RUNNING))
+    batches, _ = store.read_batches(end + 3, 0)
+    assert [[r.WhichOneof("record") for r in b.records] for b in batches] == [["delete_job"]]
+
+
+def test_delete_jobs_survive_snapshots_and_reopening(
+    store_dir: Path, stores: list[KRaftMetadataStore]
+) -> None:
+    store = new_store(stores, store_dir, segment_bytes=4 * 1024, snapshot_interval_records=50)
+    elect(store)
+    t = topic(1).with_tiered_state(TieredState.DISABLING, 1)
+    store.create_topic(t)
+    disabled = t.with_tiered_state(TieredState.DISABLED, 2)
+    store.update_topic(t, disabled, job(disabled, 2))
+    store.delete_topic(disabled)
+    store.put_delete_job(job(disabled, 2, DeleteJobState.RUNNING))
+    store.put_delete_job(job(topic(7), 4, DeleteJobState.DONE))  # never a topic here
+    expected = {
+        (t.topic_id, 2): job(disabled, 2, DeleteJobState.RUNNING),
+        (topic(7).topic_id, 4): job(topic(7), 4, DeleteJobState.DONE),
+    }
+    for i in range(10, 60):  # 150 records: snapshots, and the old segments go
+        store.create_topic(topic(i))
+    store.snapshot_now()
+    assert not (store_dir / segment_file_name(0)).exists()
+    assert store.load().delete_jobs == expected
+
+    batches, is_snapshot = store.read_batches(0, 0)  # below the log start: the snapshot
+    assert is_snapshot
+    assert serde.image_from_snapshot(batches[0]).delete_jobs == expected
+    assert new_store(stores, store_dir).load().delete_jobs == expected  # a standby's replay
+    store.close()
+
+    reopened = new_store(stores, store_dir, segment_bytes=4 * 1024)
+    elect(reopened, 2)
+    assert reopened.load().delete_jobs == expected
+
+
 def test_writes_without_the_lock_are_fenced(
     store_dir: Path, stores: list[KRaftMetadataStore]
 ) -> None:
@@ -442,6 +571,8 @@ def test_writes_without_the_lock_are_fenced(
         lambda: standby.update_topic(topic(0), topic(0).with_configs({})),
         lambda: standby.delete_topic(topic(0)),
         lambda: standby.register_broker(broker(1)),
+        lambda: standby.put_delete_job(job(topic(0), 1)),
+        lambda: standby.update_topic(topic(0), topic(0), job(topic(0), 1)),
     ):
         with pytest.raises(ControllerFencedError):
             write()

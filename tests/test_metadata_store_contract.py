@@ -8,6 +8,7 @@ becomes present, how a write is made to fail halfway) lives in the factory, not 
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
@@ -21,7 +22,14 @@ from kazoo.client import KazooClient
 from controller.store.base import ControllerFencedError, MetadataStore, MetadataStoreError
 from tests.rlmm_support import poll_until
 from tiered.cluster import zk_paths
-from tiered.cluster.model import BrokerRegistration, TieredState, TopicMetadata
+from tiered.cluster.model import (
+    BrokerRegistration,
+    DeleteJob,
+    DeleteJobState,
+    PartitionDeleteProgress,
+    TieredState,
+    TopicMetadata,
+)
 
 PROMPT_S = 2.0  # what "returns promptly" means here
 JOIN_S = 10.0
@@ -134,6 +142,16 @@ def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[St
         factory.close()
 
 
+@pytest.fixture
+def zookeeper_factory(request: pytest.FixtureRequest) -> Iterator[StoreFactory]:
+    """For what only ZooKeeper can show (a multi made to fail halfway behind the store's back)."""
+    factory = _zookeeper_factory(request)
+    try:
+        yield factory
+    finally:
+        factory.close()
+
+
 def elect(store: MetadataStore, controller_id: int = 1) -> int:
     epoch = store.elect(controller_id, f"127.0.0.1:{9000 + controller_id}", threading.Event())
     assert epoch is not None
@@ -155,6 +173,35 @@ def topic(
         tiered_state=state,
         tiered_epoch=tiered_epoch,
     )
+
+
+def delete_job(
+    t: TopicMetadata,
+    tiered_epoch: int,
+    state: DeleteJobState = DeleteJobState.PENDING,
+    progress: tuple[PartitionDeleteProgress, ...] = (),
+    attempts: int = 0,
+    last_error: str = "",
+) -> DeleteJob:
+    return DeleteJob(
+        topic=t.name,
+        topic_id=t.topic_id,
+        tiered_epoch=tiered_epoch,
+        partition_count=t.partition_count,
+        state=state,
+        progress=progress,
+        attempts=attempts,
+        last_error=last_error,
+    )
+
+
+def disabled_with_delete(t: TopicMetadata) -> tuple[TopicMetadata, DeleteJob]:
+    """``t`` (DISABLING) disabled with the delete policy: the topic as the controller writes it
+    then, and the bulk delete it queues in the same write."""
+    after = t.with_configs(
+        {"remote.storage.enable": "false", "remote.log.disable.policy": "delete"}
+    ).with_tiered_state(TieredState.DISABLED, t.tiered_epoch + 1)
+    return after, delete_job(after, after.tiered_epoch)
 
 
 class ElectionThread(threading.Thread):
@@ -207,11 +254,17 @@ def test_writes_need_leadership(store_factory: StoreFactory) -> None:
     t = topic("never-written")
     with pytest.raises(ControllerFencedError):
         store.create_topic(t)
+    with pytest.raises(ControllerFencedError):
+        store.put_delete_job(delete_job(t, 1))
     elect(store)
     store.resign()
     with pytest.raises(ControllerFencedError):
         store.create_topic(t)
-    assert "never-written" not in store_factory.open().load().topics
+    with pytest.raises(ControllerFencedError):
+        store.put_delete_job(delete_job(t, 1))
+    image = store_factory.open().load()
+    assert "never-written" not in image.topics
+    assert image.delete_jobs == {}
 
 
 def test_elect_with_stop_set_returns_none_while_another_leads(
@@ -333,6 +386,264 @@ def test_a_failed_write_applies_nothing(store_factory: StoreFactory) -> None:
     fine = topic("fine")
     store.create_topic(fine)
     assert store_factory.open().load().topics["fine"] == fine
+
+
+# ----------------------------------------------------------------------------- delete jobs
+
+
+def test_update_topic_with_a_delete_job_writes_both(store_factory: StoreFactory) -> None:
+    writer = store_factory.open()
+    elect(writer)
+    orders = topic("orders", partitions=3, state=TieredState.DISABLING, tiered_epoch=4)
+    other = topic("other", state=TieredState.ENABLED, tiered_epoch=1)
+    writer.create_topic(orders)
+    writer.create_topic(other)
+    assert writer.load().delete_jobs == {}
+
+    disabled, job = disabled_with_delete(orders)
+    writer.update_topic(orders, disabled, job)
+    # Without a job, update_topic writes none (and leaves the existing ones).
+    writer.update_topic(other, other.with_configs({"retention.ms": "5"}))
+
+    for reader in (writer, store_factory.open()):
+        image = reader.load()
+        assert image.topics["orders"] == disabled
+        assert image.delete_jobs == {(orders.topic_id, 5): job}
+        loaded = image.delete_jobs[(orders.topic_id, 5)]
+        assert (loaded.topic, loaded.partition_count, loaded.state) == (
+            "orders",
+            3,
+            DeleteJobState.PENDING,
+        )
+
+
+def test_put_delete_job_creates_and_replaces(store_factory: StoreFactory) -> None:
+    writer = store_factory.open()
+    elect(writer)
+    orders = topic("orders", partitions=2, state=TieredState.DISABLING, tiered_epoch=1)
+    writer.create_topic(orders)
+    disabled, job = disabled_with_delete(orders)
+    writer.update_topic(orders, disabled, job)
+
+    running = job.with_state(
+        DeleteJobState.RUNNING,
+        progress=(
+            PartitionDeleteProgress(partition=0, objects_total=10, objects_deleted=4),
+            PartitionDeleteProgress(partition=1),
+        ),
+        attempts=1,
+        last_error="SlowDown from the object store",
+    )
+    writer.put_delete_job(running)
+    assert store_factory.open().load().delete_jobs == {job.key: running}
+
+    done = running.with_state(
+        DeleteJobState.DONE,
+        progress=(
+            PartitionDeleteProgress(
+                partition=0, objects_total=10, objects_deleted=10, segments_deleted=5, done=True
+            ),
+            PartitionDeleteProgress(
+                partition=1, objects_total=0, objects_deleted=0, segments_deleted=0, done=True
+            ),
+        ),
+        last_error="",
+    )
+    writer.put_delete_job(done)
+    # A job of another epoch of the same topic is another record; put_delete_job creates it.
+    later = delete_job(disabled, 9, attempts=2)
+    writer.put_delete_job(later)
+
+    for reader in (writer, store_factory.open()):
+        assert reader.load().delete_jobs == {job.key: done, later.key: later}
+
+
+def test_delete_jobs_outlive_their_topic(store_factory: StoreFactory) -> None:
+    writer = store_factory.open()
+    elect(writer)
+    orders = topic("orders", state=TieredState.DISABLING, tiered_epoch=2)
+    writer.create_topic(orders)
+    disabled, job = disabled_with_delete(orders)
+    writer.update_topic(orders, disabled, job)
+    writer.delete_topic(disabled)
+
+    image = store_factory.open().load()
+    assert "orders" not in image.topics
+    assert image.delete_jobs == {job.key: job}
+    # ... and go on being written, and a topic of the same name has nothing to do with them.
+    running = job.with_state(DeleteJobState.RUNNING, attempts=1)
+    writer.put_delete_job(running)
+    writer.create_topic(topic("orders"))
+    for reader in (writer, store_factory.open()):
+        assert reader.load().delete_jobs == {job.key: running}
+
+    # A new controller loads and writes them like any other.
+    writer.resign()
+    successor = store_factory.open()
+    elect(successor, controller_id=2)
+    assert successor.load().delete_jobs == {job.key: running}
+    successor.put_delete_job(running.with_state(DeleteJobState.DONE))
+    assert store_factory.open().load().delete_jobs[job.key].state is DeleteJobState.DONE
+
+
+def test_a_deposed_controller_cannot_write_delete_jobs(store_factory: StoreFactory) -> None:
+    old = store_factory.open()
+    elect(old, controller_id=1)
+    orders = topic("orders", state=TieredState.DISABLING, tiered_epoch=1)
+    old.create_topic(orders)
+    disabled, job = disabled_with_delete(orders)
+    old.update_topic(orders, disabled, job)
+
+    store_factory.depose(old)
+    new = store_factory.open()
+    elect(new, controller_id=2)
+
+    with pytest.raises(ControllerFencedError):
+        old.put_delete_job(job.with_state(DeleteJobState.DONE))  # replacing
+    with pytest.raises(ControllerFencedError):
+        old.put_delete_job(delete_job(disabled, 7))  # creating
+    again, second = disabled_with_delete(disabled.with_tiered_state(TieredState.DISABLING, 3))
+    with pytest.raises(ControllerFencedError):
+        old.update_topic(disabled, again, second)
+
+    image = new.load()
+    assert image.delete_jobs == {job.key: job}
+    assert image.topics == {"orders": disabled}
+    assert store_factory.open().load().delete_jobs == {job.key: job}
+
+
+def _plant_after_the_store_looks(
+    monkeypatch: pytest.MonkeyPatch, store: MetadataStore, job: DeleteJob, data: bytes
+) -> None:
+    """Creates ``job``'s znode behind the store's back between the store's look at it (absent)
+    and its multi, which then fails at its create."""
+    from controller.store.zookeeper import ZooKeeperMetadataStore
+
+    assert isinstance(store, ZooKeeperMetadataStore)
+    client = store.client
+    real_exists_async = client.exists_async
+    target = store._p(zk_paths.delete_job(job.topic_id, job.tiered_epoch))
+
+    def exists_async(path: str, watch: object = None) -> object:
+        result = real_exists_async(path, watch=watch)
+        if path == target:
+            result.get(timeout=10)
+            client.create(target, data)
+        return result
+
+    monkeypatch.setattr(client, "exists_async", exists_async)
+
+
+def test_zookeeper_delete_job_znode(zookeeper_factory: StoreFactory, zk_connect: str) -> None:
+    """The znode layout and JSON of a job; read back by multiRead and one by one alike."""
+    from controller.store.zookeeper import ZooKeeperMetadataStore
+
+    store = zookeeper_factory.open()
+    elect(store)
+    assert isinstance(store, ZooKeeperMetadataStore)
+    orders = topic("orders", partitions=2, state=TieredState.DISABLING, tiered_epoch=2)
+    store.create_topic(orders)
+    disabled, job = disabled_with_delete(orders)
+    store.update_topic(orders, disabled, job)
+    running = job.with_state(
+        DeleteJobState.RUNNING,
+        progress=(
+            PartitionDeleteProgress(partition=0, objects_total=3, objects_deleted=1),
+            PartitionDeleteProgress(partition=1, objects_total=0, done=True),
+        ),
+        attempts=2,
+        last_error="boom",
+    )
+    store.put_delete_job(running)
+
+    path = store._p(f"/tiered/delete_jobs/{orders.topic_id}-3")
+    assert store._p(zk_paths.delete_job(orders.topic_id, 3)) == path
+    assert json.loads(store.client.get(path)[0]) == {
+        "version": 1,
+        "topic": "orders",
+        "topic_id": str(orders.topic_id),
+        "tiered_epoch": 3,
+        "partition_count": 2,
+        "state": "RUNNING",
+        "attempts": 2,
+        "last_error": "boom",
+        "progress": [
+            {
+                "partition": 0,
+                "objects_total": 3,
+                "objects_deleted": 1,
+                "segments_deleted": 0,
+                "done": False,
+            },
+            {
+                "partition": 1,
+                "objects_total": 0,
+                "objects_deleted": 0,
+                "segments_deleted": 0,
+                "done": True,
+            },
+        ],
+    }
+    one_by_one = ZooKeeperMetadataStore(zk_connect, multi_read=False)
+    try:
+        assert one_by_one.load().delete_jobs == {job.key: running}
+    finally:
+        one_by_one.close()
+    assert zookeeper_factory.open().load().delete_jobs == {job.key: running}
+
+
+def test_zookeeper_a_failed_job_create_leaves_the_topic_unchanged(
+    zookeeper_factory: StoreFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from controller.store.zookeeper import ZooKeeperMetadataStore, _encode_delete_job
+
+    store = zookeeper_factory.open()
+    elect(store)
+    assert isinstance(store, ZooKeeperMetadataStore)
+    orders = topic("orders", configs={"remote.storage.enable": "true"})
+    orders = orders.with_tiered_state(TieredState.DISABLING, 1)
+    store.create_topic(orders)
+    disabled, job = disabled_with_delete(orders)
+    planted = job.with_state(DeleteJobState.DONE, attempts=99, last_error="planted")
+    _plant_after_the_store_looks(monkeypatch, store, job, _encode_delete_job(planted))
+
+    with pytest.raises(MetadataStoreError, match="NodeExistsError") as failure:
+        store.update_topic(orders, disabled, job)
+    assert not isinstance(failure.value, ControllerFencedError)
+    monkeypatch.undo()
+    assert not store.leadership_lost.is_set()
+    # Neither the topic change nor the job was written: the job is the planted one.
+    image = zookeeper_factory.open().load()
+    assert image.topics == {"orders": orders}
+    assert image.delete_jobs == {job.key: planted}
+
+    # The store still leads and writes on (the planted znode is now set, not created).
+    store.update_topic(orders, disabled, job)
+    image = zookeeper_factory.open().load()
+    assert image.topics == {"orders": disabled}
+    assert image.delete_jobs == {job.key: job}
+
+
+def test_zookeeper_a_failed_topic_change_writes_no_job(zookeeper_factory: StoreFactory) -> None:
+    from controller.store.zookeeper import ZooKeeperMetadataStore
+
+    store = zookeeper_factory.open()
+    elect(store)
+    assert isinstance(store, ZooKeeperMetadataStore)
+    orders = topic("orders", configs={"retention.ms": "1"}, state=TieredState.DISABLING)
+    orders = orders.with_tiered_state(TieredState.DISABLING, 1)
+    store.create_topic(orders)
+    disabled, job = disabled_with_delete(orders)
+    # The topic's config znode goes behind the store's back: the multi fails at its set.
+    store.client.delete(store._p(zk_paths.topic_config("orders")))
+
+    with pytest.raises(MetadataStoreError, match="NoNodeError") as failure:
+        store.update_topic(orders, disabled, job)
+    assert not isinstance(failure.value, ControllerFencedError)
+    image = zookeeper_factory.open().load()
+    assert image.delete_jobs == {}
+    assert image.topics == {"orders": orders.with_configs({})}  # as the sabotage left it
+    assert store.client.exists(store._p(zk_paths.delete_job(job.topic_id, 2))) is None
 
 
 # ----------------------------------------------------------------------------- fencing

@@ -357,6 +357,36 @@ def test_partition_delete_lifecycle(paths: tuple[Paths, TopicIdPartition], store
     assert listing(leader, tp) == []
 
 
+def test_a_finished_epoch_deletion_keeps_newer_segments_and_can_run_again(
+    paths: tuple[Paths, TopicIdPartition], store: Store
+) -> None:
+    """KIP-950: deletion for a disablement removes older tiered epochs only; a re-enable that
+    copied newer segments meanwhile keeps the partition alive and ready for the next one."""
+    p, tp = paths
+    old = upsert(p.writer, tp, {0: 0}, 0, 100, COPY_SEGMENT_FINISHED)
+
+    def put(state: RemotePartitionDeleteState) -> None:
+        p.writer.put_remote_partition_delete_metadata(
+            RemotePartitionDeleteMetadata(tp, state, 1, BROKER_1)
+        )
+
+    put(RemotePartitionDeleteState.DELETE_PARTITION_MARKED)
+    put(RemotePartitionDeleteState.DELETE_PARTITION_STARTED)
+    newer = upsert(p.writer, tp, {0: 0}, 101, 200, COPY_SEGMENT_FINISHED)  # copied after re-enable
+    p.writer.update_remote_log_segment_metadata(update_of(old, DELETE_SEGMENT_STARTED))
+    p.writer.update_remote_log_segment_metadata(update_of(old, DELETE_SEGMENT_FINISHED))
+    put(RemotePartitionDeleteState.DELETE_PARTITION_FINISHED)
+    for reader in (p.reader, p.writer, store.manager(broker_id=9)):
+        assert reader.remote_partition_delete_state(tp) is None
+        assert listing(reader, tp) == [newer]
+        assert reader.remote_log_size(tp, 0) == newer.segment_size_in_bytes
+    put(RemotePartitionDeleteState.DELETE_PARTITION_MARKED)  # the next disablement
+    assert (
+        p.reader.remote_partition_delete_state(tp)
+        is RemotePartitionDeleteState.DELETE_PARTITION_MARKED
+    )
+
+
 def test_random_operations_keep_aggregates_and_both_paths_equal(store: Store) -> None:
     """After every step, the leader's cache, a fresh store reader and a fresh leader (reloading
     everything, including after DELETE_SEGMENT_FINISHED) agree, and remote_log_size equals the sum

@@ -28,6 +28,11 @@ from tests.rlmm_support import (
     upsert,
 )
 from tiered import rlmm
+from tiered.api import (
+    RemotePartitionDeleteMetadata,
+    RemotePartitionDeleteState,
+    RemoteResourceNotFoundException,
+)
 from tiered.rlmm import keys
 from tiered.rlmm.backend import Op, Update
 from tiered.rlmm.manager import ConflictRetry, StoreRemoteLogMetadataManager
@@ -56,6 +61,34 @@ def test_deposed_leader_is_fenced_and_sees_the_new_leaders_writes(store: Store) 
     a.on_partition_leadership_changes(set(), {tp})
     assert not a.is_leader_cache(tp)
     assert listing(a, tp) == [s0, s1]
+
+
+def test_a_leader_leads_again_after_a_deletion_removed_the_partition(store: Store) -> None:
+    """The bulk-delete job (another process) finishes a partition's deletion while its broker
+    still leads it; a re-enable then copies again without being fenced."""
+    tp = new_tp()
+    leader, deleter = store.manager(broker_id=0), store.manager(broker_id=9)
+    leader.on_partition_leadership_changes({tp}, set())
+    old = upsert(leader, tp, {0: 0}, 0, 99, COPY_SEGMENT_FINISHED)
+    for state in (
+        RemotePartitionDeleteState.DELETE_PARTITION_MARKED,
+        RemotePartitionDeleteState.DELETE_PARTITION_STARTED,
+    ):
+        deleter.put_remote_partition_delete_metadata(
+            RemotePartitionDeleteMetadata(tp, state, 1, BROKER_1)
+        )
+    deleter.update_remote_log_segment_metadata(update_of(old, DELETE_SEGMENT_STARTED))
+    deleter.update_remote_log_segment_metadata(update_of(old, DELETE_SEGMENT_FINISHED))
+    deleter.put_remote_partition_delete_metadata(
+        RemotePartitionDeleteMetadata(
+            tp, RemotePartitionDeleteState.DELETE_PARTITION_FINISHED, 2, BROKER_1
+        )
+    )
+    with pytest.raises(RemoteResourceNotFoundException):
+        listing(deleter, tp)  # gone from the store
+    new = upsert(leader, tp, {0: 0}, 100, 199, COPY_SEGMENT_FINISHED)
+    assert listing(leader, tp) == [new]
+    assert listing(deleter, tp) == [new]
 
 
 def test_leader_cache_follows_writes_of_other_processes(store: Store) -> None:

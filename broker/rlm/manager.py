@@ -578,12 +578,18 @@ class RemoteLogManager:
     def enable_partitions(self, partitions: Iterable[TopicIdPartition], tiered_epoch: int) -> None:
         """Tiering is on again: copies resume, stamped ``tiered_epoch``, at the first offset not
         in remote storage."""
+        partitions = [
+            tp
+            for tp in partitions
+            if (state := self._partitions.get(tp)) is not None
+            and (state.copy_task is None or state.copy_task.cancelled)
+        ]
+        if partitions:
+            # Claim the partitions again: a finished bulk delete may have removed their remote
+            # metadata (claim included) while tiering was off.
+            self.rlmm.on_partition_leadership_changes(set(partitions), set())
         for tp in partitions:
-            state = self._partitions.get(tp)
-            if state is None:
-                continue
-            if state.copy_task is not None and not state.copy_task.cancelled:
-                continue
+            state = self._partitions[tp]
             state.partition.tiered_epoch = max(state.partition.tiered_epoch, tiered_epoch)
             state.fence_epoch = max(state.fence_epoch, state.partition.tiered_epoch)
             state.stopped = None

@@ -24,7 +24,7 @@ from controller.store.kraft_log import (
     write_file_atomically,
 )
 from tiered.cluster import serde
-from tiered.cluster.model import BrokerRegistration, MetadataImage, TopicMetadata
+from tiered.cluster.model import BrokerRegistration, DeleteJob, MetadataImage, TopicMetadata
 from tiered.rpc.v1 import metadata_pb2
 
 logger = logging.getLogger(__name__)
@@ -46,6 +46,7 @@ def _copy_image(image: MetadataImage) -> MetadataImage:
         controller_epoch=image.controller_epoch,
         controller_endpoint=image.controller_endpoint,
         offset=image.offset,
+        delete_jobs=dict(image.delete_jobs),
     )
 
 
@@ -196,12 +197,13 @@ class KRaftMetadataStore(MetadataStore):
                 f"cannot recover the metadata log {self.directory}: {exc}"
             ) from exc
         logger.info(
-            "metadata log %s recovered in %.3fs: %d topics, %d brokers, offsets [%d, %d), "
-            "snapshot at %d",
+            "metadata log %s recovered in %.3fs: %d topics, %d brokers, %d delete jobs, "
+            "offsets [%d, %d), snapshot at %d",
             self.directory,
             time.monotonic() - started,
             len(image.topics),
             len(image.brokers),
+            len(image.delete_jobs),
             log.log_start_offset,
             log.end_offset,
             log.snapshot_offset,
@@ -319,12 +321,31 @@ class KRaftMetadataStore(MetadataStore):
                 raise MetadataStoreError(f"topic id {topic.topic_id} is in use")
             self._commit(serde.topic_to_records(topic))
 
-    def update_topic(self, before: TopicMetadata, after: TopicMetadata) -> None:
+    def update_topic(
+        self, before: TopicMetadata, after: TopicMetadata, delete_job: DeleteJob | None = None
+    ) -> None:
+        """One batch: ConfigRecord, TieredStateRecord and, with ``delete_job``, its
+        DeleteJobRecord."""
+        if delete_job is not None and delete_job.topic_id != after.topic_id:
+            raise ValueError(
+                f"update_topic: the delete job of topic id {delete_job.topic_id} is not "
+                f"{after.name}'s ({after.topic_id})"
+            )
+        records = serde.topic_update_records(after)
+        if delete_job is not None:
+            records.append(serde.delete_job_to_record(delete_job))
         with self._mu:
             self._require_active()
             if self._image.topic_by_id(after.topic_id) is None:
                 raise MetadataStoreError(f"unknown topic {after.name!r} ({after.topic_id})")
-            self._commit(serde.topic_update_records(after))
+            self._commit(records)
+
+    def put_delete_job(self, job: DeleteJob) -> None:
+        """One DeleteJobRecord (whether or not the topic still exists)."""
+        record = serde.delete_job_to_record(job)
+        with self._mu:
+            self._require_active()
+            self._commit([record])
 
     def delete_topic(self, topic: TopicMetadata) -> None:
         with self._mu:

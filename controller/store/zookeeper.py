@@ -13,9 +13,14 @@ Loss of leadership (``leadership_lost``) follows the session: LOST sets it at on
 when the connection is not back within ``suspended_grace_s``; a reconnection within the grace keeps
 leadership, once a read has confirmed that ``/controller`` still belongs to our session.
 
-``load`` lists ``/brokers/topics`` and reads the four znodes of every topic with ZooKeeper's
-multiRead (1,000 reads a request, a few requests in flight); 5,000 topics take about 0.2 s where
-one async get per znode takes about 6 s.
+``load`` lists ``/brokers/topics`` and ``/tiered/delete_jobs`` and reads the four znodes of every
+topic and the znode of every delete job with ZooKeeper's multiRead (1,000 reads a request, a few
+requests in flight); 5,000 topics take about 0.2 s where one async get per znode takes about 6 s.
+
+Delete jobs (``DeleteJob``) are JSON znodes ``/tiered/delete_jobs/{topic_id}-{tiered_epoch}``,
+apart from the topic's znodes because they outlive the topic. A job is written create-or-set: the
+store looks whether the znode exists, then creates or sets it in the fenced multi (only the active
+controller writes, so nothing races the look; if something did, the multi would fail whole).
 
 kazoo notes: a failed transaction returns a list with an exception per op instead of raising; a
 request made while disconnected is queued until the connection is back, however long, so every
@@ -53,7 +58,15 @@ from kazoo.recipe.watchers import ChildrenWatch
 
 from controller.store.base import ControllerFencedError, MetadataStore, MetadataStoreError
 from tiered.cluster import zk_paths
-from tiered.cluster.model import BrokerRegistration, MetadataImage, TieredState, TopicMetadata
+from tiered.cluster.model import (
+    BrokerRegistration,
+    DeleteJob,
+    DeleteJobState,
+    MetadataImage,
+    PartitionDeleteProgress,
+    TieredState,
+    TopicMetadata,
+)
 from tiered.cluster.zk_registration import (
     TRANSPORT_ERRORS,
     connection_retry,
@@ -72,6 +85,7 @@ LiveBrokersCallback = Callable[[dict[int, BrokerRegistration]], None]
 TOPIC_ZNODE_VERSION = 3
 CONFIG_ZNODE_VERSION = 1
 CONTROLLER_ZNODE_VERSION = 2
+DELETE_JOB_ZNODE_VERSION = 1
 READ_WINDOW = 2000  # async gets in flight during load() (without multiRead)
 MULTI_READ_OPS = 1000  # reads per multiRead request
 MULTI_READS_IN_FLIGHT = 8
@@ -159,6 +173,65 @@ def _first_failure(results: Sequence[Any]) -> tuple[int, Exception] | None:
     return None
 
 
+def _encode_delete_job(job: DeleteJob) -> bytes:
+    return _json(
+        {
+            "version": DELETE_JOB_ZNODE_VERSION,
+            "topic": job.topic,
+            "topic_id": str(job.topic_id),
+            "tiered_epoch": job.tiered_epoch,
+            "partition_count": job.partition_count,
+            "state": job.state.value,
+            "attempts": job.attempts,
+            "last_error": job.last_error,
+            "progress": [
+                {
+                    "partition": p.partition,
+                    "objects_total": p.objects_total,
+                    "objects_deleted": p.objects_deleted,
+                    "segments_deleted": p.segments_deleted,
+                    "done": p.done,
+                }
+                for p in job.progress
+            ],
+        }
+    )
+
+
+def _int_field(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{value!r} is not an integer")
+    return value
+
+
+def _decode_delete_job(data: bytes) -> DeleteJob:
+    """The job of a delete job znode; ValueError, TypeError or KeyError if it is malformed."""
+    value = json.loads(data)
+    progress: list[PartitionDeleteProgress] = []
+    for p in value["progress"]:
+        if not isinstance(p["done"], bool):
+            raise TypeError(f"done: {p['done']!r} is not a boolean")
+        progress.append(
+            PartitionDeleteProgress(
+                partition=_int_field(p["partition"]),
+                objects_total=_int_field(p["objects_total"]),
+                objects_deleted=_int_field(p["objects_deleted"]),
+                segments_deleted=_int_field(p["segments_deleted"]),
+                done=p["done"],
+            )
+        )
+    return DeleteJob(
+        topic=str(value["topic"]),
+        topic_id=uuid.UUID(str(value["topic_id"])),
+        tiered_epoch=_int_field(value["tiered_epoch"]),
+        partition_count=_int_field(value["partition_count"]),
+        state=DeleteJobState(value["state"]),
+        progress=tuple(progress),
+        attempts=_int_field(value["attempts"]),
+        last_error=str(value["last_error"]),
+    )
+
+
 def _check_topic_name(name: str) -> None:
     if not name or name in {".", ".."} or "/" in name:
         raise ValueError(f"topic name {name!r} cannot be a znode name")
@@ -218,7 +291,12 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._client.add_listener(self._on_state)
         try:
             self._client.start(timeout=connect_timeout_s)
-            for parent in (zk_paths.BROKER_IDS, zk_paths.BROKER_TOPICS, zk_paths.CONFIG_TOPICS):
+            for parent in (
+                zk_paths.BROKER_IDS,
+                zk_paths.BROKER_TOPICS,
+                zk_paths.CONFIG_TOPICS,
+                zk_paths.DELETE_JOBS,
+            ):
                 self._ensure_path(self._p(parent))
         except TRANSPORT_ERRORS as e:
             self._shutdown_client()
@@ -517,6 +595,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         controller = self._client.get_async(controller_path)
         epoch = self._client.get_async(epoch_path)
         names = sorted(self._children(self._p(zk_paths.BROKER_TOPICS)))
+        job_names = sorted(self._children(self._p(zk_paths.DELETE_JOBS)))
         paths: list[str] = []
         for name in names:
             paths += [
@@ -525,6 +604,7 @@ class ZooKeeperMetadataStore(MetadataStore):
                 self._p(zk_paths.tiered_state(name)),
                 self._p(zk_paths.topic_config(name)),
             ]
+        paths += [self._p(f"{zk_paths.DELETE_JOBS}/{name}") for name in job_names]
         values = self._get_many(paths)
         image = MetadataImage(brokers=self._live_brokers())
         for i, name in enumerate(names):
@@ -534,6 +614,11 @@ class ZooKeeperMetadataStore(MetadataStore):
             image.put_topic(
                 self._decode_topic(name, topic_value, epoch_value, state_value, config_value)
             )
+        for job_name, job_value in zip(job_names, values[4 * len(names) :], strict=True):
+            if job_value is None:
+                continue  # deleted since the listing
+            job = self._decode_job(job_name, job_value)
+            image.delete_jobs[job.key] = job
         found = self._wait_or_none(controller)
         if found is not None:
             try:
@@ -583,6 +668,21 @@ class ZooKeeperMetadataStore(MetadataStore):
             tiered_epoch=tiered_epoch,
         )
 
+    def _decode_job(self, job_name: str, data: bytes) -> DeleteJob:
+        relative = f"{zk_paths.DELETE_JOBS}/{job_name}"
+        try:
+            job = _decode_delete_job(data)
+        except (ValueError, TypeError, KeyError, AttributeError) as e:
+            raise MetadataStoreError(
+                f"delete job at {self._p(relative)}: bad znode data: {e!r}"
+            ) from e
+        if zk_paths.delete_job(job.topic_id, job.tiered_epoch) != relative:
+            raise MetadataStoreError(
+                f"delete job at {self._p(relative)} is keyed "
+                f"({job.topic_id}, {job.tiered_epoch}), which is not its znode name"
+            )
+        return job
+
     def _live_brokers(self) -> dict[int, BrokerRegistration]:
         ids = sorted(int(c) for c in self._children(self._p(zk_paths.BROKER_IDS)) if c.isdigit())
         values = self._get_many([self._p(zk_paths.broker(i)) for i in ids])
@@ -628,7 +728,11 @@ class ZooKeeperMetadataStore(MetadataStore):
             ],
         )
 
-    def update_topic(self, before: TopicMetadata, after: TopicMetadata) -> None:
+    def update_topic(
+        self, before: TopicMetadata, after: TopicMetadata, delete_job: DeleteJob | None = None
+    ) -> None:
+        """One multi: the topic's config, tiered state and tiered epoch znodes and, with
+        ``delete_job``, the creation or update of the job's znode."""
         if before.name != after.name or before.topic_id != after.topic_id:
             raise ValueError(
                 f"update_topic: {before.name} ({before.topic_id}) and {after.name} "
@@ -636,15 +740,38 @@ class ZooKeeperMetadataStore(MetadataStore):
             )
         if before.replicas != after.replicas:
             raise ValueError(f"update_topic: the assignment of {after.name} cannot change")
+        if delete_job is not None and delete_job.topic_id != after.topic_id:
+            raise ValueError(
+                f"update_topic: the delete job of topic id {delete_job.topic_id} is not "
+                f"{after.name}'s ({after.topic_id})"
+            )
         _check_topic_name(after.name)
-        self._fenced_multi(
-            f"update topic {after.name}",
-            [
-                ("set", zk_paths.topic_config(after.name), self._config_json(after)),
-                ("set", zk_paths.tiered_state(after.name), after.tiered_state.value.encode()),
-                ("set", zk_paths.tiered_epoch(after.name), str(after.tiered_epoch).encode()),
-            ],
-        )
+        what = f"update topic {after.name}"
+        ops = [
+            ("set", zk_paths.topic_config(after.name), self._config_json(after)),
+            ("set", zk_paths.tiered_state(after.name), after.tiered_state.value.encode()),
+            ("set", zk_paths.tiered_epoch(after.name), str(after.tiered_epoch).encode()),
+        ]
+        if delete_job is not None:
+            ops.append(self._delete_job_op(what, delete_job))
+        self._fenced_multi(what, ops)
+
+    def put_delete_job(self, job: DeleteJob) -> None:
+        """One multi creating or setting ``/tiered/delete_jobs/{topic_id}-{tiered_epoch}``."""
+        what = f"put delete job {job.topic_id}-{job.tiered_epoch} ({job.topic})"
+        self._fenced_multi(what, [self._delete_job_op(what, job)])
+
+    def _delete_job_op(self, what: str, job: DeleteJob) -> tuple[str, str, bytes]:
+        """Create if the job's znode is absent, else set. Refused, without a read, when this
+        process is not the active controller (the multi would be refused anyway)."""
+        self._check_open()
+        self._require_leader(what)
+        path = zk_paths.delete_job(job.topic_id, job.tiered_epoch)
+        try:
+            stat = self._wait(self._client.exists_async(self._p(path)))
+        except TRANSPORT_ERRORS as e:
+            raise MetadataStoreError(f"{what}: ZooKeeper exists {path}: {e!r}") from e
+        return ("create" if stat is None else "set", path, _encode_delete_job(job))
 
     def delete_topic(self, topic: TopicMetadata) -> None:
         _check_topic_name(topic.name)
@@ -688,17 +815,7 @@ class ZooKeeperMetadataStore(MetadataStore):
     def _fenced_multi(self, what: str, ops: Sequence[tuple[str, str, bytes]]) -> None:
         """Commits ``ops`` (kind, path in the layout, data) in one multi behind the fence checks."""
         self._check_open()
-        with self._state_lock:
-            leader, session = self._leader, self._session_id
-        if leader is None:
-            raise ControllerFencedError(f"{what}: this process is not the active controller")
-        if session != leader.session_id:
-            # The session that owned our /controller has ended: not sent, so nothing written.
-            self.leadership_lost.set()
-            raise ControllerFencedError(
-                f"{what}: controller {leader.controller_id} of epoch {leader.epoch} is fenced "
-                f"(its ZooKeeper session 0x{leader.session_id:x} has ended); nothing was written"
-            )
+        leader = self._require_leader(what)
         txn = self._client.transaction()
         txn.check(self._p(zk_paths.CONTROLLER_EPOCH), leader.epoch_version)
         txn.check(self._p(zk_paths.CONTROLLER), leader.controller_version)
@@ -730,6 +847,22 @@ class ZooKeeperMetadataStore(MetadataStore):
         raise MetadataStoreError(
             f"{what}: {paths[index]}: {type(error).__name__}; nothing was written"
         )
+
+    def _require_leader(self, what: str) -> _Leadership:
+        """Our leadership, as far as we know without asking ZooKeeper; ``ControllerFencedError``
+        if we have none or the session that won it has ended."""
+        with self._state_lock:
+            leader, session = self._leader, self._session_id
+        if leader is None:
+            raise ControllerFencedError(f"{what}: this process is not the active controller")
+        if session != leader.session_id:
+            # The session that owned our /controller has ended: not sent, so nothing written.
+            self.leadership_lost.set()
+            raise ControllerFencedError(
+                f"{what}: controller {leader.controller_id} of epoch {leader.epoch} is fenced "
+                f"(its ZooKeeper session 0x{leader.session_id:x} has ended); nothing was written"
+            )
+        return leader
 
     # ----------------------------------------------------------------------------- lifecycle
 

@@ -12,7 +12,15 @@ import logging
 import uuid
 from collections.abc import Sequence
 
-from tiered.cluster.model import BrokerRegistration, MetadataImage, TieredState, TopicMetadata
+from tiered.cluster.model import (
+    BrokerRegistration,
+    DeleteJob,
+    DeleteJobState,
+    MetadataImage,
+    PartitionDeleteProgress,
+    TieredState,
+    TopicMetadata,
+)
 from tiered.rpc.v1 import metadata_pb2
 
 logger = logging.getLogger(__name__)
@@ -24,6 +32,11 @@ __all__ = [
     "broker_registration_from_proto",
     "broker_registration_to_proto",
     "controller_epoch_record",
+    "delete_job_from_proto",
+    "delete_job_state_from_proto",
+    "delete_job_state_to_proto",
+    "delete_job_to_proto",
+    "delete_job_to_record",
     "image_from_snapshot",
     "image_to_batch",
     "image_to_records",
@@ -42,6 +55,14 @@ _STATE_TO_PROTO: dict[TieredState, metadata_pb2.TieredState] = {
     TieredState.DISABLED: metadata_pb2.DISABLED,
 }
 _STATE_FROM_PROTO: dict[int, TieredState] = {int(v): k for k, v in _STATE_TO_PROTO.items()}
+_JOB_STATE_TO_PROTO: dict[DeleteJobState, metadata_pb2.DeleteJobState] = {
+    DeleteJobState.PENDING: metadata_pb2.PENDING,
+    DeleteJobState.RUNNING: metadata_pb2.RUNNING,
+    DeleteJobState.DONE: metadata_pb2.DONE,
+}
+_JOB_STATE_FROM_PROTO: dict[int, DeleteJobState] = {
+    int(v): k for k, v in _JOB_STATE_TO_PROTO.items()
+}
 
 
 # --------------------------------------------------------------------------------- values
@@ -88,11 +109,80 @@ def broker_registration_from_proto(
     )
 
 
+def delete_job_state_to_proto(state: DeleteJobState) -> metadata_pb2.DeleteJobState:
+    return _JOB_STATE_TO_PROTO[state]
+
+
+def delete_job_state_from_proto(state: int) -> DeleteJobState:
+    """``ValueError`` for DELETE_JOB_STATE_UNSPECIFIED or a value this version does not know."""
+    try:
+        return _JOB_STATE_FROM_PROTO[int(state)]
+    except KeyError:
+        raise ValueError(f"delete job state {state} is not PENDING, RUNNING or DONE") from None
+
+
+def delete_job_to_proto(job: DeleteJob) -> metadata_pb2.DeleteJobRecord:
+    return metadata_pb2.DeleteJobRecord(
+        topic_id=job.topic_id.bytes,
+        topic=job.topic,
+        tiered_epoch=job.tiered_epoch,
+        partition_count=job.partition_count,
+        state=delete_job_state_to_proto(job.state),
+        progress=[
+            metadata_pb2.PartitionDeleteProgress(
+                partition=p.partition,
+                objects_total=p.objects_total,
+                objects_deleted=p.objects_deleted,
+                segments_deleted=p.segments_deleted,
+                done=p.done,
+            )
+            for p in job.progress
+        ],
+        attempts=job.attempts,
+        last_error=job.last_error,
+    )
+
+
+def delete_job_from_proto(
+    record: metadata_pb2.DeleteJobRecord | metadata_pb2.MetadataRecord,
+) -> DeleteJob:
+    """The job of a ``DeleteJobRecord`` (or of a ``MetadataRecord`` holding one). ``ValueError``
+    for a malformed topic id or an unknown state."""
+    if isinstance(record, metadata_pb2.MetadataRecord):
+        if record.WhichOneof("record") != "delete_job":
+            raise ValueError(f"not a delete job record: {record.WhichOneof('record')}")
+        record = record.delete_job
+    return DeleteJob(
+        topic=record.topic,
+        topic_id=uuid_from_bytes(record.topic_id, "DeleteJobRecord.topic_id"),
+        tiered_epoch=record.tiered_epoch,
+        partition_count=record.partition_count,
+        state=delete_job_state_from_proto(record.state),
+        progress=tuple(
+            PartitionDeleteProgress(
+                partition=p.partition,
+                objects_total=p.objects_total,
+                objects_deleted=p.objects_deleted,
+                segments_deleted=p.segments_deleted,
+                done=p.done,
+            )
+            for p in record.progress
+        ),
+        attempts=record.attempts,
+        last_error=record.last_error,
+    )
+
+
 # --------------------------------------------------------------------------------- records
 
 
 def registration_to_record(registration: BrokerRegistration) -> metadata_pb2.MetadataRecord:
     return metadata_pb2.MetadataRecord(register_broker=broker_registration_to_proto(registration))
+
+
+def delete_job_to_record(job: DeleteJob) -> metadata_pb2.MetadataRecord:
+    """A DeleteJobRecord: creates the job, or replaces the one with the same key."""
+    return metadata_pb2.MetadataRecord(delete_job=delete_job_to_proto(job))
 
 
 def _config_record(topic: TopicMetadata) -> metadata_pb2.MetadataRecord:
@@ -170,6 +260,8 @@ def image_to_batch(image: MetadataImage, base_offset: int) -> metadata_pb2.Metad
         ts.topic_id = raw_id
         ts.state = _STATE_TO_PROTO[topic.tiered_state]
         ts.tiered_epoch = topic.tiered_epoch
+    for job in image.delete_jobs.values():
+        records.add().delete_job.CopyFrom(delete_job_to_proto(job))
     return batch
 
 
@@ -196,7 +288,8 @@ def apply_record(image: MetadataImage, record: metadata_pb2.MetadataRecord) -> N
     """Applies one record to ``image`` (mutating it; ``image.offset`` is the caller's). Records
     are idempotent, so re-applying a batch is harmless. Config, tiered state and remove records
     for a topic id the image does not know are ignored (debug log); a record of a kind this
-    version does not know is ignored with a warning. Malformed ids or states raise ValueError."""
+    version does not know is ignored with a warning. A DeleteJobRecord replaces the job with the
+    same (topic id, tiered epoch), known topic or not. Malformed ids or states raise ValueError."""
     kind = record.WhichOneof("record")
     if kind == "topic":
         t = record.topic
@@ -238,6 +331,10 @@ def apply_record(image: MetadataImage, record: metadata_pb2.MetadataRecord) -> N
     elif kind == "register_broker":
         registration = broker_registration_from_proto(record.register_broker)
         image.brokers[registration.broker_id] = registration
+    elif kind == "delete_job":
+        # Jobs outlive their topic: applied whether or not the image knows the topic id.
+        job = delete_job_from_proto(record.delete_job)
+        image.delete_jobs[job.key] = job
     elif kind == "controller_epoch":
         ce = record.controller_epoch
         image.controller_id = ce.controller_id

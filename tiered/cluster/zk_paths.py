@@ -3,11 +3,14 @@ configured chroot. Data formats follow Kafka's where Kafka has the znode."""
 
 from __future__ import annotations
 
+import uuid
+
 BROKER_IDS = "/brokers/ids"
 BROKER_TOPICS = "/brokers/topics"
 CONFIG_TOPICS = "/config/topics"
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
+DELETE_JOBS = "/tiered/delete_jobs"
 
 
 def broker(broker_id: int) -> str:
@@ -36,3 +39,12 @@ def tiered_state(name: str) -> str:
 def topic_config(name: str) -> str:
     """JSON ``{"version": 1, "config": {...}}`` (the keys set on the topic)."""
     return f"{CONFIG_TOPICS}/{name}"
+
+
+def delete_job(topic_id: uuid.UUID, tiered_epoch: int) -> str:
+    """A delete job (``DeleteJob``), keyed by its topic id and tiered epoch: JSON ``{"version": 1,
+    "topic": ..., "topic_id": ..., "tiered_epoch": ..., "partition_count": ..., "state": ...,
+    "attempts": ..., "last_error": ..., "progress": [{"partition": ..., "objects_total": ...,
+    "objects_deleted": ..., "segments_deleted": ..., "done": ...}, ...]}``. Jobs outlive their
+    topic, so they live apart from the topic's znodes."""
+    return f"{DELETE_JOBS}/{topic_id}-{tiered_epoch}"

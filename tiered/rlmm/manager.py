@@ -172,7 +172,12 @@ class StoreRemoteLogMetadataManager(api.RemoteLogMetadataManager):
         tp = metadata.topic_id_partition
         applied = self._write(tp, lambda s: s.handle_remote_partition_delete_metadata(metadata))
         if applied and metadata.state is RemotePartitionDeleteState.DELETE_PARTITION_FINISHED:
-            self._remove_partition(tp)
+            try:
+                kept = self.remote_partition_delete_state(tp) is None  # newer segments remain
+            except api.RemoteResourceNotFoundException:
+                kept = False
+            if not kept:
+                self._remove_partition(tp)
 
     def _remove_partition(self, tp: TopicIdPartition) -> None:
         """After DELETE_PARTITION_FINISHED is durable, removes the partition's records. A crash
@@ -373,7 +378,12 @@ class StoreRemoteLogMetadataManager(api.RemoteLogMetadataManager):
             raise RemoteStorageException(f"partition {tp}: {e}") from e
         if led.state is None or led.notified_version != led.state.version:
             led.state = None
-            led.state = self._load(tp)
+            try:
+                led.state = self._load(tp)
+            except RemoteResourceNotFoundException:
+                if not for_write or self._backend.get(keys.claim_key(tp)) is not None:
+                    raise
+                return self._reclaim(tp, led)
             led.notified_version = led.state.version
             led.claim_verified = False
         if for_write and not led.claim_verified:
@@ -381,10 +391,23 @@ class StoreRemoteLogMetadataManager(api.RemoteLogMetadataManager):
             led.claim_verified = True
         return led.state
 
+    def _reclaim(self, tp: TopicIdPartition, led: _LedPartition) -> PartitionMetadataState:
+        """A finished deletion removed the partition's metadata, claim included, and nobody has
+        claimed it since: its leader leads it afresh (KIP-950: re-enable after a delete)."""
+        led.claim, led.claim_version = self._claim(tp)
+        state = led.state = self._load(tp)
+        led.notified_version = state.version
+        led.claim_verified = True
+        log.info("Partition %s: remote metadata was deleted; claimed again", tp)
+        return state
+
     def _verify_claim(self, tp: TopicIdPartition, led: _LedPartition) -> None:
         """After a reload (which follows any lost race), whether this manager still leads."""
         stored = self._backend.get(keys.claim_key(tp))
         if stored is not None and stored.version == led.claim_version:
+            return
+        if stored is None:
+            self._reclaim(tp, led)
             return
         current = (
             store_pb.LeaderClaimRecord.FromString(stored.value)

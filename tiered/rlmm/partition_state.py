@@ -628,7 +628,21 @@ class PartitionMetadataState:
                 metadata,
             )
             return False
-        self.record.delete_state = serde.delete_state_to_proto(metadata.state)
+        if (
+            metadata.state is RemotePartitionDeleteState.DELETE_PARTITION_FINISHED
+            and self.totals.segment_count > 0
+        ):
+            # KIP-950: a disablement's deletion removes the segments of older tiered epochs only.
+            # Segments remain when tiering was re-enabled meanwhile: the partition lives on, with
+            # no deletion in progress, so that a later disablement can mark it again.
+            log.info(
+                "Partition %s: remote deletion finished with %d newer segments kept",
+                self.topic_id_partition,
+                self.totals.segment_count,
+            )
+            self.record.ClearField("delete_state")
+        else:
+            self.record.delete_state = serde.delete_state_to_proto(metadata.state)
         self.record.delete_event_timestamp_ms = metadata.event_timestamp_ms
         self.record.delete_broker_id = metadata.broker_id
         self.dirty = True
