@@ -34,6 +34,8 @@ class ControllerConfig:
     backoff: ExponentialBackoff = field(default_factory=ExponentialBackoff)
     max_entries_per_request: int = 5000
     spark: dict[str, str] = field(default_factory=dict)
+    # The brokers' remote storage and RLMM settings, for the bulk-delete job (delete policy).
+    remote: dict[str, str] = field(default_factory=dict)
 
     @property
     def endpoint(self) -> str:
@@ -66,4 +68,9 @@ class ControllerConfig:
             backoff=ExponentialBackoff(initial_ms / 1000, max_ms / 1000),
             max_entries_per_request=_int(values, "controller.max.partitions.per.request", 5000, 1),
             spark={k: v for k, v in values.items() if k.startswith("spark.")},
+            remote={
+                k: v
+                for k, v in values.items()
+                if k.startswith(("rlmm.", "remote.storage.", "bulk.delete."))
+            },
         )

@@ -22,7 +22,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import grpc
 
@@ -30,14 +30,23 @@ from controller.broker_channel import AssignWork, BrokerChannel, DisableWork, Re
 from controller.brokers import BrokerLiveness
 from controller.config import ControllerConfig
 from controller.disablement import DisablementQueue
+from controller.jobs.runner import DeleteJobRunner
 from controller.store import MetadataStore, MetadataStoreError
 from controller.tiered_state import (
     complete_disablement,
     initial_topic_state,
     plan_config_change,
 )
-from tiered.cluster.model import BrokerRegistration, MetadataImage, TieredState, TopicMetadata
+from tiered.cluster.model import (
+    BrokerRegistration,
+    DeleteJob,
+    DeleteJobState,
+    MetadataImage,
+    TieredState,
+    TopicMetadata,
+)
 from tiered.config import (
+    RemoteLogDisablePolicy,
     disable_policy,
     validate_partition_count,
     validate_topic_configs,
@@ -70,6 +79,7 @@ class TopicView:
     acks_total: int = 0
     owed_partitions: frozenset[int] = frozenset()
     partition_states: Mapping[int, PartitionState | None] = field(default_factory=dict)
+    delete_job: DeleteJob | None = None  # the topic's latest bulk delete, freshest progress
 
     @property
     def disable_policy(self) -> str:
@@ -85,16 +95,8 @@ class ClusterView:
     brokers: Sequence[tuple[BrokerRegistration, bool]]  # (registration, fenced)
 
 
-BulkDeleteSeam = Callable[[TopicMetadata], None]
-
-
-def _log_bulk_delete_seam(topic: TopicMetadata) -> None:
-    log.info(
-        "Topic %s is DISABLED with the delete policy: remote data of tiered epochs < %d is for "
-        "the bulk-delete job (controller/jobs, next issue)",
-        topic.name,
-        topic.tiered_epoch,
-    )
+# Builds the delete-job runner of an active controller, given how it persists progress.
+JobRunnerFactory = Callable[[Callable[[DeleteJob], None]], DeleteJobRunner]
 
 
 class Controller:
@@ -102,11 +104,12 @@ class Controller:
         self,
         config: ControllerConfig,
         store: MetadataStore,
-        on_disabled_with_delete: BulkDeleteSeam = _log_bulk_delete_seam,
+        jobs: JobRunnerFactory | None = None,
     ) -> None:
         self.config = config
         self.store = store
-        self._on_disabled_with_delete = on_disabled_with_delete
+        self._jobs_factory = jobs
+        self._jobs: DeleteJobRunner | None = None
         self._lock = threading.RLock()
         self._epoch: int | None = None  # set while active
         self.image = MetadataImage()
@@ -191,6 +194,7 @@ class Controller:
         with self._lock:
             for broker_id in self.liveness.registrations:
                 self._channel(broker_id).wake()
+        self._start_jobs(list(image.delete_jobs.values()))
         self._activated.set()
         log.info(
             "Active as controller %d with controller epoch %d: %d topics, %d brokers, %d topics "
@@ -207,9 +211,44 @@ class Controller:
         with self._lock:
             self._epoch = None
             channels, self._channels = self._channels, {}
+            jobs, self._jobs = self._jobs, None
         for channel in channels.values():
             channel.close()
+        if jobs is not None:
+            jobs.stop()
         self.store.resign()
+
+    # ----------------------------------------------------------------------------- delete jobs
+
+    def _start_jobs(self, jobs: list[DeleteJob]) -> None:
+        unfinished = [j for j in jobs if j.state is not DeleteJobState.DONE]
+        if self._jobs_factory is None:
+            if unfinished:
+                log.error(
+                    "%d delete jobs are unfinished but this controller cannot run them: set "
+                    "remote.storage.root (and the rlmm.* keys) as on the brokers",
+                    len(unfinished),
+                )
+            return
+        runner = self._jobs_factory(self._persist_job)
+        runner.start(unfinished)
+        with self._lock:
+            self._jobs = runner
+        if unfinished:
+            log.info("Resuming %d unfinished delete jobs", len(unfinished))
+
+    def _persist_job(self, job: DeleteJob) -> None:
+        with self._lock:
+            self._require_active()
+            self._persist(lambda: self.store.put_delete_job(job))
+            self.image.delete_jobs[job.key] = job
+
+    def _latest_job(self, topic: TopicMetadata) -> DeleteJob | None:
+        jobs = [j for (tid, _), j in self.image.delete_jobs.items() if tid == topic.topic_id]
+        if not jobs:
+            return None
+        latest = max(jobs, key=lambda j: j.tiered_epoch)
+        return self._jobs.progress(latest) if self._jobs is not None else latest
 
     def close(self) -> None:
         self._deactivate()
@@ -378,8 +417,11 @@ class Controller:
         if current is None or current.topic_id != acked.topic_id:
             return
         after = complete_disablement(current)
+        job = None
+        if disable_policy(after.configs) is RemoteLogDisablePolicy.DELETE:
+            job = DeleteJob(after.name, after.topic_id, after.tiered_epoch, after.partition_count)
         try:
-            self._persist(lambda: self.store.update_topic(current, after))
+            self._persist(lambda: self.store.update_topic(current, after, delete_job=job))
         except TieredError:
             log.exception("Could not persist DISABLED for topic %s", current.name)
             return
@@ -390,8 +432,15 @@ class Controller:
             after.tiered_epoch,
             disable_policy(after.configs).value,
         )
-        if disable_policy(after.configs).value == "delete":
-            self._on_disabled_with_delete(after)
+        if job is not None:
+            self.image.delete_jobs[job.key] = job
+            if self._jobs is not None:
+                self._jobs.submit(job)
+            log.info(
+                "Topic %s: bulk delete of remote data below tiered epoch %d queued",
+                after.name,
+                after.tiered_epoch,
+            )
 
     def on_assign_response(
         self, broker_id: int, work: AssignWork, errors: Sequence[TieredError | None]
@@ -547,7 +596,13 @@ class Controller:
                     continue
                 owed, total = self.queue.progress(name) or (0, 0)
                 views.append(
-                    TopicView(topic, owed, total, frozenset(self.queue.owed_partitions(name)))
+                    TopicView(
+                        topic,
+                        owed,
+                        total,
+                        frozenset(self.queue.owed_partitions(name)),
+                        delete_job=self._latest_job(topic),
+                    )
                 )
             brokers = {b: r.endpoint for b, r in self.liveness.registrations.items()}
         if not include_partition_state:
@@ -564,7 +619,7 @@ class Controller:
             states: dict[int, PartitionState | None] = {}
             for p, b in enumerate(v.topic.replicas):
                 states[p] = reports.get(b, {}).get((v.topic.topic_id, p))
-            result.append(TopicView(v.topic, v.acks_owed, v.acks_total, v.owed_partitions, states))
+            result.append(replace(v, partition_states=states))
         return result
 
     def _describe_log_dirs(

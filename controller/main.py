@@ -20,6 +20,7 @@ import grpc
 from controller import store as store_factory
 from controller.config import ControllerConfig
 from controller.controller import Controller
+from controller.jobs import wiring as jobs_wiring
 from controller.servicer import AdminServicer, ControllerServicer
 from controller.store import MetadataStoreError
 from tiered.properties import load_properties
@@ -49,7 +50,13 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, MetadataStoreError) as e:
         print(f"INVALID_CONFIG: {e}", file=sys.stderr)
         return 2
-    controller = Controller(config, store)
+    try:
+        bulk_delete = jobs_wiring.create(config.node_id, config.remote, config.spark)
+    except (OSError, ValueError) as e:
+        print(f"INVALID_CONFIG: {e}", file=sys.stderr)
+        store.close()
+        return 2
+    controller = Controller(config, store, bulk_delete.runner if bulk_delete else None)
     stopping = threading.Event()
     server = grpc.server(
         ThreadPoolExecutor(max_workers=64),
@@ -79,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     runner.join()
     server.stop(GRACE_S).wait()
     controller.close()
+    if bulk_delete is not None:
+        bulk_delete.close()
     store.close()
     log.info("Stopped")
     return 0

@@ -11,7 +11,7 @@ import grpc
 
 from controller.controller import Controller, TopicView
 from controller.store import MetadataStoreError
-from tiered.cluster.model import TieredState, TopicMetadata
+from tiered.cluster.model import DeleteJob, DeleteJobState, TieredState, TopicMetadata
 from tiered.cluster.serde import broker_registration_from_proto, tiered_state_to_proto
 from tiered.config import TOPIC_CONFIG_DEFAULTS
 from tiered.errors import ErrorCode, TieredError
@@ -47,7 +47,24 @@ def topic_description_to_proto(view: TopicView) -> pb.TopicDescription:
             description.remote_log_start_offset = state.remote_log_start_offset
             description.remote_delete_state = state.remote_delete_state
         partitions.append(description)
+    job = view.delete_job
+    if job is not None:
+        done = {d.partition: d for d in job.progress}
+        for description in partitions:
+            progress = done.get(description.partition)
+            description.delete_objects_total = -1 if progress is None else progress.objects_total
+            description.delete_objects_deleted = 0 if progress is None else progress.objects_deleted
+            description.delete_done = progress is not None and progress.done
+            if job.tiered_epoch == topic.tiered_epoch:
+                description.remote_delete_state = (
+                    "DELETE_PARTITION_FINISHED"
+                    if description.delete_done
+                    else "DELETE_PARTITION_STARTED"
+                    if job.state is DeleteJobState.RUNNING
+                    else description.remote_delete_state or "DELETE_PARTITION_MARKED"
+                )
     return pb.TopicDescription(
+        delete_job=None if job is None else delete_job_to_proto(job),
         name=topic.name,
         topic_id=topic.topic_id.bytes,
         tiered_state=tiered_state_to_proto(topic.tiered_state),
@@ -58,6 +75,19 @@ def topic_description_to_proto(view: TopicView) -> pb.TopicDescription:
         disable_acks_total=view.acks_total,
         disable_policy=view.disable_policy,
         error=error_to_proto(None),
+    )
+
+
+def delete_job_to_proto(job: DeleteJob) -> pb.DeleteJobDescription:
+    return pb.DeleteJobDescription(
+        state=job.state.value,
+        tiered_epoch=job.tiered_epoch,
+        attempts=job.attempts,
+        last_error=job.last_error,
+        objects_total=sum(max(p.objects_total, 0) for p in job.progress),
+        objects_deleted=sum(p.objects_deleted for p in job.progress),
+        partitions_done=sum(1 for p in job.progress if p.done),
+        partition_count=job.partition_count,
     )
 
 

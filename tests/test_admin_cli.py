@@ -304,6 +304,8 @@ def test_create_and_describe_json(
         "remote_log_size_bytes": 0,
         "remote_segment_count": 0,
         "remote_delete_state": "",
+        "delete_objects_deleted": 0,
+        "delete_objects_total": 0,
     }
     assert json.loads(out) == [
         {
@@ -319,6 +321,7 @@ def test_create_and_describe_json(
             "disable_acks_owed": 0,
             "disable_acks_total": 0,
             "disable_policy": "",
+            "delete_job": None,
         }
     ]
 

@@ -36,6 +36,7 @@ __all__ = [
     "ClusterDescription",
     "ConfigEntry",
     "ControllerRetry",
+    "DeleteJobDescription",
     "PartitionDescription",
     "TopicDescription",
     "parse_bootstrap",
@@ -63,6 +64,24 @@ class PartitionDescription:
     remote_segment_count: int
     remote_delete_state: str
     disable_acked: bool
+    # The topic's latest delete job (delete policy): objects listed (-1: not yet) and deleted.
+    delete_objects_total: int = -1
+    delete_objects_deleted: int = 0
+    delete_done: bool = False
+
+
+@dataclass(frozen=True)
+class DeleteJobDescription:
+    """A bulk delete of remote data below ``tiered_epoch`` and how far it got."""
+
+    state: str  # PENDING | RUNNING | DONE
+    tiered_epoch: int
+    attempts: int
+    last_error: str
+    objects_total: int
+    objects_deleted: int
+    partitions_done: int
+    partition_count: int
 
 
 @dataclass(frozen=True)
@@ -76,6 +95,7 @@ class TopicDescription:
     disable_acks_owed: int  # DISABLING: partitions whose broker has not acked yet
     disable_acks_total: int
     disable_policy: str  # of the current or last disablement; "" if none
+    delete_job: DeleteJobDescription | None = None
 
     @property
     def disable_acks_done(self) -> int:
@@ -210,6 +230,9 @@ def _partition(message: pb.PartitionDescription) -> PartitionDescription:
         remote_segment_count=message.remote_segment_count,
         remote_delete_state=message.remote_delete_state,
         disable_acked=message.disable_acked,
+        delete_objects_total=message.delete_objects_total,
+        delete_objects_deleted=message.delete_objects_deleted,
+        delete_done=message.delete_done,
     )
 
 
@@ -224,6 +247,20 @@ def _topic(message: pb.TopicDescription) -> TopicDescription:
         disable_acks_owed=message.disable_acks_owed,
         disable_acks_total=message.disable_acks_total,
         disable_policy=message.disable_policy,
+        delete_job=_delete_job(message.delete_job) if message.HasField("delete_job") else None,
+    )
+
+
+def _delete_job(message: pb.DeleteJobDescription) -> DeleteJobDescription:
+    return DeleteJobDescription(
+        state=message.state,
+        tiered_epoch=message.tiered_epoch,
+        attempts=message.attempts,
+        last_error=message.last_error,
+        objects_total=message.objects_total,
+        objects_deleted=message.objects_deleted,
+        partitions_done=message.partitions_done,
+        partition_count=message.partition_count,
     )
 
 

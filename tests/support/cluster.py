@@ -20,8 +20,14 @@ from tiered.rpc.v1 import records_pb2
 
 class Cluster:
     def __init__(
-        self, root: Path, mode: str, zk_connect: str | None = None, brokers: int = 2
+        self,
+        root: Path,
+        mode: str,
+        zk_connect: str | None = None,
+        brokers: int = 2,
+        controller_extra: dict[str, str] | None = None,
     ) -> None:
+        controller_extra = controller_extra or {}
         self.root = root
         self.mode = mode
         self.controllers: list[DaemonProcess] = []
@@ -36,6 +42,11 @@ class Cluster:
                 "controller.retry.backoff.ms": "50",
                 "controller.retry.backoff.max.ms": "500",
                 "controller.request.timeout.ms": "5000",
+                # the brokers' remote storage and RLMM, for the bulk-delete job
+                "remote.storage.root": str(root / "remote"),
+                "rlmm.sqlite.path": str(root / "rlmm.db"),
+                "spark.master": "local[2]",
+                **controller_extra,
             }
             if mode == "kraft":
                 props["metadata.log.dir"] = str(root / "metadata")

@@ -120,7 +120,40 @@ class DisablementAcks:
         )
 
 
-DEFAULT_WAIT_CONDITIONS: tuple[WaitCondition, ...] = (DisablementAcks(),)
+def progress_bar(done: int, total: int, width: int = 20) -> str:
+    fraction = 0.0 if total <= 0 else min(1.0, done / total)
+    filled = round(fraction * width)
+    return f"[{'#' * filled}{'.' * (width - filled)}] {fraction:4.0%}"
+
+
+class RemoteDeletion:
+    """After a disablement with the delete policy: the bulk delete of the older epochs' remote
+    data, until its job is DONE."""
+
+    def pending(self, topic: TopicDescription) -> bool:
+        job = topic.delete_job
+        return (
+            topic.tiered_state is not TieredState.DISABLING
+            and job is not None
+            and job.tiered_epoch == topic.tiered_epoch
+            and job.state != "DONE"
+        )
+
+    def progress(self, topic: TopicDescription) -> str:
+        job = topic.delete_job
+        assert job is not None
+        total = job.objects_total
+        line = (
+            f"deleting remote data below epoch {job.tiered_epoch} ({job.state.lower()}): "
+            f"{progress_bar(job.objects_deleted, total)} {job.objects_deleted}/{total} objects, "
+            f"{job.partitions_done}/{job.partition_count} partitions"
+        )
+        if job.last_error:
+            line += f"; attempt {job.attempts} failed: {job.last_error} (retrying)"
+        return line
+
+
+DEFAULT_WAIT_CONDITIONS: tuple[WaitCondition, ...] = (DisablementAcks(), RemoteDeletion())
 
 
 def wait_for_topic(

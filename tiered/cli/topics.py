@@ -8,6 +8,7 @@ tiered-topics --bootstrap-server H:P --describe [--topic T] [--format json]
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -72,6 +73,8 @@ def partition_json(p: PartitionDescription) -> dict[str, Any]:
         "remote_log_size_bytes": p.remote_log_size_bytes,
         "remote_segment_count": p.remote_segment_count,
         "remote_delete_state": p.remote_delete_state,
+        "delete_objects_deleted": p.delete_objects_deleted,
+        "delete_objects_total": p.delete_objects_total,
     }
 
 
@@ -88,6 +91,7 @@ def topic_json(t: TopicDescription) -> dict[str, Any]:
         "disable_acks_owed": t.disable_acks_owed,
         "disable_acks_total": t.disable_acks_total,
         "disable_policy": t.disable_policy,
+        "delete_job": None if t.delete_job is None else dataclasses.asdict(t.delete_job),
     }
 
 

@@ -19,9 +19,9 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Set
+from collections.abc import Callable, Iterator, Sequence, Set
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from tiered import api
 from tiered.api import (
@@ -161,6 +161,33 @@ class StoreRemoteLogMetadataManager(api.RemoteLogMetadataManager):
             update.topic_id_partition,
             lambda s: s.handle_remote_log_segment_metadata_update(update),
         )
+
+    def update_remote_log_segment_metadata_batch(
+        self, updates: Sequence[RemoteLogSegmentMetadataUpdate], batch_size: int = 256
+    ) -> None:
+        """Applies many updates, each batch of one partition's updates in one atomic write (the
+        bulk-delete job moves thousands of segments at once). Invalid transitions are dropped and
+        logged one by one, as single updates are; updates of segments that are gone (finished
+        deletions) are skipped."""
+        by_partition: dict[TopicIdPartition, list[RemoteLogSegmentMetadataUpdate]] = {}
+        for update in updates:
+            if not isinstance(update, RemoteLogSegmentMetadataUpdate):
+                raise TypeError(f"expected RemoteLogSegmentMetadataUpdate, got {update!r}")
+            by_partition.setdefault(update.topic_id_partition, []).append(update)
+        for tp, pending in by_partition.items():
+            for start in range(0, len(pending), batch_size):
+                chunk = pending[start : start + batch_size]
+
+                def apply(s: PartitionMetadataState, chunk: list[Any] = chunk) -> bool:
+                    applied = False
+                    for u in chunk:
+                        if s.segment(u.remote_log_segment_id.id) is None:
+                            log.info("%s is gone already; skipping %s", u.remote_log_segment_id, u)
+                            continue
+                        applied = s.handle_remote_log_segment_metadata_update(u) or applied
+                    return applied
+
+                self._write(tp, apply)
 
     def put_remote_partition_delete_metadata(self, metadata: RemotePartitionDeleteMetadata) -> None:
         if metadata is None:

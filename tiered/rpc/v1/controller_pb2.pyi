@@ -70,7 +70,7 @@ class DescribeTopicsRequest(_message.Message):
     def __init__(self, names: _Optional[_Iterable[str]] = ..., include_partition_state: _Optional[bool] = ...) -> None: ...
 
 class PartitionDescription(_message.Message):
-    __slots__ = ("partition", "leader", "leader_available", "offsets", "remote_log_start_offset", "remote_log_size_bytes", "remote_segment_count", "remote_delete_state", "disable_acked")
+    __slots__ = ("partition", "leader", "leader_available", "offsets", "remote_log_start_offset", "remote_log_size_bytes", "remote_segment_count", "remote_delete_state", "disable_acked", "delete_objects_total", "delete_objects_deleted", "delete_done")
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     LEADER_FIELD_NUMBER: _ClassVar[int]
     LEADER_AVAILABLE_FIELD_NUMBER: _ClassVar[int]
@@ -80,6 +80,9 @@ class PartitionDescription(_message.Message):
     REMOTE_SEGMENT_COUNT_FIELD_NUMBER: _ClassVar[int]
     REMOTE_DELETE_STATE_FIELD_NUMBER: _ClassVar[int]
     DISABLE_ACKED_FIELD_NUMBER: _ClassVar[int]
+    DELETE_OBJECTS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    DELETE_OBJECTS_DELETED_FIELD_NUMBER: _ClassVar[int]
+    DELETE_DONE_FIELD_NUMBER: _ClassVar[int]
     partition: int
     leader: int
     leader_available: bool
@@ -89,10 +92,33 @@ class PartitionDescription(_message.Message):
     remote_segment_count: int
     remote_delete_state: str
     disable_acked: bool
-    def __init__(self, partition: _Optional[int] = ..., leader: _Optional[int] = ..., leader_available: _Optional[bool] = ..., offsets: _Optional[_Union[_broker_pb2.PartitionOffsets, _Mapping]] = ..., remote_log_start_offset: _Optional[int] = ..., remote_log_size_bytes: _Optional[int] = ..., remote_segment_count: _Optional[int] = ..., remote_delete_state: _Optional[str] = ..., disable_acked: _Optional[bool] = ...) -> None: ...
+    delete_objects_total: int
+    delete_objects_deleted: int
+    delete_done: bool
+    def __init__(self, partition: _Optional[int] = ..., leader: _Optional[int] = ..., leader_available: _Optional[bool] = ..., offsets: _Optional[_Union[_broker_pb2.PartitionOffsets, _Mapping]] = ..., remote_log_start_offset: _Optional[int] = ..., remote_log_size_bytes: _Optional[int] = ..., remote_segment_count: _Optional[int] = ..., remote_delete_state: _Optional[str] = ..., disable_acked: _Optional[bool] = ..., delete_objects_total: _Optional[int] = ..., delete_objects_deleted: _Optional[int] = ..., delete_done: _Optional[bool] = ...) -> None: ...
+
+class DeleteJobDescription(_message.Message):
+    __slots__ = ("state", "tiered_epoch", "attempts", "last_error", "objects_total", "objects_deleted", "partitions_done", "partition_count")
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    TIERED_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    OBJECTS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    OBJECTS_DELETED_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_DONE_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_COUNT_FIELD_NUMBER: _ClassVar[int]
+    state: str
+    tiered_epoch: int
+    attempts: int
+    last_error: str
+    objects_total: int
+    objects_deleted: int
+    partitions_done: int
+    partition_count: int
+    def __init__(self, state: _Optional[str] = ..., tiered_epoch: _Optional[int] = ..., attempts: _Optional[int] = ..., last_error: _Optional[str] = ..., objects_total: _Optional[int] = ..., objects_deleted: _Optional[int] = ..., partitions_done: _Optional[int] = ..., partition_count: _Optional[int] = ...) -> None: ...
 
 class TopicDescription(_message.Message):
-    __slots__ = ("name", "topic_id", "tiered_state", "tiered_epoch", "configs", "partitions", "disable_acks_owed", "disable_acks_total", "disable_policy", "error")
+    __slots__ = ("name", "topic_id", "tiered_state", "tiered_epoch", "configs", "partitions", "disable_acks_owed", "disable_acks_total", "disable_policy", "error", "delete_job")
     class ConfigsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -110,6 +136,7 @@ class TopicDescription(_message.Message):
     DISABLE_ACKS_TOTAL_FIELD_NUMBER: _ClassVar[int]
     DISABLE_POLICY_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    DELETE_JOB_FIELD_NUMBER: _ClassVar[int]
     name: str
     topic_id: bytes
     tiered_state: _metadata_pb2.TieredState
@@ -120,7 +147,8 @@ class TopicDescription(_message.Message):
     disable_acks_total: int
     disable_policy: str
     error: _broker_pb2.Error
-    def __init__(self, name: _Optional[str] = ..., topic_id: _Optional[bytes] = ..., tiered_state: _Optional[_Union[_metadata_pb2.TieredState, str]] = ..., tiered_epoch: _Optional[int] = ..., configs: _Optional[_Mapping[str, str]] = ..., partitions: _Optional[_Iterable[_Union[PartitionDescription, _Mapping]]] = ..., disable_acks_owed: _Optional[int] = ..., disable_acks_total: _Optional[int] = ..., disable_policy: _Optional[str] = ..., error: _Optional[_Union[_broker_pb2.Error, _Mapping]] = ...) -> None: ...
+    delete_job: DeleteJobDescription
+    def __init__(self, name: _Optional[str] = ..., topic_id: _Optional[bytes] = ..., tiered_state: _Optional[_Union[_metadata_pb2.TieredState, str]] = ..., tiered_epoch: _Optional[int] = ..., configs: _Optional[_Mapping[str, str]] = ..., partitions: _Optional[_Iterable[_Union[PartitionDescription, _Mapping]]] = ..., disable_acks_owed: _Optional[int] = ..., disable_acks_total: _Optional[int] = ..., disable_policy: _Optional[str] = ..., error: _Optional[_Union[_broker_pb2.Error, _Mapping]] = ..., delete_job: _Optional[_Union[DeleteJobDescription, _Mapping]] = ...) -> None: ...
 
 class DescribeTopicsResponse(_message.Message):
     __slots__ = ("topics",)

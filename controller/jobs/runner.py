@@ -1,0 +1,304 @@
+"""Runs the active controller's bulk-delete jobs (KIP-950's delete policy), durably.
+
+One job deletes a topic's remote data stamped with tiered epochs below E. It is a small template
+whose steps are each safe to repeat, so a controller that dies anywhere leaves a job the next
+controller simply runs again from its last persisted progress:
+
+1. per partition: the partition moves to DELETE_PARTITION_STARTED, every segment stamped < E to
+   DELETE_SEGMENT_STARTED, and the objects under the partition's ``te=e`` prefixes (e < E) are
+   listed (objects whose metadata never reached FINISHED are found this way too);
+2. all listed objects are deleted at once (Spark, or in-process for a small job); a missing
+   object counts as deleted;
+3. per partition: the segments move to DELETE_SEGMENT_FINISHED and the partition to
+   DELETE_PARTITION_FINISHED.
+
+Progress (objects listed and deleted, segments, partitions done) is persisted in the controller's
+metadata store after each step. Data stamped E or later is never listed nor touched.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+from tiered.api import (
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentMetadataUpdate,
+    RemoteLogSegmentState,
+    RemotePartitionDeleteMetadata,
+    RemotePartitionDeleteState,
+    RemoteResourceNotFoundException,
+    TopicIdPartition,
+)
+from tiered.cluster.model import DeleteJob, DeleteJobState, PartitionDeleteProgress
+from tiered.retry import ExponentialBackoff
+from tiered.rlmm.manager import StoreRemoteLogMetadataManager
+
+log = logging.getLogger(__name__)
+
+CONTROLLER_BROKER_ID = -1  # the id the controller writes RLMM events with
+
+
+class DeleteResult(Protocol):
+    @property
+    def failed(self) -> int: ...
+
+    @property
+    def failed_keys(self) -> tuple[str, ...]: ...
+
+
+class ObjectDeleter(Protocol):
+    def delete(self, keys: Sequence[str]) -> DeleteResult: ...
+
+
+ListObjects = Callable[[TopicIdPartition, int], list[str]]
+
+
+@dataclass
+class _PartitionWork:
+    tp: TopicIdPartition
+    segments: list[RemoteLogSegmentMetadata]
+    keys: list[str]
+
+
+class DeleteJobRunner:
+    def __init__(
+        self,
+        rlmm: StoreRemoteLogMetadataManager,
+        list_objects: ListObjects,
+        deleter: ObjectDeleter,
+        persist: Callable[[DeleteJob], None],
+        backoff: ExponentialBackoff | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._rlmm = rlmm
+        self._list_objects = list_objects
+        self._deleter = deleter
+        self._persist = persist
+        self._backoff = backoff or ExponentialBackoff(1.0, 60.0)
+        self._clock = clock
+        self._cond = threading.Condition()
+        self._queue: deque[DeleteJob] = deque()
+        self._latest: dict[tuple[object, int], DeleteJob] = {}
+        self._not_before: dict[tuple[object, int], float] = {}
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+
+    # ----------------------------------------------------------------------------- lifecycle
+
+    def start(self, jobs: Sequence[DeleteJob] = ()) -> None:
+        """Starts the worker with the jobs a newly active controller found unfinished."""
+        with self._cond:
+            self._stopping = False
+            for job in jobs:
+                if job.state is not DeleteJobState.DONE:
+                    self._enqueue(job)
+            self._thread = threading.Thread(target=self._run, name="delete-jobs", daemon=True)
+            self._thread.start()
+
+    def stop(self, timeout_s: float = 60.0) -> None:
+        """Stops after the current step (a deposed controller's writes are fenced anyway)."""
+        with self._cond:
+            self._stopping = True
+            self._queue.clear()
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            self._thread = None
+
+    def submit(self, job: DeleteJob) -> None:
+        with self._cond:
+            self._enqueue(job)
+            self._cond.notify_all()
+
+    def _enqueue(self, job: DeleteJob) -> None:
+        self._latest[job.key] = job
+        self._queue.append(job)
+
+    def progress(self, job: DeleteJob) -> DeleteJob:
+        """The freshest view of a job (in-memory progress runs ahead of the durable one)."""
+        with self._cond:
+            return self._latest.get(job.key, job)
+
+    # ----------------------------------------------------------------------------- worker
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._stopping and not self._ready():
+                    self._cond.wait(self._wait_s())
+                if self._stopping:
+                    return
+                job = self._next()
+            try:
+                self.run_job(job)
+            except Exception as e:  # the job stays RUNNING and is retried with backoff
+                latest = self.progress(job)
+                failed = replace(latest, last_error=f"{type(e).__name__}: {e}")
+                log.warning(
+                    "Delete job of %s below tiered epoch %d failed (attempt %d): %s",
+                    job.topic,
+                    job.tiered_epoch,
+                    failed.attempts,
+                    e,
+                )
+                try:
+                    self._save(failed)
+                except Exception:
+                    log.exception("Could not record the failure of %s", job.key)
+                with self._cond:
+                    if not self._stopping:
+                        delay = self._backoff.delay_s(failed.attempts)
+                        self._not_before[job.key] = time.monotonic() + delay
+                        self._queue.append(failed)
+
+    def _ready(self) -> bool:
+        now = time.monotonic()
+        return any(self._not_before.get(j.key, 0.0) <= now for j in self._queue)
+
+    def _wait_s(self) -> float | None:
+        if not self._queue:
+            return None
+        now = time.monotonic()
+        return max(0.0, min(self._not_before.get(j.key, 0.0) for j in self._queue) - now)
+
+    def _next(self) -> DeleteJob:
+        now = time.monotonic()
+        for job in list(self._queue):
+            if self._not_before.get(job.key, 0.0) <= now:
+                self._queue.remove(job)
+                return self._latest.get(job.key, job)
+        raise AssertionError("no job is ready")
+
+    def _save(self, job: DeleteJob) -> DeleteJob:
+        self._persist(job)
+        with self._cond:
+            self._latest[job.key] = job
+        return job
+
+    # ----------------------------------------------------------------------------- one job
+
+    def run_job(self, job: DeleteJob) -> DeleteJob:
+        started = time.monotonic()
+        progress = {p.partition: p for p in job.progress}
+        for p in range(job.partition_count):
+            progress.setdefault(p, PartitionDeleteProgress(p))
+        job = self._save(
+            job.with_state(
+                DeleteJobState.RUNNING,
+                attempts=job.attempts + 1,
+                progress=tuple(progress[p] for p in sorted(progress)),
+            )
+        )
+        log.info(
+            "Delete job of %s below tiered epoch %d: attempt %d, %d partitions",
+            job.topic,
+            job.tiered_epoch,
+            job.attempts,
+            job.partition_count,
+        )
+        work: list[_PartitionWork] = []
+        for p in range(job.partition_count):
+            if progress[p].done:
+                continue
+            item = self._start_partition(job, p)
+            known = progress[p]
+            total = known.objects_deleted + len(item.keys)
+            progress[p] = replace(known, objects_total=max(known.objects_total, total))
+            work.append(item)
+        job = self._save(replace(job, progress=tuple(progress[p] for p in sorted(progress))))
+
+        keys = [k for item in work for k in item.keys]
+        result = self._deleter.delete(keys)
+        failed = set(result.failed_keys)
+        for item in work:
+            p = item.tp.partition
+            deleted = sum(1 for k in item.keys if k not in failed)
+            progress[p] = replace(
+                progress[p], objects_deleted=progress[p].objects_deleted + deleted
+            )
+        job = self._save(replace(job, progress=tuple(progress[p] for p in sorted(progress))))
+        if result.failed:
+            raise RuntimeError(
+                f"{result.failed} of {len(keys)} objects could not be deleted "
+                f"(first: {sorted(failed)[:3]})"
+            )
+
+        for item in work:
+            self._finish_partition(item)
+            p = item.tp.partition
+            progress[p] = replace(progress[p], segments_deleted=len(item.segments), done=True)
+            job = self._save(replace(job, progress=tuple(progress[q] for q in sorted(progress))))
+        job = self._save(job.with_state(DeleteJobState.DONE, last_error=""))
+        log.info(
+            "Delete job of %s below tiered epoch %d done in %.1fs: %d objects, %d segments",
+            job.topic,
+            job.tiered_epoch,
+            time.monotonic() - started,
+            sum(p.objects_deleted for p in job.progress),
+            sum(p.segments_deleted for p in job.progress),
+        )
+        return job
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    def _start_partition(self, job: DeleteJob, partition: int) -> _PartitionWork:
+        tp = TopicIdPartition(job.topic_id, job.topic, partition)
+        segments: list[RemoteLogSegmentMetadata] = []
+        try:
+            state = self._rlmm.remote_partition_delete_state(tp)
+            if state is None:
+                self._put_partition_state(tp, RemotePartitionDeleteState.DELETE_PARTITION_MARKED)
+                state = RemotePartitionDeleteState.DELETE_PARTITION_MARKED
+            if state is RemotePartitionDeleteState.DELETE_PARTITION_MARKED:
+                self._put_partition_state(tp, RemotePartitionDeleteState.DELETE_PARTITION_STARTED)
+            segments = [
+                m
+                for m in self._rlmm.list_remote_log_segments(tp)
+                if m.tiered_epoch < job.tiered_epoch
+            ]
+        except RemoteResourceNotFoundException:
+            pass  # no remote metadata: only orphan objects, if any, are left to delete
+        self._update_segments(
+            [m for m in segments if m.state is not RemoteLogSegmentState.DELETE_SEGMENT_STARTED],
+            RemoteLogSegmentState.DELETE_SEGMENT_STARTED,
+        )
+        return _PartitionWork(tp, segments, self._list_objects(tp, job.tiered_epoch))
+
+    def _finish_partition(self, item: _PartitionWork) -> None:
+        self._update_segments(item.segments, RemoteLogSegmentState.DELETE_SEGMENT_FINISHED)
+        try:
+            if self._rlmm.remote_partition_delete_state(item.tp) is not None:
+                self._put_partition_state(
+                    item.tp, RemotePartitionDeleteState.DELETE_PARTITION_FINISHED
+                )
+        except RemoteResourceNotFoundException:
+            pass  # already finished and removed
+
+    def _update_segments(
+        self, segments: Sequence[RemoteLogSegmentMetadata], state: RemoteLogSegmentState
+    ) -> None:
+        now = self._now_ms()
+        self._rlmm.update_remote_log_segment_metadata_batch(
+            [
+                RemoteLogSegmentMetadataUpdate(
+                    remote_log_segment_id=m.remote_log_segment_id,
+                    event_timestamp_ms=now,
+                    custom_metadata=None,
+                    state=state,
+                    broker_id=CONTROLLER_BROKER_ID,
+                )
+                for m in segments
+            ]
+        )
+
+    def _put_partition_state(self, tp: TopicIdPartition, state: RemotePartitionDeleteState) -> None:
+        self._rlmm.put_remote_partition_delete_metadata(
+            RemotePartitionDeleteMetadata(tp, state, self._now_ms(), CONTROLLER_BROKER_ID)
+        )

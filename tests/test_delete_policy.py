@@ -1,0 +1,207 @@
+"""The delete policy end to end with real processes: disable with delete, the bulk-delete job
+(in-process fast path and real Spark), re-enable, and a controller killed mid-job."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.rlmm_support import poll_until
+from tests.support.cluster import Cluster
+from tests.support.processes import REPO
+from tiered import rlmm
+from tiered.admin import TopicDescription
+from tiered.api import TopicIdPartition
+from tiered.cluster.model import TieredState
+
+# Local retention keeps ~2 segments, so most of the log is in remote storage only.
+TIERED = {"remote.storage.enable": "true", "segment.bytes": "2000", "local.retention.bytes": "4000"}
+DELETE = {"remote.log.disable.policy": "delete", "remote.storage.enable": "false"}
+
+
+def _cluster(
+    request: pytest.FixtureRequest, tmp_path: Path, mode: str, **extra: str
+) -> Iterator[Cluster]:
+    zk_connect = request.getfixturevalue("zk_connect") if mode == "zookeeper" else None
+    c = Cluster(tmp_path, mode, zk_connect, controller_extra=dict(extra))
+    try:
+        c.start()
+        yield c
+    finally:
+        report = getattr(request.node, "report_call", None)
+        if report is not None and report.failed:
+            print(c.dump_logs())
+        c.close()
+
+
+@pytest.fixture(params=["kraft", "zookeeper"])
+def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
+    yield from _cluster(request, tmp_path, request.param)
+
+
+def tiered_topic(
+    cluster: Cluster, name: str, partitions: int = 2, records: int = 200
+) -> TopicDescription:
+    cluster.admin.create_topic(name, partitions, TIERED)
+    topic = cluster.admin.describe_topic(name)
+    for p in range(partitions):
+        poll_until(
+            lambda p=p: cluster.admin.describe_topic(name).partitions[p].leader_available,
+            timeout=30,
+            what=f"partition {p} to be hosted",
+        )
+        cluster.produce(topic, p, records)
+    for p in range(partitions):
+        poll_until(
+            lambda p=p: cluster.admin.describe_topic(name).partitions[p].remote_segment_count > 3,
+            timeout=30,
+            what=f"partition {p} to tier segments",
+        )
+    for p in range(partitions):
+        poll_until(
+            lambda p=p: (
+                (cluster.admin.describe_topic(name).partitions[p].local_log_start_offset or 0) > 0
+            ),
+            timeout=30,
+            what=f"partition {p} to expire local segments",
+        )
+    return cluster.admin.describe_topic(name)
+
+
+def epoch_dirs(cluster: Cluster, topic: TopicDescription) -> set[str]:
+    """The te=... directories left in the remote tree of the topic."""
+    base = cluster.root / "remote" / f"{topic.name}-{topic.topic_id}"
+    return {f"{p.parent.name}/{p.name}" for p in base.glob("*/te=*") if any(p.iterdir())}
+
+
+def remote_segments(cluster: Cluster, topic: TopicDescription, partition: int) -> list[object]:
+    manager = rlmm.create({"rlmm.sqlite.path": str(cluster.root / "rlmm.db")})
+    try:
+        tp = TopicIdPartition(topic.topic_id, topic.name, partition)
+        try:
+            return list(manager.list_remote_log_segments(tp))
+        except Exception:
+            return []
+    finally:
+        manager.close()
+
+
+def wait_for_job(cluster: Cluster, name: str, timeout_s: float = 90) -> TopicDescription:
+    def done() -> bool:
+        job = cluster.admin.describe_topic(name, include_partition_state=False).delete_job
+        return job is not None and job.state == "DONE"
+
+    poll_until(done, timeout=timeout_s, what=f"the delete job of {name}")
+    return cluster.admin.describe_topic(name)
+
+
+def test_disable_with_delete_empties_older_epochs_then_reenable(cluster: Cluster) -> None:
+    topic = tiered_topic(cluster, "payments")
+    assert epoch_dirs(cluster, topic) == {"0/te=0", "1/te=0"}
+    cluster.admin.incremental_alter_configs("payments", DELETE)
+    cluster.wait_for_state("payments", TieredState.DISABLED)
+    done = wait_for_job(cluster, "payments")
+    job = done.delete_job
+    assert job is not None and job.tiered_epoch == 1 and job.partitions_done == 2
+    assert job.objects_deleted == job.objects_total > 0
+    assert epoch_dirs(cluster, topic) == set()  # no object of a deleted epoch remains
+    for p, partition in enumerate(done.partitions):
+        assert partition.remote_log_size_bytes == 0 and partition.remote_segment_count == 0
+        assert partition.remote_delete_state == "DELETE_PARTITION_FINISHED"
+        assert partition.delete_objects_deleted == partition.delete_objects_total > 0
+        assert remote_segments(cluster, topic, p) == []
+        below = cluster.fetch(topic, p, 0)  # below the new log start: gone
+        assert below.error.name == "OFFSET_OUT_OF_RANGE"
+        assert partition.log_start_offset == partition.local_log_start_offset
+
+    # Re-enable: tiering resumes, stamped with the current epoch, offsets contiguous.
+    before = {p.partition: p.log_end_offset for p in done.partitions}
+    cluster.admin.incremental_alter_configs("payments", {"remote.storage.enable": "true"})
+    for p in range(2):
+        cluster.produce(topic, p, 150)
+        poll_until(
+            lambda p=p: len(remote_segments(cluster, topic, p)) > 2,
+            timeout=30,
+            what="tiering to resume",
+        )
+        segments = sorted(remote_segments(cluster, topic, p), key=lambda m: m.start_offset)  # type: ignore[attr-defined]
+        assert {m.tiered_epoch for m in segments} == {1}  # type: ignore[attr-defined]
+        for a, b in zip(segments, segments[1:], strict=False):
+            assert b.start_offset == a.end_offset + 1  # type: ignore[attr-defined]
+        assert before[p] is not None
+    assert epoch_dirs(cluster, topic) <= {"0/te=1", "1/te=1"}
+
+
+@pytest.fixture
+def slow_delete_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
+    # Every object delete takes 25 ms (an object store's latency), so the job runs for seconds.
+    yield from _cluster(request, tmp_path, "kraft", **{"bulk.delete.simulated.latency.ms": "25"})
+
+
+def test_controller_killed_mid_job_the_standby_finishes_it(slow_delete_cluster: Cluster) -> None:
+    cluster = slow_delete_cluster
+    topic = tiered_topic(cluster, "ledger", partitions=2, records=600)
+    cluster.admin.incremental_alter_configs("ledger", DELETE)
+    cluster.wait_for_state("ledger", TieredState.DISABLED)
+
+    def running() -> bool:
+        job = cluster.admin.describe_topic("ledger", include_partition_state=False).delete_job
+        return job is not None and job.state == "RUNNING"
+
+    poll_until(running, timeout=30, what="the delete job to run")
+    active = cluster.active_controller()
+    active.kill()
+    standby = next(c for c in cluster.controllers if c is not active)
+    standby.wait_for_line("Active as controller", timeout_s=30)
+    standby.wait_for_line("Resuming 1 unfinished delete jobs", timeout_s=30)
+    done = wait_for_job(cluster, "ledger", timeout_s=120)
+    assert done.delete_job is not None and done.delete_job.attempts >= 2
+    assert epoch_dirs(cluster, topic) == set()
+    assert all(remote_segments(cluster, topic, p) == [] for p in range(2))
+
+
+@pytest.fixture
+def spark_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
+    yield from _cluster(request, tmp_path, "kraft", **{"bulk.delete.fast.path.max.objects": "0"})
+
+
+def test_the_job_runs_on_spark_and_wait_shows_its_progress(spark_cluster: Cluster) -> None:
+    cluster = spark_cluster
+    topic = tiered_topic(cluster, "clicks", partitions=2)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tiered.cli.configs",
+            "--bootstrap-server",
+            cluster.bootstrap,
+            "--alter",
+            "--entity-type",
+            "topics",
+            "--entity-name",
+            "clicks",
+            "--add-config",
+            "remote.log.disable.policy=delete, remote.storage.enable=false",
+            "--wait",
+            "--timeout",
+            "120",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "deleting remote data below epoch 1" in done.stderr
+    assert "DISABLED" in done.stdout
+    job = cluster.admin.describe_topic("clicks").delete_job
+    assert job is not None and job.state == "DONE"
+    assert epoch_dirs(cluster, topic) == set()
+    log = "".join(cluster.active_controller().output)
+    assert "SparkSession tiered-bulk-delete started" in log
+    assert " via Spark (attempt 1)" in log
