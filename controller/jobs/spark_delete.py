@@ -478,7 +478,7 @@ class BulkObjectDeleter:
                 )
                 continue
             total += DeleteCounts(last.deleted, last.missing, 0)
-            pending = pending if last.failed_keys else []
+            pending = list(last.failed_keys)
             if not pending:
                 break
         first_error = last.first_error if pending and last is not None else None

@@ -1,0 +1,235 @@
+"""The delete-job runner in process: a real sqlite RLMM, a real remote directory tree, the real
+object deleter (fast path); faults injected around it."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from controller.jobs.runner import DeleteJobRunner
+from controller.jobs.spark_delete import (
+    BulkObjectDeleter,
+    DeleteCounts,
+    SparkSessionProvider,
+    list_objects_below_epoch,
+)
+from tests.rlmm_support import COPY_SEGMENT_FINISHED, poll_until, segment, update_of
+from tiered import rlmm
+from tiered.api import RemoteLogSegmentMetadata, TopicIdPartition
+from tiered.cluster.model import DeleteJob, DeleteJobState, PartitionDeleteProgress
+from tiered.retry import ExponentialBackoff
+from tiered.rlmm.manager import StoreRemoteLogMetadataManager
+from tiered.rsm import layout
+
+SUFFIXES = ("log", "index", "timeindex", "epochs")
+
+
+class Remote:
+    """A topic's remote data: RLMM metadata led by 'broker' 0 and objects under the layout."""
+
+    def __init__(self, tmp_path: Path, partitions: int = 2) -> None:
+        self.root = str(tmp_path / "remote")
+        self.topic, self.topic_id, self.partitions = "orders", uuid.uuid4(), partitions
+        self.broker = rlmm.create({"rlmm.sqlite.path": str(tmp_path / "rlmm.db"), "broker.id": "0"})
+        self.controller = rlmm.create(
+            {"rlmm.sqlite.path": str(tmp_path / "rlmm.db"), "broker.id": "100"}
+        )
+        self.broker.on_partition_leadership_changes(set(self.tps()), set())
+        self.next_offset = dict.fromkeys(range(partitions), 0)
+
+    def tps(self) -> list[TopicIdPartition]:
+        return [TopicIdPartition(self.topic_id, self.topic, p) for p in range(self.partitions)]
+
+    def copy(self, partition: int, count: int, tiered_epoch: int) -> list[RemoteLogSegmentMetadata]:
+        """``count`` segments copied by the broker, stamped ``tiered_epoch``, with 4 objects."""
+        tp = self.tps()[partition]
+        made = []
+        for _ in range(count):
+            start = self.next_offset[partition]
+            m = segment(tp, {0: 0}, start, start + 9, tiered_epoch=tiered_epoch)
+            self.broker.add_remote_log_segment_metadata(m)
+            prefix = layout.segment_prefix(m)
+            for suffix in SUFFIXES:
+                path = Path(self.root) / layout.object_key(prefix, suffix)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(b"x" * 10)
+            self.broker.update_remote_log_segment_metadata(update_of(m, COPY_SEGMENT_FINISHED))
+            made.append(m)
+            self.next_offset[partition] = start + 10
+        return made
+
+    def objects(self, tiered_epoch: int) -> list[str]:
+        return [
+            k
+            for tp in self.tps()
+            for k in list_objects_below_epoch(
+                self.root, tp.topic, tp.topic_id, tp.partition, tiered_epoch + 1
+            )
+            if f"/te={tiered_epoch}/" in k
+        ]
+
+    def listed(self, partition: int) -> list[RemoteLogSegmentMetadata]:
+        try:
+            return list(self.controller.list_remote_log_segments(self.tps()[partition]))
+        except Exception:
+            return []
+
+    def job(self, tiered_epoch: int = 1) -> DeleteJob:
+        return DeleteJob(self.topic, self.topic_id, tiered_epoch, self.partitions)
+
+    def close(self) -> None:
+        self.broker.close()
+        self.controller.close()
+
+
+@pytest.fixture
+def remote(tmp_path: Path) -> Iterator[Remote]:
+    r = Remote(tmp_path)
+    try:
+        yield r
+    finally:
+        r.close()
+
+
+class GatedDeleter:
+    """The real fast-path deleter, which can be held at the start of a delete or fail once."""
+
+    def __init__(self, root: str) -> None:
+        self.inner = BulkObjectDeleter(root, SparkSessionProvider(), fast_path_max_objects=10**9)
+        self.entered = threading.Event()
+        self.gate: threading.Event | None = None
+        self.fail_next = 0
+        self.calls: list[int] = []
+
+    def delete(self, keys: Sequence[str]) -> DeleteCounts:
+        self.calls.append(len(keys))
+        self.entered.set()
+        if self.gate is not None:
+            assert self.gate.wait(30)
+        if self.fail_next:
+            self.fail_next -= 1
+            raise RuntimeError("injected: the delete job's executor died")
+        return self.inner.delete(keys)
+
+
+class Persisted:
+    def __init__(self) -> None:
+        self.jobs: list[DeleteJob] = []
+
+    def __call__(self, job: DeleteJob) -> None:
+        self.jobs.append(job)
+
+    @property
+    def last(self) -> DeleteJob:
+        return self.jobs[-1]
+
+
+def runner_for(remote: Remote, deleter: GatedDeleter, persisted: Persisted) -> DeleteJobRunner:
+    def list_objects(tp: TopicIdPartition, tiered_epoch: int) -> list[str]:
+        return list_objects_below_epoch(
+            remote.root, tp.topic, tp.topic_id, tp.partition, tiered_epoch
+        )
+
+    assert isinstance(remote.controller, StoreRemoteLogMetadataManager)
+    return DeleteJobRunner(
+        remote.controller,
+        list_objects,
+        deleter,
+        persisted,
+        backoff=ExponentialBackoff(0.01, 0.05),
+    )
+
+
+def test_a_job_deletes_older_epochs_and_records_its_progress(remote: Remote) -> None:
+    for p in range(2):
+        remote.copy(p, 5, tiered_epoch=0)
+    orphan = Path(remote.root) / layout.tiered_epoch_prefix(remote.tps()[0], 0) / "orphan.log"
+    orphan.write_bytes(b"left by a copy that died before its metadata")
+    persisted = Persisted()
+    job = runner_for(remote, GatedDeleter(remote.root), persisted).run_job(remote.job())
+    assert job.state is DeleteJobState.DONE and job.attempts == 1 and job.last_error == ""
+    assert [p.done for p in job.progress] == [True, True]
+    assert [p.segments_deleted for p in job.progress] == [5, 5]
+    assert job.progress[0].objects_deleted == job.progress[0].objects_total == 21  # + orphan
+    assert remote.objects(0) == [] and not orphan.exists()
+    assert remote.listed(0) == remote.listed(1) == []
+    states = [j.state for j in persisted.jobs]
+    assert states[0] is DeleteJobState.RUNNING and states[-1] is DeleteJobState.DONE
+    # progress was persisted between the steps: listing before deleting, deleting before done
+    assert any(
+        j.progress[0].objects_total == 21 and j.progress[0].objects_deleted == 0
+        for j in persisted.jobs
+    )
+
+
+def test_a_reenable_during_the_job_keeps_the_new_epochs_data(remote: Remote) -> None:
+    for p in range(2):
+        remote.copy(p, 4, tiered_epoch=0)
+    deleter, persisted = GatedDeleter(remote.root), Persisted()
+    deleter.gate = threading.Event()
+    runner = runner_for(remote, deleter, persisted)
+    outcome: list[DeleteJob] = []
+    worker = threading.Thread(target=lambda: outcome.append(runner.run_job(remote.job())))
+    worker.start()
+    try:
+        assert deleter.entered.wait(30)  # listed and marked; deleting is held
+        new = [remote.copy(p, 3, tiered_epoch=1) for p in range(2)]  # tiering resumed, epoch 1
+    finally:
+        deleter.gate.set()
+        worker.join(30)
+    [job] = outcome
+    assert job.state is DeleteJobState.DONE
+    for p in range(2):
+        kept = [m.remote_log_segment_id for m in remote.listed(p)]
+        assert kept == [m.remote_log_segment_id for m in new[p]]  # only the new epoch's
+        assert remote.controller.remote_partition_delete_state(remote.tps()[p]) is None
+    assert remote.objects(0) == []
+    assert len(remote.objects(1)) == 2 * 3 * 4  # every object of the new epoch is intact
+    # and the broker goes on copying in the kept partition
+    remote.copy(0, 1, tiered_epoch=1)
+    assert len(remote.listed(0)) == 4
+
+
+def test_a_failed_attempt_is_retried_to_the_same_end_state(remote: Remote) -> None:
+    for p in range(2):
+        remote.copy(p, 3, tiered_epoch=0)
+    deleter, persisted = GatedDeleter(remote.root), Persisted()
+    deleter.fail_next = 1
+    runner = runner_for(remote, deleter, persisted)
+    runner.start([remote.job()])
+    try:
+        poll_until(
+            lambda: bool(persisted.jobs) and persisted.last.state is DeleteJobState.DONE,
+            timeout=30,
+            what="the job to finish after a retry",
+        )
+    finally:
+        runner.stop()
+    assert any("injected" in j.last_error for j in persisted.jobs)  # the failure was recorded
+    assert persisted.last.attempts == 2 and persisted.last.last_error == ""
+    assert remote.objects(0) == [] and remote.listed(0) == remote.listed(1) == []
+
+
+def test_a_resumed_job_skips_finished_partitions(remote: Remote) -> None:
+    for p in range(2):
+        remote.copy(p, 3, tiered_epoch=0)
+    resumed = DeleteJob(
+        remote.topic,
+        remote.topic_id,
+        1,
+        2,
+        DeleteJobState.RUNNING,
+        (PartitionDeleteProgress(0, 12, 12, 3, done=True), PartitionDeleteProgress(1)),
+        attempts=1,
+    )
+    persisted = Persisted()
+    job = runner_for(remote, GatedDeleter(remote.root), persisted).run_job(resumed)
+    assert job.state is DeleteJobState.DONE and job.attempts == 2
+    assert job.progress[0] == resumed.progress[0]  # untouched
+    assert job.progress[1].done and job.progress[1].segments_deleted == 3
+    assert remote.listed(1) == []
+    assert len(remote.listed(0)) == 3  # a finished partition is not looked at again
