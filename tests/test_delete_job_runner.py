@@ -149,6 +149,7 @@ def test_a_job_deletes_older_epochs_and_records_its_progress(remote: Remote) -> 
         remote.copy(p, 5, tiered_epoch=0)
     orphan = Path(remote.root) / layout.tiered_epoch_prefix(remote.tps()[0], 0) / "orphan.log"
     orphan.write_bytes(b"left by a copy that died before its metadata")
+    newer = remote.copy(1, 2, tiered_epoch=1)  # re-enabled before the job ran: never touched
     persisted = Persisted()
     job = runner_for(remote, GatedDeleter(remote.root), persisted).run_job(remote.job())
     assert job.state is DeleteJobState.DONE and job.attempts == 1 and job.last_error == ""
@@ -156,7 +157,11 @@ def test_a_job_deletes_older_epochs_and_records_its_progress(remote: Remote) -> 
     assert [p.segments_deleted for p in job.progress] == [5, 5]
     assert job.progress[0].objects_deleted == job.progress[0].objects_total == 21  # + orphan
     assert remote.objects(0) == [] and not orphan.exists()
-    assert remote.listed(0) == remote.listed(1) == []
+    assert remote.listed(0) == []
+    assert [m.remote_log_segment_id for m in remote.listed(1)] == [
+        m.remote_log_segment_id for m in newer
+    ]
+    assert len(remote.objects(1)) == 2 * 4
     states = [j.state for j in persisted.jobs]
     assert states[0] is DeleteJobState.RUNNING and states[-1] is DeleteJobState.DONE
     # progress was persisted between the steps: listing before deleting, deleting before done
