@@ -98,3 +98,36 @@ def test_state_machine_bench_quick(tmp_path: Path) -> None:
     assert document["results"]["fire"]["models_attached_after"] == 0
     assert document["results"]["fire"]["per_event_s"] > 0
     assert all(r > 0 for r in document["results"]["ratios"].values())
+
+
+def test_bulk_delete_bench_quick(tmp_path: Path) -> None:
+    out = tmp_path / "b.json"
+    python = str(VENV_PYTHON) if VENV_PYTHON.exists() else sys.executable
+    completed = subprocess.run(
+        [python, "bench/bulk_delete.py", "--quick", "--out", str(out)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    document = json.loads(out.read_text(encoding="utf-8"))
+    assert document["ok"] is True and document["failures"] == []
+    assert document["spark"]["session_start_s"] > 0
+    results = document["results"]
+    assert set(results) == {"no_latency", "latency"}
+    assert set(results["no_latency"]["methods"]) == {
+        "kafka",
+        "spark",
+        "local_pool",
+        "serial",
+        "rm_rf",
+    }
+    assert set(results["latency"]["methods"]) == {"kafka", "spark", "local_pool", "serial"}
+    assert results["latency"]["latency_s"] > 0
+    for result in results.values():
+        assert result["objects"] == 4 * result["segments"] > 0
+        for name, method in result["methods"].items():
+            assert method["seconds"] > 0, name
+        assert result["ratios"] and all(r > 0 for r in result["ratios"].values())

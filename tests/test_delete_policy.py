@@ -205,3 +205,41 @@ def test_the_job_runs_on_spark_and_wait_shows_its_progress(spark_cluster: Cluste
     log = "".join(cluster.active_controller().output)
     assert "SparkSession tiered-bulk-delete started" in log
     assert " via Spark (attempt 1)" in log
+
+
+@pytest.fixture
+def kraft_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
+    yield from _cluster(request, tmp_path, "kraft")
+
+
+def test_retain_keeps_reads_and_expires_remote_before_local(kraft_cluster: Cluster) -> None:
+    cluster = kraft_cluster
+    topic = tiered_topic(cluster, "orders", partitions=1)
+    leader = topic.partitions[0].leader
+    cluster.admin.incremental_alter_configs("orders", {"remote.storage.enable": "false"})
+    cluster.wait_for_state("orders", TieredState.DISABLED)
+    d = cluster.log_dirs(leader)[(topic.topic_id, 0)]
+    assert not d.copying and d.remote_fetch_enabled
+    assert cluster.fetch(topic, 0, 0).records[0].offset == 0  # still readable from offset 0
+    local_start = d.offsets.local_log_start_offset
+    remote_before = d.remote_segment_count
+    assert local_start > 0 and remote_before > 3
+
+    # Total retention small enough that everything old must go: remote first, oldest first.
+    cluster.admin.incremental_alter_configs("orders", {"retention.bytes": "100"})
+    seen_remote_starts: list[int] = []
+
+    def remote_emptied() -> bool:
+        now = cluster.log_dirs(leader)[(topic.topic_id, 0)]
+        if now.remote_segment_count:
+            seen_remote_starts.append(now.remote_log_start_offset)
+            # local segments are kept while anything remote is left
+            assert now.offsets.local_log_start_offset == local_start
+        return now.remote_segment_count == 0
+
+    poll_until(remote_emptied, timeout=60, what="remote segments to expire")
+    assert seen_remote_starts == sorted(seen_remote_starts)  # oldest first
+    after = cluster.log_dirs(leader)[(topic.topic_id, 0)]
+    assert after.offsets.log_start_offset >= local_start  # offsets stay contiguous
+    below = cluster.fetch(topic, 0, 0)
+    assert below.error.name == "OFFSET_OUT_OF_RANGE"
