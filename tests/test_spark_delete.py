@@ -383,6 +383,14 @@ def test_effective_master(monkeypatch: pytest.MonkeyPatch) -> None:
     assert SparkSessionProvider().effective_master() is None
 
 
+def test_default_slices() -> None:
+    default_slices = spark_delete.default_slices
+    assert default_slices(0, 2) == default_slices(499, 2) == 1
+    assert default_slices(4000, 2) == 8  # four per core
+    assert default_slices(1200, 8) == 3  # at least 500 keys each
+    assert default_slices(400_000, 2) == 50  # at most 8000 keys each
+
+
 def test_delete_counts_add() -> None:
     a = DeleteCounts(1, 2, 1, ("k1",), "k1: OSError")
     b = DeleteCounts(10, 20, 2, ("k2", "k3"))

@@ -52,7 +52,9 @@ DEFAULT_FAST_PATH_MAX_OBJECTS = 2000
 DEFAULT_RETRIES = 3
 DEFAULT_BACKOFF = ExponentialBackoff(initial_s=0.5, max_s=30.0)
 MIN_KEYS_PER_SLICE = 500
-"""Default slicing: no Spark partition smaller than this, at most 4 per core."""
+"""Default slicing: no Spark partition smaller than this, ..."""
+MAX_KEYS_PER_SLICE = 8000
+"""... none larger than this (about 900 KiB of keys: Spark warns about tasks over 1000 KiB)."""
 
 _LOG4J2_PROPERTIES = """\
 # Written by controller.jobs.spark_delete: Spark's own logs at warn, on stderr.
@@ -253,10 +255,13 @@ def _check_threads(threads: int, latency_s: float) -> None:
 
 
 def default_slices(key_count: int, default_parallelism: int) -> int:
-    """At least :data:`MIN_KEYS_PER_SLICE` keys per slice, at most four slices per core, one at
-    least: enough slices to balance the load and to retry little when a task fails."""
-    wanted = -(-key_count // MIN_KEYS_PER_SLICE)
-    return max(1, min(wanted, 4 * max(1, default_parallelism)))
+    """Four slices per core (to balance the load), but at least :data:`MIN_KEYS_PER_SLICE` and at
+    most :data:`MAX_KEYS_PER_SLICE` keys in each (small tasks: a failed one redoes little, and
+    Spark ships each task's keys in the task itself); one slice at least."""
+    per_core = 4 * max(1, default_parallelism)
+    fewest = -(-key_count // MAX_KEYS_PER_SLICE)
+    most = -(-key_count // MIN_KEYS_PER_SLICE)
+    return max(1, min(most, max(per_core, fewest)))
 
 
 @functools.cache
