@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -130,7 +131,7 @@ def test_disable_with_delete_empties_older_epochs_then_reenable(cluster: Cluster
         )
         segments = sorted(remote_segments(cluster, topic, p), key=lambda m: m.start_offset)  # type: ignore[attr-defined]
         assert {m.tiered_epoch for m in segments} == {1}  # type: ignore[attr-defined]
-        for a, b in zip(segments, segments[1:], strict=False):
+        for a, b in itertools.pairwise(segments):
             assert b.start_offset == a.end_offset + 1  # type: ignore[attr-defined]
         assert before[p] is not None
     assert epoch_dirs(cluster, topic) <= {"0/te=1", "1/te=1"}
