@@ -238,6 +238,38 @@ class OffsetIndex:
                 chunk.dirty = False
 
 
+class _TrackedSet(set[uuid.UUID]):
+    """A set that remembers what was added and removed since the last commit, so that a write
+    costs what it changed, not the size of the set (a bulk delete marks every segment)."""
+
+    def __init__(self, items: Iterable[uuid.UUID] = ()) -> None:
+        super().__init__(items)
+        self.added: set[uuid.UUID] = set()
+        self.removed: set[uuid.UUID] = set()
+
+    def add(self, item: uuid.UUID) -> None:
+        if item in self:
+            return
+        super().add(item)
+        if item in self.removed:
+            self.removed.discard(item)
+        else:
+            self.added.add(item)
+
+    def discard(self, item: object) -> None:
+        if not isinstance(item, uuid.UUID) or item not in self:
+            return
+        super().discard(item)
+        if item in self.added:
+            self.added.discard(item)
+        else:
+            self.removed.add(item)
+
+    def committed(self) -> None:
+        self.added.clear()
+        self.removed.clear()
+
+
 @dataclass(slots=True)
 class _Aggregates:
     size_bytes: int = 0
@@ -282,18 +314,14 @@ class RemoteLogLeaderEpochState:
         )
         self.version = version
         self.index = index
-        self._unreferenced = unreferenced
-        self._unreferenced_stored: set[uuid.UUID] | None = (
-            None if unreferenced is None else set(unreferenced)
-        )
+        self._unreferenced = None if unreferenced is None else _TrackedSet(unreferenced)
         self.dirty = version is None
 
     @property
     def unreferenced(self) -> set[uuid.UUID]:
         if self._unreferenced is None:
             names = self._backend.list_children(keys.unreferenced_key(self._tp, self.leader_epoch))
-            self._unreferenced = {uuid.UUID(hex=n) for n in names}
-            self._unreferenced_stored = set(self._unreferenced)
+            self._unreferenced = _TrackedSet(uuid.UUID(hex=n) for n in names)
         return self._unreferenced
 
     def handle_segment_with_copy_segment_started_state(self, segment_id: uuid.UUID) -> None:
@@ -358,11 +386,10 @@ class RemoteLogLeaderEpochState:
             ops.append(Update(key, self.encode(), self.version))
         ops.extend(self.index.pending_ops())
         if self._unreferenced is not None:
-            stored = self._unreferenced_stored or set()
-            for segment_id in sorted(self._unreferenced - stored):
+            for segment_id in sorted(self._unreferenced.added):
                 key = keys.unreferenced_segment_key(self._tp, self.leader_epoch, segment_id)
                 ops.append(Create(key, b""))
-            for segment_id in sorted(stored - self._unreferenced):
+            for segment_id in sorted(self._unreferenced.removed):
                 key = keys.unreferenced_segment_key(self._tp, self.leader_epoch, segment_id)
                 ops.append(Delete(key))
         return ops
@@ -375,7 +402,7 @@ class RemoteLogLeaderEpochState:
         self.dirty = False
         self.index.mark_committed()
         if self._unreferenced is not None:
-            self._unreferenced_stored = set(self._unreferenced)
+            self._unreferenced.committed()
 
 
 @dataclass(slots=True)
