@@ -110,6 +110,25 @@ def test_disable_with_delete_empties_older_epochs_then_reenable(cluster: Cluster
     assert job is not None and job.tiered_epoch == 1 and job.partitions_done == 2
     assert job.objects_deleted == job.objects_total > 0
     assert epoch_dirs(cluster, topic) == set()  # no object of a deleted epoch remains
+    text = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tiered.cli.topics",
+            "--bootstrap-server",
+            cluster.bootstrap,
+            "--describe",
+            "--topic",
+            "payments",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert f"RemoteDelete: DONE below epoch 1, {job.objects_total}/{job.objects_total}" in text
+    assert text.count("RemoteDeleteState: DELETE_PARTITION_FINISHED") == 2
     for p, partition in enumerate(done.partitions):
         assert partition.remote_log_size_bytes == 0 and partition.remote_segment_count == 0
         assert partition.remote_delete_state == "DELETE_PARTITION_FINISHED"

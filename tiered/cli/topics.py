@@ -112,6 +112,14 @@ def topic_text(t: TopicDescription) -> list[str]:
         header.append(f"DisableAcks: {t.disable_acks_done}/{t.disable_acks_total}")
     if t.disable_policy:
         header.append(f"DisablePolicy: {t.disable_policy}")
+    job = t.delete_job
+    if job is not None:
+        header.append(
+            f"RemoteDelete: {job.state} below epoch {job.tiered_epoch}, "
+            f"{job.objects_deleted}/{job.objects_total} objects, "
+            f"{job.partitions_done}/{job.partition_count} partitions"
+            + (f" (last error: {job.last_error})" if job.last_error else "")
+        )
     header.append(f"Configs: {configs}")
     lines = ["\t".join(header)]
     for p in t.partitions:
@@ -127,6 +135,9 @@ def topic_text(t: TopicDescription) -> list[str]:
             f"RemoteSegmentCount: {p.remote_segment_count}",
             f"RemoteDeleteState: {p.remote_delete_state or '-'}",
         ]
+        if job is not None:
+            total = "?" if p.delete_objects_total < 0 else str(p.delete_objects_total)
+            fields.append(f"RemoteObjectsDeleted: {p.delete_objects_deleted}/{total}")
         lines.append("\t" + "\t".join(fields))
     return lines
 
