@@ -407,6 +407,23 @@ def test_copy_lag_counts_uncopied_closed_segments_from_the_moment_of_leadership(
     assert broker.rlm.copy_lag(tp) is None  # not copying: no lag to report
 
 
+def test_after_a_delete_stop_only_local_retention_runs(broker: Broker) -> None:
+    tp = broker.partition("purged", 400)
+    log = broker.logs[tp]
+    broker.lead(tp)
+    broker.copy_now(tp)
+    remote_before = broker.finished(tp)
+    assert broker.rlm.stop_partitions([tp], 1, RemoteLogDisablePolicy.DELETE) == {tp: None}
+    closed_before = len(list(log.closed_segments()))
+    broker.rlm.update_retention(tp, RetentionConfig(retention_bytes=4000))
+    broker.expire_now(tp)
+    assert 0 < len(list(log.closed_segments())) < closed_before  # the local log is kept in bounds
+    assert broker.finished(tp) == remote_before  # remote data is left to the bulk delete
+    broker.rlm.enable_partitions([tp], 1)
+    task = broker.rlm.expiration_task(tp)
+    assert task is not None and type(task).__name__ == "RLMExpirationTask" and not task.cancelled
+
+
 def test_a_failing_periodic_task_keeps_running() -> None:
     class Flaky(PeriodicTask):
         def execute(self) -> None:

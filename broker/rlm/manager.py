@@ -144,7 +144,7 @@ class _PartitionState:
     def __init__(self, partition: TieredPartition) -> None:
         self.partition = partition
         self.copy_task: RLMCopyTask | None = None
-        self.expiration_task: RLMExpirationTask | None = None
+        self.expiration_task: PeriodicTask | None = None
         self.fence_epoch = partition.tiered_epoch  # copies stamped below this are discarded
         self.stopped: tuple[int, RemoteLogDisablePolicy] | None = None
         self.delete_marked = False
@@ -191,6 +191,23 @@ class RLMExpirationTask(PeriodicTask):
 
     def execute(self) -> None:
         self._rlm.expire(self._state)
+
+
+class LocalRetentionTask(PeriodicTask):
+    """After a delete-policy stop: the remote data is the bulk-delete job's, so only the local
+    log's own retention (``retention.*``) runs, until tiering is enabled again."""
+
+    def __init__(self, rlm: RemoteLogManager, state: _PartitionState) -> None:
+        super().__init__(f"LocalRetentionTask[{state.partition.topic_id_partition}]")
+        self._rlm = rlm
+        self._state = state
+
+    def execute(self) -> None:
+        partition = self._state.partition
+        retention = partition.retention
+        self._rlm.expire_local_only(
+            partition.log, retention.retention_ms, retention.retention_bytes
+        )
 
 
 class RemoteLogManager:
@@ -257,9 +274,14 @@ class RemoteLogManager:
         self._start_expiration(state)
 
     def _start_expiration(self, state: _PartitionState) -> None:
+        if isinstance(state.expiration_task, LocalRetentionTask):
+            state.expiration_task.cancel(self.config.stop_wait_s)
         if state.expiration_task is None or state.expiration_task.cancelled:
             state.expiration_task = RLMExpirationTask(self, state)
             self._expiration.schedule(state.expiration_task)
+
+    def expire_local_only(self, log_: Log, retention_ms: int, retention_bytes: int) -> None:
+        self._expire_local(log_, None, retention_ms, retention_bytes, self._now_ms())
 
     def _drop(self, tp: TopicIdPartition) -> None:
         with self._lock:
@@ -284,7 +306,7 @@ class RemoteLogManager:
         if task is not None and not task.cancelled:
             self._expiration.trigger(task)
 
-    def expiration_task(self, tp: TopicIdPartition) -> RLMExpirationTask | None:
+    def expiration_task(self, tp: TopicIdPartition) -> PeriodicTask | None:
         state = self._partitions.get(tp)
         return None if state is None else state.expiration_task
 
@@ -558,6 +580,9 @@ class RemoteLogManager:
             log_ = state.partition.log
             log_.set_log_start_offset(log_.local_log_start_offset)
             state.delete_marked = True
+            local_retention = LocalRetentionTask(self, state)
+            state.expiration_task = local_retention
+            self._expiration.schedule(local_retention)
             with contextlib.suppress(RemoteResourceNotFoundException):  # nothing ever tiered
                 self.rlmm.put_remote_partition_delete_metadata(
                     RemotePartitionDeleteMetadata(
