@@ -77,6 +77,8 @@ class BrokerAgent:
                 config.rlm, rlmm_factory.create(config.rlmm), rsm_factory.create(config.rsm)
             )
         self._partitions: dict[tuple[uuid.UUID, int], HostedPartition] = {}
+        # (topic name, partition) -> its key: the local directory a partition owns
+        self._by_name: dict[tuple[str, int], tuple[uuid.UUID, int]] = {}
         self._lock = threading.Lock()
         self._controller_epoch = 0
         self._persist_lock = threading.Lock()
@@ -251,6 +253,7 @@ class BrokerAgent:
                     tp, Log.open(directory, topic_config.log), topic_config, configs, tiered_epoch
                 )
                 self._partitions[key] = hosted
+                self._by_name[(tp.topic, tp.partition)] = key
                 log.info("Hosting %s (tiered epoch %d) in %s", tp, tiered_epoch, directory)
             else:
                 hosted.config, hosted.raw_configs = topic_config, configs
@@ -303,11 +306,8 @@ class BrokerAgent:
 
     def _hosted_by_name(self, topic: str, partition: int) -> HostedPartition | None:
         with self._lock:
-            for hosted in self._partitions.values():
-                tp = hosted.topic_id_partition
-                if tp.topic == topic and tp.partition == partition:
-                    return hosted
-        return None
+            key = self._by_name.get((topic, partition))
+            return None if key is None else self._partitions.get(key)
 
     def remove_partitions(
         self, controller_epoch: int, partitions: Iterable[tuple[uuid.UUID, int]]
@@ -338,6 +338,8 @@ class BrokerAgent:
         shutil.rmtree(hosted.log.directory, ignore_errors=False)
         with self._lock:  # listed until its log is gone, so a removal seen is a removal done
             self._partitions.pop((tp.topic_id, tp.partition), None)
+            if self._by_name.get((tp.topic, tp.partition)) == (tp.topic_id, tp.partition):
+                del self._by_name[(tp.topic, tp.partition)]
         log.info("Removed %s and its local log", tp)
 
     def hosted(self, topic_id: uuid.UUID, partition: int) -> HostedPartition:

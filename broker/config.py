@@ -10,30 +10,9 @@ from pathlib import Path
 from broker.log import LogConfig
 from broker.rlm.manager import RemoteLogManagerConfig, RetentionConfig
 from tiered import config as keys
+from tiered.properties import bool_property, int_property
 
 RSM_PREFIX = "rsm.config."
-
-
-def _int(values: Mapping[str, str], key: str, default: int, minimum: int | None = None) -> int:
-    raw = values.get(key)
-    if raw is None:
-        return default
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise ValueError(f"{key}={raw!r} is not valid; expected an integer") from None
-    if minimum is not None and value < minimum:
-        raise ValueError(f"{key}={value} is not valid; expected an integer >= {minimum}")
-    return value
-
-
-def _bool(values: Mapping[str, str], key: str, default: bool) -> bool:
-    raw = values.get(key)
-    if raw is None:
-        return default
-    if raw.strip().lower() in ("true", "false"):
-        return raw.strip().lower() == "true"
-    raise ValueError(f"{key}={raw!r} is not valid; valid values: true, false")
 
 
 def parse_listener(value: str) -> tuple[str, int]:
@@ -64,7 +43,7 @@ class BrokerConfig:
     def from_properties(cls, values: Mapping[str, str]) -> BrokerConfig:
         if "node.id" not in values and "broker.id" not in values:
             raise ValueError("node.id is required")
-        node_id = _int(values, "node.id", _int(values, "broker.id", -1), minimum=0)
+        node_id = int_property(values, "node.id", int_property(values, "broker.id", -1), minimum=0)
         host, port = parse_listener(values.get("listeners", "127.0.0.1:9092"))
         if "log.dirs" not in values:
             raise ValueError("log.dirs is required")
@@ -85,19 +64,26 @@ class BrokerConfig:
             host=host,
             port=port,
             log_dir=log_dir,
-            remote_storage_enabled=_bool(values, "remote.log.storage.system.enable", True),
+            remote_storage_enabled=bool_property(values, "remote.log.storage.system.enable", True),
             rlm=RemoteLogManagerConfig(
                 broker_id=node_id,
-                copier_threads=_int(values, keys.COPIER_THREAD_POOL_SIZE, 10, minimum=1),
-                expiration_threads=_int(values, keys.EXPIRATION_THREAD_POOL_SIZE, 10, minimum=1),
-                reader_threads=_int(values, keys.READER_THREADS, 10, minimum=1),
-                task_interval_s=_int(values, keys.TASK_INTERVAL_MS, 30_000, minimum=1) / 1000,
-                custom_metadata_max_bytes=_int(values, keys.CUSTOM_METADATA_MAX_BYTES, 128, 0),
+                copier_threads=int_property(values, keys.COPIER_THREAD_POOL_SIZE, 10, minimum=1),
+                expiration_threads=int_property(
+                    values, keys.EXPIRATION_THREAD_POOL_SIZE, 10, minimum=1
+                ),
+                reader_threads=int_property(values, keys.READER_THREADS, 10, minimum=1),
+                task_interval_s=int_property(values, keys.TASK_INTERVAL_MS, 30_000, minimum=1)
+                / 1000,
+                custom_metadata_max_bytes=int_property(
+                    values, keys.CUSTOM_METADATA_MAX_BYTES, 128, 0
+                ),
             ),
             rlmm=rlmm,
             rsm=rsm,
             metrics_port=(
-                _int(values, "metrics.port", 0, minimum=0) if "metrics.port" in values else None
+                int_property(values, "metrics.port", 0, minimum=0)
+                if "metrics.port" in values
+                else None
             ),
             controller_bootstrap=tuple(
                 a.strip()
@@ -105,7 +91,9 @@ class BrokerConfig:
                 if a.strip()
             ),
             zookeeper_connect=values.get("zookeeper.connect") or None,
-            heartbeat_interval_s=_int(values, "broker.heartbeat.interval.ms", 2000, minimum=10)
+            heartbeat_interval_s=int_property(
+                values, "broker.heartbeat.interval.ms", 2000, minimum=10
+            )
             / 1000,
         )
 
@@ -129,16 +117,20 @@ class TopicConfig:
             return int(defaults[key])
 
         return cls(
-            remote_storage_enable=_bool(values, keys.REMOTE_STORAGE_ENABLE, False),
-            remote_log_copy_disable=_bool(values, keys.REMOTE_LOG_COPY_DISABLE, False),
+            remote_storage_enable=bool_property(values, keys.REMOTE_STORAGE_ENABLE, False),
+            remote_log_copy_disable=bool_property(values, keys.REMOTE_LOG_COPY_DISABLE, False),
             log=LogConfig(
-                segment_bytes=_int(values, "segment.bytes", default("segment.bytes"), minimum=1),
-                segment_ms=_int(values, "segment.ms", default("segment.ms"), minimum=1),
+                segment_bytes=int_property(
+                    values, "segment.bytes", default("segment.bytes"), minimum=1
+                ),
+                segment_ms=int_property(values, "segment.ms", default("segment.ms"), minimum=1),
             ),
             retention=RetentionConfig(
-                retention_ms=_int(values, "retention.ms", default("retention.ms"), minimum=-1),
-                retention_bytes=_int(values, "retention.bytes", -1, minimum=-1),
-                local_retention_ms=_int(values, "local.retention.ms", -2, minimum=-2),
-                local_retention_bytes=_int(values, "local.retention.bytes", -2, minimum=-2),
+                retention_ms=int_property(
+                    values, "retention.ms", default("retention.ms"), minimum=-1
+                ),
+                retention_bytes=int_property(values, "retention.bytes", -1, minimum=-1),
+                local_retention_ms=int_property(values, "local.retention.ms", -2, minimum=-2),
+                local_retention_bytes=int_property(values, "local.retention.bytes", -2, minimum=-2),
             ),
         )

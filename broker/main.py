@@ -23,6 +23,7 @@ from broker.controller_link import KRaftControllerLink
 from broker.metrics import serve_metrics
 from broker.servicer import BrokerServicer
 from tiered.cluster.model import BrokerRegistration
+from tiered.daemon_logging import configure_daemon_logging
 from tiered.properties import load_properties
 from tiered.rpc.v1 import broker_pb2_grpc as pb_grpc
 from tiered.rpc.v1 import controller_pb2_grpc as controller_grpc
@@ -75,10 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tiered-broker", description=__doc__)
     parser.add_argument("--config", required=True, help="broker .properties file")
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    logging.getLogger("transitions").setLevel(logging.WARNING)  # one line per state callback
+    configure_daemon_logging()
     try:
         config = BrokerConfig.from_properties(load_properties(args.config))
     except (OSError, ValueError) as e:

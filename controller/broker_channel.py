@@ -164,6 +164,13 @@ class BrokerChannel:
             self.failures = 0
             delay = 0.0 if sent else None  # drain what is owed, then sleep until woken
 
+    def _raise_if_stale(self, error: TieredError | None) -> None:
+        """A broker that heard from a newer controller rejects the whole request: this
+        controller is deposed (its owner steps down)."""
+        if error is not None and error.code is ErrorCode.STALE_CONTROLLER_EPOCH:
+            self._owner.on_stale_controller_epoch(self.broker_id, error.message)
+            raise error
+
     def _send_next(self) -> bool:
         found = self._owner.next_work(self.broker_id)
         if found is None:
@@ -172,9 +179,7 @@ class BrokerChannel:
         stub = self.stub(endpoint)
         if isinstance(work, DisableWork):
             response = stub.DisableRemoteTopic(disable_request(work), timeout=self._timeout_s)
-            if response.error.code == ErrorCode.STALE_CONTROLLER_EPOCH:
-                self._owner.on_stale_controller_epoch(self.broker_id, response.error.message)
-                raise TieredError(ErrorCode.STALE_CONTROLLER_EPOCH, response.error.message)
+            self._raise_if_stale(error_from_proto(response.error))
             errors = [error_from_proto(e) for e in response.errors]
             if len(errors) != len(work.entries):
                 raise RuntimeError("DisableRemoteTopic response does not match the request")
@@ -193,30 +198,12 @@ class BrokerChannel:
                 timeout=self._timeout_s,
             )
             errors = [error_from_proto(e) for e in removed.errors]
-            if (
-                errors
-                and errors[0] is not None
-                and errors[0].code is ErrorCode.STALE_CONTROLLER_EPOCH
-            ):
-                self._owner.on_stale_controller_epoch(self.broker_id, errors[0].message)
-                raise errors[0]
+            self._raise_if_stale(errors[0] if errors else None)
             self._owner.on_remove_response(self.broker_id, work, errors)
         else:
             request = assign_request(work)
             response = stub.AssignPartitions(request, timeout=self._timeout_s)
             errors = [error_from_proto(e) for e in response.errors]
-            if (
-                errors
-                and errors[0] is not None
-                and errors[0].code is ErrorCode.STALE_CONTROLLER_EPOCH
-            ):
-                self._owner.on_stale_controller_epoch(self.broker_id, errors[0].message)
-                raise errors[0]
+            self._raise_if_stale(errors[0] if errors else None)
             self._owner.on_assign_response(self.broker_id, work, errors)
         return True
-
-    def describe_log_dirs(self, endpoint: str, timeout_s: float) -> pb.DescribeLogDirsResponse:
-        response: pb.DescribeLogDirsResponse = self.stub(endpoint).DescribeLogDirs(
-            pb.DescribeLogDirsRequest(), timeout=timeout_s
-        )
-        return response

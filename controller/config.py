@@ -7,20 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from broker.config import parse_listener
+from tiered.properties import int_property
 from tiered.retry import ExponentialBackoff
-
-
-def _int(values: Mapping[str, str], key: str, default: int, minimum: int = 0) -> int:
-    raw = values.get(key)
-    if raw is None:
-        return default
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise ValueError(f"{key}={raw!r} is not valid; expected an integer") from None
-    if value < minimum:
-        raise ValueError(f"{key}={value} is not valid; expected an integer >= {minimum}")
-    return value
 
 
 @dataclass(frozen=True)
@@ -56,17 +44,21 @@ class ControllerConfig:
             raise ValueError("metadata.log.dir is required with metadata.store=kraft")
         if mode == "zookeeper" and "zookeeper.connect" not in store:
             raise ValueError("zookeeper.connect is required with metadata.store=zookeeper")
-        initial_ms = _int(values, "controller.retry.backoff.ms", 100, minimum=1)
-        max_ms = _int(values, "controller.retry.backoff.max.ms", 10_000, minimum=initial_ms)
+        initial_ms = int_property(values, "controller.retry.backoff.ms", 100, minimum=1)
+        max_ms = int_property(values, "controller.retry.backoff.max.ms", 10_000, minimum=initial_ms)
         return cls(
-            node_id=_int(values, "node.id", 0),
+            node_id=int_property(values, "node.id", 0, minimum=0),
             host=host,
             port=port,
             store=store,
-            broker_session_timeout_s=_int(values, "broker.session.timeout.ms", 9000, 100) / 1000,
-            request_timeout_s=_int(values, "controller.request.timeout.ms", 30_000, 100) / 1000,
+            broker_session_timeout_s=int_property(values, "broker.session.timeout.ms", 9000, 100)
+            / 1000,
+            request_timeout_s=int_property(values, "controller.request.timeout.ms", 30_000, 100)
+            / 1000,
             backoff=ExponentialBackoff(initial_ms / 1000, max_ms / 1000),
-            max_entries_per_request=_int(values, "controller.max.partitions.per.request", 5000, 1),
+            max_entries_per_request=int_property(
+                values, "controller.max.partitions.per.request", 5000, 1
+            ),
             spark={k: v for k, v in values.items() if k.startswith("spark.")},
             remote={
                 k: v

@@ -125,6 +125,8 @@ class Controller:
         self._in_doubt = threading.Event()
         self._activated = threading.Event()
         self._describe_pool = ThreadPoolExecutor(8, thread_name_prefix="controller-describe")
+        self._describe_lock = threading.Lock()
+        self._describe_stubs: dict[str, tuple[grpc.Channel, pb_grpc.BrokerServiceStub]] = {}
         self._zk_watch_started = False
         self._zk_live: dict[int, BrokerRegistration] = {}
 
@@ -243,16 +245,24 @@ class Controller:
             self._persist(lambda: self.store.put_delete_job(job))
             self.image.delete_jobs[job.key] = job
 
-    def _latest_job(self, topic: TopicMetadata) -> DeleteJob | None:
-        jobs = [j for (tid, _), j in self.image.delete_jobs.items() if tid == topic.topic_id]
-        if not jobs:
-            return None
-        latest = max(jobs, key=lambda j: j.tiered_epoch)
-        return self._jobs.progress(latest) if self._jobs is not None else latest
+    def _latest_jobs(self) -> dict[uuid.UUID, DeleteJob]:
+        """Each topic's latest delete job, freshest progress first (one pass over the jobs)."""
+        latest: dict[uuid.UUID, DeleteJob] = {}
+        for (topic_id, _), job in self.image.delete_jobs.items():
+            known = latest.get(topic_id)
+            if known is None or job.tiered_epoch > known.tiered_epoch:
+                latest[topic_id] = job
+        if self._jobs is not None:
+            latest = {t: self._jobs.progress(j) for t, j in latest.items()}
+        return latest
 
     def close(self) -> None:
         self._deactivate()
         self._describe_pool.shutdown(wait=False)
+        with self._describe_lock:
+            for channel, _ in self._describe_stubs.values():
+                channel.close()
+            self._describe_stubs.clear()
 
     def _require_active(self) -> int:
         epoch = self._epoch
@@ -378,15 +388,18 @@ class Controller:
             if pending:
                 batch: list[tuple[TopicMetadata, int]] = []
                 count = 0
-                for name, generation in list(pending.items()):
+                gone = []
+                for name, generation in pending.items():
                     topic = self.image.topics.get(name)
                     if topic is None:
-                        del pending[name]
+                        gone.append(name)
                         continue
                     batch.append((topic, generation))
                     count += len(topic.partitions_on(broker_id))
                     if count >= limit:
                         break
+                for name in gone:
+                    del pending[name]
                 if batch:
                     return registration.endpoint, AssignWork(epoch, batch, broker_id)
             return None
@@ -584,6 +597,7 @@ class Controller:
         with self._lock:
             self._require_active()
             wanted = list(names) or sorted(self.image.topics)
+            jobs = self._latest_jobs()
             views: list[TopicView | TieredError] = []
             for name in wanted:
                 topic = self.image.topics.get(name)
@@ -601,7 +615,7 @@ class Controller:
                         owed,
                         total,
                         frozenset(self.queue.owed_partitions(name)),
-                        delete_job=self._latest_job(topic),
+                        delete_job=jobs.get(topic.topic_id),
                     )
                 )
             brokers = {b: r.endpoint for b, r in self.liveness.registrations.items()}
@@ -622,15 +636,23 @@ class Controller:
             result.append(replace(v, partition_states=states))
         return result
 
+    def _describe_stub(self, endpoint: str) -> pb_grpc.BrokerServiceStub:
+        """One channel per broker endpoint for describes (``--wait`` polls every half second)."""
+        with self._describe_lock:
+            found = self._describe_stubs.get(endpoint)
+            if found is None:
+                channel = grpc.insecure_channel(endpoint)
+                stub = pb_grpc.BrokerServiceStub(channel)  # type: ignore[no-untyped-call]
+                found = self._describe_stubs[endpoint] = (channel, stub)
+            return found[1]
+
     def _describe_log_dirs(
         self, brokers: Mapping[int, str]
     ) -> dict[int, dict[tuple[uuid.UUID, int], PartitionState]]:
         def one(broker_id: int, endpoint: str) -> dict[tuple[uuid.UUID, int], PartitionState]:
-            with grpc.insecure_channel(endpoint) as channel:
-                stub = pb_grpc.BrokerServiceStub(channel)  # type: ignore[no-untyped-call]
-                response: pb.DescribeLogDirsResponse = stub.DescribeLogDirs(
-                    pb.DescribeLogDirsRequest(), timeout=5.0
-                )
+            response: pb.DescribeLogDirsResponse = self._describe_stub(endpoint).DescribeLogDirs(
+                pb.DescribeLogDirsRequest(), timeout=5.0
+            )
             return {
                 (uuid.UUID(bytes=d.partition.topic_id), d.partition.partition): PartitionState(
                     d.offsets.log_start_offset,

@@ -23,6 +23,7 @@ from controller.controller import Controller
 from controller.jobs import wiring as jobs_wiring
 from controller.servicer import AdminServicer, ControllerServicer
 from controller.store import MetadataStoreError
+from tiered.daemon_logging import configure_daemon_logging
 from tiered.properties import load_properties
 from tiered.rpc.v1 import controller_pb2_grpc as pb_grpc
 
@@ -40,10 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tiered-controller", description=__doc__)
     parser.add_argument("--config", required=True, help="controller .properties file")
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    logging.getLogger("transitions").setLevel(logging.WARNING)  # one line per state callback
+    configure_daemon_logging()
     try:
         config = ControllerConfig.from_properties(load_properties(args.config))
         store = store_factory.create(config.store)

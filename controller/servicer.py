@@ -229,7 +229,11 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
 
         def on_error(e: TieredError) -> pb.DescribeClusterResponse:
             response = pb.DescribeClusterResponse(error=error_to_proto(e))
-            active = self._controller.store.active_controller() if e.code else None
+            active = (
+                self._controller.store.active_controller()
+                if e.code is ErrorCode.NOT_CONTROLLER
+                else None
+            )
             if active is not None:
                 response.controller_id, response.controller_endpoint = active
             return response

@@ -1,4 +1,5 @@
-"""The remote_log_size benchmark still runs and its two methods agree (timings are not checked)."""
+"""Every benchmark still runs in its quick mode and writes a sane report (timings are not
+checked)."""
 
 from __future__ import annotations
 
@@ -6,33 +7,30 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 VENV_PYTHON = REPO_ROOT / ".venv" / "bin" / "python"
 
 
-def test_remote_log_size_bench_quick(tmp_path: Path) -> None:
-    out = tmp_path / "x.json"
+def run_quick(script: str, out: Path, *args: str, timeout_s: float = 240) -> dict[str, Any]:
+    """Runs ``bench/<script> --quick --out OUT`` and returns the JSON it wrote."""
     python = str(VENV_PYTHON) if VENV_PYTHON.exists() else sys.executable
     completed = subprocess.run(
-        [
-            python,
-            "bench/remote_log_size.py",
-            "--quick",
-            "--backends",
-            "sqlite",
-            "--out",
-            str(out),
-        ],
+        [python, f"bench/{script}", "--quick", *args, "--out", str(out)],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=timeout_s,
         check=False,
     )
     assert completed.returncode == 0, completed.stdout + completed.stderr
+    document: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+    return document
 
-    document = json.loads(out.read_text(encoding="utf-8"))
+
+def test_remote_log_size_bench_quick(tmp_path: Path) -> None:
+    document = run_quick("remote_log_size.py", tmp_path / "x.json", "--backends", "sqlite")
     assert document["ok"] is True
     assert document["verification_failures"] == []
     assert all(check["identical"] for check in document["layout_checks"])
@@ -47,19 +45,7 @@ def test_remote_log_size_bench_quick(tmp_path: Path) -> None:
 
 
 def test_tiering_bench_quick(tmp_path: Path) -> None:
-    out = tmp_path / "t.json"
-    python = str(VENV_PYTHON) if VENV_PYTHON.exists() else sys.executable
-    completed = subprocess.run(
-        [python, "bench/tiering.py", "--quick", "--out", str(out)],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert completed.returncode == 0, completed.stdout + completed.stderr
-
-    document = json.loads(out.read_text(encoding="utf-8"))
+    document = run_quick("tiering.py", tmp_path / "t.json")
     assert document["ok"] is True
     assert document["failures"] == []
     assert document["verified"] is True
@@ -82,18 +68,7 @@ def test_tiering_bench_quick(tmp_path: Path) -> None:
 
 
 def test_state_machine_bench_quick(tmp_path: Path) -> None:
-    out = tmp_path / "s.json"
-    python = str(VENV_PYTHON) if VENV_PYTHON.exists() else sys.executable
-    completed = subprocess.run(
-        [python, "bench/state_machine.py", "--quick", "--out", str(out)],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert completed.returncode == 0, completed.stdout + completed.stderr
-    document = json.loads(out.read_text(encoding="utf-8"))
+    document = run_quick("state_machine.py", tmp_path / "s.json", timeout_s=120)
     assert document["ok"] is True and document["failures"] == []
     assert document["results"]["fire"]["models_attached_after"] == 0
     assert document["results"]["fire"]["per_event_s"] > 0
@@ -101,18 +76,7 @@ def test_state_machine_bench_quick(tmp_path: Path) -> None:
 
 
 def test_bulk_delete_bench_quick(tmp_path: Path) -> None:
-    out = tmp_path / "b.json"
-    python = str(VENV_PYTHON) if VENV_PYTHON.exists() else sys.executable
-    completed = subprocess.run(
-        [python, "bench/bulk_delete.py", "--quick", "--out", str(out)],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert completed.returncode == 0, completed.stdout + completed.stderr
-    document = json.loads(out.read_text(encoding="utf-8"))
+    document = run_quick("bulk_delete.py", tmp_path / "b.json")
     assert document["ok"] is True and document["failures"] == []
     assert document["spark"]["session_start_s"] > 0
     results = document["results"]

@@ -15,11 +15,9 @@ import grpc
 import pytest
 
 from tests.rlmm_support import poll_until
-from tests.support.cluster import Cluster
+from tests.support.cluster import Cluster, running_cluster
 from tests.support.processes import REPO
-from tiered import rlmm
 from tiered.admin import AdminClient, TopicDescription
-from tiered.api import TopicIdPartition
 from tiered.cluster.model import TieredState
 from tiered.errors import ErrorCode, TieredError
 from tiered.rpc.v1 import broker_pb2 as pb
@@ -28,67 +26,26 @@ from tiered.rpc.v1 import controller_pb2, controller_pb2_grpc, records_pb2
 TIERED = {"remote.storage.enable": "true", "segment.bytes": "2000"}
 
 
-def _running_cluster(
-    request: pytest.FixtureRequest, tmp_path: Path, mode: str
-) -> Iterator[Cluster]:
-    zk_connect = request.getfixturevalue("zk_connect") if mode == "zookeeper" else None
-    c = Cluster(tmp_path, mode, zk_connect)
-    try:
-        c.start()
-        yield c
-    finally:
-        report = getattr(request.node, "report_call", None)
-        if report is not None and report.failed:
-            print(c.dump_logs())
-        c.close()
-
-
 @pytest.fixture(params=["kraft", "zookeeper"])
 def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
     """Scenarios that matter in both metadata modes."""
-    yield from _running_cluster(request, tmp_path, request.param)
+    yield from running_cluster(request, tmp_path, request.param)
 
 
 @pytest.fixture
 def kraft_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
-    yield from _running_cluster(request, tmp_path, "kraft")
+    yield from running_cluster(request, tmp_path, "kraft")
 
 
 @pytest.fixture
 def zk_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
-    yield from _running_cluster(request, tmp_path, "zookeeper")
+    yield from running_cluster(request, tmp_path, "zookeeper")
 
 
 def tiered_topic(cluster: Cluster, name: str, partitions: int = 2) -> TopicDescription:
-    cluster.admin.create_topic(name, partitions, TIERED)
-    topic = cluster.admin.describe_topic(name)
+    topic = cluster.tiered_topic(name, partitions, TIERED)
     assert topic.tiered_state is TieredState.ENABLED and topic.tiered_epoch == 0
-    for p in range(partitions):
-        poll_until(
-            lambda p=p: _hosted(cluster, topic, p), timeout=30, what=f"partition {p} to be hosted"
-        )
-        cluster.produce(topic, p, 200)
-    for p in range(partitions):
-        poll_until(
-            lambda p=p: cluster.admin.describe_topic(name).partitions[p].remote_segment_count > 3,
-            timeout=30,
-            what=f"partition {p} to tier segments",
-        )
-    return cluster.admin.describe_topic(name)
-
-
-def _hosted(cluster: Cluster, topic: TopicDescription, partition: int) -> bool:
-    leader = topic.partitions[partition].leader
-    return (topic.topic_id, partition) in cluster.log_dirs(leader)
-
-
-def remote_segments(cluster: Cluster, topic: TopicDescription, partition: int) -> list[object]:
-    manager = rlmm.create({"rlmm.sqlite.path": str(cluster.root / "rlmm.db")})
-    try:
-        tp = TopicIdPartition(topic.topic_id, topic.name, partition)
-        return list(manager.list_remote_log_segments(tp))
-    finally:
-        manager.close()
+    return topic
 
 
 def test_disable_with_retain_then_reenable(cluster: Cluster) -> None:
@@ -104,27 +61,24 @@ def test_disable_with_retain_then_reenable(cluster: Cluster) -> None:
         fetched = cluster.fetch(topic, p, 0)  # retain: offset 0 still reads
         assert fetched.error.code == 0 and fetched.records[0].offset == 0
     # Nothing new is tiered while disabled.
-    before = {p: len(remote_segments(cluster, topic, p)) for p in range(2)}
+    before = {p: len(cluster.remote_segments(topic, p)) for p in range(2)}
     for p in range(2):
         cluster.produce(topic, p, 100)
     enabled = cluster.admin.incremental_alter_configs("orders", {"remote.storage.enable": "true"})
     assert enabled.tiered_state is TieredState.ENABLED and enabled.tiered_epoch == 1
     for p in range(2):
         poll_until(
-            lambda p=p: any(
-                m.tiered_epoch == 1  # type: ignore[attr-defined]
-                for m in remote_segments(cluster, topic, p)
-            ),
+            lambda p=p: any(m.tiered_epoch == 1 for m in cluster.remote_segments(topic, p)),
             timeout=30,
             what="segments stamped with the new epoch",
         )
         segments = sorted(
-            remote_segments(cluster, topic, p),
-            key=lambda m: m.start_offset,  # type: ignore[attr-defined]
+            cluster.remote_segments(topic, p),
+            key=lambda m: m.start_offset,
         )
         assert len(segments) > before[p]
         for a, b in itertools.pairwise(segments):
-            assert b.start_offset == a.end_offset + 1  # type: ignore[attr-defined]
+            assert b.start_offset == a.end_offset + 1
 
 
 def test_disable_with_delete_raises_log_start(cluster: Cluster) -> None:

@@ -12,11 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.rlmm_support import poll_until
-from tests.support.cluster import Cluster
+from tests.support.cluster import Cluster, running_cluster
 from tests.support.processes import REPO
-from tiered import rlmm
 from tiered.admin import TopicDescription
-from tiered.api import TopicIdPartition
 from tiered.cluster.model import TieredState
 
 # Local retention keeps ~2 segments, so most of the log is in remote storage only.
@@ -24,71 +22,21 @@ TIERED = {"remote.storage.enable": "true", "segment.bytes": "2000", "local.reten
 DELETE = {"remote.log.disable.policy": "delete", "remote.storage.enable": "false"}
 
 
-def _cluster(
-    request: pytest.FixtureRequest, tmp_path: Path, mode: str, **extra: str
-) -> Iterator[Cluster]:
-    zk_connect = request.getfixturevalue("zk_connect") if mode == "zookeeper" else None
-    c = Cluster(tmp_path, mode, zk_connect, controller_extra=dict(extra))
-    try:
-        c.start()
-        yield c
-    finally:
-        report = getattr(request.node, "report_call", None)
-        if report is not None and report.failed:
-            print(c.dump_logs())
-        c.close()
-
-
 @pytest.fixture(params=["kraft", "zookeeper"])
 def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
-    yield from _cluster(request, tmp_path, request.param)
+    yield from running_cluster(request, tmp_path, request.param)
 
 
 def tiered_topic(
     cluster: Cluster, name: str, partitions: int = 2, records: int = 200
 ) -> TopicDescription:
-    cluster.admin.create_topic(name, partitions, TIERED)
-    topic = cluster.admin.describe_topic(name)
-    for p in range(partitions):
-        poll_until(
-            lambda p=p: cluster.admin.describe_topic(name).partitions[p].leader_available,
-            timeout=30,
-            what=f"partition {p} to be hosted",
-        )
-        cluster.produce(topic, p, records)
-    for p in range(partitions):
-        poll_until(
-            lambda p=p: cluster.admin.describe_topic(name).partitions[p].remote_segment_count > 3,
-            timeout=30,
-            what=f"partition {p} to tier segments",
-        )
-    for p in range(partitions):
-        poll_until(
-            lambda p=p: (
-                (cluster.admin.describe_topic(name).partitions[p].local_log_start_offset or 0) > 0
-            ),
-            timeout=30,
-            what=f"partition {p} to expire local segments",
-        )
-    return cluster.admin.describe_topic(name)
+    return cluster.tiered_topic(name, partitions, TIERED, records, expire_locally=True)
 
 
 def epoch_dirs(cluster: Cluster, topic: TopicDescription) -> set[str]:
     """The te=... directories left in the remote tree of the topic."""
     base = cluster.root / "remote" / f"{topic.name}-{topic.topic_id}"
     return {f"{p.parent.name}/{p.name}" for p in base.glob("*/te=*") if any(p.iterdir())}
-
-
-def remote_segments(cluster: Cluster, topic: TopicDescription, partition: int) -> list[object]:
-    manager = rlmm.create({"rlmm.sqlite.path": str(cluster.root / "rlmm.db")})
-    try:
-        tp = TopicIdPartition(topic.topic_id, topic.name, partition)
-        try:
-            return list(manager.list_remote_log_segments(tp))
-        except Exception:
-            return []
-    finally:
-        manager.close()
 
 
 def wait_for_job(cluster: Cluster, name: str, timeout_s: float = 90) -> TopicDescription:
@@ -133,7 +81,7 @@ def test_disable_with_delete_empties_older_epochs_then_reenable(cluster: Cluster
         assert partition.remote_log_size_bytes == 0 and partition.remote_segment_count == 0
         assert partition.remote_delete_state == "DELETE_PARTITION_FINISHED"
         assert partition.delete_objects_deleted == partition.delete_objects_total > 0
-        assert remote_segments(cluster, topic, p) == []
+        assert cluster.remote_segments(topic, p) == []
         below = cluster.fetch(topic, p, 0)  # below the new log start: gone
         assert below.error.name == "OFFSET_OUT_OF_RANGE"
         assert partition.log_start_offset == partition.local_log_start_offset
@@ -144,14 +92,14 @@ def test_disable_with_delete_empties_older_epochs_then_reenable(cluster: Cluster
     for p in range(2):
         cluster.produce(topic, p, 150)
         poll_until(
-            lambda p=p: len(remote_segments(cluster, topic, p)) > 2,
+            lambda p=p: len(cluster.remote_segments(topic, p)) > 2,
             timeout=30,
             what="tiering to resume",
         )
-        segments = sorted(remote_segments(cluster, topic, p), key=lambda m: m.start_offset)  # type: ignore[attr-defined]
-        assert {m.tiered_epoch for m in segments} == {1}  # type: ignore[attr-defined]
+        segments = sorted(cluster.remote_segments(topic, p), key=lambda m: m.start_offset)
+        assert {m.tiered_epoch for m in segments} == {1}
         for a, b in itertools.pairwise(segments):
-            assert b.start_offset == a.end_offset + 1  # type: ignore[attr-defined]
+            assert b.start_offset == a.end_offset + 1
         assert before[p] is not None
     assert epoch_dirs(cluster, topic) <= {"0/te=1", "1/te=1"}
 
@@ -159,7 +107,9 @@ def test_disable_with_delete_empties_older_epochs_then_reenable(cluster: Cluster
 @pytest.fixture
 def slow_delete_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
     # Every object delete takes 25 ms (an object store's latency), so the job runs for seconds.
-    yield from _cluster(request, tmp_path, "kraft", **{"bulk.delete.simulated.latency.ms": "25"})
+    yield from running_cluster(
+        request, tmp_path, "kraft", **{"bulk.delete.simulated.latency.ms": "25"}
+    )
 
 
 def test_controller_killed_mid_job_the_standby_finishes_it(slow_delete_cluster: Cluster) -> None:
@@ -181,12 +131,14 @@ def test_controller_killed_mid_job_the_standby_finishes_it(slow_delete_cluster: 
     done = wait_for_job(cluster, "ledger", timeout_s=120)
     assert done.delete_job is not None and done.delete_job.attempts >= 2
     assert epoch_dirs(cluster, topic) == set()
-    assert all(remote_segments(cluster, topic, p) == [] for p in range(2))
+    assert all(cluster.remote_segments(topic, p) == [] for p in range(2))
 
 
 @pytest.fixture
 def spark_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
-    yield from _cluster(request, tmp_path, "kraft", **{"bulk.delete.fast.path.max.objects": "0"})
+    yield from running_cluster(
+        request, tmp_path, "kraft", **{"bulk.delete.fast.path.max.objects": "0"}
+    )
 
 
 def test_the_job_runs_on_spark_and_wait_shows_its_progress(spark_cluster: Cluster) -> None:
@@ -229,7 +181,7 @@ def test_the_job_runs_on_spark_and_wait_shows_its_progress(spark_cluster: Cluste
 
 @pytest.fixture
 def kraft_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
-    yield from _cluster(request, tmp_path, "kraft")
+    yield from running_cluster(request, tmp_path, "kraft")
 
 
 def test_retain_keeps_reads_and_expires_remote_before_local(kraft_cluster: Cluster) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 
@@ -20,3 +21,29 @@ def parse_properties(text: str, source: str = "<properties>") -> dict[str, str]:
 
 def load_properties(path: str | Path) -> dict[str, str]:
     return parse_properties(Path(path).read_text(encoding="utf-8"), str(path))
+
+
+def int_property(
+    values: Mapping[str, str], key: str, default: int, minimum: int | None = None
+) -> int:
+    """``values[key]`` as an integer (``default`` when absent or blank); the error names the key,
+    the value and what is valid."""
+    raw = values.get(key)
+    if raw is None or not str(raw).strip():
+        return default
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise ValueError(f"{key}={raw!r} is not valid; expected an integer") from None
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{key}={value} is not valid; expected an integer >= {minimum}")
+    return value
+
+
+def bool_property(values: Mapping[str, str], key: str, default: bool) -> bool:
+    raw = values.get(key)
+    if raw is None:
+        return default
+    if raw.strip().lower() in ("true", "false"):
+        return raw.strip().lower() == "true"
+    raise ValueError(f"{key}={raw!r} is not valid; valid values: true, false")

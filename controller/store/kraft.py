@@ -25,6 +25,7 @@ from controller.store.kraft_log import (
 )
 from tiered.cluster import serde
 from tiered.cluster.model import BrokerRegistration, DeleteJob, MetadataImage, TopicMetadata
+from tiered.properties import int_property
 from tiered.rpc.v1 import metadata_pb2
 
 logger = logging.getLogger(__name__)
@@ -36,31 +37,6 @@ DEFAULT_SNAPSHOT_INTERVAL_RECORDS = 20_000
 DEFAULT_MAX_BATCHES_PER_READ = 1000
 DEFAULT_MAX_BYTES_PER_READ = 1024 * 1024
 _READ_ONLY_ATTEMPTS = 5
-
-
-def _copy_image(image: MetadataImage) -> MetadataImage:
-    return MetadataImage(
-        topics=dict(image.topics),
-        brokers=dict(image.brokers),
-        controller_id=image.controller_id,
-        controller_epoch=image.controller_epoch,
-        controller_endpoint=image.controller_endpoint,
-        offset=image.offset,
-        delete_jobs=dict(image.delete_jobs),
-    )
-
-
-def _int_config(config: Mapping[str, str], key: str, default: int, minimum: int) -> int:
-    raw = config.get(key)
-    if raw is None or not raw.strip():
-        return default
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise ValueError(f"{key}={raw!r} is not an integer") from None
-    if value < minimum:
-        raise ValueError(f"{key}={value} must be >= {minimum}")
-    return value
 
 
 def _replay(log: MetadataLog, *, read_only: bool) -> MetadataImage:
@@ -121,10 +97,10 @@ class KRaftMetadataStore(MetadataStore):
             raise ValueError("metadata.log.dir is required for metadata.store=kraft")
         return cls(
             directory,
-            segment_bytes=_int_config(
+            segment_bytes=int_property(
                 config, "metadata.log.segment.bytes", DEFAULT_SEGMENT_BYTES, 1024
             ),
-            snapshot_interval_records=_int_config(
+            snapshot_interval_records=int_property(
                 config,
                 "metadata.log.snapshot.interval.records",
                 DEFAULT_SNAPSHOT_INTERVAL_RECORDS,
@@ -247,7 +223,7 @@ class KRaftMetadataStore(MetadataStore):
     def load(self) -> MetadataImage:
         with self._mu:
             if self._log is not None:
-                return _copy_image(self._image)
+                return self._image.copy()
         return self._read_only_replay()
 
     def _read_only_replay(self) -> MetadataImage:
@@ -390,7 +366,7 @@ class KRaftMetadataStore(MetadataStore):
         100k topics. One at a time; a due snapshot waits for the next write if one is running."""
         if self._snapshotter is not None and self._snapshotter.is_alive():
             return
-        image = _copy_image(self._image)
+        image = self._image.copy()
         self._records_since_snapshot = 0
         self._snapshotter = threading.Thread(
             target=self._write_snapshot, args=(log, image), name="metadata-snapshot", daemon=True
@@ -417,7 +393,7 @@ class KRaftMetadataStore(MetadataStore):
         with self._mu:
             log = self._require_active()
             self._wait_for_snapshotter()
-            image = _copy_image(self._image)
+            image = self._image.copy()
             self._records_since_snapshot = 0
         self._write_snapshot_or_raise(log, image)
         return image.offset

@@ -75,6 +75,7 @@ from tiered.cluster.zk_registration import (
     now_ms,
     split_connect_string,
 )
+from tiered.properties import int_property
 
 __all__ = ["LiveBrokersCallback", "ZooKeeperMetadataStore"]
 
@@ -310,8 +311,8 @@ class ZooKeeperMetadataStore(MetadataStore):
         connect = str(config.get("zookeeper.connect") or "").strip()
         if not connect:
             raise ValueError("zookeeper.connect is required when metadata.store=zookeeper")
-        session_ms = _int_config(config, "zookeeper.session.timeout.ms", 6000, minimum=1)
-        grace_ms = _int_config(config, "zookeeper.suspended.grace.ms", 2000, minimum=0)
+        session_ms = int_property(config, "zookeeper.session.timeout.ms", 6000, minimum=1)
+        grace_ms = int_property(config, "zookeeper.suspended.grace.ms", 2000, minimum=0)
         return cls(connect, session_timeout_s=session_ms / 1000, suspended_grace_s=grace_ms / 1000)
 
     def __repr__(self) -> str:
@@ -1049,16 +1050,3 @@ class _LiveBrokersWatch:
                 self._callback(dict(brokers))
             except Exception:
                 log.exception("live brokers callback failed")
-
-
-def _int_config(config: Mapping[str, str], key: str, default: int, minimum: int) -> int:
-    raw = config.get(key)
-    if raw is None or not str(raw).strip():
-        return default
-    try:
-        value = int(str(raw).strip())
-    except ValueError:
-        raise ValueError(f"{key} must be an integer, got {raw!r}") from None
-    if value < minimum:
-        raise ValueError(f"{key} must be at least {minimum}, got {value}")
-    return value

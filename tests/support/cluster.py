@@ -4,14 +4,18 @@ as separate processes, in KRaft or ZooKeeper mode, with an AdminClient and per-b
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import grpc
+import pytest
 
 from tests.rlmm_support import poll_until
 from tests.support.processes import DaemonProcess
 from tests.support.zookeeper import free_port
+from tiered import rlmm
 from tiered.admin import AdminClient, TopicDescription
+from tiered.api import RemoteLogSegmentMetadata, RemoteResourceNotFoundException, TopicIdPartition
 from tiered.cluster.model import TieredState
 from tiered.rpc.v1 import broker_pb2 as pb
 from tiered.rpc.v1 import broker_pb2_grpc as pb_grpc
@@ -170,6 +174,55 @@ class Cluster:
         poll_until(reached, timeout=timeout_s, what=f"topic {name} to be {state.value}")
         return found[0]
 
+    def tiered_topic(
+        self,
+        name: str,
+        partitions: int,
+        configs: Mapping[str, str],
+        records: int = 200,
+        expire_locally: bool = False,
+    ) -> TopicDescription:
+        """Creates a topic, produces ``records`` to each partition and waits until each has
+        tiered a few segments (and, with ``expire_locally``, expired local ones)."""
+        self.admin.create_topic(name, partitions, dict(configs))
+        topic = self.admin.describe_topic(name)
+        for p in range(partitions):
+            poll_until(
+                lambda p=p: (topic.topic_id, p) in self.log_dirs(topic.partitions[p].leader),
+                timeout=30,
+                what=f"partition {p} to be hosted",
+            )
+            self.produce(topic, p, records)
+        for p in range(partitions):
+            poll_until(
+                lambda p=p: self.admin.describe_topic(name).partitions[p].remote_segment_count > 3,
+                timeout=30,
+                what=f"partition {p} to tier segments",
+            )
+            if expire_locally:
+                poll_until(
+                    lambda p=p: (
+                        (self.admin.describe_topic(name).partitions[p].local_log_start_offset or 0)
+                        > 0
+                    ),
+                    timeout=30,
+                    what=f"partition {p} to expire local segments",
+                )
+        return self.admin.describe_topic(name)
+
+    def remote_segments(
+        self, topic: TopicDescription, partition: int
+    ) -> list[RemoteLogSegmentMetadata]:
+        """What the shared RLMM lists for a partition ([] once its metadata is gone)."""
+        manager = rlmm.create({"rlmm.sqlite.path": str(self.root / "rlmm.db")})
+        try:
+            tp = TopicIdPartition(topic.topic_id, topic.name, partition)
+            return list(manager.list_remote_log_segments(tp))
+        except RemoteResourceNotFoundException:
+            return []
+        finally:
+            manager.close()
+
     def dump_logs(self) -> str:
         parts = []
         for process in [*self.controllers, *self.brokers.values()]:
@@ -182,3 +235,20 @@ class Cluster:
             channel.close()
         for process in [*self.brokers.values(), *self.controllers]:
             process.close()
+
+
+def running_cluster(
+    request: pytest.FixtureRequest, tmp_path: Path, mode: str, **controller_extra: str
+) -> Iterator[Cluster]:
+    """A started cluster for a fixture to yield from; its processes' logs are printed when the
+    test failed (see ``pytest_runtest_makereport`` in conftest)."""
+    zk_connect = request.getfixturevalue("zk_connect") if mode == "zookeeper" else None
+    c = Cluster(tmp_path, mode, zk_connect, controller_extra=controller_extra)
+    try:
+        c.start()
+        yield c
+    finally:
+        report = getattr(request.node, "report_call", None)
+        if report is not None and report.failed:
+            print(c.dump_logs())
+        c.close()

@@ -117,6 +117,18 @@ class MetadataImage:
     def __post_init__(self) -> None:
         self._by_id = {t.topic_id: t.name for t in self.topics.values()}
 
+    def copy(self) -> MetadataImage:
+        """An independent image with the same contents (values are frozen: shallow is enough)."""
+        return MetadataImage(
+            topics=dict(self.topics),
+            brokers=dict(self.brokers),
+            controller_id=self.controller_id,
+            controller_epoch=self.controller_epoch,
+            controller_endpoint=self.controller_endpoint,
+            offset=self.offset,
+            delete_jobs=dict(self.delete_jobs),
+        )
+
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None:
         name = self._by_id.get(topic_id)
         return None if name is None else self.topics.get(name)

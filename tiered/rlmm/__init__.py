@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from tiered.properties import int_property
 from tiered.rlmm.backend import MetadataStorageBackend, MetadataStoreError, VersionConflictError
 from tiered.rlmm.manager import (
     ConflictRetry,
@@ -48,16 +49,6 @@ def _required(config: Mapping[str, str], key: str, backend: str) -> str:
     return str(value).strip()
 
 
-def _int(config: Mapping[str, str], key: str, default: int) -> int:
-    raw = config.get(key)
-    if raw is None:
-        return default
-    try:
-        return int(str(raw).strip())
-    except ValueError:
-        raise ValueError(f"{key} must be an integer, got {raw!r}") from None
-
-
 def create_backend(config: Mapping[str, str]) -> MetadataStorageBackend:
     """The storage backend that ``rlmm.backend`` names."""
     backend = str(config.get("rlmm.backend", "sqlite")).strip()
@@ -68,7 +59,7 @@ def create_backend(config: Mapping[str, str]) -> MetadataStorageBackend:
     if backend == "zookeeper":
         from tiered.rlmm.zookeeper_backend import ZooKeeperBackend  # noqa: PLC0415
 
-        timeout_ms = _int(config, "rlmm.zookeeper.session.timeout.ms", 10_000)
+        timeout_ms = int_property(config, "rlmm.zookeeper.session.timeout.ms", 10_000)
         return ZooKeeperBackend(
             _required(config, "rlmm.zookeeper.connect", backend),
             session_timeout_s=timeout_ms / 1000,
@@ -78,5 +69,5 @@ def create_backend(config: Mapping[str, str]) -> MetadataStorageBackend:
 
 def create(config: Mapping[str, str]) -> StoreRemoteLogMetadataManager:
     """A RemoteLogMetadataManager configured by ``config`` (see the module docstring)."""
-    broker_id = _int(config, "broker.id", _int(config, "node.id", -1))
+    broker_id = int_property(config, "broker.id", int_property(config, "node.id", -1))
     return StoreRemoteLogMetadataManager(create_backend(config), broker_id=broker_id)

@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence, Set
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from tiered import api
 from tiered.api import (
@@ -178,7 +178,10 @@ class StoreRemoteLogMetadataManager(api.RemoteLogMetadataManager):
             for start in range(0, len(pending), batch_size):
                 chunk = pending[start : start + batch_size]
 
-                def apply(s: PartitionMetadataState, chunk: list[Any] = chunk) -> bool:
+                def apply(
+                    s: PartitionMetadataState,
+                    chunk: list[RemoteLogSegmentMetadataUpdate] = chunk,
+                ) -> bool:
                     applied = False
                     for u in chunk:
                         if s.segment(u.remote_log_segment_id.id) is None:
