@@ -21,6 +21,7 @@ from broker.config import BrokerConfig, TopicConfig
 from broker.log import Log, Record
 from broker.log.fileutil import atomic_write
 from broker.rlm.manager import RemoteLogManager, TieredPartition
+from tiered import failpoints
 from tiered import rlmm as rlmm_factory
 from tiered import rsm as rsm_factory
 from tiered.api import RemoteResourceNotFoundException, TopicIdPartition
@@ -232,6 +233,8 @@ class BrokerAgent:
                 self.rlm.on_leadership_change([partition_])
             outcomes.append(self._stop(hosted, tiered_epoch, policy))
         self._persist_assignments()
+        if any(outcome is None for outcome in outcomes):
+            failpoints.hit("broker.disable.stopped")
         return outcomes
 
     def _host(

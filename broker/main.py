@@ -22,6 +22,7 @@ from broker.config import BrokerConfig
 from broker.controller_link import KRaftControllerLink
 from broker.metrics import serve_metrics
 from broker.servicer import BrokerServicer
+from tiered import failpoints
 from tiered.cluster.model import BrokerRegistration
 from tiered.daemon_logging import configure_daemon_logging
 from tiered.properties import load_properties
@@ -78,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     configure_daemon_logging()
     try:
+        failpoints.configure_from_environment()
         config = BrokerConfig.from_properties(load_properties(args.config))
     except (OSError, ValueError) as e:
         print(f"INVALID_CONFIG: {e}", file=sys.stderr)

@@ -37,6 +37,7 @@ from controller.tiered_state import (
     initial_topic_state,
     plan_config_change,
 )
+from tiered import failpoints
 from tiered.cluster.model import (
     BrokerRegistration,
     DeleteJob,
@@ -424,6 +425,8 @@ class Controller:
                 done = self.queue.ack(broker_id, entry)
                 if done is not None:
                     self._complete_disablement(done)
+                elif entry.topic in self.queue:
+                    failpoints.hit("controller.disable.some_acked")
 
     def _complete_disablement(self, acked: TopicMetadata) -> None:
         current = self.image.topics.get(acked.name)
@@ -433,6 +436,7 @@ class Controller:
         job = None
         if disable_policy(after.configs) is RemoteLogDisablePolicy.DELETE:
             job = DeleteJob(after.name, after.topic_id, after.tiered_epoch, after.partition_count)
+        failpoints.hit("controller.disable.all_acked")
         try:
             self._persist(lambda: self.store.update_topic(current, after, delete_job=job))
         except TieredError:
@@ -575,6 +579,8 @@ class Controller:
             if validate_only or after == before:
                 return after
             self._persist(lambda: self.store.update_topic(before, after))
+            if trigger == "disable":
+                failpoints.hit("controller.disable.persisted")
             self.image.put_topic(after)
             if trigger == "disable":
                 self.queue.enqueue(after)

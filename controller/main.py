@@ -23,6 +23,7 @@ from controller.controller import Controller
 from controller.jobs import wiring as jobs_wiring
 from controller.servicer import AdminServicer, ControllerServicer
 from controller.store import MetadataStoreError
+from tiered import failpoints
 from tiered.daemon_logging import configure_daemon_logging
 from tiered.properties import load_properties
 from tiered.rpc.v1 import controller_pb2_grpc as pb_grpc
@@ -43,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     configure_daemon_logging()
     try:
+        failpoints.configure_from_environment()
         config = ControllerConfig.from_properties(load_properties(args.config))
         store = store_factory.create(config.store)
     except (OSError, ValueError, MetadataStoreError) as e:

@@ -60,11 +60,3 @@ def kazoo_client(zk_connect: str) -> Iterator[KazooClient]:
         yield client
     finally:
         _close(client)
-
-
-@pytest.hookimpl(wrapper=True, tryfirst=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> object:
-    """Keeps each phase's report on the test item, so fixtures can dump process logs on failure."""
-    report = yield
-    setattr(item, f"report_{report.when}", report)
-    return report

@@ -89,17 +89,30 @@ def test_discovery_follows_the_endpoint_a_standby_names() -> None:
         assert "t" not in standby.service.topics
 
 
-def test_no_controller_only_standbys_is_not_controller() -> None:
+def test_only_standbys_is_an_election_retried_until_the_timeout_then_not_controller() -> None:
     with FakeAdminServer() as a, FakeAdminServer() as b:
         a.service.set_standby("")
         b.service.set_standby("")
         with (
-            AdminClient(f"{a.address},{b.address}") as client,
+            AdminClient(f"{a.address},{b.address}", timeout_s=0.5) as client,
             pytest.raises(TieredError) as info,
         ):
             client.describe_cluster()
+        assert a.service.calls.count("DescribeCluster") > 1  # asked again, not given up at once
     assert info.value.code is ErrorCode.NOT_CONTROLLER
     assert a.address in info.value.message and b.address in info.value.message
+
+
+def test_a_controller_elected_while_the_client_waits_gets_the_call() -> None:
+    with FakeAdminServer() as a:
+        a.service.set_standby("")
+        with AdminClient(a.address, timeout_s=30) as client:
+            timer = threading.Timer(0.3, a.service.set_active)
+            timer.start()
+            try:
+                assert client.describe_topics() == []
+            finally:
+                timer.cancel()
 
 
 def test_no_controller_reachable_lists_each_address() -> None:
@@ -107,7 +120,7 @@ def test_no_controller_reachable_lists_each_address() -> None:
         standby.service.set_standby("")
         dead = dead_address()
         with (
-            AdminClient(f"{dead},{standby.address}") as client,
+            AdminClient(f"{dead},{standby.address}", timeout_s=0.5) as client,
             pytest.raises(TieredError) as info,
         ):
             client.describe_topics()

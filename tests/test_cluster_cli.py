@@ -1,21 +1,33 @@
 """``tiered-cluster`` as an operator uses it: up, a second up that starts only what is missing
-(a killed broker), and down."""
+(a killed broker, a killed ZooKeeper), and down; in KRaft mode and with the local ZooKeeper that
+``--metadata zookeeper`` starts without ``--zookeeper``."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+
+import pytest
 
 from tests.rlmm_support import poll_until
 from tests.support.processes import REPO
+from tests.support.zookeeper import ZooKeeperServer, is_serving, start_kazoo_client
+from tiered import zookeeper_server
 from tiered.admin import AdminClient
 from tiered.cli.cluster import LocalCluster
+from tiered.cluster import zk_paths
+
+ZK_CLUSTER_PROCESSES = ("broker-1", "broker-2", "controller-0", "controller-1", "zookeeper")
 
 
-def cluster_cli(*args: str) -> subprocess.CompletedProcess[str]:
+def cluster_cli(
+    *args: str, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "tiered.cli.cluster", *args],
         cwd=REPO,
@@ -23,7 +35,60 @@ def cluster_cli(*args: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=120,
         check=False,
+        env=None if env is None else dict(env),
     )
+
+
+def _gone(pid: int) -> bool:
+    """Whether ``pid`` has exited (a zombie not yet reaped counts as exited)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return stat.rpartition(")")[2].split()[0] == "Z"
+
+
+def _pids(local: LocalCluster) -> dict[str, int]:
+    pids = {name: local.running(name) for name in ZK_CLUSTER_PROCESSES}
+    assert all(pid is not None for pid in pids.values()), pids
+    return {name: pid for name, pid in pids.items() if pid is not None}
+
+
+def _zk_up(data: Path) -> tuple[str, str]:
+    """``up --metadata zookeeper --brokers 2`` without ``--zookeeper``: the bootstrap address
+    and what ``up`` said on stderr."""
+    result = cluster_cli("up", "--data-dir", str(data), "--metadata", "zookeeper", "--brokers", "2")
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip().splitlines()[-1], result.stderr
+
+
+def _znodes_of_topic_exist(zookeeper: str, topic: str) -> None:
+    client = start_kazoo_client(zookeeper)
+    try:
+        for path in (zk_paths.topic(topic), zk_paths.topic_config(topic), zk_paths.CONTROLLER):
+            assert client.exists(path) is not None, path
+        poll_until(
+            lambda: (
+                client.exists(zk_paths.broker(1)) is not None
+                and client.exists(zk_paths.broker(2)) is not None
+            ),
+            timeout=20,
+            what="both broker registrations in ZooKeeper",
+        )
+    finally:
+        client.stop()
+        client.close()
+
+
+@pytest.fixture
+def zk_cluster_dir(tmp_path: Path) -> Iterator[Path]:
+    """A cluster directory whose processes (the local ZooKeeper too) are stopped at teardown,
+    whatever the test did."""
+    data = tmp_path / "cluster"
+    try:
+        yield data
+    finally:
+        LocalCluster(data).down(timeout_s=10)
 
 
 def test_up_again_starts_only_what_is_missing_and_down_stops_everything(tmp_path: Path) -> None:
@@ -60,6 +125,116 @@ def test_up_again_starts_only_what_is_missing_and_down_stops_everything(tmp_path
 
 
 def test_bad_input_is_an_error_not_a_traceback(tmp_path: Path) -> None:
-    bad = cluster_cli("up", "--data-dir", str(tmp_path / "z"), "--metadata", "zookeeper")
+    bad = cluster_cli("up", "--data-dir", str(tmp_path / "z"), "--brokers", "0")
     assert bad.returncode == 1 and bad.stderr.startswith("INVALID_REQUEST: ")
     assert not (tmp_path / "z" / "pids").exists()  # nothing started
+
+
+def test_managed_zookeeper_is_started_stopped_and_keeps_the_data(zk_cluster_dir: Path) -> None:
+    data = zk_cluster_dir
+    local = LocalCluster(data)
+    bootstrap, said = _zk_up(data)
+    assert f"started: zookeeper, {', '.join(ZK_CLUSTER_PROCESSES[2:4])}" in said
+
+    layout = json.loads((data / "cluster.json").read_text())
+    assert layout["metadata"] == "zookeeper" and layout["zookeeper_managed"] is True
+    host, _, port = layout["zookeeper"].rpartition(":")
+    assert host == "127.0.0.1" and is_serving(host, int(port))
+    config = (data / "config" / "zookeeper.cfg").read_text()
+    assert "forceSync=yes" in config and f"dataDir={data / 'zookeeper' / 'data'}" in config
+    assert (data / "logs" / "zookeeper.log").exists()
+    for name in ("controller-0", "broker-1"):
+        properties = (data / "config" / f"{name}.properties").read_text()
+        assert f"zookeeper.connect={layout['zookeeper']}\n" in properties
+    first_pids = _pids(local)  # the JVM outlived `up`: it is a daemon
+
+    with AdminClient(bootstrap) as admin:
+        assert admin.describe_cluster().metadata_mode == "zookeeper"
+        admin.create_topic("kept", 1, {"remote.storage.enable": "true"})
+    _znodes_of_topic_exist(layout["zookeeper"], "kept")
+
+    down = cluster_cli("down", "--data-dir", str(data))
+    assert down.returncode == 0, down.stderr
+    # brokers first, then the controllers, then ZooKeeper
+    assert down.stdout.strip() == f"stopped: {', '.join(ZK_CLUSTER_PROCESSES)}"
+    assert [name for name, pid in first_pids.items() if not _gone(pid)] == []
+    assert not is_serving(host, int(port))
+    assert not list((data / "pids").glob("*.pid"))
+
+    again, said = _zk_up(data)
+    assert f"started: zookeeper, {', '.join(ZK_CLUSTER_PROCESSES[2:4])}" in said
+    assert again == bootstrap
+    assert json.loads((data / "cluster.json").read_text()) == layout  # same port
+    with AdminClient(bootstrap) as admin:
+        assert admin.describe_topic("kept", include_partition_state=False).name == "kept"
+    _znodes_of_topic_exist(layout["zookeeper"], "kept")  # same data directory
+
+    second_pids = _pids(local)
+    down = cluster_cli("down", "--data-dir", str(data))
+    assert down.returncode == 0, down.stderr
+    assert [name for name, pid in second_pids.items() if not _gone(pid)] == []
+
+
+def test_a_killed_zookeeper_is_restarted_by_the_next_up(zk_cluster_dir: Path) -> None:
+    data = zk_cluster_dir
+    local = LocalCluster(data)
+    bootstrap, _ = _zk_up(data)
+    with AdminClient(bootstrap) as admin:
+        admin.create_topic("survivor", 1, {"remote.storage.enable": "true"})
+    pids = _pids(local)
+
+    os.kill(pids["zookeeper"], signal.SIGKILL)
+    poll_until(lambda: local.running("zookeeper") is None, what="ZooKeeper to die")
+
+    again, said = _zk_up(data)
+    assert again == bootstrap
+    assert "started: zookeeper\n" in said  # and nothing else
+    restarted = local.running("zookeeper")
+    assert restarted is not None and restarted != pids["zookeeper"]
+    assert {name: local.running(name) for name in pids if name != "zookeeper"} == {
+        name: pid for name, pid in pids.items() if name != "zookeeper"
+    }  # only ZooKeeper was started again
+    layout = json.loads((data / "cluster.json").read_text())
+    _znodes_of_topic_exist(layout["zookeeper"], "survivor")
+    with AdminClient(bootstrap) as admin:
+        assert admin.describe_topic("survivor", include_partition_state=False).name == "survivor"
+
+
+def test_local_zookeeper_without_java_names_what_is_missing(tmp_path: Path) -> None:
+    data = tmp_path / "nojava"
+    empty_bin = tmp_path / "bin"
+    empty_bin.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    env["PATH"] = str(empty_bin)
+    bad = cluster_cli("up", "--data-dir", str(data), "--metadata", "zookeeper", env=env)
+    assert bad.returncode == 1, bad.stderr
+    assert bad.stderr.startswith("UNKNOWN_SERVER_ERROR: cannot run ZooKeeper: missing java")
+    assert "scripts/ensure_env.sh" in bad.stderr
+    assert not data.exists()  # nothing written, nothing started
+
+    missing_jar = tmp_path / "no-zookeeper.jar"
+    with pytest.raises(zookeeper_server.ZooKeeperError) as excinfo:
+        zookeeper_server.check_requirements(classpath=[missing_jar])
+    assert str(missing_jar) in str(excinfo.value)
+    assert "scripts/ensure_env.sh" in str(excinfo.value)
+
+
+def test_an_external_zookeeper_is_neither_started_nor_stopped(
+    zk_cluster_dir: Path, zookeeper_server: ZooKeeperServer, zk_connect: str
+) -> None:
+    data = zk_cluster_dir
+    up = cluster_cli(
+        "up", "--data-dir", str(data), "--metadata", "zookeeper", "--zookeeper", zk_connect,
+        "--brokers", "1",
+    )  # fmt: skip
+    assert up.returncode == 0, up.stderr
+    assert "zookeeper" not in up.stderr.splitlines()[-1]  # the "started: ..." line
+    layout = json.loads((data / "cluster.json").read_text())
+    assert (layout["zookeeper"], layout["zookeeper_managed"]) == (zk_connect, False)
+    assert not (data / "pids" / "zookeeper.pid").exists()
+    assert not (data / "zookeeper").exists()
+
+    down = cluster_cli("down", "--data-dir", str(data))
+    assert down.returncode == 0, down.stderr
+    assert down.stdout.strip() == "stopped: broker-1, controller-0, controller-1"
+    assert zookeeper_server.is_running and zookeeper_server.is_serving()

@@ -7,8 +7,11 @@ raise ``TieredError`` with the response's code; gRPC INVALID_ARGUMENT raises ``I
 controller by asking each address in turn for DescribeCluster; a standby answers NOT_CONTROLLER and
 may name the active controller's endpoint, which is tried next. The first address that answers
 without an error is cached. When the cached address later answers NOT_CONTROLLER or is UNAVAILABLE,
-the client rediscovers and retries the call once (``ControllerRetry`` decides how often and how
-long; inject another one to change that).
+or when only standbys answer (an election is in progress: the old controller's session has not
+expired yet), the client rediscovers and retries the call until its timeout, like Kafka's admin
+client with a retriable error (``ControllerRetry`` decides how often and how long; inject another
+one to change that). When no address answers at all it fails at once: a wrong bootstrap address
+should not cost the operator the whole timeout.
 """
 
 from __future__ import annotations
@@ -146,11 +149,12 @@ class ControllerMovedError(Exception):
 
 @dataclass(frozen=True)
 class ControllerRetry:
-    """How a call is retried after the controller moved: at most ``max_tries`` attempts in all,
-    within ``deadline_s`` of the first, waiting ``delay_s`` (times ``backoff`` per attempt, capped
-    at ``max_delay_s``) in between. Stateless: one policy serves every call."""
+    """How a call is retried after the controller moved: at most ``max_tries`` attempts in all
+    (None: as many as fit), within ``deadline_s`` of the first, waiting ``delay_s`` (times
+    ``backoff`` per attempt, capped at ``max_delay_s``) in between. Stateless: one policy serves
+    every call."""
 
-    max_tries: int = 2
+    max_tries: int | None = None
     deadline_s: float = 30.0
     delay_s: float = 0.05
     backoff: float = 2.0
@@ -167,7 +171,8 @@ class ControllerRetry:
                 return attempt()
             except ControllerMovedError as moved:
                 tries += 1
-                if tries >= self.max_tries or self.clock() + delay - start > self.deadline_s:
+                out_of_tries = self.max_tries is not None and tries >= self.max_tries
+                if out_of_tries or self.clock() + delay - start > self.deadline_s:
                     raise moved.error from None
             self.sleep(delay)
             delay = min(delay * self.backoff, self.max_delay_s)
@@ -580,9 +585,18 @@ class AdminClient:
                     queue.insert(0, named)
         reasons = "; ".join(f"{a}: {why}" for a, why in failures.items())
         if standbys == len(failures):
-            raise TieredError(
-                ErrorCode.NOT_CONTROLLER,
-                f"no active controller; only standbys answered ({reasons})",
+            raise ControllerMovedError(
+                TieredError(
+                    ErrorCode.NOT_CONTROLLER,
+                    f"no active controller; only standbys answered ({reasons})",
+                )
+            )
+        if standbys:
+            # A standby answered and the controller it names is gone: a failover in progress.
+            raise ControllerMovedError(
+                TieredError(
+                    ErrorCode.BROKER_NOT_AVAILABLE, f"no active controller reachable ({reasons})"
+                )
             )
         raise TieredError(
             ErrorCode.BROKER_NOT_AVAILABLE, f"no active controller reachable ({reasons})"

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from tiered import failpoints
 from tiered.api import (
     RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataUpdate,
@@ -212,6 +213,7 @@ class DeleteJobRunner:
             progress[p] = replace(known, objects_total=max(known.objects_total, total))
             work.append(item)
         job = self._save(replace(job, progress=tuple(progress[p] for p in sorted(progress))))
+        failpoints.hit("controller.delete_job.listed")
 
         keys = [k for item in work for k in item.keys]
         result = self._deleter.delete(keys)
@@ -223,6 +225,7 @@ class DeleteJobRunner:
                 progress[p], objects_deleted=progress[p].objects_deleted + deleted
             )
         job = self._save(replace(job, progress=tuple(progress[p] for p in sorted(progress))))
+        failpoints.hit("controller.delete_job.objects_deleted")
         if result.failed:
             raise RuntimeError(
                 f"{result.failed} of {len(keys)} objects could not be deleted "

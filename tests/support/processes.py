@@ -1,6 +1,6 @@
 """Real daemon processes for tests: ``tiered-controller`` and ``tiered-broker`` started from
 generated ``.properties`` files, with their output captured (and shown when a start fails),
-kill -9, SIGTERM and SIGSTOP/SIGCONT."""
+kill -9, SIGTERM and SIGSTOP/SIGCONT, and fail points armed through the environment."""
 
 from __future__ import annotations
 
@@ -14,7 +14,19 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from tests.rlmm_support import poll_until
+from tiered import failpoints
+
 REPO = Path(__file__).resolve().parents[2]
+
+
+def process_state(pid: int) -> str | None:
+    """The one-letter state in ``/proc/PID/stat`` (``T``: stopped), None once it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return stat.rsplit(")", 1)[1].split()[0]
 
 
 class DaemonProcess:
@@ -22,6 +34,7 @@ class DaemonProcess:
         self.module = module
         self.config = config
         self.properties = dict(properties)
+        self.failpoints: dict[str, str] = {}  # armed at the next start only
         self.process: subprocess.Popen[str] | None = None
         self.lines: queue.Queue[str] = queue.Queue()
         self.output: list[str] = []
@@ -32,10 +45,18 @@ class DaemonProcess:
 
     def start(self, ready: str = "serving on", timeout_s: float = 30.0) -> None:
         self.write_config()
-        self.output.clear()
+        self.output.append(f"---- start {self.module} {self.config.name}\n")
         self.lines = queue.Queue()
+        env = dict(os.environ)
+        env.pop(failpoints.ENVIRONMENT_VARIABLE, None)
+        if self.failpoints:
+            env[failpoints.ENVIRONMENT_VARIABLE] = ";".join(
+                f"{k}={v}" for k, v in self.failpoints.items()
+            )
+            self.failpoints = {}
         self.process = subprocess.Popen(
             [sys.executable, "-m", self.module, "--config", str(self.config)],
+            env=env,
             cwd=REPO,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -52,9 +73,10 @@ class DaemonProcess:
             lines.put(line)
 
     def wait_for_line(self, text: str, timeout_s: float = 30.0) -> str:
-        """Waits for an output line containing ``text`` (lines seen before this call count)."""
+        """Waits for an output line containing ``text`` since the last start (lines seen before
+        this call count)."""
         deadline = time.monotonic() + timeout_s
-        for line in list(self.output):
+        for line in self.output_since_start():
             if text in line:
                 return line
         while True:
@@ -67,6 +89,27 @@ class DaemonProcess:
                 ) from None
             if text in line:
                 return line
+
+    def output_since_start(self) -> list[str]:
+        output = list(self.output)
+        starts = [i for i, line in enumerate(output) if line.startswith("---- start ")]
+        return output[starts[-1] :] if starts else output
+
+    def wait_stopped_at(self, point: str, timeout_s: float = 60.0) -> None:
+        """Waits until a ``pause`` fail point froze this process at ``point``."""
+
+        def frozen() -> bool:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise AssertionError(
+                    f"{self.module} exited ({self.process.returncode}) before fail point {point}:\n"
+                    + "".join(self.output[-60:])
+                )
+            return process_state(self.process.pid) == "T" and any(
+                f"Fail point {point}" in line for line in self.output_since_start()
+            )
+
+        poll_until(frozen, timeout=timeout_s, what=f"{self.config.name} to stop at {point}")
 
     @property
     def alive(self) -> bool:
@@ -84,8 +127,15 @@ class DaemonProcess:
         return self.process.wait(timeout_s)
 
     def pause(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGSTOP)
+        """SIGSTOP, and wait until the process is stopped (a stop is not instantaneous)."""
+        process = self.process
+        assert process is not None
+        process.send_signal(signal.SIGSTOP)
+        poll_until(
+            lambda: process_state(process.pid) in ("T", None),
+            timeout=10,
+            what=f"{self.config.name} to stop",
+        )
 
     def resume(self) -> None:
         assert self.process is not None

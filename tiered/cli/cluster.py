@@ -5,7 +5,16 @@ from generated ``.properties`` files under DIR, waits until they serve, and prin
 address on its last line. On a directory whose cluster is partly running it starts only what is
 missing and reuses the data (ports are chosen once and kept in ``cluster.json``). Each process's
 pid is recorded under ``DIR/pids`` and its output goes to ``DIR/logs``. ``down`` stops them with
-SIGTERM (gracefully) and waits.
+SIGTERM (gracefully; SIGKILL after a timeout) and waits: brokers first, then controllers.
+
+``--metadata zookeeper`` without ``--zookeeper`` runs a local ZooKeeper too (``cluster.json``:
+``"zookeeper": "127.0.0.1:PORT", "zookeeper_managed": true``): a JVM from Debian's ``zookeeper``
+package (``tiered.zookeeper_server``; ``scripts/ensure_env.sh`` installs it), a daemon like the
+others, with ``forceSync=yes``, its data under ``DIR/zookeeper``, its config in
+``DIR/config/zookeeper.cfg``, pid ``DIR/pids/zookeeper.pid`` and output ``DIR/logs/zookeeper.log``.
+``up`` starts it (if it is not running) and waits until it serves before the controllers; ``down``
+stops it last. With ``--zookeeper HOST:PORT[/chroot]`` the cluster uses that ZooKeeper and never
+starts or stops it.
 """
 
 from __future__ import annotations
@@ -14,25 +23,27 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from tiered import zookeeper_server
 from tiered.admin import AdminClient
 from tiered.cli.common import run
 from tiered.errors import ErrorCode, TieredError
+from tiered.zookeeper_server import ZooKeeperError, ZooKeeperServer
 
 START_TIMEOUT_S = 60.0
+ZOOKEEPER = "zookeeper"  # the managed ZooKeeper's name: pid file, log, config, data directory
+ZOOKEEPER_START_TIMEOUT_S = 30.0
+ZOOKEEPER_TICK_MS = 500
+ZOOKEEPER_MAX_SESSION_TIMEOUT_MS = 60_000
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+    return zookeeper_server.free_port("127.0.0.1")
 
 
 def _alive(pid: int) -> bool:
@@ -42,7 +53,29 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    # A zombie (dead, not yet reaped by its parent) is not running.
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]
+
+
+def _runs_zookeeper(pid: int) -> bool:
+    """Whether ``pid`` is a ZooKeeper JVM (not a process that reused a stale pid); true where
+    ``/proc`` cannot tell."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return True
+    return zookeeper_server.MAIN_CLASS.encode() in cmdline
+
+
+def _process_rank(name: str) -> int:
+    """Stop order: brokers leave while the controllers answer, controllers while ZooKeeper does."""
+    if name.startswith("broker"):
+        return 0
+    return 2 if name == ZOOKEEPER else 1
 
 
 class LocalCluster:
@@ -55,15 +88,13 @@ class LocalCluster:
         if self.layout_file.exists():
             layout: dict[str, Any] = json.loads(self.layout_file.read_text())
             return layout
-        if metadata == "zookeeper" and not zookeeper:
-            raise TieredError(
-                ErrorCode.INVALID_REQUEST,
-                "--metadata zookeeper needs --zookeeper HOST:PORT[/chroot] (a local ZooKeeper "
-                "is not started by this command yet)",
-            )
+        managed = metadata == "zookeeper" and not zookeeper
+        if managed:
+            self.check_zookeeper_requirements()  # before anything is written
         layout = {
             "metadata": metadata,
-            "zookeeper": zookeeper,
+            "zookeeper": f"127.0.0.1:{_free_port()}" if managed else zookeeper,
+            "zookeeper_managed": managed,
             "controllers": [_free_port(), _free_port()],
             "brokers": [_free_port() for _ in range(brokers)],
         }
@@ -128,7 +159,63 @@ class LocalCluster:
         if not path.exists():
             return None
         pid = int(path.read_text().strip() or 0)
-        return pid if pid > 0 and _alive(pid) else None
+        if pid <= 0 or not _alive(pid):
+            return None
+        if name == ZOOKEEPER and not _runs_zookeeper(pid):
+            return None
+        return pid
+
+    # -- the managed ZooKeeper -------------------------------------------------
+
+    @staticmethod
+    def check_zookeeper_requirements() -> None:
+        """Fail, naming what is missing, if this machine cannot run the local ZooKeeper."""
+        try:
+            zookeeper_server.check_requirements()
+        except ZooKeeperError as e:
+            raise TieredError(ErrorCode.UNKNOWN_SERVER_ERROR, str(e)) from e
+
+    def managed_zookeeper(self, layout: dict[str, Any]) -> ZooKeeperServer:
+        """The managed ZooKeeper as configured in ``layout`` (a daemon: it outlives ``up``)."""
+        _, _, port = layout["zookeeper"].rpartition(":")
+        return ZooKeeperServer(
+            self.dir / ZOOKEEPER,
+            port=int(port),
+            start_timeout=ZOOKEEPER_START_TIMEOUT_S,
+            tick_time_ms=ZOOKEEPER_TICK_MS,
+            min_session_timeout_ms=2 * ZOOKEEPER_TICK_MS,
+            max_session_timeout_ms=ZOOKEEPER_MAX_SESSION_TIMEOUT_MS,
+            die_with_parent=False,
+            force_sync=True,
+            config_path=self.dir / "config" / f"{ZOOKEEPER}.cfg",
+            log_path=self.dir / "logs" / f"{ZOOKEEPER}.log",
+            pid_file=self._pid_file(ZOOKEEPER),
+        )
+
+    def ensure_zookeeper(self, layout: dict[str, Any]) -> bool:
+        """Start the managed ZooKeeper unless it runs; return once it serves. True if started."""
+        server = self.managed_zookeeper(layout)
+        pid = self.running(ZOOKEEPER)
+        if pid is None:
+            self.check_zookeeper_requirements()
+            try:
+                server.start()
+            except ZooKeeperError as e:
+                raise TieredError(ErrorCode.UNKNOWN_SERVER_ERROR, str(e)) from e
+            server.detach()
+            return True
+        # Started by an earlier `up` (perhaps still starting up): wait until it serves.
+        deadline = time.monotonic() + ZOOKEEPER_START_TIMEOUT_S
+        while not server.is_serving(timeout=0.5):
+            if not _alive(pid) or time.monotonic() >= deadline:
+                state = "is running" if _alive(pid) else "exited"
+                raise TieredError(
+                    ErrorCode.UNKNOWN_SERVER_ERROR,
+                    f"ZooKeeper (pid {pid}) {state} but does not serve on {layout['zookeeper']}; "
+                    f"see {server.log_path}",
+                )
+            time.sleep(0.05)
+        return False
 
     def start(self, name: str, module: str, properties: dict[str, str]) -> Path:
         config = self.dir / "config" / f"{name}.properties"
@@ -151,6 +238,8 @@ class LocalCluster:
     def up(self, brokers: int, metadata: str, zookeeper: str | None) -> str:
         layout = self.layout(brokers, metadata, zookeeper)
         started = []
+        if layout.get("zookeeper_managed") and self.ensure_zookeeper(layout):
+            started.append(ZOOKEEPER)
         for name, module, properties in self.processes(layout):
             if self.running(name) is None:
                 self.start(name, module, properties)
@@ -182,10 +271,11 @@ class LocalCluster:
         )
 
     def down(self, timeout_s: float = 30.0) -> list[str]:
+        """Stop every recorded process (brokers, controllers, then the managed ZooKeeper): SIGTERM,
+        SIGKILL after ``timeout_s``. Returns the names of those that were running."""
         stopped = []
         names = sorted(p.stem for p in (self.dir / "pids").glob("*.pid"))
-        # brokers first, so that they leave while the controller still answers
-        for name in sorted(names, key=lambda n: not n.startswith("broker")):
+        for name in sorted(names, key=_process_rank):
             pid = self.running(name)
             if pid is not None:
                 os.kill(pid, signal.SIGTERM)
@@ -194,6 +284,9 @@ class LocalCluster:
                     time.sleep(0.05)
                 if _alive(pid):
                     os.kill(pid, signal.SIGKILL)
+                    deadline = time.monotonic() + 5.0
+                    while _alive(pid) and time.monotonic() < deadline:
+                        time.sleep(0.05)
                 stopped.append(name)
             self._pid_file(name).unlink(missing_ok=True)
         return stopped
@@ -206,7 +299,11 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--data-dir", required=True, type=Path)
     up.add_argument("--brokers", type=int, default=3)
     up.add_argument("--metadata", choices=("kraft", "zookeeper"), default="kraft")
-    up.add_argument("--zookeeper", help="HOST:PORT[/chroot] of a ZooKeeper to use")
+    up.add_argument(
+        "--zookeeper",
+        help="HOST:PORT[/chroot] of an external ZooKeeper to use with --metadata zookeeper "
+        "(without it a local ZooKeeper is started and stopped with the cluster)",
+    )
     down = commands.add_parser("down", help="stop every process of the cluster gracefully")
     down.add_argument("--data-dir", required=True, type=Path)
     return parser

@@ -1,0 +1,117 @@
+"""Named fail points: places in the daemons where a system test can crash or freeze a real process.
+
+A process reads ``TIERED_FAILPOINTS`` once, at start-up (``configure_from_environment``)::
+
+    TIERED_FAILPOINTS="controller.disable.persisted=crash;broker.disable.stopped=pause"
+
+Actions:
+
+``crash``
+    SIGKILL this process at that line: exactly what ``kill -9`` would do if it landed there.
+``pause``
+    SIGSTOP this process at that line, and hold the thread that hit it there until a SIGCONT.
+    The harness sees the process stopped (``/proc`` state ``T``), so it knows *where* it
+    stopped, and then kills it or resumes it (a zombie). Arming a pause installs a SIGCONT
+    handler, so ``configure`` must then run on the main thread.
+
+Each point fires the first time it is reached and never again in that process. Without the
+variable, ``hit`` is one dict lookup in an empty dict: the points cost nothing in production.
+The same idea as TiKV's ``fail-rs`` and FreeBSD's ``fail(9)``; the point names are listed in
+``POINTS`` so that a typo in a test fails loudly instead of never firing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+
+__all__ = [
+    "ENVIRONMENT_VARIABLE",
+    "POINTS",
+    "configure",
+    "configure_from_environment",
+    "hit",
+]
+
+ENVIRONMENT_VARIABLE = "TIERED_FAILPOINTS"
+
+POINTS: dict[str, str] = {
+    "controller.disable.persisted": "DISABLING is persisted; no DisableRemoteTopic sent yet",
+    "controller.disable.some_acked": "some brokers acked a disable; the topic still owes acks",
+    "controller.disable.all_acked": "every broker acked; DISABLED is not persisted yet",
+    "controller.delete_job.listed": "a delete job listed its objects and deleted none yet",
+    "controller.delete_job.objects_deleted": "a delete job deleted its objects; metadata not yet",
+    "broker.disable.stopped": "a broker stopped tiering for a disable; the ack is not sent yet",
+}
+ACTIONS = ("crash", "pause")
+
+log = logging.getLogger(__name__)
+_armed: dict[str, str] = {}
+_lock = threading.Lock()
+_continued = threading.Event()
+
+
+def _on_sigcont(signum: int, frame: object) -> None:
+    _continued.set()
+
+
+def configure(spec: str) -> dict[str, str]:
+    """Arms the points of ``spec`` (``name=action;...``), replacing any armed before. Raises
+    ``ValueError`` naming the bad entry and the valid names or actions; arms nothing then."""
+    armed: dict[str, str] = {}
+    for entry in filter(None, (part.strip() for part in spec.split(";"))):
+        name, sep, action = (text.strip() for text in entry.partition("="))
+        if not sep or name not in POINTS:
+            raise ValueError(
+                f"{ENVIRONMENT_VARIABLE}: bad entry {entry!r}; expected NAME=ACTION with NAME one "
+                f"of {', '.join(sorted(POINTS))}"
+            )
+        if action not in ACTIONS:
+            raise ValueError(
+                f"{ENVIRONMENT_VARIABLE}: bad action {action!r} for {name}; valid actions: "
+                f"{', '.join(ACTIONS)}"
+            )
+        armed[name] = action
+    with _lock:
+        _armed.clear()
+        _armed.update(armed)
+    if "pause" in armed.values():
+        # Python runs handlers on the main thread; the daemons' main threads wait interruptibly.
+        signal.signal(signal.SIGCONT, _on_sigcont)
+    return armed
+
+
+def configure_from_environment() -> dict[str, str]:
+    """Arms what ``TIERED_FAILPOINTS`` names (nothing when it is unset or empty)."""
+    armed = configure(os.environ.get(ENVIRONMENT_VARIABLE, ""))
+    if armed:
+        log.warning("Fail points armed: %s", ", ".join(f"{k}={v}" for k, v in armed.items()))
+    return armed
+
+
+def hit(name: str) -> None:
+    """Fires the point ``name`` if it is armed (once). The daemon's log says so first, flushed,
+    so that a test can tell which point stopped the process."""
+    if not _armed:
+        return
+    with _lock:
+        action = _armed.pop(name, None)
+    if action is None:
+        return
+    log.warning("Fail point %s: %s (%s)", name, action, POINTS[name])
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if action == "crash":
+        os.kill(os.getpid(), signal.SIGKILL)
+    _continued.clear()
+    os.kill(os.getpid(), signal.SIGSTOP)
+    # A process-directed stop is not synchronous for the thread that sends it (measured here:
+    # it ran on for ~100 ms, long enough to send the very ack a test meant to hold back). Wait
+    # for the SIGCONT that ends the stop; a kill -9 ends it all the same.
+    while not _continued.wait(0.05):
+        pass
