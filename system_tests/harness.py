@@ -29,7 +29,7 @@ from controller.jobs.spark_delete import list_objects_below_epoch
 from tests.rlmm_support import poll_until
 from tests.support.cluster import Cluster
 from tests.support.zookeeper import ZooKeeperServer
-from tiered.admin import TopicDescription
+from tiered.admin import AdminClient, TopicDescription
 from tiered.api import RemoteLogSegmentState
 from tiered.cluster.model import TieredState
 from tiered.config import RETENTION_BYTES, RETENTION_MS
@@ -39,6 +39,7 @@ from tiered.rsm import layout
 
 TIERED = {"remote.storage.enable": "true", "segment.bytes": "2000"}
 RECORD_BYTES = 100
+ADMIN_TIMEOUT_S = 8.0
 # Objects every finished segment has (DESIGN section 8); the data object is uploaded last.
 REQUIRED_SUFFIXES = ("log", "index", "timeindex")
 
@@ -76,6 +77,9 @@ class SystemCluster(Cluster):
             self.zookeeper = ZooKeeperServer(root / "zookeeper")
             zk_connect = self.zookeeper.connect_string
         super().__init__(root, mode, zk_connect, brokers, controller_extra)
+        # A call to a paused controller costs this much before the client looks elsewhere.
+        self.admin.close()
+        self.admin = AdminClient(self.bootstrap, timeout_s=ADMIN_TIMEOUT_S)
         self.ledger = RecordLedger()
         self._sequence = 0
 
@@ -125,32 +129,30 @@ class SystemCluster(Cluster):
         return True
 
     def tiered_topics(
-        self, names: list[str], partitions: int = 2, records: int = 150
+        self, names: list[str], partitions: int = 2, records: int = 150, min_segments: int = 3
     ) -> list[TopicDescription]:
         """Creates tiered topics, produces ``records`` acked records to each partition and
-        waits until every partition has tiered a few segments."""
+        waits until every partition has tiered ``min_segments`` segments."""
         for name in names:
             self.admin.create_topic(name, partitions, dict(TIERED))
-        topics = [self.admin.describe_topic(n, include_partition_state=False) for n in names]
+        topics = self.admin.describe_topics(names, include_partition_state=False)
         for topic in topics:
             for p in range(partitions):
+                # Refused until the leader hosts the partition (the assignment is asynchronous).
                 poll_until(
-                    lambda t=topic, p=p: (
-                        (t.topic_id, p) in self.log_dirs(t.partitions[p].leader)
-                        and self.produce_acked(t, p, records)
-                    ),
+                    lambda t=topic, p=p: self.produce_acked(t, p, records),
                     timeout=30,
                     what=f"{topic.name}-{p} to take records",
                 )
-        for topic in topics:
-            poll_until(
-                lambda t=topic: all(
-                    p.remote_segment_count >= 3
-                    for p in self.admin.describe_topic(t.name).partitions
-                ),
-                timeout=60,
-                what=f"{topic.name} to tier segments",
+
+        def tiered() -> bool:
+            return all(
+                p.remote_segment_count >= min_segments
+                for t in self.admin.describe_topics(names)
+                for p in t.partitions
             )
+
+        poll_until(tiered, timeout=120, what=f"{len(names)} topics to tier segments")
         return topics
 
     # ----------------------------------------------------------------------------- invariants
@@ -189,8 +191,9 @@ class SystemCluster(Cluster):
         copy_disabled = topic.configs.get("remote.log.copy.disable", "false").lower() == "true"
 
         def brokers_agree() -> bool:
+            dirs = {b: self.log_dirs(b) for b in {p.leader for p in topic.partitions}}
             for p, partition in enumerate(topic.partitions):
-                d = self.log_dirs(partition.leader).get((topic.topic_id, p))
+                d = dirs[partition.leader].get((topic.topic_id, p))
                 if d is None or d.tiered_epoch != topic.tiered_epoch:
                     return False
                 if d.copying != (enabled and not copy_disabled):

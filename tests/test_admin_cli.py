@@ -115,6 +115,27 @@ def test_a_controller_elected_while_the_client_waits_gets_the_call() -> None:
                 timer.cancel()
 
 
+def test_a_controller_that_stops_answering_is_not_asked_again() -> None:
+    with FakeAdminServer() as paused, FakeAdminServer() as other:
+        other.service.set_standby("")
+        with AdminClient(f"{paused.address},{other.address}", timeout_s=0.5) as client:
+            client.describe_topics()
+            assert client.controller_address == paused.address
+            # It stops answering; meanwhile the other one is elected.
+            paused.service.answering.clear()
+            paused.service.set_standby(other.address)
+            other.service.set_active()
+            try:
+                with pytest.raises(TieredError) as info:
+                    client.describe_topics()
+                assert info.value.code is ErrorCode.REQUEST_TIMED_OUT
+                # A timeout is not retried (a write may have landed) but forgets the address.
+                assert client.describe_topics() == []
+                assert client.controller_address == other.address
+            finally:
+                paused.service.answering.set()
+
+
 def test_no_controller_reachable_lists_each_address() -> None:
     with FakeAdminServer() as standby:
         standby.service.set_standby("")

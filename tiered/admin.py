@@ -540,6 +540,9 @@ class AdminClient:
                     )
                 ) from None
             if code is grpc.StatusCode.DEADLINE_EXCEEDED:
+                # Not retried (a write may have been applied), but the next call rediscovers:
+                # a controller that stopped answering (paused, partitioned) is likely deposed.
+                self._forget(address)
                 raise TieredError(
                     ErrorCode.REQUEST_TIMED_OUT,
                     f"{method} to {address} got no answer within {timeout_s:g}s",

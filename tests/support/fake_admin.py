@@ -102,6 +102,8 @@ class FakeAdminService(pb_grpc.AdminServiceServicer):
         self._lock = threading.Lock()
         self._describes = threading.Condition(self._lock)
         self._describe_calls = 0
+        self.answering = threading.Event()  # cleared: DescribeTopics hangs (a paused controller)
+        self.answering.set()
 
     # -- test hooks
 
@@ -281,6 +283,7 @@ class FakeAdminService(pb_grpc.AdminServiceServicer):
     def DescribeTopics(
         self, request: pb.DescribeTopicsRequest, context: grpc.ServicerContext
     ) -> pb.DescribeTopicsResponse:
+        self.answering.wait()
         with self._lock:
             self.calls.append("DescribeTopics")
             self._describe_calls += 1

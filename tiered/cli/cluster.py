@@ -144,6 +144,7 @@ class LocalCluster:
                         "node.id": str(i),
                         "listeners": f"PLAINTEXT://127.0.0.1:{port}",
                         "log.dirs": str(self.dir / f"broker-{i}"),
+                        "remote.log.manager.task.interval.ms": "1000",  # retention within a second
                         **common_remote,
                         **link,
                     },

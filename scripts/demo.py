@@ -1,0 +1,622 @@
+"""The quickstart demo (``make demo``): a real local cluster, a real KIP-950 disable.
+
+Runs the commands an operator would type, printing each one (``$ ...``) before running it:
+``tiered-cluster up`` (KRaft mode, 3 brokers), ``tiered-topics --create`` of a tiered topic with
+small segments, ``tiered-console-producer`` fed with generated lines while ``tiered-topics
+--describe`` shows the segments tiering, reads from both tiers with ``tiered-console-consumer``,
+``tiered-configs --alter ... remote.storage.enable=false --wait`` with the delete policy (DISABLING,
+the bulk delete, DISABLED), a re-enable that tiers new data under the new tiered epoch, and
+``tiered-cluster down``. It checks each outcome and exits non-zero if one is wrong; on a failure or
+Ctrl-C it still stops the cluster and says where the logs are.
+
+Run by ``scripts/demo.sh`` (after ``scripts/ensure_env.sh``) with ``.venv/bin/python``:
+
+    TIERED_DEMO_DIR     the cluster's data directory (default: a new temporary directory)
+    TIERED_DEMO_RECORDS records to produce before the disable (default 24000)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any, NoReturn
+
+REPO = Path(__file__).resolve().parent.parent
+BIN = REPO / ".venv" / "bin"
+
+TOPIC = "orders"
+PARTITIONS = 3
+BROKERS = 3
+# ~33 records of ~100 bytes a segment: 24000 records make ~240 segments a partition, 4 objects
+# each in remote storage (log, offset index, time index, leader epochs): more than the
+# controller's bulk.delete.fast.path.max.objects (2000), so the bulk delete runs on Spark.
+SEGMENT_BYTES = 4096
+LOCAL_RETENTION_BYTES = 16384  # ~4 segments stay local; older ones are read from remote storage
+DEFAULT_RECORDS = 24_000
+MIN_RECORDS = 1_500  # each partition tiers >= MIN_SEGMENTS and expires some local segments
+MORE_RECORDS = 1_500  # after the re-enable: enough to push the local log start past them
+MIN_SEGMENTS = 10
+RECORD_BYTES = 100
+FAST_PATH_KEY = "bulk.delete.fast.path.max.objects"
+DEFAULT_FAST_PATH_MAX_OBJECTS = 2000  # the controller's default (README, "Bulk delete")
+POLL_INTERVAL_S = 1.0
+TIERING_TIMEOUT_S = 120.0
+COMMAND_TIMEOUT_S = 300.0
+
+
+class DemoError(Exception):
+    pass
+
+
+class SignalledError(Exception):
+    """Ctrl-C, SIGTERM or SIGHUP."""
+
+
+def _interrupt(signum: int, _frame: FrameType | None) -> NoReturn:
+    raise SignalledError(signal.Signals(signum).name)
+
+
+# --------------------------------------------------------------------------------- output
+
+_TTY = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
+def _style(code: str, text: str) -> str:
+    return f"\033[{code}m{text}\033[0m" if _TTY else text
+
+
+def say(text: str = "") -> None:
+    """A line of the demo's own narration, flushed before any subprocess writes."""
+    print(text, flush=True)
+
+
+def explain(*lines: str) -> None:
+    """The narration before a step: a blank line, then comment lines."""
+    say()
+    for line in lines:
+        comment(line)
+
+
+def comment(text: str) -> None:
+    say(_style("36", f"# {text}"))
+
+
+def show_command(args: Sequence[str], suffix: str = "") -> None:
+    say(_style("1", "$ " + shlex.join(args) + suffix))
+
+
+def human_bytes(n: int) -> str:
+    if n < 1024:
+        return f"{n}B"
+    if n < 1024 * 1024:
+        return f"{n / 1024:.0f}K"
+    return f"{n / 1024 / 1024:.1f}M"
+
+
+def elapsed_text(seconds: float) -> str:
+    minutes, secs = divmod(round(seconds), 60)
+    return f"{minutes}m {secs:02d}s" if minutes else f"{secs}s"
+
+
+# --------------------------------------------------------------------------------- records
+
+
+def write_records(path: Path, first: int, count: int, seed: int) -> None:
+    """``count`` order lines of about RECORD_BYTES bytes, numbered from ``first``."""
+    rng = random.Random(seed)
+    lines = []
+    for i in range(first, first + count):
+        line = (
+            f"order-{i:06d} customer=c{rng.randrange(10_000):04d} item=sku-{rng.randrange(1000):03d}"
+            f" qty={rng.randrange(1, 10)} price={rng.randrange(100, 100_000) / 100:.2f} note="
+        )
+        line += "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(40))
+        lines.append(line[:RECORD_BYTES])
+    path.write_text("\n".join(lines) + "\n")
+
+
+# --------------------------------------------------------------------------------- the demo
+
+
+@dataclass(frozen=True)
+class Partition:
+    partition: int
+    log_start_offset: int
+    local_log_start_offset: int
+    log_end_offset: int
+    remote_segment_count: int
+    remote_log_size_bytes: int
+    remote_delete_state: str
+
+
+@dataclass(frozen=True)
+class Topic:
+    tiered_state: str
+    tiered_epoch: int
+    partitions: tuple[Partition, ...]
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> Topic:
+        return cls(
+            tiered_state=raw["tiered_state"],
+            tiered_epoch=raw["tiered_epoch"],
+            partitions=tuple(
+                Partition(
+                    partition=p["partition"],
+                    log_start_offset=p["log_start_offset"],
+                    local_log_start_offset=p["local_log_start_offset"],
+                    log_end_offset=p["log_end_offset"],
+                    remote_segment_count=p["remote_segment_count"],
+                    remote_log_size_bytes=p["remote_log_size_bytes"],
+                    remote_delete_state=p["remote_delete_state"] or "",
+                )
+                for p in sorted(raw["partitions"], key=lambda p: p["partition"])
+            ),
+        )
+
+    def progress(self) -> str:
+        """One compact line: per partition remote segments/bytes and the local log start."""
+        return " | ".join(
+            f"p{p.partition} {p.remote_segment_count:>3} seg/{human_bytes(p.remote_log_size_bytes)}"
+            f" local from {p.local_log_start_offset}"
+            for p in self.partitions
+        )
+
+
+def check(condition: bool, message: str) -> None:
+    if not condition:
+        raise DemoError(message)
+
+
+class Demo:
+    def __init__(self, data_dir: Path, records: int, started: float) -> None:
+        self.dir = data_dir
+        self.records = records
+        self.started = started
+        self.env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+        self.bootstrap = ""
+        self.cluster_touched = False
+        self.cluster_down = False
+
+    # -- running commands ----------------------------------------------------------------
+
+    def run(
+        self,
+        args: Sequence[str],
+        *,
+        stdin: Path | None = None,
+        expect: int = 0,
+        capture: bool = False,
+        quiet: bool = False,
+    ) -> str:
+        """Runs a command as an operator would, after printing it. Its output goes to the
+        terminal as is, or with ``capture`` through this process (stderr merged into stdout, so
+        the order holds) and is returned; ``quiet`` runs it unseen, returning its stdout. An exit
+        code other than ``expect`` fails the demo."""
+        if not quiet:
+            show_command(args, f" < {stdin}" if stdin else "")
+        piped = capture or quiet
+        with (
+            stdin.open("rb") if stdin else open(os.devnull, "rb") as source,
+            subprocess.Popen(
+                list(args),
+                stdin=source,
+                stdout=subprocess.PIPE if piped else None,
+                stderr=subprocess.STDOUT if capture and not quiet else None,
+                text=True,
+                env=self.env,
+                cwd=REPO,
+            ) as process,
+        ):
+            lines = []
+            if process.stdout is not None:
+                for line in process.stdout:
+                    lines.append(line)
+                    if not quiet:
+                        sys.stdout.write(line)
+                        sys.stdout.flush()
+            try:
+                code = process.wait(timeout=COMMAND_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                raise DemoError(f"{args[0]} did not finish in {COMMAND_TIMEOUT_S:.0f}s") from None
+        if code != expect:
+            raise DemoError(f"{args[0]} exited with {code} (expected {expect})")
+        return "".join(lines)
+
+    def admin(self, command: str, *args: str) -> list[str]:
+        return [command, "--bootstrap-server", self.bootstrap, *args]
+
+    def describe(self) -> Topic:
+        out = self.run(
+            self.admin("tiered-topics", "--describe", "--topic", TOPIC, "--format", "json"),
+            quiet=True,
+        )
+        topics = json.loads(out)
+        check(len(topics) == 1, f"describe returned {len(topics)} topics")
+        return Topic.from_json(topics[0])
+
+    def watch(
+        self, until: Callable[[Topic], bool], producer: subprocess.Popen[bytes] | None
+    ) -> Topic:
+        """Polls the topic every POLL_INTERVAL_S, printing a progress line when it changes,
+        until the producer (if any) has exited, ``until`` holds and tiering has settled (nothing
+        changed since the previous poll)."""
+        show_command(
+            self.admin("tiered-topics", "--describe", "--topic", TOPIC, "--format", "json"),
+            "   # every second",
+        )
+        say("  per partition: remote segments/remote bytes, local log start offset")
+        start = time.monotonic()
+        last = ""
+        while True:
+            topic = self.describe()
+            line = topic.progress()
+            settled = line == last
+            if not settled:
+                say(f"  {time.monotonic() - start:5.1f}s  {line}")
+                last = line
+            producing = producer is not None and producer.poll() is None
+            if producer is not None and not producing and producer.returncode != 0:
+                raise DemoError(f"tiered-console-producer exited with {producer.returncode}")
+            if not producing and settled and until(topic):
+                return topic
+            if time.monotonic() - start > TIERING_TIMEOUT_S:
+                raise DemoError(f"tiering did not get there within {TIERING_TIMEOUT_S:.0f}s")
+            time.sleep(POLL_INTERVAL_S)
+
+    def produce_and_watch(self, path: Path, until: Callable[[Topic], bool]) -> Topic:
+        args = self.admin("tiered-console-producer", "--topic", TOPIC)
+        show_command(args, f" < {path}")
+        with (
+            path.open("rb") as source,
+            subprocess.Popen(args, stdin=source, env=self.env, cwd=REPO) as producer,
+        ):
+            try:
+                return self.watch(until, producer)
+            finally:
+                if producer.poll() is None:  # the demo failed or was interrupted
+                    producer.send_signal(signal.SIGINT)  # it prints what was acknowledged
+                    try:
+                        producer.wait(timeout=5)
+                    except subprocess.TimeoutExpired:
+                        producer.kill()
+
+    def remote_objects_by_epoch(self) -> Counter[str]:
+        counts: Counter[str] = Counter()
+        for path in (self.dir / "remote").rglob("*"):
+            match = re.search(r"/(te=\d+)/", str(path))
+            if match and path.is_file():
+                counts[match.group(1)] += 1
+        return counts
+
+    def fast_path_max_objects(self) -> int:
+        """The controller's ``bulk.delete.fast.path.max.objects``: above it the bulk delete is a
+        Spark job."""
+        config = self.dir / "config" / "controller-0.properties"
+        for line in config.read_text().splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == FAST_PATH_KEY:
+                return int(value.strip())
+        return DEFAULT_FAST_PATH_MAX_OBJECTS
+
+    def delete_job_log_line(self) -> str | None:
+        """The controller's log line saying how the bulk delete ran (Spark or in process)."""
+        found = None
+        for log in sorted((self.dir / "logs").glob("controller-*.log")):
+            for line in log.read_text(errors="replace").splitlines():
+                if "objects under" in line and " via " in line:
+                    found = line
+        return found
+
+    # -- the story -----------------------------------------------------------------------
+
+    def main(self) -> None:
+        say(f"tiered demo: a local cluster in {self.dir} (commands are in {BIN})")
+        check(
+            not (self.dir / "cluster.json").exists(),
+            f"{self.dir} already holds a cluster: set TIERED_DEMO_DIR to a new directory",
+        )
+
+        explain(
+            f"Start a local cluster in KRaft mode: a controller, a standby and {BROKERS} brokers, "
+            "one process each."
+        )
+        self.cluster_touched = True
+        out = self.run(
+            ["tiered-cluster", "up", "--data-dir", str(self.dir), "--brokers", str(BROKERS)],
+            capture=True,
+        )
+        self.bootstrap = out.strip().splitlines()[-1]  # printed last
+
+        explain(
+            f"Create a tiered topic: {SEGMENT_BYTES // 1024} KiB segments, and once tiered only "
+            f"{LOCAL_RETENTION_BYTES // 1024} KiB a partition kept in the local log."
+        )
+        self.run(
+            self.admin(
+                "tiered-topics",
+                "--create",
+                "--topic",
+                TOPIC,
+                "--partitions",
+                str(PARTITIONS),
+                "--config",
+                "remote.storage.enable=true",
+                "--config",
+                f"segment.bytes={SEGMENT_BYTES}",
+                "--config",
+                f"local.retention.bytes={LOCAL_RETENTION_BYTES}",
+            )
+        )
+
+        orders = self.dir / "orders.txt"
+        write_records(orders, 0, self.records, seed=1)
+        explain(
+            f"Produce {self.records} records of ~{RECORD_BYTES} bytes, round-robin over the "
+            "partitions, and watch",
+            "closed segments tier to remote storage and expire from the local log.",
+        )
+        before = self.produce_and_watch(
+            orders,
+            lambda t: all(
+                p.remote_segment_count >= MIN_SEGMENTS and p.local_log_start_offset > 0
+                for p in t.partitions
+            ),
+        )
+        check(before.tiered_epoch == 0, f"tiered epoch {before.tiered_epoch}, expected 0")
+
+        explain(
+            "Before: TieredEpoch 0; each partition's remote log starts at offset 0, its local log "
+            "much later."
+        )
+        self.run(self.admin("tiered-topics", "--describe", "--topic", TOPIC))
+
+        p0 = before.partitions[0]
+        explain("Offset 0 is no longer in the local log: the broker reads it from remote storage.")
+        remote_read = self.run(
+            self.admin(
+                "tiered-console-consumer",
+                "--topic",
+                TOPIC,
+                "--partition",
+                "0",
+                "--offset",
+                "0",
+                "--max-messages",
+                "3",
+            ),
+            capture=True,
+        )
+        check(
+            "order-000000 " in remote_read and "Processed a total of 3 messages" in remote_read,
+            "the read from remote storage did not return the first 3 records",
+        )
+        explain("The newest records are still in the local log.")
+        self.run(
+            self.admin(
+                "tiered-console-consumer",
+                "--topic",
+                TOPIC,
+                "--partition",
+                "0",
+                "--offset",
+                str(p0.log_end_offset - 2),
+            )
+        )
+
+        objects = sum(self.remote_objects_by_epoch().values())
+        fast_path = self.fast_path_max_objects()
+        how = (
+            f"a Spark job: more than bulk.delete.fast.path.max.objects={fast_path}"
+            if objects > fast_path
+            else f"in the controller: no more than bulk.delete.fast.path.max.objects={fast_path}"
+        )
+        explain(
+            "Disable tiered storage with the delete policy. --wait follows DISABLING (tiered_epoch "
+            "1, until every",
+            f"broker acked), the bulk delete of the {objects} remote objects ({how}),",
+            "and DISABLED.",
+        )
+        self.run(
+            self.admin(
+                "tiered-configs",
+                "--alter",
+                "--entity-type",
+                "topics",
+                "--entity-name",
+                TOPIC,
+                "--add-config",
+                "remote.log.disable.policy=delete,remote.storage.enable=false",
+                "--wait",
+            )
+        )
+        line = self.delete_job_log_line()
+        if line:
+            say(f"  controller log: {line.split(': ', 1)[-1]}")
+
+        explain(
+            "After: DISABLED at TieredEpoch 1, remote data gone, log start raised to the local log "
+            "start."
+        )
+        self.run(self.admin("tiered-topics", "--describe", "--topic", TOPIC))
+        after = self.describe()
+        check(
+            after.tiered_state == "DISABLED",
+            f"tiered_state {after.tiered_state}, expected DISABLED",
+        )
+        check(after.tiered_epoch == 1, f"tiered_epoch {after.tiered_epoch}, expected 1")
+        for old, new in zip(before.partitions, after.partitions, strict=True):
+            check(
+                new.remote_segment_count == 0 and new.remote_log_size_bytes == 0,
+                f"partition {new.partition} still has {new.remote_segment_count} remote segments",
+            )
+            check(
+                new.log_start_offset >= old.local_log_start_offset > 0,
+                f"partition {new.partition}: log start {new.log_start_offset}, expected at least "
+                f"{old.local_log_start_offset}",
+            )
+        left = self.remote_objects_by_epoch()
+        check(not left, f"remote objects left after the delete: {dict(left)}")
+        say(f"  remote storage ({self.dir / 'remote'}): {objects} objects before, none left")
+
+        explain("Offset 0 is gone for good: a read below the log start is OFFSET_OUT_OF_RANGE.")
+        self.run(
+            self.admin(
+                "tiered-console-consumer",
+                "--topic",
+                TOPIC,
+                "--partition",
+                "0",
+                "--offset",
+                "0",
+                "--max-messages",
+                "1",
+            ),
+            expect=1,
+        )
+
+        explain("Turn tiered storage back on: ENABLED, tiered_epoch stays 1.")
+        self.run(
+            self.admin(
+                "tiered-configs",
+                "--alter",
+                "--entity-type",
+                "topics",
+                "--entity-name",
+                TOPIC,
+                "--add-config",
+                "remote.storage.enable=true",
+            )
+        )
+
+        more = self.dir / "more-orders.txt"
+        write_records(more, self.records, MORE_RECORDS, seed=2)
+        ends = [p.log_end_offset for p in after.partitions]
+        explain(
+            f"Produce {MORE_RECORDS} more records: they tier again, stamped with tiered epoch 1."
+        )
+        self.produce_and_watch(
+            more,
+            lambda t: all(
+                p.local_log_start_offset > end for p, end in zip(t.partitions, ends, strict=True)
+            ),
+        )
+        final = self.describe()
+        check(
+            final.tiered_state == "ENABLED", f"tiered_state {final.tiered_state}, expected ENABLED"
+        )
+        check(final.tiered_epoch == 1, f"tiered_epoch {final.tiered_epoch}, expected 1")
+        by_epoch = self.remote_objects_by_epoch()
+        check(set(by_epoch) == {"te=1"}, f"remote objects by tiered epoch: {dict(by_epoch)}")
+        say(f"  remote storage: {by_epoch['te=1']} objects, all under te=1/ (tiered epoch 1)")
+
+        explain(
+            f"The first record produced after the re-enable (offset {ends[0]}) comes from remote "
+            "storage."
+        )
+        self.run(
+            self.admin(
+                "tiered-console-consumer",
+                "--topic",
+                TOPIC,
+                "--partition",
+                "0",
+                "--offset",
+                str(ends[0]),
+                "--max-messages",
+                "2",
+            )
+        )
+        self.run(self.admin("tiered-topics", "--describe", "--topic", TOPIC))
+
+        explain("Stop the cluster.")
+        self.down()
+
+    def down(self) -> None:
+        self.cluster_down = True
+        self.run(["tiered-cluster", "down", "--data-dir", str(self.dir)])
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="scripts/demo.py",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+    )
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=os.environ.get("TIERED_DEMO_DIR") or None,
+        help="the cluster's data directory (default: $TIERED_DEMO_DIR, else a new temporary one)",
+    )
+    parser.add_argument(
+        "--records",
+        type=int,
+        default=int(os.environ.get("TIERED_DEMO_RECORDS") or DEFAULT_RECORDS),
+        help=f"records to produce before the disable (default: $TIERED_DEMO_RECORDS, else "
+        f"{DEFAULT_RECORDS}; at least {MIN_RECORDS})",
+    )
+    args = parser.parse_args(argv)
+    if args.records < MIN_RECORDS:
+        parser.error(f"--records must be at least {MIN_RECORDS}")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    started = float(os.environ.get("TIERED_DEMO_STARTED_AT") or time.time())
+    data_dir = (args.data_dir or Path(tempfile.mkdtemp(prefix="tiered-demo-"))).resolve()
+    demo = Demo(data_dir, args.records, started)
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _interrupt)
+    status = 0
+    try:
+        demo.main()
+    except (DemoError, SignalledError, KeyboardInterrupt) as e:
+        interrupted = not isinstance(e, DemoError)
+        status = 130 if interrupted else 1
+        say()
+        print(
+            f"demo: {'interrupted' if interrupted else 'FAILED'}"
+            + (f": {e}" if not interrupted else ""),
+            file=sys.stderr,
+            flush=True,
+        )
+    finally:
+        # Stop the cluster whatever happened; a second Ctrl-C must not cut this short.
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_IGN)
+        if demo.cluster_touched and not demo.cluster_down:
+            explain("Stop the cluster.")
+            try:
+                demo.down()
+            except DemoError as e:
+                print(f"demo: {e}", file=sys.stderr, flush=True)
+                status = status or 1
+    took = elapsed_text(time.time() - demo.started)
+    if status == 0:
+        say()
+        say(
+            f"Demo done in {took}. Data, configs and logs stay in {data_dir} (logs: {data_dir / 'logs'})."
+        )
+    else:
+        print(f"demo: stopped after {took}; logs are in {data_dir / 'logs'}", file=sys.stderr)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
