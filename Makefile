@@ -1,26 +1,29 @@
 # Quickstart:
 #   make test    environment, static checks, whole test suite (what CI runs)
-#   make demo    local demo
-# Also: make lint | bench | proto.  One test: make test PYTEST_ARGS='tests/test_x.py::test_y'
+#   make demo    a real local cluster: tier a topic, disable it (delete policy), re-enable it
+# Also: make lint | bench | proto | soak (TIERED_SOAK_SECONDS=N, default 300 per mode).  One test: make test PYTEST_ARGS='tests/test_x.py::test_y'
 # (or scripts/test.sh tests/test_x.py::test_y; TIERED_FAST=1 skips the static checks).
 
 SHELL := /bin/bash
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help test demo lint bench proto env
+.PHONY: help test demo soak lint bench proto env
 
 help:
 	@echo "Quickstart:"
 	@echo "  make test   # set up .venv and ZooKeeper, run lint, type checks and tests"
-	@echo "  make demo   # local demo"
-	@echo "Other targets: lint bench proto env"
+	@echo "  make demo   # a real local cluster: tier a topic, disable it (delete policy), re-enable it"
+	@echo "Other targets: lint bench proto env soak (random faults for TIERED_SOAK_SECONDS per mode)"
 
 test:
 	bash scripts/test.sh $(PYTEST_ARGS)
 
 demo:
 	bash scripts/demo.sh
+
+soak:
+	TIERED_FAST=1 bash scripts/test.sh system_tests -m soak -s $(PYTEST_ARGS)
 
 lint:
 	bash scripts/lint.sh

@@ -25,7 +25,12 @@ from tiered import failpoints
 from tiered import rlmm as rlmm_factory
 from tiered import rsm as rsm_factory
 from tiered.api import RemoteResourceNotFoundException, TopicIdPartition
-from tiered.config import RemoteLogDisablePolicy, disable_policy
+from tiered.config import (
+    RemoteLogDisablePolicy,
+    disable_policy,
+    validate_topic_configs,
+    validate_topic_name,
+)
 from tiered.errors import ErrorCode, TieredError
 
 log = logging.getLogger(__name__)
@@ -66,6 +71,49 @@ class HostedPartition:
     tiered_epoch: int
     stopped_policy: str | None = None  # tiering stopped at tiered_epoch with this policy
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def _checked_topic_config(tp: TopicIdPartition, configs: Mapping[str, str]) -> TopicConfig:
+    """The config a partition is hosted with, once the whole assignment is known to be valid.
+
+    The topic name becomes a directory under log.dirs: a name Kafka does not allow ('..', 'a/b',
+    '') would put it elsewhere (INVALID_TOPIC_EXCEPTION). TopicConfig reads the keys the log and
+    the copier use (a bad one is INVALID_CONFIG, as ever); the controller's validator checks the
+    rest, such as remote.log.disable.policy, which the broker reads only when tiering stops: too
+    late to refuse the assignment, whose configs would already be replaced and persisted."""
+    validate_topic_name(tp.topic)
+    topic_config = TopicConfig.from_configs(configs)
+    validate_topic_configs(configs)
+    return topic_config
+
+
+def _check_disable_partitions(entries: Iterable[tuple[uuid.UUID, int, int, str]]) -> None:
+    """A negative partition makes a DisableRemoteTopic request malformed, as a topic id that is
+    not 16 bytes does (and as it does an AssignPartitions request): ValueError, so the whole
+    request is refused (INVALID_ARGUMENT) before anything is applied, rather than the entry
+    acked as a partition not hosted here."""
+    for topic_id, partition, _, _ in entries:
+        if partition < 0:
+            raise ValueError(f"partition must be >= 0, got {partition} (topic id {topic_id})")
+
+
+def _disable_entry_error(
+    topic_id: uuid.UUID, partition: int, tiered_epoch: int, policy: str
+) -> TieredError | None:
+    """What is wrong with one DisableRemoteTopic entry, or None; it fails only that entry. Each
+    disablement raises the topic's tiered epoch from 0, so a real one is at least 1: stopping
+    at a lower epoch would stop copying for a disablement that never happened."""
+    if tiered_epoch < 1:
+        return TieredError(
+            ErrorCode.INVALID_REQUEST,
+            f"tiered epoch {tiered_epoch} of partition {partition} of topic id {topic_id} is "
+            f"not valid; valid values: an integer >= 1 (a disablement raises the epoch from 0)",
+        )
+    try:
+        RemoteLogDisablePolicy.parse(policy)
+    except ValueError as e:
+        return TieredError(ErrorCode.INVALID_REQUEST, str(e))
+    return None
 
 
 class BrokerAgent:
@@ -206,13 +254,14 @@ class BrokerAgent:
     def _disable_remote_topic(
         self, controller_epoch: int, entries: Iterable[tuple[uuid.UUID, int, int, str]]
     ) -> list[TieredError | None]:
+        entries = list(entries)
+        _check_disable_partitions(entries)  # before the epoch check: a malformed call sets nothing
         self.check_controller_epoch(controller_epoch)
         outcomes: list[TieredError | None] = []
         for topic_id, partition, tiered_epoch, policy in entries:
-            try:
-                RemoteLogDisablePolicy.parse(policy)
-            except ValueError as e:
-                outcomes.append(TieredError(ErrorCode.INVALID_REQUEST, str(e)))
+            invalid = _disable_entry_error(topic_id, partition, tiered_epoch, policy)
+            if invalid is not None:
+                outcomes.append(invalid)
                 continue
             hosted = self._partitions.get((topic_id, partition))
             if hosted is None:
@@ -240,7 +289,7 @@ class BrokerAgent:
     def _host(
         self, tp: TopicIdPartition, configs: dict[str, str], tiered_epoch: int
     ) -> HostedPartition:
-        topic_config = TopicConfig.from_configs(configs)  # validate before touching anything
+        topic_config = _checked_topic_config(tp, configs)  # before touching anything
         key = (tp.topic_id, tp.partition)
         previous = self._hosted_by_name(tp.topic, tp.partition)
         if previous is not None and previous.topic_id_partition.topic_id != tp.topic_id:

@@ -50,6 +50,7 @@ from tiered.config import (
     RemoteLogDisablePolicy,
     disable_policy,
     validate_partition_count,
+    validate_topic_config_keys,
     validate_topic_configs,
     validate_topic_name,
 )
@@ -570,6 +571,9 @@ class Controller:
             if configs is not None:
                 new = dict(configs)
             else:
+                # The set keys are checked with the whole new set below; a deleted key would
+                # only vanish from it, so a typo there is caught here, before anything changes.
+                validate_topic_config_keys(delete)
                 new = dict(before.configs)
                 for key in delete:
                     new.pop(key, None)

@@ -17,8 +17,9 @@ ClusterFactory = Callable[..., SystemCluster]
 
 @pytest.fixture
 def system_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ClusterFactory]:
-    """``system_cluster(mode, brokers=2, failpoints={...}, **controller_properties)``: a started
-    cluster whose first (active) controller has ``failpoints`` armed."""
+    """``system_cluster(mode, brokers=2, failpoints={...}, broker_failpoints={id: {...}},
+    broker_properties={...}, **controller_properties)``: a started cluster whose first (active)
+    controller has ``failpoints`` armed."""
     made: list[SystemCluster] = []
 
     def make(
@@ -26,10 +27,15 @@ def system_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[C
         brokers: int = 2,
         failpoints: dict[str, str] | None = None,
         broker_failpoints: dict[int, dict[str, str]] | None = None,
+        broker_properties: dict[str, str] | None = None,
         **controller_properties: str,
     ) -> SystemCluster:
         cluster = SystemCluster(
-            tmp_path / f"cluster-{len(made)}", mode, brokers, controller_properties
+            tmp_path / f"cluster-{len(made)}",
+            mode,
+            brokers,
+            controller_properties,
+            broker_properties,
         )
         made.append(cluster)
         cluster.controllers[0].failpoints = dict(failpoints or {})

@@ -20,10 +20,15 @@ Invariants (``check_invariants``), after waiting for the cluster to settle:
 
 from __future__ import annotations
 
+import itertools
+import threading
 import uuid
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import grpc
 
 from controller.jobs.spark_delete import list_objects_below_epoch
 from tests.rlmm_support import poll_until
@@ -42,6 +47,11 @@ RECORD_BYTES = 100
 ADMIN_TIMEOUT_S = 8.0
 # Objects every finished segment has (DESIGN section 8); the data object is uploaded last.
 REQUIRED_SUFFIXES = ("log", "index", "timeindex")
+# Parallel producers when filling topics: a produce waits on the broker, not on this process.
+PRODUCERS = 8
+
+# broker id -> (topic id, partition) -> what DescribeLogDirs said
+LogDirSnapshot = dict[int, dict[tuple[uuid.UUID, int], pb.PartitionLogDir]]
 
 
 @dataclass
@@ -51,13 +61,16 @@ class RecordLedger:
     acked: dict[tuple[uuid.UUID, int], dict[int, bytes]] = field(
         default_factory=lambda: defaultdict(dict)
     )
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def record(
         self, topic_id: uuid.UUID, partition: int, last_offset: int, values: list[bytes]
     ) -> None:
         first = last_offset - len(values) + 1
-        for i, value in enumerate(values):
-            self.acked[(topic_id, partition)][first + i] = value
+        with self._lock:
+            acked = self.acked[(topic_id, partition)]
+            for i, value in enumerate(values):
+                acked[first + i] = value
 
     def count(self) -> int:
         return sum(len(offsets) for offsets in self.acked.values())
@@ -70,18 +83,19 @@ class SystemCluster(Cluster):
         mode: str,
         brokers: int = 2,
         controller_extra: dict[str, str] | None = None,
+        broker_extra: dict[str, str] | None = None,
     ) -> None:
         self.zookeeper: ZooKeeperServer | None = None
         zk_connect = None
         if mode == "zookeeper":
             self.zookeeper = ZooKeeperServer(root / "zookeeper")
             zk_connect = self.zookeeper.connect_string
-        super().__init__(root, mode, zk_connect, brokers, controller_extra)
+        super().__init__(root, mode, zk_connect, brokers, controller_extra, broker_extra)
         # A call to a paused controller costs this much before the client looks elsewhere.
         self.admin.close()
         self.admin = AdminClient(self.bootstrap, timeout_s=ADMIN_TIMEOUT_S)
         self.ledger = RecordLedger()
-        self._sequence = 0
+        self._sequence = itertools.count(1)  # thread-safe: producers run in parallel
 
     def start(self) -> None:
         if self.zookeeper is not None:
@@ -106,10 +120,10 @@ class SystemCluster(Cluster):
     def produce_acked(self, topic: TopicDescription, partition: int, count: int) -> bool:
         """Produces ``count`` unique records to the partition's leader; the ledger keeps them if
         (and only if) the broker acknowledged them. Returns whether it did."""
-        values = []
-        for _ in range(count):
-            self._sequence += 1
-            values.append(f"{topic.name}/{partition}/{self._sequence:010d}/".encode().ljust(100))
+        values = [
+            f"{topic.name}/{partition}/{next(self._sequence):010d}/".encode().ljust(RECORD_BYTES)
+            for _ in range(count)
+        ]
         leader = topic.partitions[partition].leader
         try:
             response = self.broker_stub(leader).Produce(
@@ -136,14 +150,18 @@ class SystemCluster(Cluster):
         for name in names:
             self.admin.create_topic(name, partitions, dict(TIERED))
         topics = self.admin.describe_topics(names, include_partition_state=False)
-        for topic in topics:
-            for p in range(partitions):
-                # Refused until the leader hosts the partition (the assignment is asynchronous).
-                poll_until(
-                    lambda t=topic, p=p: self.produce_acked(t, p, records),
-                    timeout=30,
-                    what=f"{topic.name}-{p} to take records",
-                )
+
+        def fill(topic: TopicDescription, partition: int) -> None:
+            # Refused until the leader hosts the partition (the assignment is asynchronous).
+            poll_until(
+                lambda: self.produce_acked(topic, partition, records),
+                timeout=30,
+                what=f"{topic.name}-{partition} to take records",
+            )
+
+        with ThreadPoolExecutor(PRODUCERS) as pool:
+            for done in [pool.submit(fill, t, p) for t in topics for p in range(partitions)]:
+                done.result()
 
         def tiered() -> bool:
             return all(
@@ -177,45 +195,57 @@ class SystemCluster(Cluster):
         return found
 
     def check_invariants(self, timeout_s: float = 120.0) -> None:
-        for topic in self.settle(timeout_s):
-            described = self.admin.describe_topic(topic.name)
-            self._check_legal_state(described)
-            self._check_acked_records_readable(described)
-            self._check_no_object_below_a_deleted_epoch(described)
-            self._check_finished_segments_have_objects(described)
+        topics = self.settle(timeout_s)
+        for topic in topics:
+            self._check_legal_state(topic)
+        log_dirs = self._wait_for_brokers_to_agree(topics)
+        for topic in topics:
+            self._check_acked_records_readable(topic, log_dirs)
+            self._check_no_object_below_a_deleted_epoch(topic)
+            self._check_finished_segments_have_objects(topic)
 
     def _check_legal_state(self, topic: TopicDescription) -> None:
-        enabled = topic.configs.get("remote.storage.enable", "false").lower() == "true"
-        expected = TieredState.ENABLED if enabled else TieredState.DISABLED
+        expected = TieredState.ENABLED if _enabled(topic) else TieredState.DISABLED
         assert topic.tiered_state is expected, (topic.name, topic.tiered_state, topic.configs)
-        copy_disabled = topic.configs.get("remote.log.copy.disable", "false").lower() == "true"
 
-        def brokers_agree() -> bool:
-            dirs = {b: self.log_dirs(b) for b in {p.leader for p in topic.partitions}}
-            for p, partition in enumerate(topic.partitions):
-                d = dirs[partition.leader].get((topic.topic_id, p))
-                if d is None or d.tiered_epoch != topic.tiered_epoch:
-                    return False
-                if d.copying != (enabled and not copy_disabled):
-                    return False
-            return True
+    def _wait_for_brokers_to_agree(self, topics: list[TopicDescription]) -> LogDirSnapshot:
+        """Waits until every partition's leader hosts it at the topic's tiered epoch and copies
+        exactly when the topic says so; returns the log dirs that showed it. One DescribeLogDirs
+        per broker per attempt, not one per partition: this runs over hundreds of topics."""
+        snapshot: LogDirSnapshot = {}
+        disagreeing: list[str] = []
 
-        poll_until(brokers_agree, timeout=30, what=f"{topic.name}'s brokers to agree on its state")
+        def agree() -> bool:
+            leaders = {p.leader for t in topics for p in t.partitions}
+            try:
+                snapshot.update({b: self.log_dirs(b) for b in leaders})
+            except grpc.RpcError:
+                return False  # a restarted broker may not serve yet
+            disagreeing[:] = [t.name for t in topics if not _leaders_agree(t, snapshot)]
+            return not disagreeing
+
+        poll_until(agree, timeout=30, what=f"brokers to agree on the state of {disagreeing[:5]}")
+        return snapshot
 
     def _may_lose_old_records(self, topic: TopicDescription) -> bool:
+        # A delete job means a disablement under ``delete`` ran at some point, even if the
+        # topic was re-enabled and its policy set back to retain since.
         return (
             topic.disable_policy == "delete"
+            or topic.delete_job is not None
             or RETENTION_MS in topic.configs
             or RETENTION_BYTES in topic.configs
         )
 
-    def _check_acked_records_readable(self, topic: TopicDescription) -> None:
-        for p in range(len(topic.partitions)):
+    def _check_acked_records_readable(
+        self, topic: TopicDescription, log_dirs: LogDirSnapshot
+    ) -> None:
+        for p, partition in enumerate(topic.partitions):
             acked = self.ledger.acked.get((topic.topic_id, p), {})
             if not acked:
                 continue
             # From the leader itself: a describe may lack a broker that just restarted.
-            offsets = self._leader_offsets(topic, p)
+            offsets = log_dirs[partition.leader][(topic.topic_id, p)].offsets
             start, end = offsets.log_start_offset, offsets.log_end_offset
             if not self._may_lose_old_records(topic):
                 assert start == 0, f"{topic.name}-{p} lost records: log start {start}"
@@ -226,19 +256,6 @@ class SystemCluster(Cluster):
                 f"{topic.name}-{p}: {len(missing)} acknowledged records unreadable or changed, "
                 f"first offsets {sorted(missing)[:5]} (log start {start}, end {end})"
             )
-
-    def _leader_offsets(self, topic: TopicDescription, partition: int) -> pb.PartitionOffsets:
-        """From the leader itself: a describe may lack a broker that just restarted."""
-        found: list[pb.PartitionOffsets] = []
-
-        def hosted() -> bool:
-            leader = topic.partitions[partition].leader
-            d = self.log_dirs(leader).get((topic.topic_id, partition))
-            found[:] = [] if d is None else [d.offsets]
-            return bool(found)
-
-        poll_until(hosted, timeout=30, what=f"{topic.name}-{partition} to be hosted by its leader")
-        return found[0]
 
     def read_all(
         self, topic: TopicDescription, partition: int, start: int, end: int
@@ -277,3 +294,17 @@ class SystemCluster(Cluster):
                     if not (root / layout.object_key(prefix, s)).is_file()
                 ]
                 assert not absent, f"{prefix}: FINISHED in the RLMM but {absent} missing"
+
+
+def _enabled(topic: TopicDescription) -> bool:
+    return topic.configs.get("remote.storage.enable", "false").lower() == "true"
+
+
+def _leaders_agree(topic: TopicDescription, log_dirs: LogDirSnapshot) -> bool:
+    copy_disabled = topic.configs.get("remote.log.copy.disable", "false").lower() == "true"
+    copying = _enabled(topic) and not copy_disabled
+    for p, partition in enumerate(topic.partitions):
+        d = log_dirs.get(partition.leader, {}).get((topic.topic_id, p))
+        if d is None or d.tiered_epoch != topic.tiered_epoch or d.copying != copying:
+            return False
+    return True

@@ -11,9 +11,7 @@ and after), and leave every process alive and serving.
 One cluster per mode serves the whole module. It fails over once before the topics are created,
 so that brokers have seen controller epoch 2 and epoch 1 is a genuinely stale (zombie) epoch.
 
-The tests marked ``xfail(strict=True)`` assert the correct behaviour where the product falls short
-today (each reason names the function at fault); the ones that change a broker's state work on a
-topic of their own and put it back afterwards.
+The tests that change a broker's state work on a topic of their own and put it back afterwards.
 """
 
 from __future__ import annotations
@@ -454,11 +452,6 @@ def test_topics_cli_rejects_bad_names_counts_and_configs(cluster: SystemCluster)
         run_cli_cases(cluster, cases)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="tiered.cli.topics._create passes --partitions unchecked to AdminClient.create_topic, "
-    "whose pb.NewTopic(partitions=...) raises ValueError (int32 overflow): a traceback, not an error",
-)
 @pytest.mark.parametrize("partitions", [2**31, 10**20])
 def test_topics_cli_rejects_a_partition_count_beyond_int32_cleanly(
     cluster: SystemCluster, partitions: int
@@ -474,11 +467,6 @@ def test_topics_cli_rejects_a_partition_count_beyond_int32_cleanly(
         run_cli_cases(cluster, [case])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Controller.alter_configs ignores --delete-config keys that are not topic configs: a "
-    "typo (no.such.config) exits 0 'Completed updating config' and changes nothing",
-)
 def test_configs_cli_rejects_deleting_an_unknown_config_key(cluster: SystemCluster) -> None:
     case = CliCase(
         "delete-an-unknown-key",
@@ -887,11 +875,6 @@ def test_a_stale_controller_epoch_is_rejected_and_nothing_applied(cluster: Syste
                 assert_error(removed.errors[0], ErrorCode.STALE_CONTROLLER_EPOCH, why)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BrokerAgent._disable_remote_topic does not check the entry's tiered_epoch: a "
-    "DisableRemoteTopic with tiered_epoch -1 is acked and stops copying of an ENABLED topic",
-)
 def test_disable_remote_topic_rejects_a_tiered_epoch_below_one(cluster: SystemCluster) -> None:
     topic = cluster.admin.describe_topic(EPOCH_VICTIM, include_partition_state=False)
     stub = cluster.broker_stub(topic.partitions[0].leader)
@@ -918,11 +901,6 @@ def test_disable_remote_topic_rejects_a_tiered_epoch_below_one(cluster: SystemCl
         _wait_hosted(cluster, EPOCH_VICTIM)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BrokerAgent._disable_remote_topic acks an entry for partition -1 as 'not hosted "
-    "here' instead of rejecting it as malformed",
-)
 def test_disable_remote_topic_rejects_a_negative_partition(cluster: SystemCluster) -> None:
     orders = cluster.admin.describe_topic(ORDERS, include_partition_state=False)
     stub = cluster.broker_stub(orders.partitions[0].leader)
@@ -942,12 +920,6 @@ def test_disable_remote_topic_rejects_a_negative_partition(cluster: SystemCluste
             assert response.errors[0].name in ("INVALID_REQUEST", "UNKNOWN_TOPIC_OR_PARTITION")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BrokerAgent._host validates with broker.config.TopicConfig.from_configs, which does "
-    "not check remote.log.disable.policy: a bogus policy is accepted (enable=true) or rejected "
-    "only after the configs were replaced and persisted (enable=false)",
-)
 def test_assign_partitions_validates_configs_before_applying_them(cluster: SystemCluster) -> None:
     topic = cluster.admin.describe_topic(ASSIGN_VICTIM, include_partition_state=False)
     stub = cluster.broker_stub(topic.partitions[0].leader)
@@ -984,11 +956,6 @@ def test_assign_partitions_validates_configs_before_applying_them(cluster: Syste
         _wait_hosted(cluster, ASSIGN_VICTIM)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BrokerAgent._host builds the partition directory from the request's topic name "
-    "unchecked: '../escape' creates a log directory outside log.dirs, '' and '..' are hosted",
-)
 def test_assign_partitions_rejects_topic_names_that_are_not_valid(cluster: SystemCluster) -> None:
     broker_id = 1
     log_dir = Path(cluster.brokers[broker_id].properties["log.dirs"])

@@ -9,9 +9,11 @@ import pytest
 
 from system_tests.conftest import MODES, ClusterFactory
 from system_tests.harness import SystemCluster
-from tiered.admin import AdminClient
+from tiered.admin import AdminClient, TopicDescription
 from tiered.cluster.model import TieredState
 from tiered.errors import ErrorCode, TieredError
+from tiered.rpc.v1 import broker_pb2 as pb
+from tiered.rpc.v1 import records_pb2
 
 DISABLE_STEPS = [
     "controller.disable.persisted",  # DISABLING persisted, no RPC sent
@@ -53,6 +55,26 @@ def _kill_the_frozen_controller_and_fail_over(cluster: SystemCluster, point: str
     frozen.start()
 
 
+def _disable_from_epoch(cluster: SystemCluster, topic: TopicDescription, epoch: int) -> str:
+    """A DisableRemoteTopic as the controller of ``epoch`` would send it; the error name."""
+    response = cluster.broker_stub(topic.partitions[0].leader).DisableRemoteTopic(
+        pb.DisableRemoteTopicRequest(
+            controller_epoch=epoch,
+            entries=[
+                pb.DisableRemoteTopicEntry(
+                    partition=records_pb2.TopicIdPartition(
+                        topic_id=topic.topic_id.bytes, topic=topic.name, partition=0
+                    ),
+                    tiered_epoch=topic.tiered_epoch,
+                    policy="delete",
+                )
+            ],
+        ),
+        timeout=10,
+    )
+    return str(response.error.name)
+
+
 @pytest.mark.parametrize("point", DISABLE_STEPS + DELETE_JOB_STEPS)
 @pytest.mark.parametrize("mode", MODES)
 def test_controller_killed_at_each_step_of_a_disable(
@@ -76,6 +98,10 @@ def test_controller_killed_at_each_step_of_a_disable(
     assert cluster.admin.describe_cluster().controller_epoch > epoch_before
     assert cluster.active_controller() is cluster.controllers[1]
     assert all(p.remote_segment_count == 0 for p in after.partitions)
+    if point in DELETE_JOB_STEPS:
+        assert after.delete_job.attempts >= 2  # the dead controller's attempt, then the new one
+    # The dead controller's epoch is stale at every broker that heard from the new one.
+    assert _disable_from_epoch(cluster, after, epoch_before) == "STALE_CONTROLLER_EPOCH"
 
     # Re-enabled afterwards, the topic tiers again under the same epoch, and nothing the delete
     # job removed comes back.

@@ -237,6 +237,19 @@ def test_client_maps_invalid_argument_to_invalid_request(admin: AdminClient) -> 
     assert str(info.value) == "INVALID_REQUEST: topic name must not be empty"
 
 
+@pytest.mark.parametrize("partitions", [0, -1, 2**31, 10**20])
+def test_client_refuses_a_partition_count_no_request_can_carry(
+    admin: AdminClient, fake: FakeAdminServer, partitions: int
+) -> None:
+    with pytest.raises(TieredError) as info:
+        admin.create_topic("t", partitions)
+    assert info.value.code is ErrorCode.INVALID_PARTITIONS
+    assert info.value.message == (
+        f"partition count {partitions} is not valid; valid values: an integer from 1 to {2**31 - 1}"
+    )
+    assert "CreateTopics" not in fake.service.calls
+
+
 def test_client_raises_the_response_error_code(admin: AdminClient) -> None:
     admin.create_topic("t", 1)
     with pytest.raises(TieredError) as info:
@@ -407,6 +420,10 @@ def test_delete(fake: FakeAdminServer, capsys: pytest.CaptureFixture[str]) -> No
         ),
         (["--create", "--topic", "t", "--partitions", "1", "--config", "x"], "INVALID_REQUEST: "),
         (["--create", "--topic", "t", "--partitions", "0"], "INVALID_REQUEST: --partitions"),
+        (
+            ["--create", "--topic", "t", "--partitions", str(10**20)],
+            f"INVALID_REQUEST: --partitions must be at most {2**31 - 1}, not {10**20}",
+        ),
         (
             [
                 *("--create", "--topic", "t", "--partitions", "1"),

@@ -253,6 +253,54 @@ def test_errors_are_named_and_change_nothing(broker: BrokerProcess) -> None:
     assert log_dir(broker, tp).copying  # nothing was stopped
 
 
+def disable_entry(tp: TopicIdPartition, tiered_epoch: int) -> pb.DisableRemoteTopicEntry:
+    return pb.DisableRemoteTopicEntry(
+        partition=topic_id_partition_to_proto(tp), tiered_epoch=tiered_epoch, policy="retain"
+    )
+
+
+def test_malformed_assignments_and_disables_change_nothing(broker: BrokerProcess) -> None:
+    tp = TopicIdPartition(uuid.uuid4(), "guarded", 0)
+    assert assign(broker, tp, TIERED).errors[0].code == 0
+    assignments = broker.dir / "logs" / "assignments.json"
+    persisted = assignments.read_text()
+    # A bogus policy fails the assignment before its configs replace the hosted ones.
+    for enable in ("false", "true"):
+        bad = assign(
+            broker, tp, {"remote.storage.enable": enable, "remote.log.disable.policy": "bogus"}
+        )
+        assert bad.errors[0].name == "INVALID_REQUEST"
+        assert "remote.log.disable.policy='bogus'" in bad.errors[0].message
+    # A topic name that is not valid never becomes a directory, inside log.dirs or out of it.
+    for name in ("../escape", "a/b", "", ".."):
+        bad = assign(broker, TopicIdPartition(uuid.uuid4(), name, 0), {})
+        assert bad.errors[0].name == "INVALID_TOPIC_EXCEPTION", name
+    assert not (broker.dir / "escape-0").exists()
+    # DisableRemoteTopic: a tiered epoch below 1 fails its entry; a negative partition, the
+    # whole request, so the valid entry beside it does not stop copying either.
+    disabled = broker.stub.DisableRemoteTopic(
+        pb.DisableRemoteTopicRequest(entries=[disable_entry(tp, 0), disable_entry(tp, -1)])
+    )
+    assert [e.name for e in disabled.errors] == ["INVALID_REQUEST"] * 2
+    assert "tiered epoch 0 " in disabled.errors[0].message
+    negative = topic_id_partition_to_proto(tp)
+    negative.partition = -1
+    with pytest.raises(grpc.RpcError) as info:
+        broker.stub.DisableRemoteTopic(
+            pb.DisableRemoteTopicRequest(
+                entries=[
+                    disable_entry(tp, 1),
+                    pb.DisableRemoteTopicEntry(partition=negative, tiered_epoch=1, policy="retain"),
+                ]
+            )
+        )
+    assert info.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert "partition must be >= 0, got -1" in (info.value.details() or "")
+    d = log_dir(broker, tp)
+    assert d.copying and d.tiered_epoch == 0
+    assert assignments.read_text() == persisted
+
+
 def test_stop_with_delete_over_grpc(broker: BrokerProcess) -> None:
     tp = TopicIdPartition(uuid.uuid4(), "dropped", 0)
     assign(broker, tp, TIERED)

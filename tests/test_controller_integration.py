@@ -11,7 +11,6 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import grpc
 import pytest
 
 from tests.rlmm_support import poll_until
@@ -20,8 +19,6 @@ from tests.support.processes import REPO
 from tiered.admin import AdminClient, TopicDescription
 from tiered.cluster.model import TieredState
 from tiered.errors import ErrorCode, TieredError
-from tiered.rpc.v1 import broker_pb2 as pb
-from tiered.rpc.v1 import controller_pb2, controller_pb2_grpc, records_pb2
 
 TIERED = {"remote.storage.enable": "true", "segment.bytes": "2000"}
 
@@ -35,11 +32,6 @@ def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]
 @pytest.fixture
 def kraft_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
     yield from running_cluster(request, tmp_path, "kraft")
-
-
-@pytest.fixture
-def zk_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
-    yield from running_cluster(request, tmp_path, "zookeeper")
 
 
 def tiered_topic(cluster: Cluster, name: str, partitions: int = 2) -> TopicDescription:
@@ -143,60 +135,6 @@ def test_rejected_requests_change_nothing(cluster: Cluster) -> None:
     assert cluster.wait_for_state("events", TieredState.DISABLED).tiered_epoch == 1
 
 
-def test_controller_killed_while_disabling_standby_finishes(cluster: Cluster) -> None:
-    topic = tiered_topic(cluster, "clicks")
-    epoch_before = cluster.admin.describe_cluster().controller_epoch
-    paused = cluster.brokers[topic.partitions[0].leader]
-    paused.pause()
-    try:
-        cluster.admin.incremental_alter_configs("clicks", {"remote.storage.enable": "false"})
-        assert cluster.admin.describe_topic("clicks").tiered_state is TieredState.DISABLING
-        active = cluster.active_controller()
-        active.kill()
-        standby = next(c for c in cluster.controllers if c is not active)
-        standby.wait_for_line("Active as controller", timeout_s=30)
-    finally:
-        paused.resume()
-    disabled = cluster.wait_for_state("clicks", TieredState.DISABLED)
-    assert disabled.tiered_epoch == 1
-    assert cluster.admin.describe_cluster().controller_epoch > epoch_before
-    for p, partition in enumerate(topic.partitions):
-        assert not cluster.log_dirs(partition.leader)[(topic.topic_id, p)].copying
-    # The dead controller's epoch is now stale at every broker that heard from the new one.
-    stale = cluster.broker_stub(topic.partitions[0].leader).DisableRemoteTopic(
-        pb.DisableRemoteTopicRequest(
-            controller_epoch=epoch_before,
-            entries=[
-                pb.DisableRemoteTopicEntry(
-                    partition=records_pb2.TopicIdPartition(
-                        topic_id=topic.topic_id.bytes, topic="clicks", partition=0
-                    ),
-                    tiered_epoch=1,
-                    policy="retain",
-                )
-            ],
-        ),
-        timeout=10,
-    )
-    assert stale.error.name == "STALE_CONTROLLER_EPOCH"
-
-
-def test_broker_killed_while_disabling_acks_after_restart(cluster: Cluster) -> None:
-    topic = tiered_topic(cluster, "views")
-    victim_id = topic.partitions[0].leader
-    victim = cluster.brokers[victim_id]
-    victim.kill()
-    cluster.admin.incremental_alter_configs("views", {"remote.storage.enable": "false"})
-    pending = cluster.admin.describe_topic("views", include_partition_state=False)
-    assert pending.tiered_state is TieredState.DISABLING
-    assert pending.disable_acks_owed >= 1
-    victim.start()
-    disabled = cluster.wait_for_state("views", TieredState.DISABLED)
-    assert disabled.tiered_epoch == 1
-    d = cluster.log_dirs(victim_id)[(topic.topic_id, 0)]
-    assert not d.copying and d.tiered_epoch == 1
-
-
 def test_cli_alter_with_wait_reports_progress(cluster: Cluster) -> None:
     tiered_topic(cluster, "audit", partitions=1)
     done = subprocess.run(
@@ -242,38 +180,6 @@ def test_a_paused_broker_is_fenced_and_comes_back(kraft_cluster: Cluster) -> Non
     finally:
         broker.resume()
     cluster.wait_for_live_brokers({1, 2})
-
-
-def test_a_zombie_controller_writes_nothing(zk_cluster: Cluster) -> None:
-    cluster = zk_cluster
-    topic = tiered_topic(cluster, "ledger", partitions=1)
-    zombie = cluster.active_controller()
-    standby = next(c for c in cluster.controllers if c is not zombie)
-    zombie.pause()
-    try:
-        standby.wait_for_line("Active as controller", timeout_s=30)
-        # A new client, as a new CLI run would be (the old one still points at the zombie).
-        with AdminClient(cluster.bootstrap, timeout_s=10) as fresh:
-            fresh.incremental_alter_configs("ledger", {"retention.ms": "3600000"})
-    finally:
-        zombie.resume()
-    # Straight to the zombie: whether it already knows or finds out when its write is fenced,
-    # the request fails and changes nothing.
-    # (Raw gRPC: an AdminClient would follow the zombie's answer to the active controller.)
-    with grpc.insecure_channel(zombie.properties["listeners"]) as channel:
-        response = controller_pb2_grpc.AdminServiceStub(channel).IncrementalAlterConfigs(
-            controller_pb2.IncrementalAlterConfigsRequest(
-                topic="ledger", set={"remote.storage.enable": "false"}
-            ),
-            timeout=30,
-        )
-    assert response.error.name == "NOT_CONTROLLER", response
-    zombie.wait_for_line("stepping down", timeout_s=30)
-    after = cluster.admin.describe_topic("ledger", include_partition_state=False)
-    assert after.tiered_state is TieredState.ENABLED and after.tiered_epoch == 0
-    assert after.configs["retention.ms"] == "3600000"
-    assert cluster.active_controller() is standby
-    assert topic.topic_id == after.topic_id
 
 
 def test_kafka_39_copy_disable_pauses_copying_without_a_disablement(kraft_cluster: Cluster) -> None:

@@ -144,6 +144,16 @@ def test_rejected_admin_requests_persist_nothing(controller: Controller) -> None
             ErrorCode.INVALID_CONFIG,
         ),
         (
+            lambda: controller.alter_configs("t", delete=["no.such.key"]),
+            ErrorCode.INVALID_CONFIG,
+        ),
+        (  # the valid half is a disable: it must not start one
+            lambda: controller.alter_configs(
+                "t", set_={"remote.storage.enable": "false"}, delete=["no.such.key"]
+            ),
+            ErrorCode.INVALID_CONFIG,
+        ),
+        (
             lambda: controller.alter_configs("missing", set_={}),
             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
         ),
@@ -154,6 +164,19 @@ def test_rejected_admin_requests_persist_nothing(controller: Controller) -> None
             call()
         assert rejected.value.code is code, rejected.value
     assert reloaded(controller) == persisted
+
+
+def test_deleting_an_unknown_config_key_names_it_and_a_known_unset_one_is_fine(
+    controller: Controller,
+) -> None:
+    controller.create_topic("t", 1, {"remote.storage.enable": "true"})
+    with pytest.raises(TieredError) as rejected:
+        controller.alter_configs("t", delete=["retention.ms", "no.such.config"])
+    assert rejected.value.code is ErrorCode.INVALID_CONFIG
+    assert rejected.value.message.startswith("unknown topic config 'no.such.config'; known: ")
+    # Kafka accepts deleting a topic config that is not set: nothing to do, not an error.
+    after = controller.alter_configs("t", delete=["retention.ms"])
+    assert after.configs == {"remote.storage.enable": "true"}
 
 
 def test_disable_persists_state_and_epoch_with_the_config_before_any_ack(

@@ -105,36 +105,6 @@ def test_disable_with_delete_empties_older_epochs_then_reenable(cluster: Cluster
 
 
 @pytest.fixture
-def slow_delete_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
-    # Every object delete takes 25 ms (an object store's latency), so the job runs for seconds.
-    yield from running_cluster(
-        request, tmp_path, "kraft", **{"bulk.delete.simulated.latency.ms": "25"}
-    )
-
-
-def test_controller_killed_mid_job_the_standby_finishes_it(slow_delete_cluster: Cluster) -> None:
-    cluster = slow_delete_cluster
-    topic = tiered_topic(cluster, "ledger", partitions=2, records=600)
-    cluster.admin.incremental_alter_configs("ledger", DELETE)
-    cluster.wait_for_state("ledger", TieredState.DISABLED)
-
-    def running() -> bool:
-        job = cluster.admin.describe_topic("ledger", include_partition_state=False).delete_job
-        return job is not None and job.state == "RUNNING"
-
-    poll_until(running, timeout=30, what="the delete job to run")
-    active = cluster.active_controller()
-    active.kill()
-    standby = next(c for c in cluster.controllers if c is not active)
-    standby.wait_for_line("Active as controller", timeout_s=30)
-    standby.wait_for_line("Resuming 1 unfinished delete jobs", timeout_s=30)
-    done = wait_for_job(cluster, "ledger", timeout_s=120)
-    assert done.delete_job is not None and done.delete_job.attempts >= 2
-    assert epoch_dirs(cluster, topic) == set()
-    assert all(cluster.remote_segments(topic, p) == [] for p in range(2))
-
-
-@pytest.fixture
 def spark_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
     yield from running_cluster(
         request, tmp_path, "kraft", **{"bulk.delete.fast.path.max.objects": "0"}

@@ -14,6 +14,7 @@ from tiered.config import (
     effective_topic_configs,
     remote_storage_enabled,
     validate_partition_count,
+    validate_topic_config_keys,
     validate_topic_configs,
     validate_topic_name,
 )
@@ -92,6 +93,16 @@ def test_unknown_key_is_invalid_config_and_lists_the_known_keys() -> None:
     message = rejected({"retention.ms": "1", "retention.mss": "1"}, ErrorCode.INVALID_CONFIG)
     assert message.startswith("unknown topic config 'retention.mss'; known: ")
     assert message.endswith(", ".join(sorted(KAFKA_DEFAULTS)))
+
+
+def test_keys_alone_are_checked_as_in_a_config_set() -> None:
+    validate_topic_config_keys([])
+    validate_topic_config_keys(KAFKA_DEFAULTS)
+    with pytest.raises(TieredError) as caught:
+        validate_topic_config_keys(["retention.ms", "zz.typo", "retention.mss"])
+    assert caught.value.code is ErrorCode.INVALID_CONFIG
+    # the first in sorted order, with the message an unknown key in a config set gets
+    assert caught.value.message == rejected({"retention.mss": "1"}, ErrorCode.INVALID_CONFIG)
 
 
 def test_server_keys_are_not_topic_keys() -> None:

@@ -27,6 +27,7 @@ import grpc
 from google.protobuf.message import Message
 
 from tiered.cluster.model import TieredState
+from tiered.config import INT32_MAX
 from tiered.errors import ErrorCode, TieredError
 from tiered.rpc.v1 import broker_pb2, metadata_pb2
 from tiered.rpc.v1 import controller_pb2 as pb
@@ -330,6 +331,21 @@ def parse_bootstrap(bootstrap: str) -> list[str]:
     return addresses
 
 
+def _check_partition_count(partitions: int) -> None:
+    """Refuses a count that ``NewTopic.partitions`` (an int32) cannot carry, where protobuf would
+    raise a bare ValueError; the controller holds the count to its own, lower limit."""
+    if (
+        isinstance(partitions, bool)
+        or not isinstance(partitions, int)
+        or not 1 <= partitions <= INT32_MAX
+    ):
+        raise TieredError(
+            ErrorCode.INVALID_PARTITIONS,
+            f"partition count {partitions!r} is not valid; valid values: an integer from 1 to "
+            f"{INT32_MAX}",
+        )
+
+
 # --------------------------------------------------------------------------------- client
 
 
@@ -388,6 +404,7 @@ class AdminClient:
         *,
         validate_only: bool = False,
     ) -> uuid.UUID:
+        _check_partition_count(partitions)
         request = pb.CreateTopicsRequest(
             topics=[pb.NewTopic(name=name, partitions=partitions, configs=dict(configs or {}))],
             validate_only=validate_only,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -50,6 +50,8 @@ MAX_TOPIC_NAME_LENGTH = 249
 """Kafka's limit on a topic name's length."""
 MAX_PARTITIONS = 10_000
 """The most partitions a topic may have."""
+INT32_MAX = 2**31 - 1
+"""The largest int32: the bound of Kafka's INT configs and of a request's partition count."""
 
 TOPIC_CONFIG_DEFAULTS: Mapping[str, str] = MappingProxyType(
     {
@@ -86,7 +88,6 @@ class RemoteLogDisablePolicy(enum.Enum):
 
 # ----------------------------------------------------------------------------- value rules
 
-_INT_MAX = 2**31 - 1  # Kafka's INT configs
 _LONG_MAX = 2**63 - 1  # Kafka's LONG configs
 _INTEGER = re.compile(r"[+-]?[0-9]+")  # Java's Long.parseLong, ASCII digits only
 _BOOLEAN_KEYS = frozenset(
@@ -111,7 +112,7 @@ _INT_RANGES: Mapping[str, _IntRange] = MappingProxyType(
         RETENTION_BYTES: _IntRange(-1, _LONG_MAX, " (-1: unlimited)"),
         LOCAL_RETENTION_MS: _IntRange(-2, _LONG_MAX, f" (-2: the value of {RETENTION_MS})"),
         LOCAL_RETENTION_BYTES: _IntRange(-2, _LONG_MAX, f" (-2: the value of {RETENTION_BYTES})"),
-        SEGMENT_BYTES: _IntRange(14, _INT_MAX),  # Kafka: at least a legacy record's overhead
+        SEGMENT_BYTES: _IntRange(14, INT32_MAX),  # Kafka: at least a legacy record's overhead
         SEGMENT_MS: _IntRange(1, _LONG_MAX),
     }
 )
@@ -189,11 +190,7 @@ def validate_topic_configs(configs: Mapping[str, str]) -> dict[str, str]:
     normalized: dict[str, str] = {}
     for key in sorted(configs, key=str):
         raw = configs[key]
-        if not isinstance(key, str) or key not in TOPIC_CONFIG_DEFAULTS:
-            known = ", ".join(sorted(TOPIC_CONFIG_DEFAULTS))
-            raise TieredError(
-                ErrorCode.INVALID_CONFIG, f"unknown topic config {_shown(str(key))}; known: {known}"
-            )
+        _check_known_key(key)
         if not isinstance(raw, str):
             raise TieredError(
                 ErrorCode.INVALID_CONFIG,
@@ -208,6 +205,22 @@ def validate_topic_configs(configs: Mapping[str, str]) -> dict[str, str]:
         normalized[key] = _normalize(key, raw)
     _check_across_keys(normalized)
     return normalized
+
+
+def validate_topic_config_keys(keys: Iterable[str]) -> None:
+    """Checks that every key (of configs a request deletes, say) is a topic config, in sorted
+    order, with the error :func:`validate_topic_configs` gives an unknown key: deleting a typo
+    must fail as setting one does, not pass as done while it changed nothing."""
+    for key in sorted(keys, key=str):
+        _check_known_key(key)
+
+
+def _check_known_key(key: object) -> None:
+    if not isinstance(key, str) or key not in TOPIC_CONFIG_DEFAULTS:
+        known = ", ".join(sorted(TOPIC_CONFIG_DEFAULTS))
+        raise TieredError(
+            ErrorCode.INVALID_CONFIG, f"unknown topic config {_shown(str(key))}; known: {known}"
+        )
 
 
 def _check_across_keys(configs: Mapping[str, str]) -> None:

@@ -30,6 +30,7 @@ class Cluster:
         zk_connect: str | None = None,
         brokers: int = 2,
         controller_extra: dict[str, str] | None = None,
+        broker_extra: dict[str, str] | None = None,
     ) -> None:
         controller_extra = controller_extra or {}
         self.root = root
@@ -73,6 +74,7 @@ class Cluster:
                 "remote.storage.root": str(root / "remote"),
                 "remote.log.manager.task.interval.ms": "100",
                 "broker.heartbeat.interval.ms": "200",
+                **(broker_extra or {}),
             }
             if mode == "kraft":
                 props["controller.quorum.bootstrap.servers"] = self.bootstrap

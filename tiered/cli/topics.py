@@ -22,6 +22,7 @@ from tiered.cli.common import (
     run,
 )
 from tiered.cluster.model import TieredState
+from tiered.config import INT32_MAX
 
 __all__ = ["build_parser", "main", "partition_json", "topic_json"]
 
@@ -154,6 +155,8 @@ def _create(admin: AdminClient, args: argparse.Namespace) -> int:
         configs[key] = value
     if args.partitions < 1:
         raise invalid(f"--partitions must be at least 1, not {args.partitions}")
+    if args.partitions > INT32_MAX:  # no request can carry it; the controller's own limit is lower
+        raise invalid(f"--partitions must be at most {INT32_MAX}, not {args.partitions}")
     admin.create_topic(args.topic, args.partitions, configs)
     print(f"Created topic {args.topic}.")
     return 0
