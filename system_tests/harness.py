@@ -117,7 +117,9 @@ class SystemCluster(Cluster):
 
     # ----------------------------------------------------------------------------- records
 
-    def produce_acked(self, topic: TopicDescription, partition: int, count: int) -> bool:
+    def produce_acked(
+        self, topic: TopicDescription, partition: int, count: int, timeout_s: float = 30.0
+    ) -> bool:
         """Produces ``count`` unique records to the partition's leader; the ledger keeps them if
         (and only if) the broker acknowledged them. Returns whether it did."""
         values = [
@@ -133,7 +135,7 @@ class SystemCluster(Cluster):
                     ),
                     records=[pb.Record(value=v) for v in values],
                 ),
-                timeout=30,
+                timeout=timeout_s,
             )
         except Exception:
             return False
