@@ -28,8 +28,9 @@ soak:
 lint:
 	bash scripts/lint.sh
 
+# make bench [BENCH=name...] [BENCH_ARGS=--quick]: see scripts/bench.sh; table in bench/RESULTS.md
 bench:
-	bash scripts/bench.sh
+	BENCH="$(BENCH)" BENCH_ARGS="$(BENCH_ARGS)" bash scripts/bench.sh
 
 proto:
 	@bash scripts/ensure_env.sh

@@ -70,6 +70,7 @@ from bench.common import (
     format_table,
     load_average,
     machine_info,
+    summary_row,
     timed,
     utc_now,
     write_json,
@@ -503,6 +504,41 @@ def report_table(document: dict[str, Any]) -> str:
     return table + "\n* extrapolated from whole partitions (see the JSON)"
 
 
+BASELINES = {
+    "rm_rf": "rm -rf of the te=0 directories",
+    "kafka": "Kafka: one segment at a time through the RLMM",
+    "serial": "listed, then one delete at a time",
+}
+
+
+def summary(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows for bench/RESULTS.md: the Spark job against rm -rf and the Kafka way on the local
+    disk, and against a serial delete and the Kafka way with a latency per object delete."""
+    rows = []
+    for phase, baselines in (("no_latency", ("rm_rf", "kafka")), ("latency", ("serial", "kafka"))):
+        result = results.get(phase)
+        if result is None:
+            continue
+        scenario = f"{result['objects']:,} objects, {result['partitions']} partitions, " + (
+            f"{result['latency_s'] * 1000:g} ms per object delete"
+            if result["latency_s"]
+            else "local disk"
+        )
+        for name in baselines:
+            baseline = result["methods"][name]
+            rows.append(
+                summary_row(
+                    scenario,
+                    "Spark job (list + delete)",
+                    result["methods"]["spark"]["seconds"],
+                    "s",
+                    BASELINES[name] + (" (extrapolated)" if baseline["extrapolated"] else ""),
+                    baseline["seconds"],
+                )
+            )
+    return rows
+
+
 # ============================================================================= main
 
 
@@ -617,6 +653,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "machine": machine,
         "load_average_at_end": load_average(),
         "code": code,
+        "summary": summary(results),
         "settings": {
             "segments": args.segments,
             "partitions": args.partitions,

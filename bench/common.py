@@ -1,4 +1,5 @@
-"""Small helpers shared by the benchmarks: timing, machine description, memory, tables and JSON.
+"""Small helpers shared by the benchmarks: timing, machine description, memory, tables, the
+summary rows of ``bench/RESULTS.md`` and JSON.
 
 Benchmarks are run as scripts (``python bench/x.py``); :func:`ensure_repo_on_path` makes ``tiered``,
 ``bench`` and ``tests.support`` importable from a checkout. Running this module does nothing.
@@ -236,6 +237,28 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> st
 
     rule = "  ".join("-" * w for w in widths)
     return "\n".join([line(cells[0]), rule, *(line(r) for r in cells[1:])])
+
+
+def summary_row(
+    scenario: str, figure: str, value: float, unit: str, baseline: str, baseline_value: float
+) -> dict[str, Any]:
+    """One headline figure of a benchmark, for its results JSON's top-level ``"summary"`` list (which
+    ``bench/report.py`` turns into ``bench/RESULTS.md``).
+
+    ``value`` is what was measured for ``figure`` in ``scenario`` and ``baseline_value`` what the
+    ``baseline`` measured in the same run, both in ``unit`` (``"s"`` for seconds, ``"B"`` for bytes,
+    or any other unit name). ``ratio`` = ``value / baseline_value``: below 1 the figure is
+    faster/smaller than the baseline, above 1 it is slower/bigger (for times: 0.25 is four times as
+    fast as the baseline). It is None when the baseline measured 0."""
+    return {
+        "scenario": scenario,
+        "figure": figure,
+        "value": value,
+        "unit": unit,
+        "baseline": baseline,
+        "baseline_value": baseline_value,
+        "ratio": value / baseline_value if baseline_value else None,
+    }
 
 
 def write_json(path: Path | str, document: object) -> Path:

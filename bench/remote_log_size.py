@@ -30,6 +30,9 @@ The scenario, per partition of ``n`` segments (offsets grow with the segment ind
 is being copied (COPY_SEGMENT_STARTED) and segment 0 is being deleted by retention
 (DELETE_SEGMENT_STARTED). So the index, the unreferenced set and both aggregates are all exercised.
 
+The JSON's ``ratio`` is list-and-sum / remote_log_size; its ``summary`` rows (bench/RESULTS.md:
+each backend's largest partition) give the inverse, remote_log_size / list-and-sum.
+
 Usage: ``python bench/remote_log_size.py [--quick] [--sizes 1000,10000] [--backends sqlite,zookeeper]
 [--out PATH]`` (results default to ``bench/results/remote_log_size.json``).
 """
@@ -67,6 +70,7 @@ from bench.common import (
     rss_bytes,
     sample,
     summarize,
+    summary_row,
     timed,
     utc_now,
     write_json,
@@ -871,6 +875,26 @@ def report_table(outcome: Outcome) -> str:
     return "\n".join(lines)
 
 
+def summary(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows for bench/RESULTS.md: each backend's largest partition, on both read paths."""
+    largest: dict[str, dict[str, Any]] = {}
+    for r in results:
+        if r["segments"] >= largest.get(r["backend"], {}).get("segments", 0):
+            largest[r["backend"]] = r
+    return [
+        summary_row(
+            f"{backend}, {r['segments']:,} segments, {path} path",
+            "remote_log_size (median)",
+            r[path]["remote_log_size"]["median_s"],
+            "s",
+            "list-and-sum (median)",
+            r[path]["list_and_sum"]["median_s"],
+        )
+        for backend, r in largest.items()
+        for path in ("leader", "store")
+    ]
+
+
 def parse_sizes(text: str) -> list[int]:
     try:
         sizes = [int(part.replace("_", "")) for part in text.split(",") if part.strip()]
@@ -999,6 +1023,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine,
         "code": code,
         "load_average_at_end": load_average(),
+        "summary": summary(outcome.results),
         "settings": {
             "plan": plan,
             "process_per_backend": isolated,

@@ -21,7 +21,7 @@ Measured:
   O(1); the cost is in attaching).
 
 ratio = naive median seconds per event / fire median seconds per event (above 1: the naive
-machine is slower).
+machine is slower). The "summary" rows (bench/RESULTS.md) give the inverse, fire / naive.
 Timings are never asserted; a wrong result (state, epoch, models left attached) exits 1.
 
 Usage: ``python bench/state_machine.py [--quick] [--topics 100000] [--naive-sizes 5000,10000,20000]
@@ -54,6 +54,7 @@ from bench.common import (
     format_table,
     load_average,
     machine_info,
+    summary_row,
     utc_now,
     write_json,
 )
@@ -268,6 +269,34 @@ def ratios(fire: dict[str, Any], naive: dict[str, Any]) -> dict[str, float]:
     return found
 
 
+def summary(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows for bench/RESULTS.md: fire per event against the naive add_model at the most
+    models measured, and extrapolated to as many topics as were fired."""
+    if "ratios" not in results:
+        return []
+    fire, naive = results["fire"], results["naive"]
+    largest, extrapolated = naive["windows"][-1], naive["extrapolated"]
+    figure = "fire(topic, 'disable') per event (median)"
+    return [
+        summary_row(
+            f"{fire['topics']:,} distinct topics",
+            figure,
+            fire["per_event_s"],
+            "s",
+            f"naive add_model with {largest['attached']:,} models attached (median)",
+            largest["per_call_s"],
+        ),
+        summary_row(
+            f"{fire['topics']:,} distinct topics",
+            figure,
+            fire["per_event_s"],
+            "s",
+            f"naive add_model with {extrapolated['attached']:,} attached (extrapolated)",
+            extrapolated["per_call_s"],
+        ),
+    ]
+
+
 # ----------------------------------------------------------------------------- main
 
 
@@ -336,6 +365,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine,
         "load_average_at_end": load_average(),
         "code": code,
+        "summary": summary(results),
         "settings": {
             "topics": topics,
             "slices": args.slices,

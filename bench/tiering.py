@@ -73,6 +73,7 @@ from bench.common import (
     format_table,
     load_average,
     machine_info,
+    summary_row,
     timed,
     utc_now,
     write_json,
@@ -524,6 +525,29 @@ def ratios(rlm: dict[str, Any], baselines: dict[str, dict[str, Any]]) -> dict[st
     }
 
 
+def summary(results: dict[str, Any], setup: dict[str, Any]) -> list[dict[str, Any]]:
+    """The row for bench/RESULTS.md: the RLM copy against the faster of the threaded copies run
+    before and after it (the phases vary most with ordering and other load on the machine)."""
+    if "rlm" not in results or "after" not in results["baseline"]:
+        return []
+    rlm = results["rlm"]
+    baseline = min(
+        (results["baseline"][when]["parallel"] for when in ("before", "after")),
+        key=lambda figures: figures["seconds"],
+    )
+    return [
+        summary_row(
+            f"{format_bytes(setup['segment_file_bytes'])} of segment files, "
+            f"{setup['closed_segments']} segments, {setup['partitions']} partitions",
+            f"RLM tiers every closed segment ({rlm['copier_threads']} copier threads)",
+            rlm["seconds"],
+            "s",
+            f"shutil.copyfile on {baseline['threads']} threads (faster of before/after)",
+            baseline["seconds"],
+        )
+    ]
+
+
 def report_table(document: dict[str, Any]) -> str:
     results = document["results"]
     rlm = results["rlm"]
@@ -685,6 +709,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine,
         "load_average_at_end": load_average(),
         "code": code,
+        "summary": summary(results, setup_doc),
         "settings": {
             "total_bytes_requested": total,
             "partitions": settings.partitions,

@@ -1,5 +1,5 @@
-"""Every benchmark still runs in its quick mode and writes a sane report (timings are not
-checked)."""
+"""Every benchmark still runs in its quick mode and writes a sane report, with the "summary" rows
+that bench/report.py tabulates (timings are not checked)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 VENV_PYTHON = REPO_ROOT / ".venv" / "bin" / "python"
@@ -29,11 +31,31 @@ def run_quick(script: str, out: Path, *args: str, timeout_s: float = 240) -> dic
     return document
 
 
+def check_summary(document: dict[str, Any], rows: int) -> None:
+    """``rows`` well-formed summary rows (bench.common.summary_row) and the machine described."""
+    summary = document["summary"]
+    assert len(summary) == rows, summary
+    for row in summary:
+        assert set(row) == {
+            "scenario",
+            "figure",
+            "value",
+            "unit",
+            "baseline",
+            "baseline_value",
+            "ratio",
+        }
+        assert row["value"] > 0 and row["baseline_value"] > 0, row
+        assert row["ratio"] == pytest.approx(row["value"] / row["baseline_value"])
+    assert document["machine"]["nproc"] >= 1
+
+
 def test_remote_log_size_bench_quick(tmp_path: Path) -> None:
     document = run_quick("remote_log_size.py", tmp_path / "x.json", "--backends", "sqlite")
     assert document["ok"] is True
     assert document["verification_failures"] == []
     assert all(check["identical"] for check in document["layout_checks"])
+    check_summary(document, rows=2)  # the largest partition, leader and store paths
     results = document["results"]
     assert sorted(r["segments"] for r in results) == [1_000, 10_000]
     for result in results:
@@ -49,6 +71,7 @@ def test_tiering_bench_quick(tmp_path: Path) -> None:
     assert document["ok"] is True
     assert document["failures"] == []
     assert document["verified"] is True
+    check_summary(document, rows=1)
     results = document["results"]
     verification = results["verification"]
     assert verification["ok"] is True
@@ -71,6 +94,7 @@ def test_state_machine_bench_quick(tmp_path: Path) -> None:
     document = run_quick("state_machine.py", tmp_path / "s.json", timeout_s=120)
     assert document["ok"] is True and document["failures"] == []
     assert document["results"]["fire"]["models_attached_after"] == 0
+    check_summary(document, rows=2)
     assert document["results"]["fire"]["per_event_s"] > 0
     assert all(r > 0 for r in document["results"]["ratios"].values())
 
@@ -79,6 +103,7 @@ def test_bulk_delete_bench_quick(tmp_path: Path) -> None:
     document = run_quick("bulk_delete.py", tmp_path / "b.json")
     assert document["ok"] is True and document["failures"] == []
     assert document["spark"]["session_start_s"] > 0
+    check_summary(document, rows=4)
     results = document["results"]
     assert set(results) == {"no_latency", "latency"}
     assert set(results["no_latency"]["methods"]) == {
