@@ -3,7 +3,11 @@ them), their local logs, and the RemoteLogManager that tiers them. Plain Python:
 converts at the edge and calls these methods.
 
 Assignments are persisted (``assignments.json`` in the log dir, written atomically) so that a broker
-restarted after a crash serves its partitions again before the controller re-sends anything.
+restarted after a crash serves its partitions again before the controller re-sends anything. A
+controller request is answered only once what it changed is persisted; changes applied from the
+KRaft metadata log (which a restarted broker replays from the start) are persisted together within
+``_PERSIST_DELAY_S``. Each partition's entry is serialized again only when it changed, and a
+request that changed nothing writes nothing.
 """
 
 from __future__ import annotations
@@ -36,6 +40,9 @@ from tiered.errors import ErrorCode, TieredError
 log = logging.getLogger(__name__)
 
 _ASSIGNMENTS = "assignments.json"
+# How long changes applied from the metadata log wait to be persisted together (a burst of
+# metadata batches then costs one write of assignments.json, not one each).
+_PERSIST_DELAY_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -71,6 +78,29 @@ class HostedPartition:
     tiered_epoch: int
     stopped_policy: str | None = None  # tiering stopped at tiered_epoch with this policy
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # (tiered epoch, stopped policy, configs) last serialized, and its assignments.json entry
+    serialized: tuple[tuple[int, str | None, dict[str, str]], str] | None = field(
+        default=None, repr=False, compare=False
+    )
+
+    def assignment_json(self) -> str:
+        """This partition's entry of assignments.json, serialized again only when it changed."""
+        state = (self.tiered_epoch, self.stopped_policy, self.raw_configs)
+        if self.serialized is not None and self.serialized[0] == state:
+            return self.serialized[1]
+        tp = self.topic_id_partition
+        entry = {
+            "topic_id": str(tp.topic_id),
+            "topic": tp.topic,
+            "partition": tp.partition,
+            "configs": self.raw_configs,
+            "tiered_epoch": self.tiered_epoch,
+            "stopped_policy": self.stopped_policy,
+        }
+        # Compact: json's C encoder serves only indent=None.
+        text = json.dumps(entry, separators=(",", ":"))
+        self.serialized = ((state[0], state[1], dict(state[2])), text)
+        return text
 
 
 def _checked_topic_config(tp: TopicIdPartition, configs: Mapping[str, str]) -> TopicConfig:
@@ -131,6 +161,11 @@ class BrokerAgent:
         self._lock = threading.Lock()
         self._controller_epoch = 0
         self._persist_lock = threading.Lock()
+        self._persisted: str | None = None  # what assignments.json holds
+        self._unpersisted = False  # the persister thread owes a write
+        self._persist_wanted = threading.Event()
+        self._closed = threading.Event()
+        self._persister: threading.Thread | None = None
         # Assignment and stop requests arrive from the controller's pushes and from the metadata
         # follower at once; they are applied one at a time (as Kafka's replicaStateChangeLock).
         self._state_change_lock = threading.RLock()
@@ -164,14 +199,24 @@ class BrokerAgent:
         controller_epoch: int = 0,
         *,
         restoring: bool = False,
+        persist_now: bool = True,
     ) -> list[TieredError | None]:
         """Hosts (or re-configures) each partition and applies its tiering state: copying when
         ``remote.storage.enable`` is true, stopped for the given tiered epoch when it is false
         and the partition was tiered (the broker may learn a disablement here before
         DisableRemoteTopic arrives; both paths are idempotent), resumed after a re-enable. One
-        partition's bad config fails only it."""
+        partition's bad config fails only it.
+
+        The assignments are persisted before this returns, unless ``persist_now`` is False: the
+        metadata follower's changes, which a restarted broker replays from the log anyway (and
+        which nobody is acked for), are persisted a moment later, together."""
         with self._state_change_lock:
-            return self._assign(assignments, controller_epoch, restoring)
+            outcomes = self._assign(assignments, controller_epoch, restoring)
+            if persist_now:
+                self._persist_assignments()
+            else:
+                self._persist_soon()
+            return outcomes
 
     def _assign(
         self,
@@ -191,7 +236,6 @@ class BrokerAgent:
                 outcomes.append(TieredError(ErrorCode.INVALID_CONFIG, str(e)))
             except TieredError as e:
                 outcomes.append(e)
-        self._persist_assignments()
         return outcomes
 
     def _apply_tiering(self, hosted: HostedPartition, restoring: bool) -> None:
@@ -325,20 +369,41 @@ class BrokerAgent:
         with self._persist_lock:
             self._write_assignments()
 
+    def _persist_soon(self) -> None:
+        """Called under the state change lock."""
+        self._unpersisted = True
+        if self._persister is None:
+            self._persister = threading.Thread(
+                target=self._persist_later, name="broker-assignments-persister", daemon=True
+            )
+            self._persister.start()
+        self._persist_wanted.set()
+
+    def _persist_later(self) -> None:
+        while True:
+            self._persist_wanted.wait()
+            if self._closed.wait(_PERSIST_DELAY_S):
+                return  # close() persists what is owed
+            self._persist_wanted.clear()
+            with self._state_change_lock:  # a consistent picture of every partition
+                try:
+                    self._persist_assignments()
+                    self._unpersisted = False
+                    continue
+                except OSError:
+                    log.exception("Could not persist the assignments; retrying in 1s")
+                    self._persist_wanted.set()
+            self._closed.wait(1.0)
+
     def _write_assignments(self) -> None:
         with self._lock:
-            document = [
-                {
-                    "topic_id": str(h.topic_id_partition.topic_id),
-                    "topic": h.topic_id_partition.topic,
-                    "partition": h.topic_id_partition.partition,
-                    "configs": h.raw_configs,
-                    "tiered_epoch": h.tiered_epoch,
-                    "stopped_policy": h.stopped_policy,
-                }
-                for h in self._partitions.values()
-            ]
-        atomic_write(self.config.log_dir / _ASSIGNMENTS, json.dumps(document, indent=1).encode())
+            document = "[" + ",".join(h.assignment_json() for h in self._partitions.values()) + "]"
+        # A request that changed nothing (a repeat, or what the metadata log already applied)
+        # rewrites nothing: the file is as large as the broker's partition count.
+        if document == self._persisted:
+            return
+        atomic_write(self.config.log_dir / _ASSIGNMENTS, document.encode())
+        self._persisted = document
 
     def _restore_assignments(self) -> None:
         path = self.config.log_dir / _ASSIGNMENTS
@@ -530,6 +595,17 @@ class BrokerAgent:
         return outcomes
 
     def close(self) -> None:
+        self._closed.set()
+        self._persist_wanted.set()
+        if self._persister is not None:
+            self._persister.join(timeout=10)
+        with self._state_change_lock:
+            if self._unpersisted:
+                try:
+                    self._persist_assignments()
+                    self._unpersisted = False
+                except OSError:
+                    log.exception("Could not persist the assignments on close")
         if self.rlm is not None:
             self.rlm.close()
             self.rlm.rlmm.close()

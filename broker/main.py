@@ -7,6 +7,7 @@ requests in flight complete (up to a grace period), tiering tasks stop, logs are
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import signal
 import sys
@@ -24,8 +25,9 @@ from broker.metrics import serve_metrics
 from broker.servicer import BrokerServicer
 from tiered import failpoints
 from tiered.cluster.model import BrokerRegistration
-from tiered.daemon_logging import configure_daemon_logging
+from tiered.daemon_logging import announce, configure_daemon_logging
 from tiered.properties import load_properties
+from tiered.rlmm.backend import MetadataStoreError
 from tiered.rpc.v1 import broker_pb2_grpc as pb_grpc
 from tiered.rpc.v1 import controller_pb2_grpc as controller_grpc
 
@@ -56,7 +58,8 @@ def start_controller_link(config: BrokerConfig, agent: BrokerAgent) -> Closeable
         link = KRaftControllerLink(
             config.controller_bootstrap,
             registration,
-            agent.assign,
+            # Persisted a moment later, together: a restarted broker replays the log anyway.
+            functools.partial(agent.assign, persist_now=False),
             agent.check_controller_epoch,
             config.heartbeat_interval_s,
             remove_partitions=agent.remove_partitions,
@@ -84,7 +87,15 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as e:
         print(f"INVALID_CONFIG: {e}", file=sys.stderr)
         return 2
-    agent = BrokerAgent(config)
+    try:
+        agent = BrokerAgent(config)
+    except (OSError, MetadataStoreError) as e:
+        # The log dir, the RLMM or the remote storage cannot be opened: say which, no traceback.
+        print(f"KAFKA_STORAGE_ERROR: cannot open the broker's storage: {e}", file=sys.stderr)
+        return 1
+    except ValueError as e:  # e.g. an RSM or RLMM setting that the plugin rejects
+        print(f"INVALID_CONFIG: {e}", file=sys.stderr)
+        return 2
     server = grpc.server(ThreadPoolExecutor(max_workers=32), maximum_concurrent_rpcs=256)
     pb_grpc.add_BrokerServiceServicer_to_server(BrokerServicer(agent), server)  # type: ignore[no-untyped-call]
     endpoint = ControllerEndpoint()
@@ -97,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     server.start()
     if config.metrics_port is not None:
         port = serve_metrics(agent, config.host, config.metrics_port)
-        print(f"broker {config.node_id} metrics on http://{config.host}:{port}/metrics", flush=True)
+        announce(f"broker {config.node_id} metrics on http://{config.host}:{port}/metrics")
     try:
         link = start_controller_link(config, agent)
     except Exception as e:
@@ -111,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     stopping = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stopping.set())
-    print(f"broker {config.node_id} serving on {address}", flush=True)
+    announce(f"broker {config.node_id} serving on {address}")
     stopping.wait()
     log.info("Stopping: letting requests in flight finish (up to %.0fs)", GRACE_S)
     if link is not None:

@@ -24,7 +24,7 @@ from controller.jobs import wiring as jobs_wiring
 from controller.servicer import AdminServicer, ControllerServicer
 from controller.store import MetadataStoreError
 from tiered import failpoints
-from tiered.daemon_logging import configure_daemon_logging
+from tiered.daemon_logging import announce, configure_daemon_logging
 from tiered.properties import load_properties
 from tiered.rpc.v1 import controller_pb2_grpc as pb_grpc
 
@@ -74,10 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     server.start()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stopping.set())
-    print(
+    announce(
         f"controller {config.node_id} serving on {config.endpoint} "
-        f"(metadata.store={config.metadata_mode})",
-        flush=True,
+        f"(metadata.store={config.metadata_mode})"
     )
     runner = threading.Thread(target=controller.run, args=(stopping,), name="controller-main")
     runner.start()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -75,8 +76,9 @@ class BrokerProcess:
                 line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 raise AssertionError("broker did not start:\n" + "".join(self.output)) from None
-            if "metrics on" in line:
-                self.metrics_url = line.split("metrics on ", 1)[1].strip()
+            found = re.search(r"metrics on (http://\S+/metrics)", line)
+            if found:
+                self.metrics_url = found.group(1)
             if "serving on" in line:
                 break
         self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")

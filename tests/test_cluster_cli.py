@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from tests.support.processes import REPO
 from tests.support.zookeeper import ZooKeeperServer, is_serving, start_kazoo_client
 from tiered import zookeeper_server
 from tiered.admin import AdminClient
-from tiered.cli.cluster import LocalCluster
+from tiered.cli.cluster import START_TIMEOUT_S, LocalCluster
 from tiered.cluster import zk_paths
 
 ZK_CLUSTER_PROCESSES = ("broker-1", "broker-2", "controller-0", "controller-1", "zookeeper")
@@ -120,6 +121,29 @@ def test_up_again_starts_only_what_is_missing_and_down_stops_everything(tmp_path
         down = cluster_cli("down", "--data-dir", str(data))
         assert down.returncode == 0, down.stderr
         assert all(local.running(n) is None for n in ("broker-1", "broker-2", "controller-0"))
+    finally:
+        local.down()
+
+
+def test_up_fails_at_once_naming_a_broker_that_could_not_start(tmp_path: Path) -> None:
+    data = tmp_path / "cluster"
+    data.mkdir()
+    (data / "broker-2").write_text("a file where broker 2's log directory goes\n")
+    local = LocalCluster(data)
+    try:
+        started = time.monotonic()
+        result = cluster_cli("up", "--data-dir", str(data), "--brokers", "2")
+        elapsed = time.monotonic() - started
+        assert result.returncode == 1, result.stderr
+        assert "BROKER_NOT_AVAILABLE: broker-2 exited while the cluster was starting" in (
+            result.stderr
+        )
+        # The end of its log says why, as one line, not a traceback.
+        expected = "KAFKA_STORAGE_ERROR: cannot open the broker's storage: [Errno 17] File exists"
+        assert f"{expected}: '{data / 'broker-2'}'" in result.stderr
+        assert "Traceback" not in result.stderr
+        # Not the start timeout: up noticed the exit (START_TIMEOUT_S is 60 s).
+        assert elapsed < START_TIMEOUT_S, elapsed
     finally:
         local.down()
 

@@ -26,6 +26,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,17 @@ ZOOKEEPER = "zookeeper"  # the managed ZooKeeper's name: pid file, log, config, 
 ZOOKEEPER_START_TIMEOUT_S = 30.0
 ZOOKEEPER_TICK_MS = 500
 ZOOKEEPER_MAX_SESSION_TIMEOUT_MS = 60_000
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        with path.open("rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 16_384))
+            text = f.read().decode("utf-8", errors="replace")
+    except OSError as e:
+        return f"(cannot read it: {e})"
+    return "\n".join(text.splitlines()[-lines:])
 
 
 def _free_port() -> int:
@@ -250,16 +262,22 @@ class LocalCluster:
             file=sys.stderr,
         )
         bootstrap = self.bootstrap(layout)
-        self.wait_until_serving(bootstrap, len(layout["brokers"]))
+        names = [name for name, _, _ in self.processes(layout)]
+        self.wait_until_serving(bootstrap, len(layout["brokers"]), names)
         return bootstrap
 
-    def wait_until_serving(self, bootstrap: str, brokers: int) -> None:
+    def wait_until_serving(self, bootstrap: str, brokers: int, names: Sequence[str]) -> None:
+        """Returns once ``brokers`` brokers are live; fails at once, with the end of its log, if
+        one of the ``names`` processes exits meanwhile (a broker that cannot start would otherwise
+        show only as a timeout)."""
         deadline = time.monotonic() + START_TIMEOUT_S
         last: Exception | None = None
+        live: list[int] = []
         with AdminClient(bootstrap, timeout_s=5) as admin:
             while time.monotonic() < deadline:
+                self._fail_if_exited(names)
                 try:
-                    live = [b for b in admin.describe_cluster().brokers if not b.fenced]
+                    live = [b.broker_id for b in admin.describe_cluster().brokers if not b.fenced]
                     if len(live) >= brokers:
                         return
                 except TieredError as e:
@@ -267,9 +285,22 @@ class LocalCluster:
                 time.sleep(0.2)
         raise TieredError(
             ErrorCode.REQUEST_TIMED_OUT,
-            f"the cluster did not serve within {START_TIMEOUT_S:.0f}s ({last}); see "
-            f"{self.dir / 'logs'}",
+            f"the cluster did not serve within {START_TIMEOUT_S:.0f}s: live brokers "
+            f"{sorted(live)} of {brokers}" + (f", last error: {last}" if last else "") + "; "
+            f"see {self.dir / 'logs'}",
         )
+
+    def _fail_if_exited(self, names: Sequence[str]) -> None:
+        for name in names:
+            if self.running(name) is None:
+                log_file = self.dir / "logs" / f"{name}.log"
+                raise TieredError(
+                    ErrorCode.BROKER_NOT_AVAILABLE
+                    if name.startswith("broker")
+                    else ErrorCode.UNKNOWN_SERVER_ERROR,
+                    f"{name} exited while the cluster was starting; the end of {log_file}:\n"
+                    + _tail(log_file),
+                )
 
     def down(self, timeout_s: float = 30.0) -> list[str]:
         """Stop every recorded process (brokers, controllers, then the managed ZooKeeper): SIGTERM,

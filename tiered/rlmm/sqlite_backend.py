@@ -4,13 +4,21 @@ WAL mode lets readers run beside the one writer; ``BEGIN IMMEDIATE`` makes each 
 serialized transaction, and ``busy_timeout`` turns cross-process lock contention into waiting instead
 of errors. Watches poll ``PRAGMA data_version``, which changes only when another connection commits,
 so checking a watched key costs one pragma unless something really changed.
+
+Opening is serialized across processes by an ``flock`` on ``{path}.open-lock``: switching a new
+database to WAL and creating the schema take locks for which SQLite may answer "database is
+locked" at once instead of calling the busy handler, so brokers of one host starting together
+could fail to open the file they share.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from tiered.rlmm.backend import (
@@ -44,16 +52,20 @@ class SqliteBackend(MetadataStorageBackend):
     def __init__(self, path: str, busy_timeout_ms: int = 30_000) -> None:
         try:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(
-                path, timeout=busy_timeout_ms / 1000, isolation_level=None, check_same_thread=False
-            )
-            self._db.execute("PRAGMA journal_mode=WAL")
-            # NORMAL in WAL mode is durable against process crashes; FULL also survives power loss
-            # on the last transaction, which is what "returns once durable" promises.
-            self._db.execute("PRAGMA synchronous=FULL")
-            self._db.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
-            self._db.executescript(_SCHEMA)
-        except sqlite3.Error as e:
+            with _open_lock(path):
+                self._db = sqlite3.connect(
+                    path,
+                    timeout=busy_timeout_ms / 1000,
+                    isolation_level=None,
+                    check_same_thread=False,
+                )
+                self._db.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+                self._db.execute("PRAGMA journal_mode=WAL")
+                # NORMAL in WAL mode is durable against process crashes; FULL also survives power
+                # loss on the last transaction, which is what "returns once durable" promises.
+                self._db.execute("PRAGMA synchronous=FULL")
+                self._db.executescript(_SCHEMA)
+        except (sqlite3.Error, OSError) as e:
             raise MetadataStoreError(f"cannot open sqlite metadata store {path}: {e}") from e
         self._path = path
         self._lock = threading.RLock()
@@ -248,3 +260,15 @@ def _blob(value: object) -> bytes:
 def _int(value: object) -> int:
     assert isinstance(value, int), value
     return value
+
+
+@contextlib.contextmanager
+def _open_lock(path: str) -> Iterator[None]:
+    """Holds an exclusive ``flock`` on ``{path}.open-lock`` (blocking) while a process opens and
+    initializes the database; released on exit, and by the kernel if the process dies."""
+    fd = os.open(f"{path}.open-lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
