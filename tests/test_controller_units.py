@@ -3,6 +3,7 @@ and the Controller's admin operations over a real KRaft store (no brokers needed
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import uuid
@@ -11,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from controller.broker_channel import DisableWork
 from controller.brokers import BrokerLiveness
 from controller.config import ControllerConfig
 from controller.controller import Controller
 from controller.disablement import DisableEntry, DisablementQueue
+from controller.store import TopicChange
 from controller.store.kraft import KRaftMetadataStore
 from tests.rlmm_support import poll_until
 from tiered.cluster.model import BrokerRegistration, TieredState, TopicMetadata
@@ -195,6 +198,73 @@ def test_disable_persists_state_and_epoch_with_the_config_before_any_ack(
     # validate_only changes nothing.
     controller.alter_configs("t", set_={"retention.ms": "1000"}, validate_only=True)
     assert "retention.ms" not in reloaded(controller)["t"].configs
+
+
+def test_a_new_controller_logs_when_the_requeued_disablements_are_resent_and_done(
+    controller: Controller, caplog: pytest.LogCaptureFixture
+) -> None:
+    for name, partitions in (("t", 3), ("u", 2)):
+        controller.create_topic(name, partitions, {"remote.storage.enable": "true"})
+        controller.alter_configs(name, set_={"remote.storage.enable": "false"})
+    epoch = controller.active_epoch
+    with caplog.at_level(logging.INFO, logger="controller.controller"):
+        controller.store.resign()
+        controller.store.leadership_lost.set()
+        poll_until(
+            lambda: controller.active_epoch is not None and controller.active_epoch != epoch,
+            what="re-election",
+        )
+        new_epoch = controller.active_epoch
+        assert new_epoch is not None
+        entries = controller.queue.owed_by(1, 100)
+        assert [(e.topic, e.partition) for e in entries] == [
+            ("t", 0),
+            ("t", 1),
+            ("t", 2),
+            ("u", 0),
+            ("u", 1),
+        ]
+        failed = TieredError(ErrorCode.UNKNOWN_SERVER_ERROR, "disk full")
+        controller.on_disable_response(1, DisableWork(new_epoch, entries[:2]), [failed, None])
+        assert "Re-sent" not in caplog.text
+        controller.on_disable_response(1, DisableWork(new_epoch, entries[2:]), [None] * 3)
+        # An entry the broker answered with an error was re-sent all the same.
+        assert "Re-sent 5 outstanding disablements (every partition of the 2 topics" in caplog.text
+        assert controller.image.topics["u"].tiered_state is TieredState.DISABLED
+        assert "All 2 topics" not in caplog.text  # t-0 is still owed
+        controller.on_disable_response(1, DisableWork(new_epoch, entries[:1]), [None])
+        assert "All 2 topics DISABLING at activation are DISABLED" in caplog.text
+
+
+def test_one_response_completing_many_disablements_is_one_store_write(
+    controller: Controller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    names = [f"t{i}" for i in range(20)]
+    for name in names:
+        controller.create_topic(name, 2, {"remote.storage.enable": "true"})
+        policy = "delete" if name == "t3" else "retain"
+        controller.alter_configs(
+            name,
+            set_={"remote.storage.enable": "false", "remote.log.disable.policy": policy},
+        )
+    epoch = controller.active_epoch
+    assert epoch is not None
+    writes: list[int] = []
+    update_topics = controller.store.update_topics
+
+    def counting(changes: list[TopicChange]) -> None:
+        writes.append(len(changes))
+        update_topics(changes)
+
+    monkeypatch.setattr(controller.store, "update_topics", counting)
+    entries = controller.queue.owed_by(1, 100)
+    assert len(entries) == 40
+    controller.on_disable_response(1, DisableWork(epoch, entries), [None] * 40)
+    assert writes == [20]
+    persisted = reloaded(controller)
+    assert {persisted[n].tiered_state for n in names} == {TieredState.DISABLED}
+    assert list(controller.store.load().delete_jobs) == [(persisted["t3"].topic_id, 1)]
+    assert len(controller.queue) == 0
 
 
 def test_a_new_controller_rebuilds_the_queue_from_disabling_topics(

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.store import ControllerFencedError, MetadataStoreError, create
+from controller.store import ControllerFencedError, MetadataStoreError, create, kraft_log
 from controller.store.kraft import CONTROLLER_FILE, KRaftMetadataStore
 from controller.store.kraft_log import (
     HEADER_SIZE,
@@ -269,6 +269,22 @@ def test_apply_records_fast_path_equals_record_by_record() -> None:
     assert set(fast.topics) == {"renamed", "topic-1", "topic-3"}
 
 
+def test_topics_with_the_same_configs_share_one_read_only_mapping() -> None:
+    configs = {"remote.storage.enable": "true", "retention.ms": "5"}
+    first = TopicMetadata("a", uuid.uuid4(), (1,), configs)
+    second = TopicMetadata("b", uuid.uuid4(), (2,), dict(configs))
+    configs["retention.ms"] = "6"  # the caller's dict is copied, not shared
+    assert first.configs is second.configs
+    assert dict(first.configs) == {"remote.storage.enable": "true", "retention.ms": "5"}
+    with pytest.raises(TypeError):
+        first.configs["retention.ms"] = "7"  # type: ignore[index]
+    assert TopicMetadata("c", uuid.uuid4(), (1,), first.configs).configs is first.configs
+    assert first.with_configs(configs).configs == configs
+    image = MetadataImage()
+    serde.apply_records(image, [*serde.topic_to_records(first), *serde.topic_to_records(second)])
+    assert image.topics["a"].configs is image.topics["b"].configs
+
+
 # --------------------------------------------------------------------------------- the log
 
 
@@ -436,6 +452,52 @@ def test_snapshot_of_50k_records_replaces_the_history(tmp_path: Path) -> None:
     image, _ = recover_image(tmp_path, seg)
     assert image == scratch
     assert not newest.exists() and newest.with_name(newest.name + ".corrupt").exists()
+
+
+def test_batches_covered_by_the_snapshot_are_indexed_without_parsing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log, _ = open_log(tmp_path)
+    batches = append_topics(log, 0, 10, per_batch=1)  # offsets 3k..3k+2; the first omits 0
+    log.write_snapshot(17, serde.image_to_records(replay(batches[:6])))
+    close_log(log)
+    parsed: list[int] = []
+    real_decode = kraft_log.decode_frame
+
+    def counting_decode(data: bytes, pos: int = 0) -> tuple[Batch, int] | None:
+        decoded = real_decode(data, pos)
+        if decoded is not None:
+            parsed.append(decoded[0].base_offset)
+        return decoded
+
+    monkeypatch.setattr(kraft_log, "decode_frame", counting_decode)
+    log, replayed = open_log(tmp_path)
+    assert replayed == batches[6:]
+    assert parsed == [17, 18, 21, 24, 27]  # the snapshot (at 17), then the batches after it
+    assert log.end_offset == 30
+    assert log.read(0, 3) == batches[:3]  # the covered batches are indexed all the same
+    assert log.read(16, 2) == batches[5:7]
+    close_log(log)
+
+
+@pytest.mark.parametrize("frame", [0, 2, 5])
+def test_a_bad_frame_covered_by_the_snapshot_still_refuses_to_open(
+    tmp_path: Path, frame: int
+) -> None:
+    log, _ = open_log(tmp_path)
+    batches = append_topics(log, 0, 10, per_batch=1)
+    log.write_snapshot(17, serde.image_to_records(replay(batches[:6])))
+    close_log(log)
+    path = tmp_path / segment_file_name(0)
+    position = _frame_positions(path)[frame]
+    data = bytearray(path.read_bytes())
+    data[position + HEADER_SIZE + 3] ^= 0x40
+    path.write_bytes(bytes(data))
+    log = MetadataLog(tmp_path)
+    assert log.acquire_lock(threading.Event(), 0.01)
+    with pytest.raises(CorruptLogError, match=f"byte {position} "):
+        log.open()
+    log.release_lock()
 
 
 # --------------------------------------------------------------------------------- the store
@@ -647,6 +709,27 @@ def test_store_snapshots_and_serves_them_below_the_log_start(
     elect(reopened)
     image = reopened.load()
     assert image.topics == follower.topics and image.brokers == follower.brokers
+
+
+def test_a_follower_far_behind_gets_the_image_not_the_history(
+    store_dir: Path, stores: list[KRaftMetadataStore]
+) -> None:
+    store = new_store(stores, store_dir, snapshot_interval_records=30)
+    elect(store)
+    for i in range(12):
+        store.create_topic(topic(i))
+    end = store.end_offset
+    assert end == 37
+    batches, is_snapshot = store.read_batches(end - 30, 0)  # 30 records behind: the history
+    assert not is_snapshot and sum(len(b.records) for b in batches) == 30
+    batches, is_snapshot = store.read_batches(0, 0)  # 37 behind (a broker that starts)
+    assert is_snapshot and len(batches) == 1 and batches[0].base_offset == end - 1
+    assert serde.image_from_snapshot(batches[0]) == store.load()
+    assert store.read_batches(0, 0)[0][0] is batches[0]  # kept for followers starting together
+    store.create_topic(topic(50))
+    batches, is_snapshot = store.read_batches(0, 0)
+    assert is_snapshot and batches[0].base_offset == end + 2
+    assert "topic-50" in serde.image_from_snapshot(batches[0]).topics
 
 
 def test_read_batches_wakes_up_when_a_batch_is_appended(

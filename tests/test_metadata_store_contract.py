@@ -19,7 +19,12 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from controller.store.base import ControllerFencedError, MetadataStore, MetadataStoreError
+from controller.store.base import (
+    ControllerFencedError,
+    MetadataStore,
+    MetadataStoreError,
+    TopicChange,
+)
 from tests.rlmm_support import poll_until
 from tiered.cluster import zk_paths
 from tiered.cluster.model import (
@@ -415,6 +420,34 @@ def test_update_topic_with_a_delete_job_writes_both(store_factory: StoreFactory)
             3,
             DeleteJobState.PENDING,
         )
+
+
+def test_update_topics_writes_every_change(store_factory: StoreFactory) -> None:
+    # 450 topics: several ZooKeeper multis (UPDATE_TOPICS_PER_MULTI), one KRaft batch.
+    writer = store_factory.open()
+    elect(writer)
+    topics = [
+        topic(f"t-{i:03d}", partitions=1, state=TieredState.DISABLING, tiered_epoch=1)
+        for i in range(450)
+    ]
+    for t in topics:
+        writer.create_topic(t)
+    changes: list[TopicChange] = []
+    for i, t in enumerate(topics):
+        if i % 100 == 7:
+            after, job = disabled_with_delete(t)
+            changes.append((t, after, job))
+        else:
+            changes.append((t, t.with_tiered_state(TieredState.DISABLED, t.tiered_epoch), None))
+    writer.update_topics(changes)
+    writer.update_topics([])
+    for reader in (writer, store_factory.open()):
+        image = reader.load()
+        assert image.topics == {after.name: after for _, after, _ in changes}
+        assert image.delete_jobs == {job.key: job for _, _, job in changes if job is not None}
+    ghost = topic("ghost", state=TieredState.DISABLING, tiered_epoch=1)
+    with pytest.raises(MetadataStoreError):
+        writer.update_topics([(ghost, ghost.with_tiered_state(TieredState.DISABLED, 1), None)])
 
 
 def test_put_delete_job_creates_and_replaces(store_factory: StoreFactory) -> None:

@@ -9,9 +9,10 @@ from controller.store.base import (
     ControllerFencedError,
     MetadataStore,
     MetadataStoreError,
+    TopicChange,
 )
 
-__all__ = ["ControllerFencedError", "MetadataStore", "MetadataStoreError", "create"]
+__all__ = ["ControllerFencedError", "MetadataStore", "MetadataStoreError", "TopicChange", "create"]
 
 BACKENDS = ("kraft", "zookeeper")
 

@@ -29,9 +29,12 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from tiered.cluster.model import BrokerRegistration, DeleteJob, MetadataImage, TopicMetadata
+
+# (before, after, delete job or None): one topic's change, as ``update_topic`` takes it.
+TopicChange = tuple[TopicMetadata, TopicMetadata, DeleteJob | None]
 
 
 class MetadataStoreError(Exception):
@@ -86,6 +89,17 @@ class MetadataStore(ABC):
         with the delete policy completes and its bulk delete is queued in the same write).
         ``before`` is the controller's current view; a backend may use it to write only what
         changed."""
+
+    def update_topics(self, changes: Sequence[TopicChange]) -> None:
+        """``update_topic`` for many topics (the controller persists in one call every
+        disablement that one broker response completed: 10k topics acked at once must not cost
+        10k writes). Each topic's change is atomic as with ``update_topic``; the whole call is
+        one atomic write where the backend allows it (KRaft: one batch) and a few otherwise
+        (ZooKeeper: one multi per bounded group of topics, in order), so a failure may leave the
+        first groups committed: like any failed write, its outcome is unknown. This default
+        calls ``update_topic`` for each change."""
+        for before, after, delete_job in changes:
+            self.update_topic(before, after, delete_job)
 
     @abstractmethod
     def put_delete_job(self, job: DeleteJob) -> None:

@@ -8,14 +8,22 @@ takes over when the kernel drops the lock of a dead one. Every atomic change is 
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import json
 import logging
+import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from controller.store.base import ControllerFencedError, MetadataStore, MetadataStoreError
+from controller.store.base import (
+    ControllerFencedError,
+    MetadataStore,
+    MetadataStoreError,
+    TopicChange,
+)
 from controller.store.kraft_log import (
     DEFAULT_SEGMENT_BYTES,
     MetadataLog,
@@ -36,7 +44,18 @@ CONTROLLER_FILE = "controller.json"
 DEFAULT_SNAPSHOT_INTERVAL_RECORDS = 20_000
 DEFAULT_MAX_BATCHES_PER_READ = 1000
 DEFAULT_MAX_BYTES_PER_READ = 1024 * 1024
+SNAPSHOT_CACHE_S = 30.0  # how long the image built for far-behind followers is kept
 _READ_ONLY_ATTEMPTS = 5
+
+
+def _release_free_heap() -> None:
+    """Hands freed heap pages back to the OS (glibc ``malloc_trim``). Parsing or building a
+    snapshot of 100k topics takes ~75 MB of protobuf arena that is freed at once but, interleaved
+    with the image's objects, stays in the process's RSS (measured: 109 MB after recovering 100k
+    topics, 37 MB after the trim). A no-op where there is no glibc."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None).malloc_trim(0)
 
 
 def _replay(log: MetadataLog, *, read_only: bool) -> MetadataImage:
@@ -86,6 +105,7 @@ class KRaftMetadataStore(MetadataStore):
         self._records_since_snapshot = 0
         self._snapshotter: threading.Thread | None = None
         self._snapshot_cache: metadata_pb2.MetadataRecordBatch | None = None
+        self._snapshot_cached_at = 0.0
         self._closed = False
 
     @classmethod
@@ -172,6 +192,7 @@ class KRaftMetadataStore(MetadataStore):
             raise MetadataStoreError(
                 f"cannot recover the metadata log {self.directory}: {exc}"
             ) from exc
+        _release_free_heap()  # the snapshot's parsed batch
         logger.info(
             "metadata log %s recovered in %.3fs: %d topics, %d brokers, %d delete jobs, "
             "offsets [%d, %d), snapshot at %d",
@@ -256,35 +277,55 @@ class KRaftMetadataStore(MetadataStore):
     ) -> tuple[list[metadata_pb2.MetadataRecordBatch], bool]:
         """For FetchMetadata: committed batches from the one holding ``from_offset`` on, waiting
         up to ``max_wait_s`` for one if there is none yet (``([], False)`` then). If
-        ``from_offset`` is below the log start (deleted by snapshot retention) or beyond the end
-        (a follower of another log), ``([snapshot], True)``: the whole image as one batch whose
-        ``base_offset`` is the image offset (apply it with ``serde.image_from_snapshot`` and
-        continue from ``base_offset + 1``). ``ControllerFencedError`` if not active."""
+        ``from_offset`` is below the log start (deleted by snapshot retention), beyond the end
+        (a follower of another log) or more than ``snapshot_interval_records`` records behind
+        the end (a broker that starts fetches from 0), ``([snapshot], True)``: the whole image
+        as one batch whose ``base_offset`` is the image offset (apply it with
+        ``serde.image_from_snapshot`` and continue from ``base_offset + 1``).
+        ``ControllerFencedError`` if not active.
+
+        Far behind, the image is cheaper than the history: a broker starting against a log of
+        100k one-topic batches replayed them for ~30 s (28 CPU seconds between it and the
+        controller), where the image is one batch (~3 s). It is built outside the store's lock
+        (writes go on meanwhile) and kept for followers that start together, for
+        ``SNAPSHOT_CACHE_S`` at most (100k topics: ~75 MB)."""
         deadline = time.monotonic() + max_wait_s
         with self._mu:
+            self._expire_snapshot_cache()
             while True:
                 log = self._require_active()
                 end = log.end_offset
-                if from_offset > end:
-                    return [self._snapshot_batch()], True
+                if from_offset > end or end - from_offset > self.snapshot_interval_records:
+                    break
                 if from_offset < end:
                     try:
                         return log.read(from_offset, max_batches, max_bytes), False
                     except OffsetBelowLogStart:
-                        return [self._snapshot_batch()], True
+                        break
                     except (MetadataLogError, OSError) as exc:
                         raise MetadataStoreError(f"cannot read the metadata log: {exc}") from exc
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return [], False
                 self._appended.wait(remaining)
+            cached = self._snapshot_cache
+            if cached is not None and cached.base_offset == self._image.offset:
+                return [cached], True
+            image = self._image.copy()
+        batch = serde.image_to_batch(image, image.offset)
+        with self._mu:
+            cached = self._snapshot_cache
+            if cached is None or cached.base_offset < batch.base_offset:
+                self._snapshot_cache, self._snapshot_cached_at = batch, time.monotonic()
+        return [batch], True
 
-    def _snapshot_batch(self) -> metadata_pb2.MetadataRecordBatch:
-        cached = self._snapshot_cache
-        if cached is None or cached.base_offset != self._image.offset:
-            cached = serde.image_to_batch(self._image, self._image.offset)
-            self._snapshot_cache = cached
-        return cached
+    def _expire_snapshot_cache(self) -> None:
+        if (
+            self._snapshot_cache is not None
+            and time.monotonic() - self._snapshot_cached_at > SNAPSHOT_CACHE_S
+        ):
+            self._snapshot_cache = None
+            _release_free_heap()
 
     # ----------------------------------------------------------------------------- fenced writes
 
@@ -302,18 +343,27 @@ class KRaftMetadataStore(MetadataStore):
     ) -> None:
         """One batch: ConfigRecord, TieredStateRecord and, with ``delete_job``, its
         DeleteJobRecord."""
-        if delete_job is not None and delete_job.topic_id != after.topic_id:
-            raise ValueError(
-                f"update_topic: the delete job of topic id {delete_job.topic_id} is not "
-                f"{after.name}'s ({after.topic_id})"
-            )
-        records = serde.topic_update_records(after)
-        if delete_job is not None:
-            records.append(serde.delete_job_to_record(delete_job))
+        self.update_topics([(before, after, delete_job)])
+
+    def update_topics(self, changes: Sequence[TopicChange]) -> None:
+        """One batch for all of them (one fsync), as ``update_topic`` writes each."""
+        records: list[metadata_pb2.MetadataRecord] = []
+        for _, after, delete_job in changes:
+            if delete_job is not None and delete_job.topic_id != after.topic_id:
+                raise ValueError(
+                    f"update_topic: the delete job of topic id {delete_job.topic_id} is not "
+                    f"{after.name}'s ({after.topic_id})"
+                )
+            records += serde.topic_update_records(after)
+            if delete_job is not None:
+                records.append(serde.delete_job_to_record(delete_job))
+        if not records:
+            return
         with self._mu:
             self._require_active()
-            if self._image.topic_by_id(after.topic_id) is None:
-                raise MetadataStoreError(f"unknown topic {after.name!r} ({after.topic_id})")
+            for _, after, _ in changes:
+                if self._image.topic_by_id(after.topic_id) is None:
+                    raise MetadataStoreError(f"unknown topic {after.name!r} ({after.topic_id})")
             self._commit(records)
 
     def put_delete_job(self, job: DeleteJob) -> None:
@@ -380,6 +430,7 @@ class KRaftMetadataStore(MetadataStore):
         except Exception:
             logger.exception("metadata snapshot at offset %d failed", image.offset)
             return
+        _release_free_heap()  # the snapshot's batch
         logger.info(
             "metadata snapshot at offset %d (%d topics) written in %.3fs",
             image.offset,

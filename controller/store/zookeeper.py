@@ -16,6 +16,8 @@ leadership, once a read has confirmed that ``/controller`` still belongs to our 
 ``load`` lists ``/brokers/topics`` and ``/tiered/delete_jobs`` and reads the four znodes of every
 topic and the znode of every delete job with ZooKeeper's multiRead (1,000 reads a request, a few
 requests in flight); 5,000 topics take about 0.2 s where one async get per znode takes about 6 s.
+Topics are decoded as the answers arrive, while the next requests are in flight, and topics with
+the same config znode share one parsed config mapping.
 
 Delete jobs (``DeleteJob``) are JSON znodes ``/tiered/delete_jobs/{topic_id}-{tiered_epoch}``,
 apart from the topic's znodes because they outlive the topic. A job is written create-or-set: the
@@ -31,14 +33,16 @@ threads of ours.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import struct
 import threading
 import uuid
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
@@ -56,7 +60,12 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch
 
-from controller.store.base import ControllerFencedError, MetadataStore, MetadataStoreError
+from controller.store.base import (
+    ControllerFencedError,
+    MetadataStore,
+    MetadataStoreError,
+    TopicChange,
+)
 from tiered.cluster import zk_paths
 from tiered.cluster.model import (
     BrokerRegistration,
@@ -66,6 +75,7 @@ from tiered.cluster.model import (
     PartitionDeleteProgress,
     TieredState,
     TopicMetadata,
+    frozen_configs,
 )
 from tiered.cluster.zk_registration import (
     TRANSPORT_ERRORS,
@@ -77,7 +87,13 @@ from tiered.cluster.zk_registration import (
 )
 from tiered.properties import int_property
 
-__all__ = ["LiveBrokersCallback", "ZooKeeperMetadataStore"]
+__all__ = [
+    "LiveBrokersCallback",
+    "ZnodeOp",
+    "ZooKeeperMetadataStore",
+    "topic_create_ops",
+    "topic_update_ops",
+]
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +106,7 @@ DELETE_JOB_ZNODE_VERSION = 1
 READ_WINDOW = 2000  # async gets in flight during load() (without multiRead)
 MULTI_READ_OPS = 1000  # reads per multiRead request
 MULTI_READS_IN_FLIGHT = 8
+UPDATE_TOPICS_PER_MULTI = 200  # update_topics: 600+ ops, ~100 KB a multi
 _STOP_POLL_S = 0.05  # how often a waiting elect() looks at its stop event
 _ELECT_ATTEMPTS = 20  # back-to-back races lost in one elect round before it gives up
 _FENCE_OPS = 2  # every fenced multi starts with two checks
@@ -233,9 +250,55 @@ def _decode_delete_job(data: bytes) -> DeleteJob:
     )
 
 
+_STATES = {state.value.encode(): state for state in TieredState}
+
+
+@functools.lru_cache(maxsize=4096)
+def _configs_of_znode(data: bytes) -> Mapping[str, str]:
+    """The configs of a ``/config/topics/{topic}`` znode, parsed once per distinct content (most
+    topics share their configs, and with them one read-only mapping)."""
+    return frozen_configs({str(k): str(v) for k, v in json.loads(data)["config"].items()})
+
+
 def _check_topic_name(name: str) -> None:
     if not name or name in {".", ".."} or "/" in name:
         raise ValueError(f"topic name {name!r} cannot be a znode name")
+
+
+ZnodeOp = tuple[str, str, bytes]  # ("create" | "set" | "delete", path under the chroot, data)
+
+
+def _config_json(topic: TopicMetadata) -> bytes:
+    return _json({"version": CONFIG_ZNODE_VERSION, "config": dict(topic.configs)})
+
+
+def topic_create_ops(topic: TopicMetadata) -> list[ZnodeOp]:
+    """The znodes of a new topic (assignment, tiered storage state and epoch, configs), as the
+    store's ``create_topic`` commits them in one multi; paths are relative to the chroot. Bulk
+    loaders (``bench/seed_metadata.py``) write the same ops, many topics a transaction."""
+    _check_topic_name(topic.name)
+    assignment = {
+        "version": TOPIC_ZNODE_VERSION,
+        "topic_id": str(topic.topic_id),
+        "partitions": {str(p): [b] for p, b in enumerate(topic.replicas)},
+    }
+    return [
+        ("create", zk_paths.topic(topic.name), _json(assignment)),
+        ("create", zk_paths.tiered_storage(topic.name), b""),
+        ("create", zk_paths.tiered_epoch(topic.name), str(topic.tiered_epoch).encode()),
+        ("create", zk_paths.tiered_state(topic.name), topic.tiered_state.value.encode()),
+        ("create", zk_paths.topic_config(topic.name), _config_json(topic)),
+    ]
+
+
+def topic_update_ops(topic: TopicMetadata) -> list[ZnodeOp]:
+    """The sets of a topic's configs, tiered state and tiered epoch (``update_topic``)."""
+    _check_topic_name(topic.name)
+    return [
+        ("set", zk_paths.topic_config(topic.name), _config_json(topic)),
+        ("set", zk_paths.tiered_state(topic.name), topic.tiered_state.value.encode()),
+        ("set", zk_paths.tiered_epoch(topic.name), str(topic.tiered_epoch).encode()),
+    ]
 
 
 @dataclass(frozen=True)
@@ -606,20 +669,22 @@ class ZooKeeperMetadataStore(MetadataStore):
                 self._p(zk_paths.topic_config(name)),
             ]
         paths += [self._p(f"{zk_paths.DELETE_JOBS}/{name}") for name in job_names]
-        values = self._get_many(paths)
-        image = MetadataImage(brokers=self._live_brokers())
-        for i, name in enumerate(names):
-            topic_value, epoch_value, state_value, config_value = values[4 * i : 4 * i + 4]
+        image = MetadataImage()
+        # Topics are decoded as their answers arrive, while later reads are still in flight.
+        values = self._iter_many(paths)
+        for name in names:
+            topic_value, epoch_value, state_value, config_value = islice(values, 4)
             if topic_value is None:
                 continue  # deleted since the listing
             image.put_topic(
                 self._decode_topic(name, topic_value, epoch_value, state_value, config_value)
             )
-        for job_name, job_value in zip(job_names, values[4 * len(names) :], strict=True):
+        for job_name, job_value in zip(job_names, values, strict=True):
             if job_value is None:
                 continue  # deleted since the listing
             job = self._decode_job(job_name, job_value)
             image.delete_jobs[job.key] = job
+        image.brokers = self._live_brokers()
         found = self._wait_or_none(controller)
         if found is not None:
             try:
@@ -647,11 +712,9 @@ class ZooKeeperMetadataStore(MetadataStore):
                 int(partitions[p][0]) if partitions.get(p) else -1 for p in range(len(partitions))
             )
             topic_id = uuid.UUID(str(assignment["topic_id"]))
-            configs: dict[str, str] = {}
-            if config_value is not None:
-                configs = {str(k): str(v) for k, v in json.loads(config_value)["config"].items()}
+            configs = _configs_of_znode(config_value) if config_value is not None else {}
             state = (
-                TieredState(state_value.decode().strip())
+                _STATES.get(state_value) or TieredState(state_value.decode().strip())
                 if state_value is not None
                 else TieredState.DISABLED
             )
@@ -712,28 +775,43 @@ class ZooKeeperMetadataStore(MetadataStore):
     # ----------------------------------------------------------------------------- fenced writes
 
     def create_topic(self, topic: TopicMetadata) -> None:
-        _check_topic_name(topic.name)
-        assignment = {
-            "version": TOPIC_ZNODE_VERSION,
-            "topic_id": str(topic.topic_id),
-            "partitions": {str(p): [b] for p, b in enumerate(topic.replicas)},
-        }
-        self._fenced_multi(
-            f"create topic {topic.name}",
-            [
-                ("create", zk_paths.topic(topic.name), _json(assignment)),
-                ("create", zk_paths.tiered_storage(topic.name), b""),
-                ("create", zk_paths.tiered_epoch(topic.name), str(topic.tiered_epoch).encode()),
-                ("create", zk_paths.tiered_state(topic.name), topic.tiered_state.value.encode()),
-                ("create", zk_paths.topic_config(topic.name), self._config_json(topic)),
-            ],
-        )
+        self._fenced_multi(f"create topic {topic.name}", topic_create_ops(topic))
 
     def update_topic(
         self, before: TopicMetadata, after: TopicMetadata, delete_job: DeleteJob | None = None
     ) -> None:
         """One multi: the topic's config, tiered state and tiered epoch znodes and, with
         ``delete_job``, the creation or update of the job's znode."""
+        self._check_change(before, after, delete_job)
+        what = f"update topic {after.name}"
+        ops = topic_update_ops(after)
+        if delete_job is not None:
+            ops.append(self._delete_job_op(what, delete_job))
+        self._fenced_multi(what, ops)
+
+    def update_topics(self, changes: Sequence[TopicChange]) -> None:
+        """One multi per ``UPDATE_TOPICS_PER_MULTI`` topics, in order (a multi of 10k topics
+        would pass ZooKeeper's 1 MB request limit)."""
+        for before, after, delete_job in changes:
+            self._check_change(before, after, delete_job)
+        for start in range(0, len(changes), UPDATE_TOPICS_PER_MULTI):
+            group = changes[start : start + UPDATE_TOPICS_PER_MULTI]
+            what = (
+                f"update topic {group[0][1].name}"
+                if len(group) == 1
+                else f"update {len(group)} topics ({group[0][1].name}..{group[-1][1].name})"
+            )
+            ops: list[ZnodeOp] = []
+            for _, after, delete_job in group:
+                ops += topic_update_ops(after)
+                if delete_job is not None:
+                    ops.append(self._delete_job_op(what, delete_job))
+            self._fenced_multi(what, ops)
+
+    @staticmethod
+    def _check_change(
+        before: TopicMetadata, after: TopicMetadata, delete_job: DeleteJob | None
+    ) -> None:
         if before.name != after.name or before.topic_id != after.topic_id:
             raise ValueError(
                 f"update_topic: {before.name} ({before.topic_id}) and {after.name} "
@@ -746,23 +824,13 @@ class ZooKeeperMetadataStore(MetadataStore):
                 f"update_topic: the delete job of topic id {delete_job.topic_id} is not "
                 f"{after.name}'s ({after.topic_id})"
             )
-        _check_topic_name(after.name)
-        what = f"update topic {after.name}"
-        ops = [
-            ("set", zk_paths.topic_config(after.name), self._config_json(after)),
-            ("set", zk_paths.tiered_state(after.name), after.tiered_state.value.encode()),
-            ("set", zk_paths.tiered_epoch(after.name), str(after.tiered_epoch).encode()),
-        ]
-        if delete_job is not None:
-            ops.append(self._delete_job_op(what, delete_job))
-        self._fenced_multi(what, ops)
 
     def put_delete_job(self, job: DeleteJob) -> None:
         """One multi creating or setting ``/tiered/delete_jobs/{topic_id}-{tiered_epoch}``."""
         what = f"put delete job {job.topic_id}-{job.tiered_epoch} ({job.topic})"
         self._fenced_multi(what, [self._delete_job_op(what, job)])
 
-    def _delete_job_op(self, what: str, job: DeleteJob) -> tuple[str, str, bytes]:
+    def _delete_job_op(self, what: str, job: DeleteJob) -> ZnodeOp:
         """Create if the job's znode is absent, else set. Refused, without a read, when this
         process is not the active controller (the multi would be refused anyway)."""
         self._check_open()
@@ -809,11 +877,7 @@ class ZooKeeperMetadataStore(MetadataStore):
                 f"{path} holds {present}, not {registration} (a stale or another registration)"
             )
 
-    @staticmethod
-    def _config_json(topic: TopicMetadata) -> bytes:
-        return _json({"version": CONFIG_ZNODE_VERSION, "config": dict(topic.configs)})
-
-    def _fenced_multi(self, what: str, ops: Sequence[tuple[str, str, bytes]]) -> None:
+    def _fenced_multi(self, what: str, ops: Sequence[ZnodeOp]) -> None:
         """Commits ``ops`` (kind, path in the layout, data) in one multi behind the fence checks."""
         self._check_open()
         leader = self._require_leader(what)
@@ -938,30 +1002,37 @@ class ZooKeeperMetadataStore(MetadataStore):
         return children
 
     def _get_many(self, paths: Sequence[str]) -> list[bytes | None]:
-        """The data of ``paths`` (None where missing): by multiRead where the server has it, else
-        by async gets."""
+        """The data of ``paths`` (None where missing)."""
+        return list(self._iter_many(paths))
+
+    def _iter_many(self, paths: Sequence[str]) -> Iterator[bytes | None]:
+        """The data of ``paths`` in order (None where missing), each as soon as its answer is in:
+        by multiRead where the server has it, else by async gets."""
+        done = 0
         if self._multi_read:
             try:
-                return self._get_many_multi_read(paths)
+                for value in self._iter_many_multi_read(paths):
+                    yield value
+                    done += 1
+                return
             except UnimplementedError:
                 log.warning("%r: ZooKeeper has no multiRead (< 3.6): reading one by one", self)
                 self._multi_read = False
-        return self._get_many_async(paths)
+        yield from self._get_many_async(paths[done:])
 
-    def _get_many_multi_read(self, paths: Sequence[str]) -> list[bytes | None]:
-        """``MULTI_READ_OPS`` reads per request, ``MULTI_READS_IN_FLIGHT`` requests in flight."""
-        values: list[bytes | None] = []
+    def _iter_many_multi_read(self, paths: Sequence[str]) -> Iterator[bytes | None]:
+        """``MULTI_READ_OPS`` reads per request, ``MULTI_READS_IN_FLIGHT`` requests in flight;
+        the answers of the oldest are yielded while the others are served."""
         pending: deque[Any] = deque()
         for start in range(0, len(paths), MULTI_READ_OPS):
             if len(pending) >= MULTI_READS_IN_FLIGHT:
-                values += self._wait(pending.popleft())
+                yield from self._wait(pending.popleft())
             async_result = self._client.handler.async_result()
             # kazoo's own Transaction.commit_async submits its request object the same way.
             self._client._call(_MultiRead(paths[start : start + MULTI_READ_OPS]), async_result)
             pending.append(async_result)
         while pending:
-            values += self._wait(pending.popleft())
-        return values
+            yield from self._wait(pending.popleft())
 
     def _get_many_async(self, paths: Sequence[str]) -> list[bytes | None]:
         """One async get per path, at most ``READ_WINDOW`` in flight. ZooKeeper answers a

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import threading
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -18,11 +19,35 @@ class TieredState(enum.Enum):
     DISABLED = "DISABLED"
 
 
-def _frozen(configs: Mapping[str, str]) -> Mapping[str, str]:
-    return MappingProxyType(dict(configs))
+# Read-only config sets by their items: topics with the same configs share one (most topics of a
+# cluster carry the same few overrides; 100k topics kept ~60 MB of identical dicts otherwise).
+_SHARED_CONFIGS: dict[tuple[tuple[str, str], ...], Mapping[str, str]] = {}
+_SHARED_CONFIGS_LIMIT = 4096  # distinct sets kept for sharing; beyond it the table starts over
+_shared_configs_lock = threading.Lock()
 
 
-@dataclass(frozen=True)
+def frozen_configs(configs: Mapping[str, str]) -> Mapping[str, str]:
+    """A read-only copy of ``configs``, shared with every topic whose configs have the same items
+    in the same order (``TopicMetadata`` keeps its configs so). One of those shared copies is
+    returned as it is."""
+    if type(configs) is MappingProxyType:
+        key = tuple(configs.items())
+        if _SHARED_CONFIGS.get(key) is configs:
+            return configs
+    copy = dict(configs)
+    key = tuple(copy.items())
+    shared = _SHARED_CONFIGS.get(key)
+    if shared is None:
+        with _shared_configs_lock:
+            shared = _SHARED_CONFIGS.get(key)
+            if shared is None:
+                if len(_SHARED_CONFIGS) >= _SHARED_CONFIGS_LIMIT:
+                    _SHARED_CONFIGS.clear()
+                shared = _SHARED_CONFIGS[key] = MappingProxyType(copy)
+    return shared
+
+
+@dataclass(frozen=True, slots=True)
 class TopicMetadata:
     name: str
     topic_id: uuid.UUID
@@ -32,7 +57,7 @@ class TopicMetadata:
     tiered_epoch: int = 0
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "configs", _frozen(self.configs))
+        object.__setattr__(self, "configs", frozen_configs(self.configs))
         object.__setattr__(self, "replicas", tuple(self.replicas))
 
     @property
