@@ -931,6 +931,8 @@ def main(argv: list[str] | None = None) -> int:
         (args.topics * args.partitions + 2 * args.repeat * args.latency_partitions) / args.brokers
     )
     open_files = raise_open_files_limit(partitions_per_broker)
+    if args.workdir is not None:
+        args.workdir.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix="disable-throughput-", dir=args.workdir))
     try:
         for mode in modes:

@@ -120,3 +120,66 @@ def test_bulk_delete_bench_quick(tmp_path: Path) -> None:
         for name, method in result["methods"].items():
             assert method["seconds"] > 0, name
         assert result["ratios"] and all(r > 0 for r in result["ratios"].values())
+
+
+# The cluster benchmarks at sizes below --quick: enough to run every phase of each on real
+# processes in both metadata modes within CI's budget.
+
+
+def test_disable_throughput_bench_small(tmp_path: Path) -> None:
+    document = run_quick(
+        "disable_throughput.py",
+        tmp_path / "d.json",
+        "--topics",
+        "12",
+        "--partitions",
+        "2",
+        "--repeat",
+        "3",
+        "--baseline-sample",
+        "4",
+        "--workdir",
+        str(tmp_path / "work"),
+        timeout_s=420,
+    )
+    assert document["ok"] is True and document["failures"] == []
+    check_summary(document, rows=8)  # per mode: batched time and rate, two single disables
+    for mode in ("kraft", "zookeeper"):
+        result = document["results"][mode]
+        assert result["failures"] == [], mode
+        for phase in ("floor", "single_small", "single_loaded", "batched", "unbatched"):
+            assert result[phase], (mode, phase)
+
+
+def test_controller_scale_bench_small(tmp_path: Path) -> None:
+    document = run_quick(
+        "controller_scale.py",
+        tmp_path / "c.json",
+        "--topics",
+        "100,400",
+        "--disables",
+        "2",
+        timeout_s=420,
+    )
+    assert document["ok"] is True and document["failures"] == []
+    check_summary(document, rows=20)  # per mode and size: start-up, load, CPU, RSS, a disable
+    sizes = sorted((r["mode"], r["topics"]) for r in document["results"])
+    # Size 0 (the probe topic alone) is the baseline of a single disable.
+    assert sizes == [(m, n) for m in ("kraft", "zookeeper") for n in (0, 100, 400)]
+    for result in document["results"]:
+        if result["topics"] == 0:
+            continue
+        assert result["seed"]["topics"] == result["topics"] + 1  # and the probe topic
+        assert result["startup_s"] > result["load_s"] > 0
+        assert result["rss_bytes"] > 0
+
+
+def test_failover_bench_small(tmp_path: Path) -> None:
+    document = run_quick("failover.py", tmp_path / "f.json", "--topics", "60", timeout_s=420)
+    assert document["ok"] is True and document["failures"] == []
+    check_summary(document, rows=6)  # per mode: re-sent, first and all DISABLED
+    variants = sorted((r["mode"], r["variant"]) for r in document["results"])
+    assert len(variants) == 4 and {v for _, v in variants} == {"failover", "no_failover"}
+    for result in document["results"]:
+        assert result["problems"] == [], result
+        assert result["all_disabled_s"] >= result["first_disabled_s"] > 0
