@@ -2,12 +2,13 @@
 them), their local logs, and the RemoteLogManager that tiers them. Plain Python: the gRPC servicer
 converts at the edge and calls these methods.
 
-Assignments are persisted (``assignments.json`` in the log dir, written atomically) so that a broker
-restarted after a crash serves its partitions again before the controller re-sends anything. A
-controller request is answered only once what it changed is persisted; changes applied from the
-KRaft metadata log (which a restarted broker replays from the start) are persisted together within
-``_PERSIST_DELAY_S``. Each partition's entry is serialized again only when it changed, and a
-request that changed nothing writes nothing.
+Assignments are persisted (``broker.assignment_journal``: a snapshot and a journal in the log dir)
+so that a broker restarted after a crash serves its partitions again before the controller
+re-sends anything. A controller request is answered only once what it changed is persisted;
+changes applied from the KRaft metadata log (which a restarted broker replays from the start) are
+persisted together within ``_PERSIST_DELAY_S``. Only the partitions a request touched are looked
+at, each one's entry is serialized again only when it changed, and a request that changed nothing
+writes nothing: persisting costs what changed, not what the broker hosts.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from broker.assignment_journal import AssignmentJournal
 from broker.config import BrokerConfig, TopicConfig
 from broker.log import Log, Record
-from broker.log.fileutil import atomic_write
 from broker.rlm.manager import RemoteLogManager, TieredPartition
 from tiered import failpoints
 from tiered import rlmm as rlmm_factory
@@ -39,9 +40,8 @@ from tiered.errors import ErrorCode, TieredError
 
 log = logging.getLogger(__name__)
 
-_ASSIGNMENTS = "assignments.json"
 # How long changes applied from the metadata log wait to be persisted together (a burst of
-# metadata batches then costs one write of assignments.json, not one each).
+# metadata batches then costs one append to the assignment journal, not one each).
 _PERSIST_DELAY_S = 0.05
 
 
@@ -78,13 +78,13 @@ class HostedPartition:
     tiered_epoch: int
     stopped_policy: str | None = None  # tiering stopped at tiered_epoch with this policy
     lock: threading.Lock = field(default_factory=threading.Lock)
-    # (tiered epoch, stopped policy, configs) last serialized, and its assignments.json entry
+    # (tiered epoch, stopped policy, configs) last serialized, and its assignment journal entry
     serialized: tuple[tuple[int, str | None, dict[str, str]], str] | None = field(
         default=None, repr=False, compare=False
     )
 
     def assignment_json(self) -> str:
-        """This partition's entry of assignments.json, serialized again only when it changed."""
+        """This partition's assignment journal entry, serialized again only when it changed."""
         state = (self.tiered_epoch, self.stopped_policy, self.raw_configs)
         if self.serialized is not None and self.serialized[0] == state:
             return self.serialized[1]
@@ -161,7 +161,10 @@ class BrokerAgent:
         self._lock = threading.Lock()
         self._controller_epoch = 0
         self._persist_lock = threading.Lock()
-        self._persisted: str | None = None  # what assignments.json holds
+        self._assignments = AssignmentJournal(config.log_dir)
+        # Partitions hosted, re-configured, stopped or removed since the last persist (guarded by
+        # the state change lock).
+        self._touched: set[tuple[uuid.UUID, int]] = set()
         self._unpersisted = False  # the persister thread owes a write
         self._persist_wanted = threading.Event()
         self._closed = threading.Event()
@@ -284,6 +287,9 @@ class BrokerAgent:
         if hosted.stopped_policy is None or tiered_epoch >= hosted.tiered_epoch:
             hosted.tiered_epoch = max(hosted.tiered_epoch, tiered_epoch)
             hosted.stopped_policy = parsed.value
+            self._touched.add(
+                (hosted.topic_id_partition.topic_id, hosted.topic_id_partition.partition)
+            )
         return None
 
     def disable_remote_topic(
@@ -335,6 +341,7 @@ class BrokerAgent:
     ) -> HostedPartition:
         topic_config = _checked_topic_config(tp, configs)  # before touching anything
         key = (tp.topic_id, tp.partition)
+        self._touched.add(key)
         previous = self._hosted_by_name(tp.topic, tp.partition)
         if previous is not None and previous.topic_id_partition.topic_id != tp.topic_id:
             # A topic of the same name was deleted and created again while this broker missed
@@ -396,20 +403,22 @@ class BrokerAgent:
             self._closed.wait(1.0)
 
     def _write_assignments(self) -> None:
-        with self._lock:
-            document = "[" + ",".join(h.assignment_json() for h in self._partitions.values()) + "]"
-        # A request that changed nothing (a repeat, or what the metadata log already applied)
-        # rewrites nothing: the file is as large as the broker's partition count.
-        if document == self._persisted:
-            return
-        atomic_write(self.config.log_dir / _ASSIGNMENTS, document.encode())
-        self._persisted = document
+        with self._state_change_lock:
+            if not self._touched:
+                return
+            with self._lock:
+                changes = {
+                    key: None if hosted is None else hosted.assignment_json()
+                    for key in self._touched
+                    for hosted in (self._partitions.get(key),)
+                }
+            self._assignments.write(changes)  # what did not change is not written
+            self._touched.clear()
 
     def _restore_assignments(self) -> None:
-        path = self.config.log_dir / _ASSIGNMENTS
-        if not path.exists():
+        entries = self._assignments.load()
+        if not entries:
             return
-        entries = json.loads(path.read_text())
         for e in entries:
             tp = TopicIdPartition(uuid.UUID(e["topic_id"]), e["topic"], int(e["partition"]))
             try:
@@ -419,7 +428,8 @@ class BrokerAgent:
                     self._apply_tiering(hosted, restoring=True)
             except (ValueError, TieredError) as error:
                 log.error("Could not restore %s: %s", tp, error)
-        log.info("Restored %d partitions from %s", len(entries), path)
+        self._touched.clear()  # as the journal holds them
+        log.info("Restored %d partitions from %s", len(entries), self.config.log_dir)
 
     def _hosted_by_name(self, topic: str, partition: int) -> HostedPartition | None:
         with self._lock:
@@ -447,6 +457,7 @@ class BrokerAgent:
 
     def _remove(self, hosted: HostedPartition) -> None:
         tp = hosted.topic_id_partition
+        self._touched.add((tp.topic_id, tp.partition))
         if self.rlm is not None and self.rlm.is_leading(tp):
             self.rlm.on_leadership_change([], {tp})
             self.rlm.rlmm.on_stop_partitions({tp})
@@ -606,6 +617,7 @@ class BrokerAgent:
                     self._unpersisted = False
                 except OSError:
                     log.exception("Could not persist the assignments on close")
+        self._assignments.close()
         if self.rlm is not None:
             self.rlm.close()
             self.rlm.rlmm.close()

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import os
 import random
 import socket
@@ -34,6 +33,7 @@ from typing import Any, cast
 import grpc
 import pytest
 
+from broker.assignment_journal import read_entries
 from controller.main import MAX_MESSAGE_BYTES as CONTROLLER_MAX_MESSAGE_BYTES
 from system_tests.conftest import MODES
 from system_tests.harness import TIERED, SystemCluster
@@ -155,15 +155,13 @@ class ClusterState:
     log_dirs: dict[int, dict[tuple[uuid.UUID, int], tuple[int, bool, bool, int, int]]] = field(
         default_factory=dict
     )
-    # broker -> (topic id, partition) -> what it persisted in assignments.json
+    # broker -> (topic id, partition) -> what it persisted (broker.assignment_journal)
     assignments: dict[int, dict[tuple[str, int], dict[str, Any]]] = field(default_factory=dict)
 
 
 def _assignments(cluster: SystemCluster, broker_id: int) -> dict[tuple[str, int], dict[str, Any]]:
-    path = Path(cluster.brokers[broker_id].properties["log.dirs"]) / "assignments.json"
-    if not path.exists():
-        return {}
-    return {(e["topic_id"], e["partition"]): e for e in json.loads(path.read_text())}
+    entries = read_entries(Path(cluster.brokers[broker_id].properties["log.dirs"]))
+    return {(e["topic_id"], e["partition"]): e for e in entries}
 
 
 def cluster_state(cluster: SystemCluster, *, brokers: bool = True) -> ClusterState:

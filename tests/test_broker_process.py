@@ -19,6 +19,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from broker.assignment_journal import read_entries
 from tests.rlmm_support import poll_until
 from tests.support.zookeeper import free_port
 from tiered import rlmm, rsm
@@ -264,8 +265,7 @@ def disable_entry(tp: TopicIdPartition, tiered_epoch: int) -> pb.DisableRemoteTo
 def test_malformed_assignments_and_disables_change_nothing(broker: BrokerProcess) -> None:
     tp = TopicIdPartition(uuid.uuid4(), "guarded", 0)
     assert assign(broker, tp, TIERED).errors[0].code == 0
-    assignments = broker.dir / "logs" / "assignments.json"
-    persisted = assignments.read_text()
+    persisted = read_entries(broker.dir / "logs")
     # A bogus policy fails the assignment before its configs replace the hosted ones.
     for enable in ("false", "true"):
         bad = assign(
@@ -300,7 +300,7 @@ def test_malformed_assignments_and_disables_change_nothing(broker: BrokerProcess
     assert "partition must be >= 0, got -1" in (info.value.details() or "")
     d = log_dir(broker, tp)
     assert d.copying and d.tiered_epoch == 0
-    assert assignments.read_text() == persisted
+    assert read_entries(broker.dir / "logs") == persisted
 
 
 def test_stop_with_delete_over_grpc(broker: BrokerProcess) -> None:
