@@ -95,6 +95,7 @@ from bench.common import (
     write_json,
 )
 from bench.seed_metadata import make_topic, make_topics, seed_kraft, seed_zookeeper
+from tests.support.cluster import broker_properties as cluster_broker_properties
 from tiered.zookeeper_server import ZooKeeperServer, free_port
 
 DEFAULT_OUT = RESULTS_DIR / "controller_scale.json"
@@ -287,6 +288,14 @@ class BenchZooKeeper(ZooKeeperServer):
     def _command(self) -> list[str]:
         return [ZK_HEAP if arg.startswith("-Xmx") else arg for arg in super()._command()]
 
+    @classmethod
+    def started(cls, root: Path) -> tuple[BenchZooKeeper, str]:
+        """A server with its data under ``root / "zookeeper"``, serving, and the connect string
+        of the benchmarks' chroot on it."""
+        zookeeper = cls(root / "zookeeper")
+        zookeeper.start()
+        return zookeeper, zookeeper.connect_string + ZK_CHROOT
+
 
 def controller_properties(
     root: Path, mode: str, node_id: int, port: int, zk_connect: str | None
@@ -311,21 +320,11 @@ def controller_properties(
 def broker_properties(
     root: Path, mode: str, broker_id: int, port: int, bootstrap: str, zk_connect: str | None
 ) -> dict[str, str]:
-    props = {
-        "node.id": str(broker_id),
-        "listeners": f"PLAINTEXT://127.0.0.1:{port}",
-        "log.dirs": str(root / f"broker-{broker_id}"),
-        "rlmm.sqlite.path": str(root / "rlmm.db"),
-        "remote.storage.root": str(root / "remote"),
-        "remote.log.manager.task.interval.ms": "1000",
-        "broker.heartbeat.interval.ms": "200",
-    }
-    if mode == "kraft":
-        props["controller.quorum.bootstrap.servers"] = bootstrap
-    else:
-        assert zk_connect is not None
-        props["zookeeper.connect"] = zk_connect
-    return props
+    """As the tests' clusters configure brokers, with tiering tasks every second (idle brokers
+    hosting thousands of partitions would otherwise spend the CPU being measured)."""
+    return cluster_broker_properties(
+        root, mode, broker_id, port, bootstrap, zk_connect, task_interval_ms=1000
+    )
 
 
 # --------------------------------------------------------------------------------- baseline
@@ -592,9 +591,7 @@ def measure_size(
     zk_connect: str | None = None
     try:
         if mode == "zookeeper":
-            zookeeper = BenchZooKeeper(root / "zookeeper")
-            zookeeper.start()
-            zk_connect = zookeeper.connect_string + ZK_CHROOT
+            zookeeper, zk_connect = BenchZooKeeper.started(root)
         print(f"  {mode} {size}: seeding", flush=True)
         seeded = seed(root, mode, size, zk_connect)
         target = str(root / "metadata") if mode == "kraft" else str(zk_connect)

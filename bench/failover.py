@@ -91,7 +91,6 @@ from bench.common import (
     write_json,
 )
 from bench.controller_scale import (
-    ZK_CHROOT,
     BenchZooKeeper,
     Daemon,
     add_code_root_argument,
@@ -217,9 +216,7 @@ def prepare(work: Path, mode: str, count: int) -> tuple[Path, dict[str, Any]]:
     run: Run | None = None
     try:
         if mode == "zookeeper":
-            zookeeper = BenchZooKeeper(root / "zookeeper")
-            zookeeper.start()
-            zk_connect = zookeeper.connect_string + ZK_CHROOT
+            zookeeper, zk_connect = BenchZooKeeper.started(root)
             seeded = seed_zookeeper(zk_connect, topics).as_dict()
         else:
             seeded = seed_kraft(root / "metadata", topics).as_dict()
@@ -365,9 +362,7 @@ def run_variant(work: Path, mode: str, count: int, variant: str, prepared: Path)
     run: Run | None = None
     try:
         if mode == "zookeeper":
-            zookeeper = BenchZooKeeper(root / "zookeeper")
-            zookeeper.start()
-            zk_connect = zookeeper.connect_string + ZK_CHROOT
+            zookeeper, zk_connect = BenchZooKeeper.started(root)
         run = Run(root, mode, zk_connect)
         print(f"  {mode} {variant}: brokers freezing at {FAIL_POINT}", flush=True)
         frozen_s = freeze_at_fail_point(run)

@@ -6,9 +6,9 @@ Assignments are persisted (``broker.assignment_journal``: a snapshot and a journ
 so that a broker restarted after a crash serves its partitions again before the controller
 re-sends anything. A controller request is answered only once what it changed is persisted;
 changes applied from the KRaft metadata log (which a restarted broker replays from the start) are
-persisted together within ``_PERSIST_DELAY_S``. Only the partitions a request touched are looked
-at, each one's entry is serialized again only when it changed, and a request that changed nothing
-writes nothing: persisting costs what changed, not what the broker hosts.
+persisted together within ``_PERSIST_DELAY_S``. Only the partitions a request touched are
+serialized, and the journal appends only the entries that changed: persisting costs what changed,
+not what the broker hosts.
 """
 
 from __future__ import annotations
@@ -78,16 +78,9 @@ class HostedPartition:
     tiered_epoch: int
     stopped_policy: str | None = None  # tiering stopped at tiered_epoch with this policy
     lock: threading.Lock = field(default_factory=threading.Lock)
-    # (tiered epoch, stopped policy, configs) last serialized, and its assignment journal entry
-    serialized: tuple[tuple[int, str | None, dict[str, str]], str] | None = field(
-        default=None, repr=False, compare=False
-    )
 
     def assignment_json(self) -> str:
-        """This partition's assignment journal entry, serialized again only when it changed."""
-        state = (self.tiered_epoch, self.stopped_policy, self.raw_configs)
-        if self.serialized is not None and self.serialized[0] == state:
-            return self.serialized[1]
+        """This partition's assignment journal entry (the journal skips it if unchanged)."""
         tp = self.topic_id_partition
         entry = {
             "topic_id": str(tp.topic_id),
@@ -97,10 +90,8 @@ class HostedPartition:
             "tiered_epoch": self.tiered_epoch,
             "stopped_policy": self.stopped_policy,
         }
-        # Compact: json's C encoder serves only indent=None.
-        text = json.dumps(entry, separators=(",", ":"))
-        self.serialized = ((state[0], state[1], dict(state[2])), text)
-        return text
+        # Compact: one line of the journal.
+        return json.dumps(entry, separators=(",", ":"))
 
 
 def _checked_topic_config(tp: TopicIdPartition, configs: Mapping[str, str]) -> TopicConfig:
@@ -160,12 +151,10 @@ class BrokerAgent:
         self._by_name: dict[tuple[str, int], tuple[uuid.UUID, int]] = {}
         self._lock = threading.Lock()
         self._controller_epoch = 0
-        self._persist_lock = threading.Lock()
         self._assignments = AssignmentJournal(config.log_dir)
         # Partitions hosted, re-configured, stopped or removed since the last persist (guarded by
         # the state change lock).
         self._touched: set[tuple[uuid.UUID, int]] = set()
-        self._unpersisted = False  # the persister thread owes a write
         self._persist_wanted = threading.Event()
         self._closed = threading.Event()
         self._persister: threading.Thread | None = None
@@ -371,14 +360,8 @@ class BrokerAgent:
             retention=hosted.config.retention,
         )
 
-    def _persist_assignments(self) -> None:
-        # One writer at a time: the controller's pushes and the metadata follower both persist.
-        with self._persist_lock:
-            self._write_assignments()
-
     def _persist_soon(self) -> None:
         """Called under the state change lock."""
-        self._unpersisted = True
         if self._persister is None:
             self._persister = threading.Thread(
                 target=self._persist_later, name="broker-assignments-persister", daemon=True
@@ -392,17 +375,18 @@ class BrokerAgent:
             if self._closed.wait(_PERSIST_DELAY_S):
                 return  # close() persists what is owed
             self._persist_wanted.clear()
-            with self._state_change_lock:  # a consistent picture of every partition
-                try:
-                    self._persist_assignments()
-                    self._unpersisted = False
-                    continue
-                except OSError:
-                    log.exception("Could not persist the assignments; retrying in 1s")
-                    self._persist_wanted.set()
+            try:
+                self._persist_assignments()
+                continue
+            except OSError:
+                log.exception("Could not persist the assignments; retrying in 1s")
+                self._persist_wanted.set()
             self._closed.wait(1.0)
 
-    def _write_assignments(self) -> None:
+    def _persist_assignments(self) -> None:
+        """Appends the entries of the partitions touched since the last call. One writer at a
+        time: the controller's pushes and the metadata follower both persist, under the state
+        change lock."""
         with self._state_change_lock:
             if not self._touched:
                 return
@@ -610,13 +594,10 @@ class BrokerAgent:
         self._persist_wanted.set()
         if self._persister is not None:
             self._persister.join(timeout=10)
-        with self._state_change_lock:
-            if self._unpersisted:
-                try:
-                    self._persist_assignments()
-                    self._unpersisted = False
-                except OSError:
-                    log.exception("Could not persist the assignments on close")
+        try:
+            self._persist_assignments()  # what the persister still owed, if anything
+        except OSError:
+            log.exception("Could not persist the assignments on close")
         self._assignments.close()
         if self.rlm is not None:
             self.rlm.close()

@@ -47,8 +47,8 @@ def _key_of(entry: Mapping[str, Any]) -> EntryKey:
 
 class AssignmentJournal:
     """Entries are JSON objects with at least ``topic_id`` and ``partition``; the caller
-    serializes them (compactly, one line each) and keeps their meaning. Not thread-safe on its
-    own: the broker writes under its state-change lock."""
+    serializes them (compactly, one line each) and keeps their meaning. ``write`` and ``close``
+    may be called from any thread; ``load`` once, before them."""
 
     def __init__(self, directory: Path) -> None:
         self._directory = directory

@@ -1,10 +1,13 @@
 """How the daemons (tiered-broker, tiered-controller) log: one line per event, timestamped,
-with the logger's name, at INFO; and how they announce readiness on stdout."""
+with the logger's name, at INFO; how they announce readiness on stdout; and reading the end of a
+log file for an error message."""
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
+from pathlib import Path
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -22,3 +25,18 @@ def announce(line: str) -> None:
     """
     sys.stdout.write(line + "\n")
     sys.stdout.flush()
+
+
+def log_tail(path: Path, lines: int) -> str:
+    """The last ``lines`` lines of the log file at ``path`` (read from its last 64 KiB), or a
+    short note saying why there are none."""
+    try:
+        with path.open("rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 65_536))
+            text = f.read().decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return "<no log file>"
+    except OSError as e:
+        return f"<cannot read the log: {e}>"
+    return "\n".join(text.splitlines()[-lines:])

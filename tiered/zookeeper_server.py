@@ -42,6 +42,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
 
+from tiered.daemon_logging import log_tail
+
 __all__ = [
     "DEFAULT_CLASSPATH",
     "HOST",
@@ -359,11 +361,7 @@ class ZooKeeperServer:
         return is_serving(HOST, self.port, timeout)
 
     def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
-        try:
-            text = self.log_path.read_text(encoding="utf-8", errors="replace")
-        except FileNotFoundError:
-            return "<no log file>"
-        return "\n".join(text.splitlines()[-lines:])
+        return log_tail(self.log_path, lines)
 
     # -- internals -------------------------------------------------------------
 

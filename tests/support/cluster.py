@@ -22,6 +22,34 @@ from tiered.rpc.v1 import broker_pb2_grpc as pb_grpc
 from tiered.rpc.v1 import records_pb2
 
 
+def broker_properties(
+    root: Path,
+    mode: str,
+    broker_id: int,
+    port: int,
+    bootstrap: str,
+    zk_connect: str | None,
+    task_interval_ms: int = 100,
+) -> dict[str, str]:
+    """A broker's properties in a cluster under ``root`` (its log dir, a shared sqlite RLMM and
+    remote root), linked to the controllers by ``bootstrap`` (kraft) or ``zk_connect``."""
+    props = {
+        "node.id": str(broker_id),
+        "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "log.dirs": str(root / f"broker-{broker_id}"),
+        "rlmm.sqlite.path": str(root / "rlmm.db"),
+        "remote.storage.root": str(root / "remote"),
+        "remote.log.manager.task.interval.ms": str(task_interval_ms),
+        "broker.heartbeat.interval.ms": "200",
+    }
+    if mode == "kraft":
+        props["controller.quorum.bootstrap.servers"] = bootstrap
+    else:
+        assert zk_connect is not None
+        props["zookeeper.connect"] = zk_connect
+    return props
+
+
 class Cluster:
     def __init__(
         self,
@@ -65,22 +93,10 @@ class Cluster:
             )
         self.bootstrap = ",".join(f"127.0.0.1:{p}" for p in ports)
         for broker_id in range(1, brokers + 1):
-            port = free_port()
             props = {
-                "node.id": str(broker_id),
-                "listeners": f"PLAINTEXT://127.0.0.1:{port}",
-                "log.dirs": str(root / f"broker-{broker_id}"),
-                "rlmm.sqlite.path": str(root / "rlmm.db"),
-                "remote.storage.root": str(root / "remote"),
-                "remote.log.manager.task.interval.ms": "100",
-                "broker.heartbeat.interval.ms": "200",
+                **broker_properties(root, mode, broker_id, free_port(), self.bootstrap, zk_connect),
                 **(broker_extra or {}),
             }
-            if mode == "kraft":
-                props["controller.quorum.bootstrap.servers"] = self.bootstrap
-            else:
-                assert zk_connect is not None
-                props["zookeeper.connect"] = zk_connect
             self.brokers[broker_id] = DaemonProcess(
                 "broker.main", root / f"broker-{broker_id}.properties", props
             )

@@ -33,6 +33,7 @@ from typing import Any
 from tiered import zookeeper_server
 from tiered.admin import AdminClient
 from tiered.cli.common import run
+from tiered.daemon_logging import log_tail
 from tiered.errors import ErrorCode, TieredError
 from tiered.zookeeper_server import ZooKeeperError, ZooKeeperServer
 
@@ -41,17 +42,6 @@ ZOOKEEPER = "zookeeper"  # the managed ZooKeeper's name: pid file, log, config, 
 ZOOKEEPER_START_TIMEOUT_S = 30.0
 ZOOKEEPER_TICK_MS = 500
 ZOOKEEPER_MAX_SESSION_TIMEOUT_MS = 60_000
-
-
-def _tail(path: Path, lines: int = 15) -> str:
-    try:
-        with path.open("rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 16_384))
-            text = f.read().decode("utf-8", errors="replace")
-    except OSError as e:
-        return f"(cannot read it: {e})"
-    return "\n".join(text.splitlines()[-lines:])
 
 
 def _free_port() -> int:
@@ -299,7 +289,7 @@ class LocalCluster:
                     if name.startswith("broker")
                     else ErrorCode.UNKNOWN_SERVER_ERROR,
                     f"{name} exited while the cluster was starting; the end of {log_file}:\n"
-                    + _tail(log_file),
+                    + log_tail(log_file, 15),
                 )
 
     def down(self, timeout_s: float = 30.0) -> list[str]:
