@@ -30,8 +30,12 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from tiered.cluster.model import BrokerRegistration, DeleteJob, MetadataImage, TopicMetadata
+
+if TYPE_CHECKING:
+    from tiered.rpc.v1.metadata_pb2 import MetadataRecordBatch
 
 # (before, after, delete job or None): one topic's change, as ``update_topic`` takes it.
 TopicChange = tuple[TopicMetadata, TopicMetadata, DeleteJob | None]
@@ -118,8 +122,10 @@ class MetadataStore(ABC):
 
     def watch_live_brokers(self, callback: Callable[[dict[int, BrokerRegistration]], None]) -> bool:
         """Stores whose brokers register themselves (ZooKeeper's ephemeral znodes) call
-        ``callback`` with every live registration now and on each change, and return True.
-        Others return False: the controller tracks liveness through heartbeats."""
+        ``callback`` with every live registration now and on each change, from a thread of
+        their own (this returns without waiting for the first call), and return True. Others
+        return False: the controller tracks liveness through registrations and heartbeats.
+        Raises ``MetadataStoreError`` if the store is closed."""
         return False
 
     # ----------------------------------------------------------------------------- lifecycle
@@ -127,3 +133,20 @@ class MetadataStore(ABC):
     @abstractmethod
     def close(self) -> None:
         """Resigns and releases every resource. Idempotent."""
+
+
+class MetadataLogSource(ABC):
+    """A store whose metadata is a record log that brokers follow (KRaft: FetchMetadata streams
+    it, as KRaft brokers follow ``__cluster_metadata``). Stores without one (ZooKeeper: brokers
+    read the znodes) do not implement this."""
+
+    @abstractmethod
+    def read_batches(
+        self, from_offset: int, max_wait_s: float
+    ) -> tuple[list[MetadataRecordBatch], bool]:
+        """Committed batches from the one holding ``from_offset`` on, ``(batches, False)``;
+        ``([], False)`` when none came within ``max_wait_s``. When the history from
+        ``from_offset`` is gone or not worth replaying, ``([snapshot], True)``: the whole image
+        as one batch whose ``base_offset`` is the image's offset (continue from
+        ``base_offset + 1``). Raises ``ControllerFencedError`` when this process is not the
+        active controller and ``MetadataStoreError`` when the log cannot be read."""

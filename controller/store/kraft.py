@@ -20,6 +20,7 @@ from pathlib import Path
 
 from controller.store.base import (
     ControllerFencedError,
+    MetadataLogSource,
     MetadataStore,
     MetadataStoreError,
     TopicChange,
@@ -73,11 +74,10 @@ def _replay(log: MetadataLog, *, read_only: bool) -> MetadataImage:
     return holder[0]
 
 
-class KRaftMetadataStore(MetadataStore):
-    """The ``MetadataStore`` contract over a ``MetadataLog`` in ``directory``.
-
-    Beyond the contract, for the controller's FetchMetadata stream: ``read_batches`` and
-    ``end_offset``. Liveness of brokers comes from their heartbeats to the controller, not from
+class KRaftMetadataStore(MetadataStore, MetadataLogSource):
+    """The ``MetadataStore`` contract over a ``MetadataLog`` in ``directory``, and a
+    ``MetadataLogSource`` for the controller's FetchMetadata stream (``read_batches``; also
+    ``end_offset``). Liveness of brokers comes from their heartbeats to the controller, not from
     here; ``leadership_lost`` is never set while this process holds the lock.
     """
 
