@@ -1,6 +1,7 @@
-"""One sender per broker, like Kafka's ControllerChannelManager: a thread that asks the
-controller what the broker is owed, sends it, and reports the outcome; failures back off
-(capped exponential with jitter) and retry. Protobuf conversion happens here, at the edge."""
+"""One sender per broker, like Kafka's ControllerChannelManager: a thread that asks its owner
+(the controller's broker registry) what the broker is owed, sends it, and reports the outcome;
+failures back off (capped exponential with jitter) and retry. Protobuf conversion happens here,
+at the edge."""
 
 from __future__ import annotations
 
@@ -116,7 +117,9 @@ class BrokerChannel:
         self._endpoint: str | None = None
         self._grpc: grpc.Channel | None = None
         self._stub: pb_grpc.BrokerServiceStub | None = None
-        self.failures = 0
+        # Owned by the channel thread; other threads ask for a reset through reset_backoff.
+        self._failures = 0
+        self._backoff_reset_requested = threading.Event()
         self._thread = threading.Thread(
             target=self._run, name=f"controller-channel-{broker_id}", daemon=True
         )
@@ -124,6 +127,11 @@ class BrokerChannel:
 
     def wake(self) -> None:
         self._wake.set()
+
+    def reset_backoff(self) -> None:
+        """The broker came back: the next failure backs off from the start again (call
+        ``wake`` to retry at once)."""
+        self._backoff_reset_requested.set()
 
     def close(self) -> None:
         self._closed.set()
@@ -148,20 +156,23 @@ class BrokerChannel:
             self._wake.clear()
             if self._closed.is_set():
                 return
+            if self._backoff_reset_requested.is_set():
+                self._backoff_reset_requested.clear()
+                self._failures = 0
             try:
                 sent = self._send_next()
             except Exception as e:  # a failing round must not end the channel
-                self.failures += 1
-                delay = self._backoff.delay_s(self.failures)
+                self._failures += 1
+                delay = self._backoff.delay_s(self._failures)
                 log.warning(
                     "Broker %d: request failed (attempt %d, next in %.2fs): %s",
                     self.broker_id,
-                    self.failures,
+                    self._failures,
                     delay,
                     e,
                 )
                 continue
-            self.failures = 0
+            self._failures = 0
             delay = 0.0 if sent else None  # drain what is owed, then sleep until woken
 
     def _raise_if_stale(self, error: TieredError | None) -> None:

@@ -1,9 +1,10 @@
 """Which brokers are alive, as the active controller sees them.
 
-KRaft mode: a broker registers over ControllerService and heartbeats; one whose heartbeats lapse
-for the session timeout is fenced (no requests are sent to it; what it owes stays owed) until it
-heartbeats or registers again. ZooKeeper mode: the ephemeral ``/brokers/ids`` znodes are the
-truth and ``replace_live`` mirrors them. Not thread-safe: the controller calls it under its lock.
+A broker registers over ControllerService and heartbeats; one whose heartbeats lapse for the
+session timeout is fenced (no requests are sent to it; what it owes stays owed) until it
+heartbeats or registers again. Where brokers register themselves in the store (ZooKeeper's
+ephemeral ``/brokers/ids`` znodes), the store's live set is the truth and ``replace_live``
+mirrors it. Not thread-safe: the broker registry calls it under the term's lock.
 """
 
 from __future__ import annotations

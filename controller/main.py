@@ -63,9 +63,9 @@ def main(argv: list[str] | None = None) -> int:
         maximum_concurrent_rpcs=512,
         options=MESSAGE_SIZE_OPTIONS,  # a metadata snapshot of 100k topics is ~14 MB
     )
-    pb_grpc.add_AdminServiceServicer_to_server(AdminServicer(controller), server)  # type: ignore[no-untyped-call]
+    pb_grpc.add_AdminServiceServicer_to_server(AdminServicer(controller.admin), server)  # type: ignore[no-untyped-call]
     pb_grpc.add_ControllerServiceServicer_to_server(  # type: ignore[no-untyped-call]
-        ControllerServicer(controller, stopping), server
+        ControllerServicer(controller.brokers, controller.term, store, stopping), server
     )
     if server.add_insecure_port(config.endpoint) == 0:
         print(f"cannot listen on {config.endpoint}", file=sys.stderr)

@@ -1,5 +1,6 @@
 """The controller's gRPC servicers: AdminService (CLIs) and ControllerService (brokers). Thin:
-convert protobuf at the edge, call ``Controller``, map errors in ``tiered.rpc.status``."""
+convert protobuf at the edge, call ``AdminOperations`` or the ``BrokerRegistry``, map errors in
+``tiered.rpc.status``."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ from collections.abc import Callable, Iterator
 
 import grpc
 
-from controller.controller import Controller, TopicView
-from controller.store import MetadataStoreError
+from controller.admin_operations import AdminOperations, TopicView
+from controller.broker_registry import BrokerRegistry
+from controller.leadership import Term
+from controller.store import MetadataStore, MetadataStoreError
+from controller.store.base import MetadataLogSource
 from tiered.cluster.model import DeleteJob, DeleteJobState, TieredState, TopicMetadata
 from tiered.cluster.serde import broker_registration_from_proto, tiered_state_to_proto
 from tiered.config import TOPIC_CONFIG_DEFAULTS
@@ -104,8 +108,8 @@ def _topic_error(name: str) -> Callable[[TieredError], pb.TopicResult]:
 
 
 class AdminServicer(pb_grpc.AdminServiceServicer):
-    def __init__(self, controller: Controller) -> None:
-        self._controller = controller
+    def __init__(self, admin: AdminOperations) -> None:
+        self._admin = admin
 
     def CreateTopics(
         self, request: pb.CreateTopicsRequest, context: grpc.ServicerContext
@@ -114,7 +118,7 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         for new in request.topics:
 
             def call(new: pb.NewTopic = new) -> pb.TopicResult:
-                topic = self._controller.create_topic(
+                topic = self._admin.create_topic(
                     new.name, new.partitions, dict(new.configs), request.validate_only
                 )
                 return pb.TopicResult(
@@ -131,7 +135,7 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         for name in request.names:
 
             def call(name: str = name) -> pb.TopicResult:
-                self._controller.delete_topic(name)
+                self._admin.delete_topic(name)
                 return pb.TopicResult(name=name, error=error_to_proto(None))
 
             results.append(handle(context, call, _topic_error(name)))
@@ -141,7 +145,7 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         self, request: pb.DescribeTopicsRequest, context: grpc.ServicerContext
     ) -> pb.DescribeTopicsResponse:
         def call() -> pb.DescribeTopicsResponse:
-            views = self._controller.describe_topics(
+            views = self._admin.describe_topics(
                 list(request.names), request.include_partition_state
             )
             topics = []
@@ -164,7 +168,7 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         self, request: pb.DescribeConfigsRequest, context: grpc.ServicerContext
     ) -> pb.DescribeConfigsResponse:
         def call() -> pb.DescribeConfigsResponse:
-            topic = self._controller.describe_configs(request.topic)
+            topic = self._admin.describe_configs(request.topic)
             entries = [
                 pb.ConfigEntry(
                     name=key,
@@ -183,7 +187,7 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         return handle(
             context,
             lambda: _alter_response(
-                self._controller.alter_configs(
+                self._admin.alter_configs(
                     request.topic,
                     configs=dict(request.configs),
                     validate_only=request.validate_only,
@@ -198,7 +202,7 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         return handle(
             context,
             lambda: _alter_response(
-                self._controller.alter_configs(
+                self._admin.alter_configs(
                     request.topic,
                     set_=dict(request.set),
                     delete=list(request.delete),
@@ -212,7 +216,7 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         self, request: pb.DescribeClusterRequest, context: grpc.ServicerContext
     ) -> pb.DescribeClusterResponse:
         def call() -> pb.DescribeClusterResponse:
-            view = self._controller.describe_cluster()
+            view = self._admin.describe_cluster()
             return pb.DescribeClusterResponse(
                 controller_id=view.controller_id,
                 controller_epoch=view.controller_epoch,
@@ -229,11 +233,7 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
 
         def on_error(e: TieredError) -> pb.DescribeClusterResponse:
             response = pb.DescribeClusterResponse(error=error_to_proto(e))
-            active = (
-                self._controller.store.active_controller()
-                if e.code is ErrorCode.NOT_CONTROLLER
-                else None
-            )
+            active = self._admin.active_controller() if e.code is ErrorCode.NOT_CONTROLLER else None
             if active is not None:
                 response.controller_id, response.controller_endpoint = active
             return response
@@ -242,17 +242,23 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
 
 
 class ControllerServicer(pb_grpc.ControllerServiceServicer):
-    def __init__(self, controller: Controller, stopping: threading.Event) -> None:
-        self._controller = controller
+    def __init__(
+        self,
+        brokers: BrokerRegistry,
+        term: Term,
+        store: MetadataStore,
+        stopping: threading.Event,
+    ) -> None:
+        self._brokers = brokers
+        self._term = term
+        self._store = store
         self._stopping = stopping
 
     def RegisterBroker(
         self, request: pb.RegisterBrokerRequest, context: grpc.ServicerContext
     ) -> pb.RegisterBrokerResponse:
         def call() -> pb.RegisterBrokerResponse:
-            epoch = self._controller.register_broker(
-                broker_registration_from_proto(request.registration)
-            )
+            epoch = self._brokers.register(broker_registration_from_proto(request.registration))
             return pb.RegisterBrokerResponse(error=error_to_proto(None), controller_epoch=epoch)
 
         return handle(context, call, lambda e: pb.RegisterBrokerResponse(error=error_to_proto(e)))
@@ -261,7 +267,7 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
         self, request: pb.BrokerHeartbeatRequest, context: grpc.ServicerContext
     ) -> pb.BrokerHeartbeatResponse:
         def call() -> pb.BrokerHeartbeatResponse:
-            epoch = self._controller.broker_heartbeat(
+            epoch = self._brokers.heartbeat(
                 request.broker_id, uuid.UUID(bytes=request.incarnation_id)
             )
             return pb.BrokerHeartbeatResponse(error=error_to_proto(None), controller_epoch=epoch)
@@ -273,9 +279,8 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
     ) -> Iterator[pb.FetchMetadataResponse]:
         """KRaft mode: the metadata log from ``from_offset`` on, then new batches as they are
         written, until the broker goes away or this controller stops being active."""
-        store = self._controller.store
-        read_batches = getattr(store, "read_batches", None)
-        if read_batches is None:
+        store = self._store
+        if not isinstance(store, MetadataLogSource):
             yield pb.FetchMetadataResponse(
                 error=error_to_proto(
                     TieredError(
@@ -287,7 +292,7 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
             return
         offset = request.from_offset
         while context.is_active() and not self._stopping.is_set():
-            if self._controller.active_epoch is None:
+            if self._term.active_epoch is None:
                 yield pb.FetchMetadataResponse(
                     error=error_to_proto(
                         TieredError(ErrorCode.NOT_CONTROLLER, "this controller is not active")
@@ -295,7 +300,7 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
                 )
                 return
             try:
-                batches, is_snapshot = read_batches(offset, 1.0)
+                batches, is_snapshot = store.read_batches(offset, 1.0)
             except MetadataStoreError as e:  # resigned while the broker waited
                 yield pb.FetchMetadataResponse(
                     error=error_to_proto(TieredError(ErrorCode.NOT_CONTROLLER, str(e)))

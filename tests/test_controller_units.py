@@ -5,25 +5,29 @@ from __future__ import annotations
 
 import logging
 import random
+import re
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
-from controller.broker_channel import DisableWork
+from controller.broker_channel import AssignWork, BrokerChannel, DisableWork, RemoveWork, Work
 from controller.brokers import BrokerLiveness
 from controller.config import ControllerConfig
 from controller.controller import Controller
 from controller.disablement import DisableEntry, DisablementQueue
-from controller.store import TopicChange
+from controller.servicer import ControllerServicer
+from controller.store import MetadataStore, TopicChange
 from controller.store.kraft import KRaftMetadataStore
 from tests.rlmm_support import poll_until
 from tiered.cluster.model import BrokerRegistration, TieredState, TopicMetadata
 from tiered.config import RemoteLogDisablePolicy
 from tiered.errors import ErrorCode, TieredError
 from tiered.retry import ExponentialBackoff
+from tiered.rpc.v1 import controller_pb2 as pb
 
 
 def disabling(name: str, replicas: tuple[int, ...], epoch: int = 1) -> TopicMetadata:
@@ -109,7 +113,7 @@ def controller(tmp_path: Path) -> Iterator[Controller]:
     runner = threading.Thread(target=controller.run, args=(stop,))
     runner.start()
     assert controller.wait_active(10)
-    controller.register_broker(BrokerRegistration(1, "127.0.0.1", 1))
+    controller.brokers.register(BrokerRegistration(1, "127.0.0.1", 1))
     try:
         yield controller
     finally:
@@ -124,43 +128,48 @@ def reloaded(controller: Controller) -> dict[str, TopicMetadata]:
 
 
 def test_rejected_admin_requests_persist_nothing(controller: Controller) -> None:
-    controller.create_topic("t", 2, {"remote.storage.enable": "true"})
+    controller.admin.create_topic("t", 2, {"remote.storage.enable": "true"})
     persisted = reloaded(controller)
     cases = [
-        (lambda: controller.create_topic("t", 1, {}), ErrorCode.TOPIC_ALREADY_EXISTS),
-        (lambda: controller.create_topic("bad/name", 1, {}), ErrorCode.INVALID_TOPIC_EXCEPTION),
-        (lambda: controller.create_topic("u", 0, {}), ErrorCode.INVALID_PARTITIONS),
+        (lambda: controller.admin.create_topic("t", 1, {}), ErrorCode.TOPIC_ALREADY_EXISTS),
         (
-            lambda: controller.create_topic("u", 1, {"remote.storage.enable": "yes"}),
+            lambda: controller.admin.create_topic("bad/name", 1, {}),
+            ErrorCode.INVALID_TOPIC_EXCEPTION,
+        ),
+        (lambda: controller.admin.create_topic("u", 0, {}), ErrorCode.INVALID_PARTITIONS),
+        (
+            lambda: controller.admin.create_topic("u", 1, {"remote.storage.enable": "yes"}),
             ErrorCode.INVALID_REQUEST,
         ),
         (
-            lambda: controller.alter_configs("t", set_={"remote.log.disable.policy": "purge"}),
+            lambda: controller.admin.alter_configs(
+                "t", set_={"remote.log.disable.policy": "purge"}
+            ),
             ErrorCode.INVALID_REQUEST,
         ),
         (
-            lambda: controller.alter_configs("t", set_={"cleanup.policy": "compact"}),
+            lambda: controller.admin.alter_configs("t", set_={"cleanup.policy": "compact"}),
             ErrorCode.INVALID_CONFIG,
         ),
         (
-            lambda: controller.alter_configs("t", set_={"no.such.key": "1"}),
+            lambda: controller.admin.alter_configs("t", set_={"no.such.key": "1"}),
             ErrorCode.INVALID_CONFIG,
         ),
         (
-            lambda: controller.alter_configs("t", delete=["no.such.key"]),
+            lambda: controller.admin.alter_configs("t", delete=["no.such.key"]),
             ErrorCode.INVALID_CONFIG,
         ),
         (  # the valid half is a disable: it must not start one
-            lambda: controller.alter_configs(
+            lambda: controller.admin.alter_configs(
                 "t", set_={"remote.storage.enable": "false"}, delete=["no.such.key"]
             ),
             ErrorCode.INVALID_CONFIG,
         ),
         (
-            lambda: controller.alter_configs("missing", set_={}),
+            lambda: controller.admin.alter_configs("missing", set_={}),
             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
         ),
-        (lambda: controller.delete_topic("missing"), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+        (lambda: controller.admin.delete_topic("missing"), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
     ]
     for call, code in cases:
         with pytest.raises(TieredError) as rejected:
@@ -172,31 +181,34 @@ def test_rejected_admin_requests_persist_nothing(controller: Controller) -> None
 def test_deleting_an_unknown_config_key_names_it_and_a_known_unset_one_is_fine(
     controller: Controller,
 ) -> None:
-    controller.create_topic("t", 1, {"remote.storage.enable": "true"})
+    controller.admin.create_topic("t", 1, {"remote.storage.enable": "true"})
     with pytest.raises(TieredError) as rejected:
-        controller.alter_configs("t", delete=["retention.ms", "no.such.config"])
+        controller.admin.alter_configs("t", delete=["retention.ms", "no.such.config"])
     assert rejected.value.code is ErrorCode.INVALID_CONFIG
     assert rejected.value.message.startswith("unknown topic config 'no.such.config'; known: ")
     # Kafka accepts deleting a topic config that is not set: nothing to do, not an error.
-    after = controller.alter_configs("t", delete=["retention.ms"])
+    after = controller.admin.alter_configs("t", delete=["retention.ms"])
     assert after.configs == {"remote.storage.enable": "true"}
 
 
 def test_disable_persists_state_and_epoch_with_the_config_before_any_ack(
     controller: Controller,
 ) -> None:
-    controller.create_topic("t", 2, {"remote.storage.enable": "true"})
-    after = controller.alter_configs("t", set_={"remote.storage.enable": "false"})
+    controller.admin.create_topic("t", 2, {"remote.storage.enable": "true"})
+    after = controller.admin.alter_configs("t", set_={"remote.storage.enable": "false"})
     assert after.tiered_state is TieredState.DISABLING and after.tiered_epoch == 1
     stored = reloaded(controller)["t"]
     assert stored.tiered_state is TieredState.DISABLING and stored.tiered_epoch == 1
     assert stored.configs["remote.storage.enable"] == "false"
-    assert controller.queue.progress("t") == (2, 2)  # broker 1 is not reachable: still owed
+    assert controller.disablements.queue.progress("t") == (
+        2,
+        2,
+    )  # broker 1 is not reachable: still owed
     with pytest.raises(TieredError) as in_progress:
-        controller.alter_configs("t", set_={"remote.storage.enable": "true"})
+        controller.admin.alter_configs("t", set_={"remote.storage.enable": "true"})
     assert in_progress.value.code is ErrorCode.TIERED_STORAGE_DISABLEMENT_IN_PROGRESS
     # validate_only changes nothing.
-    controller.alter_configs("t", set_={"retention.ms": "1000"}, validate_only=True)
+    controller.admin.alter_configs("t", set_={"retention.ms": "1000"}, validate_only=True)
     assert "retention.ms" not in reloaded(controller)["t"].configs
 
 
@@ -204,10 +216,10 @@ def test_a_new_controller_logs_when_the_requeued_disablements_are_resent_and_don
     controller: Controller, caplog: pytest.LogCaptureFixture
 ) -> None:
     for name, partitions in (("t", 3), ("u", 2)):
-        controller.create_topic(name, partitions, {"remote.storage.enable": "true"})
-        controller.alter_configs(name, set_={"remote.storage.enable": "false"})
+        controller.admin.create_topic(name, partitions, {"remote.storage.enable": "true"})
+        controller.admin.alter_configs(name, set_={"remote.storage.enable": "false"})
     epoch = controller.active_epoch
-    with caplog.at_level(logging.INFO, logger="controller.controller"):
+    with caplog.at_level(logging.INFO, logger="controller"):
         controller.store.resign()
         controller.store.leadership_lost.set()
         poll_until(
@@ -216,7 +228,7 @@ def test_a_new_controller_logs_when_the_requeued_disablements_are_resent_and_don
         )
         new_epoch = controller.active_epoch
         assert new_epoch is not None
-        entries = controller.queue.owed_by(1, 100)
+        entries = controller.disablements.queue.owed_by(1, 100)
         assert [(e.topic, e.partition) for e in entries] == [
             ("t", 0),
             ("t", 1),
@@ -225,14 +237,16 @@ def test_a_new_controller_logs_when_the_requeued_disablements_are_resent_and_don
             ("u", 1),
         ]
         failed = TieredError(ErrorCode.UNKNOWN_SERVER_ERROR, "disk full")
-        controller.on_disable_response(1, DisableWork(new_epoch, entries[:2]), [failed, None])
+        controller.brokers.on_disable_response(
+            1, DisableWork(new_epoch, entries[:2]), [failed, None]
+        )
         assert "Re-sent" not in caplog.text
-        controller.on_disable_response(1, DisableWork(new_epoch, entries[2:]), [None] * 3)
+        controller.brokers.on_disable_response(1, DisableWork(new_epoch, entries[2:]), [None] * 3)
         # An entry the broker answered with an error was re-sent all the same.
         assert "Re-sent 5 outstanding disablements (every partition of the 2 topics" in caplog.text
-        assert controller.image.topics["u"].tiered_state is TieredState.DISABLED
+        assert controller.term.image.topics["u"].tiered_state is TieredState.DISABLED
         assert "All 2 topics" not in caplog.text  # t-0 is still owed
-        controller.on_disable_response(1, DisableWork(new_epoch, entries[:1]), [None])
+        controller.brokers.on_disable_response(1, DisableWork(new_epoch, entries[:1]), [None])
         assert "All 2 topics DISABLING at activation are DISABLED" in caplog.text
 
 
@@ -241,9 +255,9 @@ def test_one_response_completing_many_disablements_is_one_store_write(
 ) -> None:
     names = [f"t{i}" for i in range(20)]
     for name in names:
-        controller.create_topic(name, 2, {"remote.storage.enable": "true"})
+        controller.admin.create_topic(name, 2, {"remote.storage.enable": "true"})
         policy = "delete" if name == "t3" else "retain"
-        controller.alter_configs(
+        controller.admin.alter_configs(
             name,
             set_={"remote.storage.enable": "false", "remote.log.disable.policy": policy},
         )
@@ -257,22 +271,22 @@ def test_one_response_completing_many_disablements_is_one_store_write(
         update_topics(changes)
 
     monkeypatch.setattr(controller.store, "update_topics", counting)
-    entries = controller.queue.owed_by(1, 100)
+    entries = controller.disablements.queue.owed_by(1, 100)
     assert len(entries) == 40
-    controller.on_disable_response(1, DisableWork(epoch, entries), [None] * 40)
+    controller.brokers.on_disable_response(1, DisableWork(epoch, entries), [None] * 40)
     assert writes == [20]
     persisted = reloaded(controller)
     assert {persisted[n].tiered_state for n in names} == {TieredState.DISABLED}
     assert list(controller.store.load().delete_jobs) == [(persisted["t3"].topic_id, 1)]
-    assert len(controller.queue) == 0
+    assert len(controller.disablements.queue) == 0
 
 
 def test_a_new_controller_rebuilds_the_queue_from_disabling_topics(
     controller: Controller, tmp_path: Path
 ) -> None:
-    controller.create_topic("t", 3, {"remote.storage.enable": "true"})
-    controller.create_topic("quiet", 1, {})
-    controller.alter_configs("t", set_={"remote.storage.enable": "false"})
+    controller.admin.create_topic("t", 3, {"remote.storage.enable": "true"})
+    controller.admin.create_topic("quiet", 1, {})
+    controller.admin.alter_configs("t", set_={"remote.storage.enable": "false"})
     epoch = controller.active_epoch
     controller.store.resign()
     controller.store.leadership_lost.set()
@@ -280,5 +294,77 @@ def test_a_new_controller_rebuilds_the_queue_from_disabling_topics(
         lambda: controller.active_epoch is not None and controller.active_epoch != epoch,
         what="re-election",
     )
-    assert controller.queue.progress("t") == (3, 3)
-    assert "quiet" not in controller.queue
+    assert controller.disablements.queue.progress("t") == (3, 3)
+    assert "quiet" not in controller.disablements.queue
+
+
+class _UnreachableBroker:
+    """A ChannelOwner whose broker never answers: every round fails."""
+
+    def next_work(self, broker_id: int) -> tuple[str, Work] | None:
+        raise RuntimeError("unreachable")
+
+    def on_disable_response(
+        self, broker_id: int, work: DisableWork, errors: Sequence[TieredError | None]
+    ) -> None:
+        raise AssertionError("no request is sent")
+
+    def on_assign_response(
+        self, broker_id: int, work: AssignWork, errors: Sequence[TieredError | None]
+    ) -> None:
+        raise AssertionError("no request is sent")
+
+    def on_remove_response(
+        self, broker_id: int, work: RemoveWork, errors: Sequence[TieredError | None]
+    ) -> None:
+        raise AssertionError("no request is sent")
+
+    def on_stale_controller_epoch(self, broker_id: int, message: str) -> None:
+        raise AssertionError("no request is sent")
+
+
+def test_a_channel_backs_off_more_each_failure_until_its_broker_comes_back(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Backoff long enough that only a wake starts the next round.
+    channel = BrokerChannel(7, _UnreachableBroker(), ExponentialBackoff(60.0, 600.0), 1.0)
+    attempts: list[int] = []
+
+    def attempt() -> int:
+        before = len(attempts)
+        channel.wake()
+
+        def logged() -> bool:
+            attempts[:] = [
+                int(found.group(1))
+                for r in caplog.records
+                if r.name == "controller.broker_channel"
+                and (found := re.search(r"request failed \(attempt (\d+)", r.getMessage()))
+            ]
+            return len(attempts) > before
+
+        poll_until(logged, what="a failed round")
+        return attempts[-1]
+
+    try:
+        with caplog.at_level(logging.WARNING, logger="controller.broker_channel"):
+            assert [attempt(), attempt()] == [1, 2]
+            channel.reset_backoff()  # the broker re-registered
+            assert attempt() == 1
+    finally:
+        channel.close()
+
+
+def test_fetch_metadata_needs_a_store_that_is_a_metadata_log(controller: Controller) -> None:
+    store = mock.create_autospec(MetadataStore, instance=True)
+    store.mode = "zookeeper"
+    servicer = ControllerServicer(controller.brokers, controller.term, store, threading.Event())
+    responses = list(servicer.FetchMetadata(pb.FetchMetadataRequest(from_offset=0), mock.Mock()))
+    assert [r.error.code for r in responses] == [ErrorCode.INVALID_REQUEST.value]
+    assert "needs metadata.store=kraft, not zookeeper" in responses[0].error.message
+    # The KRaft store is one: the same call streams its log.
+    kraft = ControllerServicer(
+        controller.brokers, controller.term, controller.store, threading.Event()
+    )
+    first = next(kraft.FetchMetadata(pb.FetchMetadataRequest(from_offset=0), mock.Mock()))
+    assert first.error.code == ErrorCode.NONE.value and first.next_offset > 0

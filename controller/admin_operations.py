@@ -1,0 +1,251 @@
+"""The admin operations of the active controller (AdminService, in plain Python): create,
+delete, alter and describe topics, describe the cluster.
+
+A change is validated (nothing persisted on rejection), persisted through the term (state and
+epoch with the config, in one write), applied to the image, then passed on: a disable is queued
+with ``DisableCompletion`` and every change is owed to the hosting brokers through the
+``BrokerRegistry``, whose channels send it outside the lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from controller.broker_registry import BrokerRegistry
+from controller.delete_jobs import DeleteJobSupervisor
+from controller.disable_completion import DisableCompletion
+from controller.leadership import Term
+from controller.log_dirs import LogDirsClient, PartitionState
+from controller.store import MetadataStore
+from controller.tiered_state import initial_topic_state, plan_config_change
+from tiered import failpoints
+from tiered.cluster.model import BrokerRegistration, DeleteJob, TopicMetadata
+from tiered.config import (
+    disable_policy,
+    validate_partition_count,
+    validate_topic_config_keys,
+    validate_topic_configs,
+    validate_topic_name,
+)
+from tiered.errors import ErrorCode, TieredError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TopicView:
+    topic: TopicMetadata
+    acks_owed: int = 0
+    acks_total: int = 0
+    owed_partitions: frozenset[int] = frozenset()
+    partition_states: Mapping[int, PartitionState | None] = field(default_factory=dict)
+    delete_job: DeleteJob | None = None  # the topic's latest bulk delete, freshest progress
+
+    @property
+    def disable_policy(self) -> str:
+        return disable_policy(self.topic.configs).value
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    controller_id: int
+    controller_epoch: int
+    controller_endpoint: str
+    metadata_mode: str
+    brokers: Sequence[tuple[BrokerRegistration, bool]]  # (registration, fenced)
+
+
+def _unknown_topic(name: str) -> TieredError:
+    return TieredError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+
+
+class AdminOperations:
+    def __init__(
+        self,
+        node_id: int,
+        endpoint: str,
+        store: MetadataStore,
+        term: Term,
+        brokers: BrokerRegistry,
+        disablements: DisableCompletion,
+        jobs: DeleteJobSupervisor,
+        log_dirs: LogDirsClient,
+    ) -> None:
+        self._node_id = node_id
+        self._endpoint = endpoint
+        self._store = store
+        self._term = term
+        self._brokers = brokers
+        self._disablements = disablements
+        self._jobs = jobs
+        self._log_dirs = log_dirs
+
+    def create_topic(
+        self, name: str, partitions: int, configs: Mapping[str, str], validate_only: bool = False
+    ) -> TopicMetadata:
+        validate_topic_name(name)
+        validate_partition_count(partitions)
+        normalized = validate_topic_configs(configs)
+        with self._term.lock:
+            self._term.require_active()
+            if name in self._term.image.topics:
+                raise TieredError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+            live = self._brokers.live_ids()
+            if not live:
+                raise TieredError(
+                    ErrorCode.INVALID_REPLICATION_FACTOR,
+                    "no live brokers to host the partitions (replication factor 1)",
+                )
+            start = random.randrange(len(live))
+            replicas = tuple(live[(start + p) % len(live)] for p in range(partitions))
+            state, epoch = initial_topic_state(normalized)
+            topic = TopicMetadata(name, uuid.uuid4(), replicas, normalized, state, epoch)
+            if validate_only:
+                return topic
+            self._term.persist(lambda: self._store.create_topic(topic))
+            self._term.image.put_topic(topic)
+            self._brokers.topic_changed(topic)
+        log.info(
+            "Created topic %s (%s): %d partitions on brokers %s, tiered %s",
+            name,
+            topic.topic_id,
+            partitions,
+            sorted(set(replicas)),
+            state.value,
+        )
+        return topic
+
+    def delete_topic(self, name: str) -> None:
+        with self._term.lock:
+            self._term.require_active()
+            topic = self._topic(name)
+            self._term.persist(lambda: self._store.delete_topic(topic))
+            self._term.image.remove_topic(topic.topic_id)
+            self._disablements.forget(name)
+            self._brokers.topic_deleted(topic)
+        log.info("Deleted topic %s (%s)", name, topic.topic_id)
+
+    def alter_configs(
+        self,
+        name: str,
+        configs: Mapping[str, str] | None = None,
+        set_: Mapping[str, str] | None = None,
+        delete: Sequence[str] = (),
+        validate_only: bool = False,
+    ) -> TopicMetadata:
+        """Replaces the topic's configs (``configs``) or sets and deletes keys; a change of
+        ``remote.storage.enable`` fires the state machine. Persisted before brokers are told."""
+        with self._term.lock:
+            self._term.require_active()
+            before = self._topic(name)
+            requested: set[str] | None = None
+            if configs is not None:
+                new = dict(configs)
+            else:
+                # The set keys are checked with the whole new set below; a deleted key would
+                # only vanish from it, so a typo there is caught here, before anything changes.
+                validate_topic_config_keys(delete)
+                new = dict(before.configs)
+                for key in delete:
+                    new.pop(key, None)
+                new.update(set_ or {})
+                requested = {*delete, *(set_ or {})}
+            after, trigger = plan_config_change(before, new, requested_keys=requested)
+            if validate_only or after == before:
+                return after
+            self._term.persist(lambda: self._store.update_topic(before, after))
+            if trigger == "disable":
+                failpoints.hit("controller.disable.persisted")
+            self._term.image.put_topic(after)
+            if trigger == "disable":
+                self._disablements.enqueue(after)
+            self._brokers.topic_changed(after)
+        if trigger is not None:
+            log.info(
+                "Topic %s: %s -> %s, tiered epoch %d (policy %s)",
+                name,
+                before.tiered_state.value,
+                after.tiered_state.value,
+                after.tiered_epoch,
+                disable_policy(after.configs).value,
+            )
+        return after
+
+    def describe_topics(
+        self, names: Sequence[str] = (), include_partition_state: bool = False
+    ) -> list[TopicView | TieredError]:
+        """One view or error per name (every topic when ``names`` is empty). With
+        ``include_partition_state`` the hosting brokers are asked, outside the lock."""
+        with self._term.lock:
+            self._term.require_active()
+            topics = self._term.image.topics
+            jobs = self._jobs.latest()
+            views: list[TopicView | TieredError] = []
+            for name in list(names) or sorted(topics):
+                topic = topics.get(name)
+                if topic is None:
+                    views.append(_unknown_topic(name))
+                    continue
+                owed, total, owed_partitions = self._disablements.progress(name)
+                views.append(
+                    TopicView(
+                        topic,
+                        owed,
+                        total,
+                        owed_partitions,
+                        delete_job=jobs.get(topic.topic_id),
+                    )
+                )
+            endpoints = self._brokers.endpoints()
+        if not include_partition_state:
+            return views
+        return self._with_partition_states(views, endpoints)
+
+    def _with_partition_states(
+        self, views: list[TopicView | TieredError], endpoints: Mapping[int, str]
+    ) -> list[TopicView | TieredError]:
+        wanted = {
+            b for v in views if isinstance(v, TopicView) for b in v.topic.replicas if b in endpoints
+        }
+        reports = self._log_dirs.describe({b: endpoints[b] for b in wanted})
+        result: list[TopicView | TieredError] = []
+        for v in views:
+            if isinstance(v, TieredError):
+                result.append(v)
+                continue
+            states: dict[int, PartitionState | None] = {}
+            for p, b in enumerate(v.topic.replicas):
+                states[p] = reports.get(b, {}).get((v.topic.topic_id, p))
+            result.append(replace(v, partition_states=states))
+        return result
+
+    def describe_configs(self, name: str) -> TopicMetadata:
+        with self._term.lock:
+            self._term.require_active()
+            return self._topic(name)
+
+    def describe_cluster(self) -> ClusterView:
+        with self._term.lock:
+            epoch = self._term.require_active()
+            return ClusterView(
+                self._node_id,
+                epoch,
+                self._endpoint,
+                self._store.mode,
+                self._brokers.registrations(),
+            )
+
+    def active_controller(self) -> tuple[int, str] | None:
+        """(id, endpoint) of the active controller as the store knows it, for NOT_CONTROLLER
+        answers; raises ``MetadataStoreError`` when the store cannot tell."""
+        return self._store.active_controller()
+
+    def _topic(self, name: str) -> TopicMetadata:
+        topic = self._term.image.topics.get(name)
+        if topic is None:
+            raise _unknown_topic(name)
+        return topic
