@@ -1,7 +1,8 @@
 """AdminClient: the Python client of the controller's AdminService (what the CLIs use).
 
-Results are plain frozen dataclasses; protobuf stays inside this module. Domain errors in a response
-raise ``TieredError`` with the response's code; gRPC INVALID_ARGUMENT raises ``INVALID_REQUEST``.
+Results are plain frozen dataclasses (``tiered.admin_serde``, re-exported here); protobuf stays
+inside these two modules. Domain errors in a response raise ``TieredError`` with the response's
+code; a failed RPC raises what ``tiered.rpc.status.error_from_rpc`` makes of its status.
 
 ``bootstrap`` is a comma list of ``host:port`` (controllers or brokers). The client finds the active
 controller by asking each address in turn for DescribeCluster; a standby answers NOT_CONTROLLER and
@@ -9,7 +10,7 @@ may name the active controller's endpoint, which is tried next. The first addres
 without an error is cached. When the cached address later answers NOT_CONTROLLER or is UNAVAILABLE,
 or when only standbys answer (an election is in progress: the old controller's session has not
 expired yet), the client rediscovers and retries the call until its timeout, like Kafka's admin
-client with a retriable error (``ControllerRetry`` decides how often and how long; inject another
+client with a retriable error (a ``ControllerRetry`` decides how often and how long; inject another
 one to change that). When no address answers at all it fails at once: a wrong bootstrap address
 should not cost the operator the whole timeout.
 """
@@ -17,19 +18,33 @@ should not cost the operator the whole timeout.
 from __future__ import annotations
 
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 import grpc
 from google.protobuf.message import Message
 
-from tiered.cluster.model import TieredState
+from tiered.admin_serde import (
+    AlterResult,
+    BrokerDescription,
+    ClusterDescription,
+    ConfigEntry,
+    DeleteJobDescription,
+    PartitionDescription,
+    TopicDescription,
+    alter_result_from_proto,
+    cluster_from_proto,
+    not_controller_error,
+    raise_if_error,
+    topic_from_proto,
+    topic_id_from_bytes,
+)
 from tiered.config import INT32_MAX
 from tiered.errors import ErrorCode, TieredError
-from tiered.rpc.v1 import broker_pb2, metadata_pb2
+from tiered.retry import RetryPolicy
+from tiered.rpc.channels import ChannelCache, ChannelCacheClosedError
+from tiered.rpc.status import error_from_proto, error_from_rpc
 from tiered.rpc.v1 import controller_pb2 as pb
 from tiered.rpc.v1 import controller_pb2_grpc as pb_grpc
 
@@ -50,93 +65,9 @@ R = TypeVar("R")
 
 DEFAULT_DISCOVERY_TIMEOUT_S = 3.0
 
-# --------------------------------------------------------------------------------- results
-
-
-@dataclass(frozen=True)
-class PartitionDescription:
-    partition: int
-    leader: int
-    leader_available: bool
-    # None when the controller did not report offsets (no partition state asked for, or the
-    # leader did not answer).
-    log_start_offset: int | None
-    local_log_start_offset: int | None
-    log_end_offset: int | None
-    remote_log_start_offset: int  # -1: nothing in remote storage
-    remote_log_size_bytes: int
-    remote_segment_count: int
-    remote_delete_state: str
-    disable_acked: bool
-    # The topic's latest delete job (delete policy): objects listed (-1: not yet) and deleted.
-    delete_objects_total: int = -1
-    delete_objects_deleted: int = 0
-    delete_done: bool = False
-
-
-@dataclass(frozen=True)
-class DeleteJobDescription:
-    """A bulk delete of remote data below ``tiered_epoch`` and how far it got."""
-
-    state: str  # PENDING | RUNNING | DONE
-    tiered_epoch: int
-    attempts: int
-    last_error: str
-    objects_total: int
-    objects_deleted: int
-    partitions_done: int
-    partition_count: int
-
-
-@dataclass(frozen=True)
-class TopicDescription:
-    name: str
-    topic_id: uuid.UUID
-    tiered_state: TieredState
-    tiered_epoch: int
-    configs: dict[str, str]  # keys set on the topic only
-    partitions: list[PartitionDescription]
-    disable_acks_owed: int  # DISABLING: partitions whose broker has not acked yet
-    disable_acks_total: int
-    disable_policy: str  # of the current or last disablement; "" if none
-    delete_job: DeleteJobDescription | None = None
-
-    @property
-    def disable_acks_done(self) -> int:
-        return self.disable_acks_total - self.disable_acks_owed
-
-
-@dataclass(frozen=True)
-class ConfigEntry:
-    name: str
-    value: str
-    is_default: bool
-
-
-@dataclass(frozen=True)
-class AlterResult:
-    tiered_state: TieredState  # after the change
-    tiered_epoch: int
-
-
-@dataclass(frozen=True)
-class BrokerDescription:
-    broker_id: int
-    host: str
-    port: int
-    fenced: bool
-
-
-@dataclass(frozen=True)
-class ClusterDescription:
-    controller_id: int
-    controller_epoch: int
-    controller_endpoint: str
-    metadata_mode: str  # kraft | zookeeper
-    brokers: list[BrokerDescription] = field(default_factory=list)
-
-
-# --------------------------------------------------------------------------------- retry
+# How a call is retried after the controller moved: RetryPolicy's defaults are the AdminClient's
+# (50 ms doubling to 1 s, until the call's timeout); the name is the one README gives.
+ControllerRetry = RetryPolicy
 
 
 class ControllerMovedError(Exception):
@@ -148,166 +79,8 @@ class ControllerMovedError(Exception):
         self.error = error
 
 
-@dataclass(frozen=True)
-class ControllerRetry:
-    """How a call is retried after the controller moved: at most ``max_tries`` attempts in all
-    (None: as many as fit), within ``deadline_s`` of the first, waiting ``delay_s`` (times
-    ``backoff`` per attempt, capped at ``max_delay_s``) in between. Stateless: one policy serves
-    every call."""
-
-    max_tries: int | None = None
-    deadline_s: float = 30.0
-    delay_s: float = 0.05
-    backoff: float = 2.0
-    max_delay_s: float = 1.0
-    sleep: Callable[[float], None] = time.sleep
-    clock: Callable[[], float] = time.monotonic
-
-    def __call__(self, attempt: Callable[[], R]) -> R:
-        start = self.clock()
-        delay = self.delay_s
-        tries = 0
-        while True:
-            try:
-                return attempt()
-            except ControllerMovedError as moved:
-                tries += 1
-                out_of_tries = self.max_tries is not None and tries >= self.max_tries
-                if out_of_tries or self.clock() + delay - start > self.deadline_s:
-                    raise moved.error from None
-            self.sleep(delay)
-            delay = min(delay * self.backoff, self.max_delay_s)
-
-
-# --------------------------------------------------------------------------------- conversions
-
-_STATES: dict[int, TieredState] = {
-    metadata_pb2.ENABLED: TieredState.ENABLED,
-    metadata_pb2.DISABLING: TieredState.DISABLING,
-    metadata_pb2.DISABLED: TieredState.DISABLED,
-    # Unset: a topic that was never tiered (DESIGN.md section 4: DISABLED, epoch 0).
-    metadata_pb2.TIERED_STATE_UNSPECIFIED: TieredState.DISABLED,
-}
-
-
-def _state(value: int) -> TieredState:
-    try:
-        return _STATES[value]
-    except KeyError:
-        raise TieredError(
-            ErrorCode.UNKNOWN_SERVER_ERROR, f"unknown tiered state {value} in the response"
-        ) from None
-
-
-def _error(error: broker_pb2.Error) -> TieredError | None:
-    if error.code == 0:
-        return None
-    try:
-        code = ErrorCode(error.code)
-    except ValueError:
-        label = error.name or "UNKNOWN"
-        return TieredError(
-            ErrorCode.UNKNOWN_SERVER_ERROR, f"{label} ({error.code}): {error.message}"
-        )
-    return TieredError(code, error.message or "(no details)")
-
-
-def _topic_id(raw: bytes) -> uuid.UUID:
-    try:
-        return uuid.UUID(bytes=raw)
-    except ValueError:
-        raise TieredError(
-            ErrorCode.UNKNOWN_SERVER_ERROR, f"malformed topic id {raw.hex()!r} in the response"
-        ) from None
-
-
-def _partition(message: pb.PartitionDescription) -> PartitionDescription:
-    has_offsets = message.HasField("offsets")
-    offsets = message.offsets
-    return PartitionDescription(
-        partition=message.partition,
-        leader=message.leader,
-        leader_available=message.leader_available,
-        log_start_offset=offsets.log_start_offset if has_offsets else None,
-        local_log_start_offset=offsets.local_log_start_offset if has_offsets else None,
-        log_end_offset=offsets.log_end_offset if has_offsets else None,
-        remote_log_start_offset=message.remote_log_start_offset,
-        remote_log_size_bytes=message.remote_log_size_bytes,
-        remote_segment_count=message.remote_segment_count,
-        remote_delete_state=message.remote_delete_state,
-        disable_acked=message.disable_acked,
-        delete_objects_total=message.delete_objects_total,
-        delete_objects_deleted=message.delete_objects_deleted,
-        delete_done=message.delete_done,
-    )
-
-
-def _topic(message: pb.TopicDescription) -> TopicDescription:
-    return TopicDescription(
-        name=message.name,
-        topic_id=_topic_id(message.topic_id),
-        tiered_state=_state(message.tiered_state),
-        tiered_epoch=message.tiered_epoch,
-        configs=dict(sorted(message.configs.items())),
-        partitions=sorted((_partition(p) for p in message.partitions), key=lambda p: p.partition),
-        disable_acks_owed=message.disable_acks_owed,
-        disable_acks_total=message.disable_acks_total,
-        disable_policy=message.disable_policy,
-        delete_job=_delete_job(message.delete_job) if message.HasField("delete_job") else None,
-    )
-
-
-def _delete_job(message: pb.DeleteJobDescription) -> DeleteJobDescription:
-    return DeleteJobDescription(
-        state=message.state,
-        tiered_epoch=message.tiered_epoch,
-        attempts=message.attempts,
-        last_error=message.last_error,
-        objects_total=message.objects_total,
-        objects_deleted=message.objects_deleted,
-        partitions_done=message.partitions_done,
-        partition_count=message.partition_count,
-    )
-
-
-def _alter_result(response: pb.AlterConfigsResponse) -> AlterResult:
-    _raise_if_error(response.error)
-    return AlterResult(_state(response.tiered_state), response.tiered_epoch)
-
-
-def _raise_if_error(error: broker_pb2.Error) -> None:
-    exc = _error(error)
-    if exc is not None:
-        raise exc
-
-
-def _not_controller(response: Any) -> broker_pb2.Error | None:
-    """The NOT_CONTROLLER error of a standby's answer, if it is one: in the response's ``error``
-    or, for the responses without one (CreateTopics, DeleteTopics, DescribeTopics), in any of
-    its per-topic results."""
-    errors: list[broker_pb2.Error] = []
-    if isinstance(getattr(response, "error", None), broker_pb2.Error):
-        errors.append(response.error)
-    for item in [*getattr(response, "results", ()), *getattr(response, "topics", ())]:
-        errors.append(item.error)
-    for error in errors:
-        if error.code == ErrorCode.NOT_CONTROLLER:
-            return error
-    return None
-
-
-def _grpc_details(e: grpc.RpcError) -> str:
-    details = cast(grpc.Call, e).details() or ""
-    # Servicers put the error name in front already (broker/servicer.py); don't double it.
-    for prefix in (f"{ErrorCode.INVALID_REQUEST.name}: ", f"{ErrorCode.INVALID_REQUEST.name}:"):
-        if details.startswith(prefix):
-            return details[len(prefix) :].strip()
-    return details
-
-
-def _grpc_code(e: grpc.RpcError) -> grpc.StatusCode | None:
-    code = cast(grpc.Call, e).code()
-    return code if isinstance(code, grpc.StatusCode) else None
+def _give_up(moved: ControllerMovedError, _tries: int) -> TieredError:
+    return moved.error
 
 
 def parse_bootstrap(bootstrap: str) -> list[str]:
@@ -358,7 +131,7 @@ class AdminClient:
         bootstrap: str,
         timeout_s: float = 30.0,
         *,
-        retry: ControllerRetry | None = None,
+        retry: RetryPolicy | None = None,
         discovery_timeout_s: float = DEFAULT_DISCOVERY_TIMEOUT_S,
     ) -> None:
         if timeout_s <= 0:
@@ -368,9 +141,8 @@ class AdminClient:
         self._retry = retry if retry is not None else ControllerRetry(deadline_s=timeout_s)
         self._discovery_timeout_s = min(discovery_timeout_s, timeout_s)
         self._lock = threading.Lock()
-        self._channels: dict[str, tuple[grpc.Channel, Any]] = {}
+        self._stubs = ChannelCache(pb_grpc.AdminServiceStub)
         self._controller: str | None = None
-        self._closed = False
 
     # -- lifecycle
 
@@ -381,13 +153,9 @@ class AdminClient:
         self.close()
 
     def close(self) -> None:
+        self._stubs.close()
         with self._lock:
-            self._closed = True
-            channels = list(self._channels.values())
-            self._channels.clear()
             self._controller = None
-        for channel, _stub in channels:
-            channel.close()
 
     @property
     def controller_address(self) -> str | None:
@@ -411,16 +179,16 @@ class AdminClient:
         )
         response = self._call("CreateTopics", request, pb.CreateTopicsResponse)
         result = self._result_for(name, response.results)
-        _raise_if_error(result.error)
+        raise_if_error(result.error)
         if validate_only and not result.topic_id:
             return uuid.UUID(int=0)
-        return _topic_id(result.topic_id)
+        return topic_id_from_bytes(result.topic_id)
 
     def delete_topic(self, name: str) -> None:
         response = self._call(
             "DeleteTopics", pb.DeleteTopicsRequest(names=[name]), pb.DeleteTopicsResponse
         )
-        _raise_if_error(self._result_for(name, response.results).error)
+        raise_if_error(self._result_for(name, response.results).error)
 
     def describe_topics(
         self, names: Iterable[str] | None = None, include_partition_state: bool = True
@@ -433,8 +201,8 @@ class AdminClient:
         )
         response = self._call("DescribeTopics", request, pb.DescribeTopicsResponse)
         for message in response.topics:
-            _raise_if_error(message.error)
-        topics = [_topic(message) for message in response.topics]
+            raise_if_error(message.error)
+        topics = [topic_from_proto(message) for message in response.topics]
         if not wanted:
             return sorted(topics, key=lambda t: t.name)
         by_name = {t.name: t for t in topics}
@@ -452,7 +220,7 @@ class AdminClient:
         response = self._call(
             "DescribeConfigs", pb.DescribeConfigsRequest(topic=topic), pb.DescribeConfigsResponse
         )
-        _raise_if_error(response.error)
+        raise_if_error(response.error)
         return [ConfigEntry(e.name, e.value, e.is_default) for e in response.entries]
 
     def alter_configs(
@@ -462,7 +230,7 @@ class AdminClient:
         request = pb.AlterConfigsRequest(
             topic=topic, configs=dict(configs), validate_only=validate_only
         )
-        return _alter_result(self._call("AlterConfigs", request, pb.AlterConfigsResponse))
+        return alter_result_from_proto(self._call("AlterConfigs", request, pb.AlterConfigsResponse))
 
     def incremental_alter_configs(
         self,
@@ -475,23 +243,13 @@ class AdminClient:
         request = pb.IncrementalAlterConfigsRequest(
             topic=topic, set=dict(set or {}), delete=list(delete), validate_only=validate_only
         )
-        return _alter_result(
+        return alter_result_from_proto(
             self._call("IncrementalAlterConfigs", request, pb.AlterConfigsResponse)
         )
 
     def describe_cluster(self) -> ClusterDescription:
-        response = self._call(
-            "DescribeCluster", pb.DescribeClusterRequest(), pb.DescribeClusterResponse
-        )
-        _raise_if_error(response.error)
-        return ClusterDescription(
-            controller_id=response.controller_id,
-            controller_epoch=response.controller_epoch,
-            controller_endpoint=response.controller_endpoint,
-            metadata_mode=response.metadata_mode,
-            brokers=[
-                BrokerDescription(b.broker_id, b.host, b.port, b.fenced) for b in response.brokers
-            ],
+        return cluster_from_proto(
+            self._call("DescribeCluster", pb.DescribeClusterRequest(), pb.DescribeClusterResponse)
         )
 
     # -- plumbing
@@ -505,22 +263,17 @@ class AdminClient:
             return results[0]
         raise TieredError(ErrorCode.UNKNOWN_SERVER_ERROR, f"no result for topic {name!r}")
 
-    def _stub(self, address: str) -> Any:
-        with self._lock:
-            if self._closed:
-                raise TieredError(ErrorCode.INVALID_REQUEST, "the AdminClient is closed")
-            entry = self._channels.get(address)
-            if entry is None:
-                channel = grpc.insecure_channel(address)
-                entry = (channel, pb_grpc.AdminServiceStub(channel))  # type: ignore[no-untyped-call]
-                self._channels[address] = entry
-            return entry[1]
+    def _stub(self, address: str) -> pb_grpc.AdminServiceStub:
+        try:
+            return self._stubs.get(address)
+        except ChannelCacheClosedError:
+            raise TieredError(ErrorCode.INVALID_REQUEST, "the AdminClient is closed") from None
 
     def _call(self, method: str, request: Message, response_type: type[R]) -> R:
         def attempt() -> R:
             address = self._controller or self._discover()
             response = self._invoke(address, method, request, self.timeout_s)
-            error = _not_controller(response)
+            error = not_controller_error(response)
             if error is not None:
                 self._forget(address)
                 raise ControllerMovedError(
@@ -531,7 +284,7 @@ class AdminClient:
                 )
             return cast(R, response)
 
-        return self._retry(attempt)
+        return self._retry(attempt, retry_on=ControllerMovedError, give_up=_give_up)
 
     def _forget(self, address: str) -> None:
         with self._lock:
@@ -540,34 +293,22 @@ class AdminClient:
 
     def _invoke(self, address: str, method: str, request: Message, timeout_s: float) -> Any:
         """One RPC; domain errors stay in the response, gRPC failures become TieredErrors
-        (UNAVAILABLE: ControllerMovedError, for the retry policy)."""
+        named ``{method} to {address}: ...`` (UNAVAILABLE: ControllerMovedError, for the retry
+        policy). An invalid request is the operator's own: told in the servicer's words alone."""
         try:
             return getattr(self._stub(address), method)(request, timeout=timeout_s)
         except grpc.RpcError as e:
-            code = _grpc_code(e)
-            details = _grpc_details(e)
-            if code is grpc.StatusCode.INVALID_ARGUMENT:
-                raise TieredError(ErrorCode.INVALID_REQUEST, details) from None
-            if code is grpc.StatusCode.UNAVAILABLE:
-                self._forget(address)
-                raise ControllerMovedError(
-                    TieredError(
-                        ErrorCode.BROKER_NOT_AVAILABLE,
-                        f"controller at {address} is unavailable: {details}",
-                    )
-                ) from None
-            if code is grpc.StatusCode.DEADLINE_EXCEEDED:
-                # Not retried (a write may have been applied), but the next call rediscovers:
-                # a controller that stopped answering (paused, partitioned) is likely deposed.
-                self._forget(address)
-                raise TieredError(
-                    ErrorCode.REQUEST_TIMED_OUT,
-                    f"{method} to {address} got no answer within {timeout_s:g}s",
-                ) from None
-            name = code.name if code is not None else "UNKNOWN"
-            raise TieredError(
-                ErrorCode.UNKNOWN_SERVER_ERROR, f"{method} to {address} failed: {name}: {details}"
-            ) from None
+            failure = error_from_rpc(
+                e, f"{method} to {address}", timeout_s, name_call_if_invalid=False
+            )
+        if failure.code is ErrorCode.BROKER_NOT_AVAILABLE:
+            self._forget(address)
+            raise ControllerMovedError(failure)
+        if failure.code is ErrorCode.REQUEST_TIMED_OUT:
+            # Not retried (a write may have been applied), but the next call rediscovers: a
+            # controller that stopped answering (paused, partitioned) is likely deposed.
+            self._forget(address)
+        raise failure
 
     def _discover(self) -> str:
         """Find the active controller: DescribeCluster on each bootstrap address (and each
@@ -586,13 +327,14 @@ class AdminClient:
                     pb.DescribeClusterRequest(),
                     self._discovery_timeout_s,
                 )
-            except ControllerMovedError as moved:
-                failures[address] = moved.error.message.removeprefix(f"controller at {address} is ")
+            except (ControllerMovedError, TieredError) as e:
+                failed = e.error if isinstance(e, ControllerMovedError) else e
+                told = failed.message.removeprefix(f"DescribeCluster to {address}: ")
+                # "unavailable: ..." says it all; the code would only repeat it.
+                unavailable = failed.code is ErrorCode.BROKER_NOT_AVAILABLE
+                failures[address] = told if unavailable else f"{failed.code.name}: {told}"
                 continue
-            except TieredError as e:
-                failures[address] = f"{e.code.name}: {e.message}"
-                continue
-            error = _error(response.error)
+            error = error_from_proto(response.error)
             if error is None:
                 with self._lock:
                     self._controller = address

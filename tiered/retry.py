@@ -1,10 +1,23 @@
-"""Retry policies as injected objects (in the spirit of kazoo's ``KazooRetry``): the caller owns
-the loop, the policy owns the timing."""
+"""Retrying, in one shape (kazoo's ``KazooRetry``): a caller hands an attempt to an injected
+``RetryPolicy``, which runs the loop within its tries and deadline and sleeps the delays of its
+``ExponentialBackoff`` schedule in between.
+
+A sender thread that owns its own loop (it waits on events, not in ``sleep``) uses the schedule
+alone: ``ExponentialBackoff.delay_s(attempt)``.
+"""
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+__all__ = ["ExponentialBackoff", "RetryPolicy"]
+
+R = TypeVar("R")
+E = TypeVar("E", bound=BaseException)
 
 
 @dataclass(frozen=True)
@@ -28,3 +41,67 @@ class ExponentialBackoff:
         ceiling = min(self.max_s, self.initial_s * self.multiplier ** min(attempt, 64))
         r = (rng or random).random()
         return ceiling * (1 - self.jitter * r)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """At most ``max_tries`` attempts in all (None: as many as the deadline allows), none started
+    later than ``deadline_s`` after the first (None: no deadline), waiting
+    ``ExponentialBackoff(delay_s, max_delay_s, backoff, jitter)`` in between. Stateless: one
+    policy serves every call, from any thread. ``sleep`` and ``clock`` are injectable for
+    tests."""
+
+    max_tries: int | None = None
+    deadline_s: float | None = 30.0
+    delay_s: float = 0.05
+    backoff: float = 2.0
+    max_delay_s: float = 1.0
+    jitter: float = 0.0
+    sleep: Callable[[float], None] = time.sleep
+    clock: Callable[[], float] = time.monotonic
+    schedule: ExponentialBackoff = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.max_tries is not None and self.max_tries < 1:
+            raise ValueError(f"max_tries must be at least 1, not {self.max_tries}")
+        if self.deadline_s is not None and self.deadline_s < 0:
+            raise ValueError(f"deadline_s must not be negative, not {self.deadline_s}")
+        schedule = ExponentialBackoff(self.delay_s, self.max_delay_s, self.backoff, self.jitter)
+        object.__setattr__(self, "schedule", schedule)  # frozen: derived once, here
+
+    def __call__(
+        self,
+        attempt: Callable[[], R],
+        *,
+        retry_on: type[E] | tuple[type[E], ...],
+        retry_if: Callable[[E], bool] | None = None,
+        on_retry: Callable[[E, int, float], None] | None = None,
+        give_up: Callable[[E, int], BaseException] | None = None,
+    ) -> R:
+        """``attempt()``'s result. An exception of a ``retry_on`` type for which ``retry_if``
+        (default: always) holds is retried while tries and deadline allow, telling
+        ``on_retry(error, tries_so_far, delay_s)`` first; when it is not retried, what
+        ``give_up(error, tries)`` returns is raised (default: the error itself). Any other
+        exception propagates at once."""
+        start = self.clock()
+        tries = 0
+        while True:
+            try:
+                return attempt()
+            except retry_on as error:
+                tries += 1
+                retry = retry_if is None or retry_if(error)
+                delay = self.schedule.delay_s(tries - 1) if retry else 0.0
+                if not (retry and self._allows(tries, self.clock() + delay - start)):
+                    if give_up is None:
+                        raise
+                    raise give_up(error, tries) from None
+                if on_retry is not None:
+                    on_retry(error, tries, delay)
+            self.sleep(delay)
+
+    def _allows(self, tries: int, next_start_s: float) -> bool:
+        """Whether attempt ``tries + 1``, starting ``next_start_s`` after the first, may run."""
+        if self.max_tries is not None and tries >= self.max_tries:
+            return False
+        return self.deadline_s is None or next_start_s <= self.deadline_s

@@ -3,9 +3,10 @@
 The leader of a partition comes from the controller (``AdminClient.describe_topic``), the broker's
 endpoint from ``describe_cluster``; each broker endpoint gets one gRPC channel. A request that fails
 with an error that a new leader or a little patience may cure (NOT_LEADER_OR_FOLLOWER, a broker
-that does not host the partition yet, an unreachable broker, no leader) is retried with capped
-exponential backoff, describing the topic and the cluster afresh before each new attempt; other
-errors, and the last one when the attempts run out, raise ``TieredError``.
+that does not host the partition yet, an unreachable broker, no leader) is retried under the
+client's ``RetryPolicy`` (capped exponential backoff), describing the topic and the cluster afresh
+before each new attempt; other errors, and the last one when the attempts run out, raise
+``TieredError``.
 
 A Produce whose answer did not arrive in time is not retried: it may have been appended, and a
 retry could write the records twice. A Produce that failed to reach the broker at all
@@ -15,26 +16,25 @@ retry could write the records twice. A Produce that failed to reach the broker a
 from __future__ import annotations
 
 import sys
-import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import grpc
 from google.protobuf.message import Message
 
 from tiered.admin import AdminClient, TopicDescription
 from tiered.errors import ErrorCode, TieredError
-from tiered.retry import ExponentialBackoff
-from tiered.rpc.status import error_from_proto
+from tiered.retry import RetryPolicy
+from tiered.rpc.channels import ChannelCache
+from tiered.rpc.status import error_from_proto, error_from_rpc
 from tiered.rpc.v1 import broker_pb2 as pb
 from tiered.rpc.v1 import broker_pb2_grpc as pb_grpc
 from tiered.rpc.v1 import records_pb2
 
 __all__ = [
-    "DEFAULT_BACKOFF",
     "DEFAULT_MAX_ATTEMPTS",
+    "DEFAULT_RETRY",
     "RETRIABLE",
     "ConsumedRecord",
     "FetchResult",
@@ -45,7 +45,10 @@ __all__ = [
 ]
 
 DEFAULT_MAX_ATTEMPTS = 6
-DEFAULT_BACKOFF = ExponentialBackoff(initial_s=0.1, max_s=2.0)
+# Attempts, not a deadline, bound it: the producer's --retries counts them.
+DEFAULT_RETRY = RetryPolicy(
+    max_tries=DEFAULT_MAX_ATTEMPTS, deadline_s=None, delay_s=0.1, max_delay_s=2.0, jitter=0.2
+)
 
 # Errors worth another attempt after re-describing the leader. REQUEST_TIMED_OUT only for reads.
 RETRIABLE = frozenset(
@@ -111,18 +114,11 @@ def _record(message: pb.Record) -> ConsumedRecord:
     )
 
 
-def _grpc_error(e: grpc.RpcError, what: str, timeout_s: float) -> TieredError:
-    call = cast(grpc.Call, e)
-    code = call.code()
-    details = (call.details() or "").removeprefix(f"{ErrorCode.INVALID_REQUEST.name}: ")
-    if code is grpc.StatusCode.INVALID_ARGUMENT:
-        return TieredError(ErrorCode.INVALID_REQUEST, f"{what}: {details}")
-    if code is grpc.StatusCode.UNAVAILABLE:
-        return TieredError(ErrorCode.BROKER_NOT_AVAILABLE, f"{what}: unavailable: {details}")
-    if code is grpc.StatusCode.DEADLINE_EXCEEDED:
-        return TieredError(ErrorCode.REQUEST_TIMED_OUT, f"{what}: no answer within {timeout_s:g}s")
-    name = code.name if isinstance(code, grpc.StatusCode) else "UNKNOWN"
-    return TieredError(ErrorCode.UNKNOWN_SERVER_ERROR, f"{what}: {name}: {details}")
+def _gave_up(failed: _BrokerError, tries: int) -> TieredError:
+    error = failed.error
+    if tries == 1:
+        return error
+    return TieredError(error.code, f"{error.message} (gave up after {tries} attempts)")
 
 
 def warn_on_retry(error: TieredError, attempt: int, delay_s: float) -> None:
@@ -145,25 +141,18 @@ class PartitionClient:
         bootstrap: str,
         *,
         timeout_s: float = 30.0,
-        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-        backoff: ExponentialBackoff = DEFAULT_BACKOFF,
-        sleep: Callable[[float], None] = time.sleep,
+        retry: RetryPolicy = DEFAULT_RETRY,
         on_retry: Callable[[TieredError, int, float], None] | None = None,
     ) -> None:
         """``on_retry(error, attempt, delay_s)`` hears of each failed attempt that is retried
         (``attempt`` counts from 1), e.g. to warn on stderr as Kafka's producer logs."""
-        if max_attempts < 1:
-            raise ValueError(f"max_attempts must be at least 1, not {max_attempts}")
         self.admin = AdminClient(bootstrap, timeout_s=timeout_s)
         self.timeout_s = timeout_s
-        self.max_attempts = max_attempts
-        self._backoff = backoff
-        self._sleep = sleep
+        self._retry = retry
         self._on_retry = on_retry
-        self._lock = threading.Lock()
         self._topics: dict[str, TopicDescription] = {}
         self._brokers: dict[int, str] = {}
-        self._channels: dict[str, tuple[grpc.Channel, Any]] = {}
+        self._stubs = ChannelCache(pb_grpc.BrokerServiceStub)
 
     def __enter__(self) -> PartitionClient:
         return self
@@ -172,11 +161,7 @@ class PartitionClient:
         self.close()
 
     def close(self) -> None:
-        with self._lock:
-            channels = list(self._channels.values())
-            self._channels.clear()
-        for channel, _stub in channels:
-            channel.close()
+        self._stubs.close()
         self.admin.close()
 
     # -- metadata
@@ -216,21 +201,6 @@ class PartitionClient:
             cluster = self.admin.describe_cluster()
             self._brokers = {b.broker_id: f"{b.host}:{b.port}" for b in cluster.brokers}
         return self._brokers.get(broker_id)
-
-    def _stub(self, address: str) -> Any:
-        with self._lock:
-            entry = self._channels.get(address)
-            if entry is None:
-                channel = grpc.insecure_channel(address)
-                entry = (channel, pb_grpc.BrokerServiceStub(channel))  # type: ignore[no-untyped-call]
-                self._channels[address] = entry
-            return entry[1]
-
-    def _drop_channel(self, address: str) -> None:
-        with self._lock:
-            entry = self._channels.pop(address, None)
-        if entry is not None:
-            entry[0].close()
 
     # -- data path
 
@@ -286,31 +256,33 @@ class PartitionClient:
         *,
         idempotent: bool,
     ) -> Any:
-        attempt = 0
-        while True:
+        retried = False
+
+        def attempt() -> Any:
             # Controller errors (the topic is gone, no controller) are final: the AdminClient
             # has its own retry for a moving controller.
-            if attempt:
+            if retried:
                 self.topic(topic, refresh=True)
             described = self.check_partition(topic, partition)
-            try:
-                return self._attempt(described, partition, method, request, refresh=attempt > 0)
-            except _BrokerError as failed:
-                error = failed.error
-                retriable = error.code in RETRIABLE and (
-                    idempotent or error.code is not ErrorCode.REQUEST_TIMED_OUT
-                )
-                attempt += 1
-                if not retriable or attempt >= self.max_attempts:
-                    if attempt > 1:
-                        error = TieredError(
-                            error.code, f"{error.message} (gave up after {attempt} attempts)"
-                        )
-                    raise error from None
-            delay = self._backoff.delay_s(attempt - 1)
+            return self._attempt(described, partition, method, request, refresh=retried)
+
+        def retriable(failed: _BrokerError) -> bool:
+            code = failed.error.code
+            return code in RETRIABLE and (idempotent or code is not ErrorCode.REQUEST_TIMED_OUT)
+
+        def on_retry(failed: _BrokerError, tries: int, delay_s: float) -> None:
+            nonlocal retried
+            retried = True
             if self._on_retry is not None:
-                self._on_retry(error, attempt, delay)
-            self._sleep(delay)
+                self._on_retry(failed.error, tries, delay_s)
+
+        return self._retry(
+            attempt,
+            retry_on=_BrokerError,
+            retry_if=retriable,
+            on_retry=on_retry,
+            give_up=_gave_up,
+        )
 
     def _attempt(
         self,
@@ -340,13 +312,15 @@ class PartitionClient:
             topic_id=topic.topic_id.bytes, topic=topic.name, partition=partition
         )
         try:
-            response = getattr(self._stub(address), method)(request(tp), timeout=self.timeout_s)
+            response = getattr(self._stubs.get(address), method)(
+                request(tp), timeout=self.timeout_s
+            )
         except grpc.RpcError as e:
-            failure = _grpc_error(e, what, self.timeout_s)
+            failure = error_from_rpc(e, what, self.timeout_s)
             if failure.code is ErrorCode.BROKER_NOT_AVAILABLE:
                 # A fresh channel for the next attempt: a failed one waits out gRPC's own
                 # reconnect backoff (up to minutes) even after the broker is back.
-                self._drop_channel(address)
+                self._stubs.forget(address)
             raise _BrokerError(failure) from None
         error = error_from_proto(response.error)
         if error is not None:

@@ -30,11 +30,16 @@ import select
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import BinaryIO
 
 from tiered.cli.common import add_bootstrap_option, invalid, run
-from tiered.cli.partition_client import DEFAULT_MAX_ATTEMPTS, PartitionClient, warn_on_retry
+from tiered.cli.partition_client import (
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_RETRY,
+    PartitionClient,
+    warn_on_retry,
+)
 from tiered.errors import ErrorCode, TieredError
 
 __all__ = ["build_parser", "main"]
@@ -310,7 +315,9 @@ def main(argv: Sequence[str] | None = None, stdin: BinaryIO | None = None) -> in
 
     def body() -> int:
         with PartitionClient(
-            args.bootstrap_server, max_attempts=args.retries + 1, on_retry=warn_on_retry
+            args.bootstrap_server,
+            retry=replace(DEFAULT_RETRY, max_tries=args.retries + 1),
+            on_retry=warn_on_retry,
         ) as client:
             partitions: Iterator[int]
             if args.partition is None:

@@ -1,15 +1,18 @@
-"""The one place where exceptions become gRPC responses or status codes, for every servicer.
+"""The one place where errors cross the gRPC edge, both ways.
 
-Domain errors (``TieredError``) come back inside the response as an ``Error`` with Kafka's code
-and name; a malformed request (ValueError, TypeError) is INVALID_ARGUMENT; anything unexpected is
-logged and INTERNAL.
+Servicers (``handle``): domain errors (``TieredError``) come back inside the response as an
+``Error`` with Kafka's code and name; a malformed request (ValueError, TypeError) is
+INVALID_ARGUMENT; anything unexpected is logged and INTERNAL.
+
+Clients: an ``Error`` in a response becomes a ``TieredError`` again (``error_from_proto``), and so
+does a failed RPC's status (``error_from_rpc``).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import grpc
 
@@ -28,13 +31,51 @@ def error_to_proto(error: TieredError | None) -> pb.Error:
 
 
 def error_from_proto(error: pb.Error) -> TieredError | None:
+    """None for NONE; a code this client does not know is UNKNOWN_SERVER_ERROR naming it."""
     if error.code == 0:
         return None
     try:
         code = ErrorCode(error.code)
     except ValueError:
-        code = ErrorCode.UNKNOWN_SERVER_ERROR
-    return TieredError(code, error.message)
+        label = error.name or "UNKNOWN"
+        return TieredError(
+            ErrorCode.UNKNOWN_SERVER_ERROR, f"{label} ({error.code}): {error.message}"
+        )
+    return TieredError(code, error.message or "(no details)")
+
+
+# PERMISSION_DENIED joins these as CLUSTER_AUTHORIZATION_FAILED (31) once errors.py has that code
+# (DESIGN.md section 11); until then it is UNKNOWN_SERVER_ERROR naming the status, as is the rest.
+_CLIENT_CODES = {
+    grpc.StatusCode.INVALID_ARGUMENT: ErrorCode.INVALID_REQUEST,
+    grpc.StatusCode.UNAVAILABLE: ErrorCode.BROKER_NOT_AVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED: ErrorCode.REQUEST_TIMED_OUT,
+}
+
+
+def error_from_rpc(
+    e: grpc.RpcError, what: str, timeout_s: float, *, name_call_if_invalid: bool = True
+) -> TieredError:
+    """The ``TieredError`` a client raises for an RPC that failed with a gRPC status (returned,
+    not raised). ``what`` names the call (``"Produce on t-0 at broker 1 (h:9092)"``) and starts
+    the message: INVALID_ARGUMENT is INVALID_REQUEST in the servicer's words (without the
+    ``INVALID_REQUEST:`` that ``handle`` put in front; ``name_call_if_invalid=False`` leaves out
+    ``what`` too, for a request that is the operator's own), UNAVAILABLE is BROKER_NOT_AVAILABLE,
+    DEADLINE_EXCEEDED is REQUEST_TIMED_OUT after ``timeout_s``, and any other status is
+    UNKNOWN_SERVER_ERROR naming it."""
+    call = cast(grpc.Call, e)
+    status = call.code()
+    details = call.details() or ""
+    code = _CLIENT_CODES.get(status, ErrorCode.UNKNOWN_SERVER_ERROR)
+    if code is ErrorCode.INVALID_REQUEST:
+        told = details.removeprefix(f"{code.name}:").strip()
+        return TieredError(code, f"{what}: {told}" if name_call_if_invalid else told)
+    if code is ErrorCode.BROKER_NOT_AVAILABLE:
+        return TieredError(code, f"{what}: unavailable: {details}")
+    if code is ErrorCode.REQUEST_TIMED_OUT:
+        return TieredError(code, f"{what}: no answer within {timeout_s:g}s")
+    name = status.name if isinstance(status, grpc.StatusCode) else "UNKNOWN"
+    return TieredError(code, f"{what}: {name}: {details}")
 
 
 def handle(
