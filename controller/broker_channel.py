@@ -12,12 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-import grpc
-
 from controller.disablement import DisableEntry
 from tiered.cluster.model import TopicMetadata
 from tiered.errors import ErrorCode, TieredError
 from tiered.retry import ExponentialBackoff
+from tiered.rpc.channels import ChannelCache
 from tiered.rpc.status import error_from_proto
 from tiered.rpc.v1 import broker_pb2 as pb
 from tiered.rpc.v1 import broker_pb2_grpc as pb_grpc
@@ -115,8 +114,7 @@ class BrokerChannel:
         self._wake = threading.Event()
         self._closed = threading.Event()
         self._endpoint: str | None = None
-        self._grpc: grpc.Channel | None = None
-        self._stub: pb_grpc.BrokerServiceStub | None = None
+        self._stubs = ChannelCache(pb_grpc.BrokerServiceStub)
         # Owned by the channel thread; other threads ask for a reset through reset_backoff.
         self._failures = 0
         self._backoff_reset_requested = threading.Event()
@@ -137,17 +135,13 @@ class BrokerChannel:
         self._closed.set()
         self._wake.set()
         self._thread.join(timeout=self._timeout_s + 5)
-        if self._grpc is not None:
-            self._grpc.close()
+        self._stubs.close()
 
     def stub(self, endpoint: str) -> pb_grpc.BrokerServiceStub:
-        if endpoint != self._endpoint or self._stub is None:
-            if self._grpc is not None:
-                self._grpc.close()
-            self._grpc = grpc.insecure_channel(endpoint)
-            self._stub = pb_grpc.BrokerServiceStub(self._grpc)  # type: ignore[no-untyped-call]
-            self._endpoint = endpoint
-        return self._stub
+        if self._endpoint is not None and endpoint != self._endpoint:
+            self._stubs.forget(self._endpoint)  # the broker moved: drop its old connection
+        self._endpoint = endpoint
+        return self._stubs.get(endpoint)
 
     def _run(self) -> None:
         delay: float | None = None

@@ -5,14 +5,12 @@ for ``tiered-topics --describe``. Protobuf stops here: callers get ``PartitionSt
 from __future__ import annotations
 
 import logging
-import threading
 import uuid
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-import grpc
-
+from tiered.rpc.channels import ChannelCache
 from tiered.rpc.v1 import broker_pb2 as pb
 from tiered.rpc.v1 import broker_pb2_grpc as pb_grpc
 
@@ -61,8 +59,7 @@ class LogDirsClient:
 
     def __init__(self, parallelism: int = 8) -> None:
         self._pool = ThreadPoolExecutor(parallelism, thread_name_prefix="controller-describe")
-        self._lock = threading.Lock()
-        self._stubs: dict[str, tuple[grpc.Channel, pb_grpc.BrokerServiceStub]] = {}
+        self._stubs = ChannelCache(pb_grpc.BrokerServiceStub)
 
     def describe(self, brokers: Mapping[int, str]) -> LogDirReports:
         """Each broker's report, by broker id; a broker that does not answer is left out (and
@@ -78,22 +75,10 @@ class LogDirsClient:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False)
-        with self._lock:
-            for channel, _ in self._stubs.values():
-                channel.close()
-            self._stubs.clear()
+        self._stubs.close()
 
     def _describe_one(self, endpoint: str) -> dict[tuple[uuid.UUID, int], PartitionState]:
-        response: pb.DescribeLogDirsResponse = self._stub(endpoint).DescribeLogDirs(
+        response: pb.DescribeLogDirsResponse = self._stubs.get(endpoint).DescribeLogDirs(
             pb.DescribeLogDirsRequest(), timeout=DESCRIBE_TIMEOUT_S
         )
         return partition_states_from_proto(response)
-
-    def _stub(self, endpoint: str) -> pb_grpc.BrokerServiceStub:
-        with self._lock:
-            found = self._stubs.get(endpoint)
-            if found is None:
-                channel = grpc.insecure_channel(endpoint)
-                stub = pb_grpc.BrokerServiceStub(channel)  # type: ignore[no-untyped-call]
-                found = self._stubs[endpoint] = (channel, stub)
-            return found[1]
