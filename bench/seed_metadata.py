@@ -68,11 +68,11 @@ from controller.store.kraft_log import (
     DEFAULT_SEGMENT_BYTES,
     MetadataLog,
     encode_frame,
-    fsync_dir,
     segment_file_name,
 )
 from tiered.cluster import serde, zk_paths
 from tiered.cluster.model import MetadataImage, TieredState, TopicMetadata
+from tiered.durable import fsync_dir
 from tiered.rpc.v1 import metadata_pb2
 
 DEFAULT_BROKERS = (1, 2, 3)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from broker.log.fileutil import atomic_write, fsync_dir
+from tiered.durable import atomic_write, fsync_dir
 
 __all__ = ["AssignmentJournal", "EntryKey", "read_entries"]
 

@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 
 from broker.log.errors import CorruptCheckpointError
-from broker.log.fileutil import atomic_write
+from tiered.durable import atomic_write
 
 CHECKPOINT_FILE = "leader-epoch-checkpoint"
 _VERSION = 0

@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from broker.log.errors import CorruptCheckpointError, CorruptLogError, OffsetOutOfRangeError
-from broker.log.fileutil import TEMP_SUFFIX, atomic_write
 from broker.log.leader_epoch import CHECKPOINT_FILE, LeaderEpochCache
 from broker.log.records import Record, encoded_size
 from broker.log.segment import LOG_SUFFIX, OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
 from tiered.api import LogSegmentData
+from tiered.durable import TEMP_SUFFIX, atomic_write
 
 LOG_START_OFFSET_FILE = "log-start-offset-checkpoint"
 _MAX_SEGMENT_BYTES = 2**31 - 1  # positions in the offset index are u32; Kafka caps at int32 too

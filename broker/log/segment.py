@@ -21,8 +21,8 @@ from array import array
 from pathlib import Path
 
 from broker.log.errors import CorruptRecordError
-from broker.log.fileutil import fsync_dir
 from broker.log.records import Record, encode_record, read_record
+from tiered.durable import fsync_dir
 
 LOG_SUFFIX = ".log"
 OFFSET_INDEX_SUFFIX = ".index"

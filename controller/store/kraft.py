@@ -30,10 +30,10 @@ from controller.store.kraft_log import (
     MetadataLog,
     MetadataLogError,
     OffsetBelowLogStart,
-    write_file_atomically,
 )
 from tiered.cluster import serde
 from tiered.cluster.model import BrokerRegistration, DeleteJob, MetadataImage, TopicMetadata
+from tiered.durable import atomic_write
 from tiered.properties import int_property
 from tiered.rpc.v1 import metadata_pb2
 
@@ -180,7 +180,7 @@ class KRaftMetadataStore(MetadataStore, MetadataLogSource):
         active controller."""
         data = {"controller_id": controller_id, "endpoint": endpoint, "controller_epoch": epoch}
         try:
-            write_file_atomically(self.directory / CONTROLLER_FILE, json.dumps(data).encode())
+            atomic_write(self.directory / CONTROLLER_FILE, json.dumps(data).encode())
         except OSError as exc:
             raise MetadataStoreError(f"cannot write {CONTROLLER_FILE}: {exc}") from exc
 

@@ -41,6 +41,7 @@ from pathlib import Path
 
 from google.protobuf.message import DecodeError
 
+from tiered.durable import TEMP_SUFFIX, atomic_write, fdatasync, fsync_dir, write_all
 from tiered.rpc.v1 import metadata_pb2
 
 logger = logging.getLogger(__name__)
@@ -56,17 +57,14 @@ __all__ = [
     "OffsetBelowLogStart",
     "decode_frame",
     "encode_frame",
-    "fsync_dir",
     "segment_file_name",
     "snapshot_file_name",
-    "write_file_atomically",
 ]
 
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
 LOCK_FILE = ".lock"
 SEGMENT_SUFFIX = ".log"
 SNAPSHOT_SUFFIX = ".snapshot"
-_TMP_SUFFIX = ".tmp"
 _CORRUPT_SUFFIX = ".corrupt"
 _KEEP_SNAPSHOTS = 2
 
@@ -164,38 +162,6 @@ def _peek_frame(data: bytes, pos: int) -> tuple[int, int] | None:
         shift += 7
         i += 1
     return None
-
-
-def fsync_dir(directory: Path) -> None:
-    """Makes a created, renamed or deleted directory entry durable."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
-
-
-_fdatasync: Callable[[int], None] = getattr(os, "fdatasync", os.fsync)
-
-
-def write_file_atomically(path: Path, data: bytes) -> None:
-    """Readers see the old contents or the new, never a mix: temp file, fsync, rename, fsync dir."""
-    tmp = path.with_name(path.name + _TMP_SUFFIX)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        _write_all(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    tmp.replace(path)
-    fsync_dir(path.parent)
 
 
 def _numbered(directory: Path, suffix: str) -> list[tuple[int, Path]]:
@@ -395,7 +361,7 @@ class MetadataLog:
     def _recover(self, on_snapshot: BatchCallback | None, on_batch: BatchCallback | None) -> None:
         if not self._read_only:
             self.directory.mkdir(parents=True, exist_ok=True)
-            for leftover in self.directory.glob(f"*{_TMP_SUFFIX}"):
+            for leftover in self.directory.glob(f"*{TEMP_SUFFIX}"):
                 leftover.unlink(missing_ok=True)
         elif not self.directory.is_dir():
             return  # nothing written yet
@@ -575,8 +541,8 @@ class MetadataLog:
             try:
                 segment = self._segment_for(len(frame))
                 assert self._active_fd is not None
-                _write_all(self._active_fd, frame)
-                _fdatasync(self._active_fd)
+                write_all(self._active_fd, frame)
+                fdatasync(self._active_fd)
             except OSError as exc:
                 self._failed = exc
                 logger.error("metadata log %s: append failed: %r", self.directory, exc)
@@ -638,7 +604,7 @@ class MetadataLog:
             payload = records.SerializeToString()
         else:
             payload = Batch(base_offset=offset, records=records).SerializeToString()
-        write_file_atomically(self.directory / snapshot_file_name(offset), encode_frame(payload))
+        atomic_write(self.directory / snapshot_file_name(offset), encode_frame(payload))
         with self._mu:
             if self._closed:
                 return
