@@ -68,7 +68,7 @@ def topic_description_to_proto(view: TopicView) -> pb.TopicDescription:
                     else description.remote_delete_state or "DELETE_PARTITION_MARKED"
                 )
     return pb.TopicDescription(
-        delete_job=None if job is None else delete_job_to_proto(job),
+        delete_job=None if job is None else delete_job_summary_to_proto(job),
         name=topic.name,
         topic_id=topic.topic_id.bytes,
         tiered_state=tiered_state_to_proto(topic.tiered_state),
@@ -82,7 +82,9 @@ def topic_description_to_proto(view: TopicView) -> pb.TopicDescription:
     )
 
 
-def delete_job_to_proto(job: DeleteJob) -> pb.DeleteJobDescription:
+def delete_job_summary_to_proto(job: DeleteJob) -> pb.DeleteJobDescription:
+    """The job as a describe shows it: totals over its partitions, not the durable record
+    (``tiered.cluster.serde.delete_job_to_proto``)."""
     return pb.DeleteJobDescription(
         state=job.state.value,
         tiered_epoch=job.tiered_epoch,
