@@ -19,7 +19,7 @@ from controller.broker_registry import BrokerRegistry
 from controller.delete_jobs import DeleteJobSupervisor
 from controller.disable_completion import DisableCompletion
 from controller.leadership import Term
-from controller.log_dirs import LogDirsClient, PartitionState
+from controller.log_dirs import LogDirsClient, ReportedPartition
 from controller.store import MetadataStore
 from controller.tiered_state import initial_topic_state, plan_config_change
 from tiered import failpoints
@@ -42,7 +42,7 @@ class TopicView:
     acks_owed: int = 0
     acks_total: int = 0
     owed_partitions: frozenset[int] = frozenset()
-    partition_states: Mapping[int, PartitionState | None] = field(default_factory=dict)
+    partition_states: Mapping[int, ReportedPartition | None] = field(default_factory=dict)
     delete_job: DeleteJob | None = None  # the topic's latest bulk delete, freshest progress
 
     @property
@@ -217,7 +217,7 @@ class AdminOperations:
             if isinstance(v, TieredError):
                 result.append(v)
                 continue
-            states: dict[int, PartitionState | None] = {}
+            states: dict[int, ReportedPartition | None] = {}
             for p, b in enumerate(v.topic.replicas):
                 states[p] = reports.get(b, {}).get((v.topic.topic_id, p))
             result.append(replace(v, partition_states=states))

@@ -1,6 +1,6 @@
 """The controller's DescribeLogDirs client, at the gRPC edge: what each hosting broker reports
 of its partitions (offsets, remote size, remote delete state), asked of many brokers at once
-for ``tiered-topics --describe``. Protobuf stops here: callers get ``PartitionState``."""
+for ``tiered-topics --describe``. Protobuf stops here: callers get ``ReportedPartition``."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ DESCRIBE_TIMEOUT_S = 5.0
 
 
 @dataclass(frozen=True)
-class PartitionState:
+class ReportedPartition:
     """What the hosting broker reported for one partition (DescribeLogDirs)."""
 
     log_start_offset: int
@@ -33,14 +33,14 @@ class PartitionState:
 
 
 # broker -> (topic id, partition) -> what the broker reported
-LogDirReports = dict[int, dict[tuple[uuid.UUID, int], PartitionState]]
+LogDirReports = dict[int, dict[tuple[uuid.UUID, int], ReportedPartition]]
 
 
-def partition_states_from_proto(
+def reported_partitions_from_proto(
     response: pb.DescribeLogDirsResponse,
-) -> dict[tuple[uuid.UUID, int], PartitionState]:
+) -> dict[tuple[uuid.UUID, int], ReportedPartition]:
     return {
-        (uuid.UUID(bytes=d.partition.topic_id), d.partition.partition): PartitionState(
+        (uuid.UUID(bytes=d.partition.topic_id), d.partition.partition): ReportedPartition(
             d.offsets.log_start_offset,
             d.offsets.local_log_start_offset,
             d.offsets.log_end_offset,
@@ -77,8 +77,8 @@ class LogDirsClient:
         self._pool.shutdown(wait=False)
         self._stubs.close()
 
-    def _describe_one(self, endpoint: str) -> dict[tuple[uuid.UUID, int], PartitionState]:
+    def _describe_one(self, endpoint: str) -> dict[tuple[uuid.UUID, int], ReportedPartition]:
         response: pb.DescribeLogDirsResponse = self._stubs.get(endpoint).DescribeLogDirs(
             pb.DescribeLogDirsRequest(), timeout=DESCRIBE_TIMEOUT_S
         )
-        return partition_states_from_proto(response)
+        return reported_partitions_from_proto(response)
