@@ -1,0 +1,97 @@
+"""The contract between the Kafka listener and the broker: one method per API.
+
+Each method is named after kio's schema name for the API (``api_key_map``: ``metadata``,
+``produce``, ``describe_configs``, ...), takes the kio request object of whatever version the
+client sent plus a RequestContext, and returns a kio response object *of the same version*
+(``response_type_for(request)`` gives the class). Methods run on a worker thread and may block
+(storage, gRPC to the controller). Requests of one connection are handled one at a time, in
+order, as Kafka does; different connections run concurrently, so shared state needs locking.
+
+Returns vs raises:
+- a response object: sent to the client;
+- None: nothing is sent. Only Produce with acks=0 may do this (the client waits for nothing);
+  for any other API it is a handler bug and the connection is closed;
+- a ``concurrent.futures.Future`` resolving to either of the above: a delayed answer (a Fetch
+  waiting for data up to max_wait_ms) that holds no worker thread while it waits;
+- an exception: logged, and the connection is closed (clients reconnect and retry). Expected
+  failures (unknown topic, invalid config, ...) are error codes inside the response, never
+  exceptions.
+ApiVersions is answered by the listener itself from its ApiVersionRegistry.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Protocol, TypeAlias
+
+from kio.index import load_response_from_request
+from kio.static.protocol import RequestHeader, RequestPayload, ResponsePayload
+
+__all__ = ["HandlerResult", "KafkaHandler", "RequestContext", "response_type_for"]
+
+HandlerResult: TypeAlias = ResponsePayload | Future[ResponsePayload | None] | None
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    """Who asked: the decoded request header and the client's address (``host:port``)."""
+
+    header: RequestHeader
+    client_address: str
+
+    @property
+    def api_version(self) -> int:
+        return int(self.header.request_api_version)
+
+    @property
+    def client_id(self) -> str | None:
+        return self.header.client_id
+
+
+def response_type_for(request: RequestPayload) -> type[ResponsePayload]:
+    """kio's response class matching ``request``'s api key and version."""
+    return load_response_from_request(request)
+
+
+class KafkaHandler(Protocol):
+    """What the broker implements. A listener only calls the methods of the APIs its
+    ApiVersionRegistry advertises, so a handler for a smaller registry may omit the rest."""
+
+    def produce(self, request: RequestPayload, context: RequestContext) -> HandlerResult: ...
+
+    def fetch(self, request: RequestPayload, context: RequestContext) -> HandlerResult: ...
+
+    def list_offsets(self, request: RequestPayload, context: RequestContext) -> HandlerResult: ...
+
+    def metadata(self, request: RequestPayload, context: RequestContext) -> HandlerResult: ...
+
+    def find_coordinator(
+        self, request: RequestPayload, context: RequestContext
+    ) -> HandlerResult: ...
+
+    def create_topics(self, request: RequestPayload, context: RequestContext) -> HandlerResult: ...
+
+    def delete_topics(self, request: RequestPayload, context: RequestContext) -> HandlerResult: ...
+
+    def init_producer_id(
+        self, request: RequestPayload, context: RequestContext
+    ) -> HandlerResult: ...
+
+    def describe_configs(
+        self, request: RequestPayload, context: RequestContext
+    ) -> HandlerResult: ...
+
+    def alter_configs(self, request: RequestPayload, context: RequestContext) -> HandlerResult: ...
+
+    def describe_log_dirs(
+        self, request: RequestPayload, context: RequestContext
+    ) -> HandlerResult: ...
+
+    def incremental_alter_configs(
+        self, request: RequestPayload, context: RequestContext
+    ) -> HandlerResult: ...
+
+    def describe_cluster(
+        self, request: RequestPayload, context: RequestContext
+    ) -> HandlerResult: ...

@@ -1,0 +1,253 @@
+"""The Kafka listener: an asyncio TCP server that hands decoded requests to a KafkaHandler.
+
+Why asyncio plus a thread pool: thousands of mostly idle client connections cost a coroutine
+each instead of a thread each, while handlers (storage I/O, gRPC to the controller) are
+ordinary blocking code that runs on a bounded pool. Decoding, handling and encoding a request
+all run on the pool, so the event loop only moves bytes. Like Kafka's SocketServer, a
+connection's requests are processed one at a time and answered in request order (a produce
+pipeline stays ordered); the reader stays ``pipeline_depth`` frames ahead so the next request
+is already buffered when the previous answer goes out. A handler that returns a Future (a
+long-poll Fetch) releases its worker thread while the connection waits for the answer.
+
+Bad input closes that connection only, never the server, as in Kafka: a size prefix over
+``socket.request.max.bytes`` (nothing of that size is allocated), a truncated frame, bytes that
+do not decode, an api key or version not in the registry, no complete request within
+``connections.max.idle.ms``. Requests that arrived before the bad frame are still answered.
+``start()`` runs the loop on a daemon thread so a synchronous broker can mount the listener
+beside its gRPC server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Final
+
+from kio.static.protocol import ResponsePayload
+
+from tiered.kafka.api_versions import API_VERSIONS_KEY, PRODUCE_KEY, ApiVersionRegistry
+from tiered.kafka.handler import HandlerResult, KafkaHandler, RequestContext
+from tiered.kafka.protocol import (
+    DEFAULT_MAX_REQUEST_BYTES,
+    SIZE_PREFIX,
+    ProtocolError,
+    Request,
+    decode_request,
+    encode_response,
+    frame_size,
+)
+
+__all__ = ["KafkaServer", "ListenerSettings"]
+
+log = logging.getLogger(__name__)
+
+_END: Final = None  # queue marker: the connection's input ended (EOF or a bad frame)
+
+
+class _DropConnectionError(Exception):
+    """Stop serving this connection (the reason has been logged)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerSettings:
+    """Listener knobs, named after the Kafka broker keys they mirror."""
+
+    host: str = "127.0.0.1"
+    port: int = 0  # 0 picks a free port
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES  # socket.request.max.bytes
+    handler_threads: int = 16  # num.io.threads
+    connections_max_idle_s: float = 600.0  # connections.max.idle.ms / 1000
+    pipeline_depth: int = 1  # complete frames read ahead of the one being handled
+    backlog: int = 1024
+
+
+class KafkaServer:
+    """One Kafka listener serving ``handler`` with ``registry``'s APIs."""
+
+    def __init__(
+        self,
+        handler: KafkaHandler,
+        settings: ListenerSettings | None = None,
+        registry: ApiVersionRegistry | None = None,
+    ) -> None:
+        """Raises ValueError when ``handler`` lacks a method for an API the registry lists."""
+        self._registry = registry or ApiVersionRegistry()
+        missing = [
+            name
+            for name in self._registry.api_names()
+            if name != "api_versions" and not callable(getattr(handler, name, None))
+        ]
+        if missing:
+            raise ValueError(f"handler has no method for advertised APIs: {', '.join(missing)}")
+        self._handler = handler
+        self._settings = settings or ListenerSettings()
+        self._pool = ThreadPoolExecutor(
+            self._settings.handler_threads, thread_name_prefix="kafka-handler"
+        )
+        self._loop = asyncio.new_event_loop()
+        self._thread: threading.Thread | None = None
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+        self._address: tuple[str, int] | None = None
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """The bound (host, port); raises RuntimeError before ``start()``."""
+        if self._address is None:
+            raise RuntimeError("the Kafka listener is not started")
+        return self._address
+
+    def start(self) -> None:
+        """Bind and start serving on a background thread; raises OSError if the bind fails."""
+        bound: Future[tuple[str, int]] = Future()
+        self._thread = threading.Thread(
+            target=self._run, args=(bound,), name="kafka-listener", daemon=True
+        )
+        self._thread.start()
+        self._address = bound.result()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Close the listener and every connection; in-flight handler calls are abandoned."""
+        if self._thread is None:
+            return
+        if self._loop.is_running():
+            asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(timeout)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout)
+        self._thread = None
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def __enter__(self) -> KafkaServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def _run(self, bound: Future[tuple[str, int]]) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._server = self._loop.run_until_complete(
+                asyncio.start_server(
+                    self._on_connection,
+                    self._settings.host,
+                    self._settings.port,
+                    backlog=self._settings.backlog,
+                )
+            )
+        except OSError as e:
+            bound.set_exception(e)
+            self._loop.close()
+            return
+        host, port = self._server.sockets[0].getsockname()[:2]
+        bound.set_result((host, port))
+        try:
+            self._loop.run_forever()
+        finally:
+            self._loop.close()
+
+    async def _shutdown(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        await asyncio.gather(*self._connections, return_exceptions=True)
+
+    async def _on_connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        peer = writer.get_extra_info("peername")
+        client = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        frames: asyncio.Queue[bytes | None] = asyncio.Queue(self._settings.pipeline_depth)
+        reading = asyncio.create_task(self._read_frames(reader, frames, client))
+        try:
+            await self._answer_in_order(frames, writer, client)
+        except (_DropConnectionError, ConnectionError):
+            pass
+        except asyncio.CancelledError:
+            pass  # the listener is stopping; ending quietly keeps asyncio from logging it
+        except Exception:
+            log.exception("kafka connection from %s failed", client)
+        finally:
+            reading.cancel()
+            writer.close()
+            self._connections.discard(task)
+
+    async def _read_frames(
+        self, reader: asyncio.StreamReader, frames: asyncio.Queue[bytes | None], client: str
+    ) -> None:
+        try:
+            while True:
+                async with asyncio.timeout(self._settings.connections_max_idle_s):
+                    prefix = await reader.readexactly(SIZE_PREFIX.size)
+                    size = frame_size(prefix, self._settings.max_request_bytes)
+                    frame = await reader.readexactly(size)
+                await frames.put(frame)
+        except TimeoutError:
+            log.info("closing idle kafka connection from %s", client)
+        except asyncio.IncompleteReadError as e:
+            if e.partial:
+                log.debug("kafka client %s closed inside a frame", client)
+        except ProtocolError as e:
+            log.info("closing kafka connection from %s: %s", client, e)
+        except ConnectionError:
+            pass
+        await frames.put(_END)
+
+    async def _answer_in_order(
+        self, frames: asyncio.Queue[bytes | None], writer: asyncio.StreamWriter, client: str
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        while (frame := await frames.get()) is not _END:
+            request, result = await loop.run_in_executor(self._pool, self._handle, frame, client)
+            if isinstance(result, Future):
+                result = await asyncio.wrap_future(result)
+            if result is None:
+                if request.api_key != PRODUCE_KEY:
+                    log.error("kafka handler returned no %s response; closing", request.api_key)
+                    raise _DropConnectionError
+                continue
+            encoded = await loop.run_in_executor(self._pool, self._encode, request, result)
+            writer.write(encoded)
+            await writer.drain()
+
+    def _handle(self, frame: bytes, client: str) -> tuple[Request, HandlerResult]:
+        try:
+            request = decode_request(frame, self._registry)
+        except ProtocolError as e:
+            log.info("closing kafka connection from %s: %s", client, e)
+            raise _DropConnectionError from e
+        if request.body is None or request.api_key == API_VERSIONS_KEY:
+            return request, self._registry.api_versions_response(request.api_version)
+        name = self._registry.schema(request.api_key, request.api_version).name
+        try:
+            result: HandlerResult = getattr(self._handler, name)(
+                request.body, RequestContext(request.header, client)
+            )
+        except Exception as e:
+            log.exception("kafka %s handler failed for %s; closing the connection", name, client)
+            raise _DropConnectionError from e
+        return request, result
+
+    def _encode(self, request: Request, response: ResponsePayload) -> bytes:
+        if request.api_key != API_VERSIONS_KEY and (
+            response.__api_key__ != request.api_key or response.__version__ != request.api_version
+        ):
+            log.error(
+                "kafka handler answered api %s v%s with %s; closing the connection",
+                request.api_key,
+                request.api_version,
+                type(response).__module__,
+            )
+            raise _DropConnectionError
+        try:
+            return encode_response(request.header.correlation_id, response)
+        except Exception as e:
+            log.exception("kafka response for api %s does not encode", request.api_key)
+            raise _DropConnectionError from e
