@@ -77,15 +77,13 @@ from tiered.cluster.model import (
     TopicMetadata,
     frozen_configs,
 )
-from tiered.cluster.zk_registration import (
-    TRANSPORT_ERRORS,
-    connection_retry,
+from tiered.cluster.zk_znodes import (
     decode_broker_registration,
     decode_controller,
-    now_ms,
-    split_connect_string,
+    encode_controller,
 )
 from tiered.properties import int_property
+from tiered.zk_client import TRANSPORT_ERRORS, connection_retry, split_connect_string
 
 __all__ = [
     "LiveBrokersCallback",
@@ -101,7 +99,6 @@ LiveBrokersCallback = Callable[[dict[int, BrokerRegistration]], None]
 
 TOPIC_ZNODE_VERSION = 3
 CONFIG_ZNODE_VERSION = 1
-CONTROLLER_ZNODE_VERSION = 2
 DELETE_JOB_ZNODE_VERSION = 1
 READ_WINDOW = 2000  # async gets in flight during load() (without multiRead)
 MULTI_READ_OPS = 1000  # reads per multiRead request
@@ -424,18 +421,7 @@ class ZooKeeperMetadataStore(MetadataStore):
             session = self._current_session()
             current = self._get(epoch_path)
             txn = self._client.transaction()
-            txn.create(
-                controller_path,
-                _json(
-                    {
-                        "version": CONTROLLER_ZNODE_VERSION,
-                        "brokerid": controller_id,
-                        "timestamp": str(now_ms()),
-                        "endpoint": endpoint,
-                    }
-                ),
-                ephemeral=True,
-            )
+            txn.create(controller_path, encode_controller(controller_id, endpoint), ephemeral=True)
             if current is None:
                 epoch = 1
                 txn.create(epoch_path, b"1")
