@@ -380,20 +380,16 @@ def _baseline_read_kraft(directory: Path, parse: bool) -> dict[str, Any]:
 def _baseline_read_zookeeper(connect: str, use_async: bool) -> dict[str, Any]:
     """get_children of /brokers/topics, then the four znodes of every topic that the controller's
     load reads: by multiRead (as the controller) or one async get per znode."""
-    from collections import deque
-
-    from kazoo.client import KazooClient
-
-    from controller.store.zookeeper import MULTI_READ_OPS, MULTI_READS_IN_FLIGHT, _MultiRead
     from tiered.cluster import zk_paths
-    from tiered.cluster.zk_registration import split_connect_string
+    from tiered.zk_client import ZkClient
+    from tiered.zk_multi_read import BulkReader
 
-    hosts, chroot = split_connect_string(connect)
-    client = KazooClient(hosts=hosts, timeout=30)
-    client.start(timeout=30)
+    zk = ZkClient(connect, session_timeout_s=30)
+    zk.start(30)
+    chroot = zk.chroot
     try:
         started = time.perf_counter()
-        names = client.get_children(chroot + zk_paths.BROKER_TOPICS)
+        names = zk.children(chroot + zk_paths.BROKER_TOPICS)
         paths: list[str] = []
         for name in names:
             paths += [
@@ -402,29 +398,13 @@ def _baseline_read_zookeeper(connect: str, use_async: bool) -> dict[str, Any]:
                 chroot + zk_paths.tiered_state(name),
                 chroot + zk_paths.topic_config(name),
             ]
-        values: list[bytes | None] = []
-        if use_async:
-            pending: deque[Any] = deque()
-            for path in paths:
-                if len(pending) >= 2000:
-                    values.append(pending.popleft().get(timeout=60)[0])
-                pending.append(client.get_async(path))
-            while pending:
-                values.append(pending.popleft().get(timeout=60)[0])
-        else:
-            in_flight: deque[Any] = deque()
-            for start in range(0, len(paths), MULTI_READ_OPS):
-                if len(in_flight) >= MULTI_READS_IN_FLIGHT:
-                    values += in_flight.popleft().get(timeout=60)
-                result = client.handler.async_result()
-                client._call(_MultiRead(paths[start : start + MULTI_READ_OPS]), result)
-                in_flight.append(result)
-            while in_flight:
-                values += in_flight.popleft().get(timeout=60)
+        values = [
+            None if found is None else found[0]
+            for found in BulkReader(zk, multi_read=not use_async).iter(paths)
+        ]
         read_s = time.perf_counter() - started
     finally:
-        client.stop()
-        client.close()
+        zk.close()
     rss = proc_status(os.getpid())
     return {
         "cpu_s": time.process_time(),  # since the process started: interpreter, imports

@@ -330,7 +330,7 @@ def update_kraft(
 def _kazoo_client(connect: str) -> Any:
     from kazoo.client import KazooClient
 
-    from tiered.cluster.zk_registration import connection_retry, split_connect_string
+    from tiered.zk_client import connection_retry, split_connect_string
 
     hosts, chroot = split_connect_string(connect)
     client = KazooClient(hosts=hosts, timeout=30.0, connection_retry=connection_retry(30.0))

@@ -35,6 +35,7 @@ from tiered.cluster.model import (
     TieredState,
     TopicMetadata,
 )
+from tiered.rpc.v1 import metadata_pb2
 
 PROMPT_S = 2.0  # what "returns promptly" means here
 JOIN_S = 10.0
@@ -568,7 +569,8 @@ def _plant_after_the_store_looks(
 
 
 def test_zookeeper_delete_job_znode(zookeeper_factory: StoreFactory, zk_connect: str) -> None:
-    """The znode layout and JSON of a job; read back by multiRead and one by one alike."""
+    """The znode layout and protobuf record of a job; read back by multiRead and one by one
+    alike."""
     from controller.store.zookeeper import ZooKeeperMetadataStore
 
     store = zookeeper_factory.open()
@@ -591,10 +593,43 @@ def test_zookeeper_delete_job_znode(zookeeper_factory: StoreFactory, zk_connect:
 
     path = store._p(f"/tiered/delete_jobs/{orders.topic_id}-3")
     assert store._p(zk_paths.delete_job(orders.topic_id, 3)) == path
-    assert json.loads(store.client.get(path)[0]) == {
+    assert metadata_pb2.DeleteJobRecord.FromString(
+        store.client.get(path)[0]
+    ) == metadata_pb2.DeleteJobRecord(
+        topic_id=orders.topic_id.bytes,
+        topic="orders",
+        tiered_epoch=3,
+        partition_count=2,
+        state=metadata_pb2.RUNNING,
+        attempts=2,
+        last_error="boom",
+        progress=[
+            metadata_pb2.PartitionDeleteProgress(partition=0, objects_total=3, objects_deleted=1),
+            metadata_pb2.PartitionDeleteProgress(partition=1, objects_total=0, done=True),
+        ],
+    )
+    one_by_one = ZooKeeperMetadataStore(zk_connect, multi_read=False)
+    try:
+        assert one_by_one.load().delete_jobs == {job.key: running}
+    finally:
+        one_by_one.close()
+    assert zookeeper_factory.open().load().delete_jobs == {job.key: running}
+
+
+def test_zookeeper_reads_the_json_delete_jobs_of_earlier_versions(
+    zookeeper_factory: StoreFactory,
+) -> None:
+    """Versions before the protobuf record wrote a job's fields as JSON; they load the same.
+    A znode holding neither is bad data."""
+    from controller.store.zookeeper import ZooKeeperMetadataStore
+
+    store = zookeeper_factory.open()
+    assert isinstance(store, ZooKeeperMetadataStore)
+    topic_id = uuid.uuid4()
+    legacy = {
         "version": 1,
         "topic": "orders",
-        "topic_id": str(orders.topic_id),
+        "topic_id": str(topic_id),
         "tiered_epoch": 3,
         "partition_count": 2,
         "state": "RUNNING",
@@ -612,23 +647,37 @@ def test_zookeeper_delete_job_znode(zookeeper_factory: StoreFactory, zk_connect:
                 "partition": 1,
                 "objects_total": 0,
                 "objects_deleted": 0,
-                "segments_deleted": 0,
+                "segments_deleted": 4,
                 "done": True,
             },
         ],
     }
-    one_by_one = ZooKeeperMetadataStore(zk_connect, multi_read=False)
-    try:
-        assert one_by_one.load().delete_jobs == {job.key: running}
-    finally:
-        one_by_one.close()
-    assert zookeeper_factory.open().load().delete_jobs == {job.key: running}
+    store.client.create(store._p(zk_paths.delete_job(topic_id, 3)), json.dumps(legacy).encode())
+    expected = DeleteJob(
+        topic="orders",
+        topic_id=topic_id,
+        tiered_epoch=3,
+        partition_count=2,
+        state=DeleteJobState.RUNNING,
+        progress=(
+            PartitionDeleteProgress(partition=0, objects_total=3, objects_deleted=1),
+            PartitionDeleteProgress(partition=1, objects_total=0, segments_deleted=4, done=True),
+        ),
+        attempts=2,
+        last_error="boom",
+    )
+    assert store.load().delete_jobs == {(topic_id, 3): expected}
+
+    store.client.create(store._p(zk_paths.delete_job(topic_id, 4)), b"\xff\xff")
+    with pytest.raises(MetadataStoreError, match="bad znode data"):
+        store.load()
 
 
 def test_zookeeper_a_failed_job_create_leaves_the_topic_unchanged(
     zookeeper_factory: StoreFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from controller.store.zookeeper import ZooKeeperMetadataStore, _encode_delete_job
+    from controller.store.zookeeper import ZooKeeperMetadataStore
+    from controller.store.zookeeper.znodes import encode_delete_job
 
     store = zookeeper_factory.open()
     elect(store)
@@ -638,7 +687,7 @@ def test_zookeeper_a_failed_job_create_leaves_the_topic_unchanged(
     store.create_topic(orders)
     disabled, job = disabled_with_delete(orders)
     planted = job.with_state(DeleteJobState.DONE, attempts=99, last_error="planted")
-    _plant_after_the_store_looks(monkeypatch, store, job, _encode_delete_job(planted))
+    _plant_after_the_store_looks(monkeypatch, store, job, encode_delete_job(planted))
 
     with pytest.raises(MetadataStoreError, match="NodeExistsError") as failure:
         store.update_topic(orders, disabled, job)

@@ -491,7 +491,7 @@ def test_load_of_5000_topics(private_server: ZooKeeperServer) -> None:
 def test_load_falls_back_when_the_server_refuses_multi_read(
     open_store: OpenStore, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from controller.store import zookeeper
+    from tiered import zk_multi_read
 
     store = open_store()
     elect(store)
@@ -500,7 +500,7 @@ def test_load_falls_back_when_the_server_refuses_multi_read(
     reader = open_store()
     # An opcode the server does not know: it answers UNIMPLEMENTED, then drops the connection,
     # as a ZooKeeper older than 3.6 does with multiRead.
-    monkeypatch.setattr(zookeeper._MultiRead, "type", 99)
+    monkeypatch.setattr(zk_multi_read.MultiRead, "type", 99)
     assert reader.load().topics == {"orders": orders}
     assert "no multiRead" in caplog.text
     caplog.clear()

@@ -42,9 +42,8 @@ def topic_config(name: str) -> str:
 
 
 def delete_job(topic_id: uuid.UUID, tiered_epoch: int) -> str:
-    """A delete job (``DeleteJob``), keyed by its topic id and tiered epoch: JSON ``{"version": 1,
-    "topic": ..., "topic_id": ..., "tiered_epoch": ..., "partition_count": ..., "state": ...,
-    "attempts": ..., "last_error": ..., "progress": [{"partition": ..., "objects_total": ...,
-    "objects_deleted": ..., "segments_deleted": ..., "done": ...}, ...]}``. Jobs outlive their
-    topic, so they live apart from the topic's znodes."""
+    """A delete job (``DeleteJob``), keyed by its topic id and tiered epoch: a serialized
+    ``DeleteJobRecord`` (``proto/tiered/v1/metadata.proto``; earlier versions wrote the same
+    fields as JSON, still read). Jobs outlive their topic, so they live apart from the topic's
+    znodes."""
     return f"{DELETE_JOBS}/{topic_id}-{tiered_epoch}"

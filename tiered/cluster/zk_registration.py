@@ -1,114 +1,42 @@
-"""A broker's registration in ZooKeeper mode: the ephemeral ``/brokers/ids/{id}`` (DESIGN.md
-section 4), kept for as long as the broker runs, and the znode formats both sides read.
+"""A broker's presence in ZooKeeper mode: its registration, the ephemeral ``/brokers/ids/{id}``
+(DESIGN.md section 4), kept for as long as the broker runs, and its look-up of the active
+controller. This is what a broker process uses; it imports nothing of the controller.
 
-This is what a broker process uses; it imports nothing of the controller. The chroot of the connect
-string is handled here rather than by kazoo, so that a missing chroot can be created.
-
-Registration follows Kafka's: the znode holds Kafka-like JSON
-``{"version": 5, "host": ..., "port": ..., "incarnation_id": ..., "timestamp": "<ms>"}`` and lives
-as long as the broker's session. A znode left by an earlier session of the same broker id (a broker
-restarted faster than its old session timed out) is waited out, up to a deadline. After a session
-expiry the znode is gone with the session: a worker thread creates it again once kazoo has a new
-session (never from inside kazoo's state listener, which runs on kazoo's connection thread).
+Registration follows Kafka's (the znode's data: ``tiered.cluster.zk_znodes``) and lives as long as
+the broker's session. A znode left by an earlier session of the same broker id (a broker restarted
+faster than its old session timed out) is waited out, up to a deadline. After a session expiry the
+znode is gone with the session: a worker thread creates it again once kazoo has a new session
+(never from inside kazoo's state listener, which runs on kazoo's connection thread).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
-import uuid
-from typing import Any
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
-from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.retry import KazooRetry
+from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from tiered.cluster import zk_paths
 from tiered.cluster.model import BrokerRegistration
+from tiered.cluster.zk_znodes import decode_controller, encode_broker_registration
+from tiered.zk_client import TRANSPORT_ERRORS, ZkClient
 
 __all__ = [
-    "BROKER_REGISTRATION_VERSION",
     "BrokerRegistrationError",
     "BrokerZkRegistration",
-    "decode_broker_registration",
-    "decode_controller",
-    "encode_broker_registration",
     "read_active_controller",
-    "split_connect_string",
 ]
 
 log = logging.getLogger(__name__)
 
-BROKER_REGISTRATION_VERSION = 5
-TRANSPORT_ERRORS: tuple[type[Exception], ...] = (KazooException, KazooTimeoutError)
 _RETRY_PAUSE_S = 0.2  # between attempts of the re-registration worker
 _STALE_POLL_S = 0.05
 
 
 class BrokerRegistrationError(Exception):
     """The broker could not register (ZooKeeper unreachable, or its id held by another session)."""
-
-
-def split_connect_string(connect: str) -> tuple[str, str]:
-    """``"h1:2181,h2:2181/chroot/x"`` -> ``("h1:2181,h2:2181", "/chroot/x")``; chroot may be ""."""
-    hosts, slash, chroot = connect.strip().partition("/")
-    if not hosts:
-        raise ValueError(f"ZooKeeper connect string {connect!r} names no host")
-    return hosts, ("/" + chroot.strip("/")) if slash and chroot.strip("/") else ""
-
-
-def connection_retry(session_timeout_s: float) -> KazooRetry:
-    """Reconnect forever, quickly: kazoo's default backoff grows to an hour, far longer than any
-    session, so a client would miss the window in which its session can still be resumed."""
-    return KazooRetry(
-        max_tries=-1, delay=0.05, backoff=2, max_delay=min(1.0, session_timeout_s / 3)
-    )
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def encode_broker_registration(
-    registration: BrokerRegistration, timestamp_ms: int | None = None
-) -> bytes:
-    return json.dumps(
-        {
-            "version": BROKER_REGISTRATION_VERSION,
-            "host": registration.host,
-            "port": registration.port,
-            "incarnation_id": str(registration.incarnation_id),
-            "timestamp": str(now_ms() if timestamp_ms is None else timestamp_ms),
-        },
-        separators=(",", ":"),
-    ).encode()
-
-
-def decode_broker_registration(broker_id: int, data: bytes) -> BrokerRegistration:
-    """The registration in ``/brokers/ids/{broker_id}``; ValueError if it is not one."""
-    try:
-        value = json.loads(data)
-        incarnation = value.get("incarnation_id")
-        return BrokerRegistration(
-            broker_id=broker_id,
-            host=str(value["host"]),
-            port=int(value["port"]),
-            incarnation_id=uuid.UUID(str(incarnation)) if incarnation else uuid.UUID(int=0),
-        )
-    except (ValueError, TypeError, KeyError, AttributeError) as e:
-        raise ValueError(f"broker {broker_id}: bad registration {data[:200]!r}: {e}") from e
-
-
-def decode_controller(data: bytes) -> tuple[int, str]:
-    """(controller id, endpoint) of ``/controller``'s JSON; ValueError if it is not that."""
-    try:
-        value = json.loads(data)
-        return int(value["brokerid"]), str(value.get("endpoint", ""))
-    except (ValueError, TypeError, KeyError, AttributeError) as e:
-        raise ValueError(f"bad /controller data {data[:200]!r}: {e}") from e
 
 
 def read_active_controller(
@@ -155,20 +83,13 @@ class BrokerZkRegistration:
         connect_timeout_s: float = 15.0,
         stale_timeout_s: float | None = None,
     ) -> None:
-        hosts, self._chroot = split_connect_string(connect)
-        self._connect = connect
+        self._zk = ZkClient(connect, session_timeout_s)
         self.registration = registration
-        self._path = self._chroot + zk_paths.broker(registration.broker_id)
-        self._op_timeout_s = session_timeout_s
+        self._path = self._zk.path(zk_paths.broker(registration.broker_id))
         self._connect_timeout_s = connect_timeout_s
         # The old session's znode lives until the server expires that session.
         self._stale_timeout_s = (
             2 * session_timeout_s if stale_timeout_s is None else stale_timeout_s
-        )
-        self._client = KazooClient(
-            hosts=hosts,
-            timeout=session_timeout_s,
-            connection_retry=connection_retry(session_timeout_s),
         )
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -177,19 +98,19 @@ class BrokerZkRegistration:
         self.registrations = 0  # how many times the znode was created (1 + re-registrations)
 
     def __repr__(self) -> str:
-        return f"BrokerZkRegistration({self._connect!r}, broker {self.registration.broker_id})"
+        return f"BrokerZkRegistration({self._zk.connect!r}, broker {self.registration.broker_id})"
 
     @property
     def client(self) -> KazooClient:
         """The kazoo client (its session owns the registration)."""
-        return self._client
+        return self._zk.kazoo
 
     @property
     def controller_endpoint(self) -> str | None:
         """The active controller's endpoint as ``/controller`` names it (None if none or if
         ZooKeeper cannot be read): where this broker forwards AdminService calls."""
         try:
-            active = read_active_controller(self._client, self._chroot, timeout_s=5.0)
+            active = read_active_controller(self._zk.kazoo, self._zk.chroot, timeout_s=5.0)
         except Exception:
             return None
         return None if active is None else active[1]
@@ -209,19 +130,17 @@ class BrokerZkRegistration:
         if self._worker is not None:
             return
         try:
-            self._client.start(timeout=self._connect_timeout_s)
+            self._zk.start(self._connect_timeout_s, zk_paths.BROKER_IDS)
         except TRANSPORT_ERRORS as e:
-            self._client.close()
             raise BrokerRegistrationError(
-                f"cannot connect to ZooKeeper at {self._connect}: {e}"
+                f"cannot connect to ZooKeeper at {self._zk.connect}: {e}"
             ) from e
         try:
-            self._ensure_path(self._chroot + zk_paths.BROKER_IDS)
             self._register(deadline=time.monotonic() + self._stale_timeout_s)
         except BaseException:
-            self._shutdown_client()
+            self._zk.close()
             raise
-        self._client.add_listener(self._on_state)
+        self._zk.kazoo.add_listener(self._on_state)
         self._worker = threading.Thread(
             target=self._run, name=f"zk-broker-{self.registration.broker_id}", daemon=True
         )
@@ -233,11 +152,11 @@ class BrokerZkRegistration:
             return
         self._closed.set()
         self._wake.set()
-        self._client.remove_listener(self._on_state)
+        self._zk.kazoo.remove_listener(self._on_state)
         worker = self._worker
         if worker is not None and worker is not threading.current_thread():
-            worker.join(timeout=self._op_timeout_s + self._stale_timeout_s)
-        self._shutdown_client()
+            worker.join(timeout=self._zk.op_timeout_s + self._stale_timeout_s)
+        self._zk.close()
 
     def __enter__(self) -> BrokerZkRegistration:
         self.start()
@@ -249,19 +168,13 @@ class BrokerZkRegistration:
     def is_registered(self) -> bool:
         """Whether the znode is there and owned by the current session (one round trip)."""
         try:
-            stat = self._wait(self._client.exists_async(self._path))
+            stat = self._zk.exists(self._path)
         except TRANSPORT_ERRORS:
             return False
-        session = self._session_id()
+        session = self._zk.session_id()
         return stat is not None and session is not None and stat.ephemeralOwner == session
 
     # ------------------------------------------------------------------------------- internals
-
-    def _shutdown_client(self) -> None:
-        try:
-            self._client.stop()
-        finally:
-            self._client.close()
 
     def _on_state(self, state: str) -> None:
         # kazoo's connection thread: only signal. A new session (after LOST) lacks the znode, and
@@ -285,42 +198,21 @@ class BrokerZkRegistration:
                     log.warning("%r: re-registration failed, retrying: %r", self, e)
                     self._closed.wait(_RETRY_PAUSE_S)
 
-    def _session_id(self) -> int | None:
-        client_id = self._client.client_id
-        return None if client_id is None else int(client_id[0])
-
-    def _wait(self, async_result: Any) -> Any:
-        try:
-            return async_result.get(timeout=self._op_timeout_s)
-        except KazooTimeoutError:
-            raise KazooTimeoutError(
-                f"no answer from ZooKeeper within {self._op_timeout_s}s"
-            ) from None
-
-    def _ensure_path(self, path: str) -> None:
-        current = ""
-        for part in path.strip("/").split("/"):
-            current += "/" + part
-            try:
-                self._wait(self._client.create_async(current, b""))
-            except NodeExistsError:
-                continue
-
     def _register(self, deadline: float) -> None:
         """Makes sure the znode exists and belongs to the current session."""
         with self._lock:
             while True:
                 if self._closed.is_set():
                     raise BrokerRegistrationError(f"{self!r} is closed")
-                session = self._session_id()
+                session = self._zk.session_id()
                 if session is None:
                     if time.monotonic() > deadline:
                         raise BrokerRegistrationError(f"{self!r}: not connected to ZooKeeper")
                     self._closed.wait(_STALE_POLL_S)
                     continue
                 try:
-                    self._wait(
-                        self._client.create_async(
+                    self._zk.wait(
+                        self._zk.kazoo.create_async(
                             self._path,
                             encode_broker_registration(self.registration),
                             ephemeral=True,
@@ -329,13 +221,13 @@ class BrokerZkRegistration:
                 except NodeExistsError:
                     pass
                 except NoNodeError:  # /brokers/ids was removed behind our back
-                    self._ensure_path(self._chroot + zk_paths.BROKER_IDS)
+                    self._zk.ensure_path(self._zk.path(zk_paths.BROKER_IDS))
                     continue
                 else:
                     self.registrations += 1
                     log.info("%r: registered (session 0x%x)", self, session)
                     return
-                stat = self._wait(self._client.exists_async(self._path))
+                stat = self._zk.exists(self._path)
                 if stat is not None and stat.ephemeralOwner == session:
                     return  # ours already (a resumed session, or a create whose answer was lost)
                 if stat is not None and time.monotonic() > deadline:

@@ -5,7 +5,8 @@ same transaction (after an ``exists`` read), never beforehand, so a crash can no
 behind without the data they were made for. Reads retry through an injected ``KazooRetry`` policy;
 writes do not retry on a lost connection, because their outcome is then unknown (the caller re-reads).
 Every request waits at most the session timeout: kazoo queues requests made while disconnected and
-would otherwise block until the server is back.
+would otherwise block until the server is back. Many keys are read at once by ZooKeeper's multiRead
+(``tiered.zk_multi_read``), or one async get each on a server without it.
 """
 
 from __future__ import annotations
@@ -15,16 +16,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kazoo.client import KazooClient
-from kazoo.exceptions import (
-    BadVersionError,
-    KazooException,
-    NodeExistsError,
-    NoNodeError,
-    NotEmptyError,
-    RolledBackError,
-)
-from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
 from kazoo.protocol.states import ZnodeStat
 from kazoo.retry import KazooRetry
 
@@ -43,18 +35,11 @@ from tiered.rlmm.backend import (
     parent_of,
     validate_key,
 )
+from tiered.zk_client import TRANSPORT_ERRORS, ZkClient, first_failure
+from tiered.zk_multi_read import BulkReader
 
 _CONFLICTS = (BadVersionError, NodeExistsError, NoNodeError, NotEmptyError)
-_TRANSPORT = (KazooException, KazooTimeoutError)
 _ASYNC_BATCH = 1000
-
-
-def split_connect_string(connect: str) -> tuple[str, str]:
-    """``"h1:2181,h2:2181/chroot/x"`` -> ``("h1:2181,h2:2181", "/chroot/x")``; chroot may be ""."""
-    hosts, slash, chroot = connect.partition("/")
-    if not hosts:
-        raise ValueError(f"ZooKeeper connect string {connect!r} names no host")
-    return hosts, ("/" + chroot.strip("/")) if slash and chroot.strip("/") else ""
 
 
 class ZooKeeperBackend(MetadataStorageBackend):
@@ -65,26 +50,21 @@ class ZooKeeperBackend(MetadataStorageBackend):
         connect_timeout_s: float = 15.0,
         read_retry: KazooRetry | None = None,
     ) -> None:
-        hosts, self._chroot = split_connect_string(connect)
-        self._connect = connect
-        # The chroot is handled here rather than by kazoo so that a missing chroot can be created.
-        self._client = KazooClient(hosts=hosts, timeout=session_timeout_s)
+        self._zk = ZkClient(connect, session_timeout_s)
+        self._chroot = self._zk.chroot
+        self._reader = BulkReader(self._zk)
         self._read_retry = read_retry or KazooRetry(max_tries=5, delay=0.05, max_delay=1.0)
-        self._op_timeout_s = session_timeout_s
         self._known_paths: set[str] = set()
         self._lock = threading.Lock()
         self._watch_tokens: dict[str, object] = {}
         try:
-            self._client.start(timeout=connect_timeout_s)
-            if self._chroot:
-                self._client.ensure_path(self._chroot)
-        except _TRANSPORT as e:
-            self._client.close()
+            self._zk.start(connect_timeout_s)
+        except TRANSPORT_ERRORS as e:
             raise MetadataStoreError(f"cannot connect to ZooKeeper at {connect}: {e}") from e
         self._closed = False
 
     def __repr__(self) -> str:
-        return f"ZooKeeperBackend({self._connect!r})"
+        return f"ZooKeeperBackend({self._zk.connect!r})"
 
     def _path(self, key: str) -> str:
         return f"{self._chroot}/{validate_key(key)}"
@@ -94,27 +74,19 @@ class ZooKeeperBackend(MetadataStorageBackend):
 
     def _check_open(self) -> None:
         if self._closed:
-            raise MetadataStoreError(f"ZooKeeper metadata store {self._connect} is closed")
-
-    def _wait(self, async_result: Any) -> Any:
-        """The result of a kazoo async call, waiting at most the session timeout (a request made
-        while disconnected is queued by kazoo until the connection is back, however long)."""
-        try:
-            return async_result.get(timeout=self._op_timeout_s)
-        except KazooTimeoutError:
-            raise KazooTimeoutError(f"no answer within {self._op_timeout_s}s") from None
+            raise MetadataStoreError(f"ZooKeeper metadata store {self._zk.connect} is closed")
 
     def _read(self, start: Callable[..., Any], *args: Any) -> Any:
         """A read under the retry policy; a copy of it, as KazooRetry keeps per-call state."""
-        return self._read_retry.copy()(lambda: self._wait(start(*args)))
+        return self._read_retry.copy()(lambda: self._zk.wait(start(*args)))
 
     def get(self, key: str) -> Versioned | None:
         path = self._path(key)
         try:
-            data, stat = self._read(self._client.get_async, path)
+            data, stat = self._read(self._zk.kazoo.get_async, path)
         except NoNodeError:
             return None
-        except _TRANSPORT as e:
+        except TRANSPORT_ERRORS as e:
             raise MetadataStoreError(f"ZooKeeper get {path}: {e}") from e
         return Versioned(bytes(data), int(stat.version))
 
@@ -122,27 +94,19 @@ class ZooKeeperBackend(MetadataStorageBackend):
         return self._get_paths([self._path(k) for k in keys])
 
     def _get_paths(self, paths: Sequence[str]) -> list[Versioned | None]:
-        result: list[Versioned | None] = []
-        for start in range(0, len(paths), _ASYNC_BATCH):
-            pending = [(p, self._client.get_async(p)) for p in paths[start : start + _ASYNC_BATCH]]
-            for path, async_result in pending:
-                try:
-                    data, stat = self._wait(async_result)
-                except NoNodeError:
-                    result.append(None)
-                    continue
-                except _TRANSPORT as e:
-                    raise MetadataStoreError(f"ZooKeeper get {path}: {e}") from e
-                result.append(Versioned(bytes(data), int(stat.version)))
-        return result
+        try:
+            found = self._reader.retrying(lambda: self._reader.read(paths))
+        except TRANSPORT_ERRORS as e:
+            raise MetadataStoreError(f"ZooKeeper get of {len(paths)} znodes: {e}") from e
+        return [None if z is None else Versioned(*z) for z in found]
 
     def list_children(self, parent: str) -> list[str]:
         path = self._parent_path(parent)
         try:
-            children: list[str] = self._read(self._client.get_children_async, path)
+            children: list[str] = self._read(self._zk.kazoo.get_children_async, path)
         except NoNodeError:
             return []
-        except _TRANSPORT as e:
+        except TRANSPORT_ERRORS as e:
             raise MetadataStoreError(f"ZooKeeper get_children {path}: {e}") from e
         return sorted(children)
 
@@ -157,22 +121,25 @@ class ZooKeeperBackend(MetadataStorageBackend):
         self._check_open()
         if not ops:
             return
-        failures = self._try_multi(ops, trust_known_paths=True)
-        if failures and failures[0][2] and isinstance(failures[0][1], NoNodeError):
+        failure = self._try_multi(ops, trust_known_paths=True)
+        if failure is not None and failure[2] and isinstance(failure[1], NoNodeError):
             # A create found no parent: the cached ancestors may have been removed by another
             # writer. The failed transaction applied nothing, so build it again from fresh reads.
-            failures = self._try_multi(ops, trust_known_paths=False)
-        if failures:
-            key, error, _ = failures[0]
+            failure = self._try_multi(ops, trust_known_paths=False)
+        if failure is not None:
+            key, error, _ = failure
             if isinstance(error, _CONFLICTS):
                 raise VersionConflictError(
                     f"{key}: {type(error).__name__}", key.removeprefix(self._chroot + "/")
                 )
             raise MetadataStoreError(f"ZooKeeper transaction failed at {key}: {error!r}")
 
-    def _try_multi(self, ops: Sequence[Op], trust_known_paths: bool) -> list[tuple[str, Any, bool]]:
-        """Commits ``ops`` as one transaction; the failed ``(path, error, is_create)``, [] if none."""
-        txn = self._client.transaction()
+    def _try_multi(
+        self, ops: Sequence[Op], trust_known_paths: bool
+    ) -> tuple[str, Exception, bool] | None:
+        """Commits ``ops`` as one transaction; the failed ``(path, error, is_create)``, None if it
+        committed."""
+        txn = self._zk.kazoo.transaction()
         keys: list[str] = []  # the key behind each transaction op, for error messages
         created: set[str] = set()
         try:
@@ -192,20 +159,19 @@ class ZooKeeperBackend(MetadataStorageBackend):
                 elif isinstance(op, Check):
                     txn.check(path, version=op.expected_version)
                 keys.append(path)
-            results = self._wait(txn.commit_async())
-        except _TRANSPORT as e:
+            results = self._zk.wait(txn.commit_async())
+        except TRANSPORT_ERRORS as e:
             raise MetadataStoreError(f"ZooKeeper transaction ({len(keys)} ops): {e}") from e
-        failures = [
-            (k, r, k in created)
-            for k, r in zip(keys, results, strict=True)
-            if isinstance(r, Exception) and not isinstance(r, RolledBackError)
-        ]
+        failure = first_failure(results)
         with self._lock:
-            if failures:
+            if failure is not None:
                 self._known_paths.clear()  # an ancestor we believed in may be gone
             else:
                 self._known_paths.update(created)
-        return failures
+        if failure is None:
+            return None
+        index, error = failure
+        return keys[index], error, keys[index] in created
 
     def _missing_ancestors(
         self, path: str, created: set[str], trust_known_paths: bool = True
@@ -215,7 +181,7 @@ class ZooKeeperBackend(MetadataStorageBackend):
         while ancestor and ancestor != self._chroot and ancestor not in created:
             if trust_known_paths and ancestor in self._known_paths:
                 break
-            if self._read(self._client.exists_async, ancestor) is not None:
+            if self._read(self._zk.kazoo.exists_async, ancestor) is not None:
                 with self._lock:
                     self._known_paths.add(ancestor)
                 break
@@ -230,14 +196,14 @@ class ZooKeeperBackend(MetadataStorageBackend):
             for level in reversed(levels):  # leaves first
                 for start in range(0, len(level), _ASYNC_BATCH):
                     pending = [
-                        self._client.delete_async(p) for p in level[start : start + _ASYNC_BATCH]
+                        self._zk.kazoo.delete_async(p) for p in level[start : start + _ASYNC_BATCH]
                     ]
                     for async_result in pending:
                         with contextlib.suppress(NoNodeError):
-                            self._wait(async_result)
+                            self._zk.wait(async_result)
         except NotEmptyError as e:
             raise VersionConflictError(f"{root}: written to while being removed", key) from e
-        except _TRANSPORT as e:
+        except TRANSPORT_ERRORS as e:
             raise MetadataStoreError(f"ZooKeeper remove {root}: {e}") from e
         finally:
             with self._lock:
@@ -245,15 +211,15 @@ class ZooKeeperBackend(MetadataStorageBackend):
 
     def _subtree_levels(self, root: str) -> list[list[str]]:
         """The paths of the subtree at ``root``, grouped by depth (root first)."""
-        if self._read(self._client.exists_async, root) is None:
+        if self._read(self._zk.kazoo.exists_async, root) is None:
             return []
         levels = [[root]]
         while True:
-            pending = [(p, self._client.get_children_async(p)) for p in levels[-1]]
+            pending = [(p, self._zk.kazoo.get_children_async(p)) for p in levels[-1]]
             below: list[str] = []
             for parent, async_result in pending:
                 try:
-                    below.extend(f"{parent}/{c}" for c in self._wait(async_result))
+                    below.extend(f"{parent}/{c}" for c in self._zk.wait(async_result))
                 except NoNodeError:
                     continue
             if not below:
@@ -279,8 +245,8 @@ class ZooKeeperBackend(MetadataStorageBackend):
             return None
 
         try:
-            self._client.DataWatch(path, on_change)
-        except _TRANSPORT as e:
+            self._zk.kazoo.DataWatch(path, on_change)
+        except TRANSPORT_ERRORS as e:
             raise MetadataStoreError(f"ZooKeeper watch {path}: {e}") from e
 
     def unwatch(self, key: str) -> None:
@@ -292,10 +258,7 @@ class ZooKeeperBackend(MetadataStorageBackend):
             return
         self._closed = True
         self._watch_tokens.clear()
-        try:
-            self._client.stop()
-        finally:
-            self._client.close()
+        self._zk.close()
 
 
 # The version sentinel is ZooKeeper's own "any version".

@@ -1,0 +1,155 @@
+"""The ZooKeeper store's fenced writes.
+
+Every write is one ZooKeeper multi that starts with ``check(/controller_epoch, version our
+election wrote)`` and ``check(/controller, version of ours)``, so a deposed controller (another
+has since raised the epoch, or our ephemeral went with our session) writes nothing and gets
+``ControllerFencedError``. A write after our session has ended is refused without being sent.
+
+Delete jobs live at ``/tiered/delete_jobs/{topic_id}-{tiered_epoch}``, apart from the topic's
+znodes because they outlive the topic. A job is written create-or-set: the writer looks whether
+the znode exists, then creates or sets it in the fenced multi (only the active controller writes,
+so nothing races the look; if something did, the multi would fail whole).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from kazoo.exceptions import BadVersionError, NoNodeError
+
+from controller.store.base import ControllerFencedError, MetadataStoreError, TopicChange
+from controller.store.zookeeper.leadership import Leadership
+from controller.store.zookeeper.znodes import (
+    ZnodeOp,
+    encode_delete_job,
+    topic_create_ops,
+    topic_delete_ops,
+    topic_update_ops,
+)
+from tiered.cluster import zk_paths
+from tiered.cluster.model import DeleteJob, TopicMetadata
+from tiered.zk_client import TRANSPORT_ERRORS, ZkClient, first_failure
+
+__all__ = ["UPDATE_TOPICS_PER_MULTI", "FencedWriter"]
+
+UPDATE_TOPICS_PER_MULTI = 200  # update_topics: 600+ ops, ~100 KB a multi
+_FENCE_OPS = 2  # every fenced multi starts with two checks
+
+
+class FencedWriter:
+    """The writes of ``MetadataStore``, each committed only while ``leadership`` holds."""
+
+    def __init__(
+        self, zk: ZkClient, leadership: Leadership, check_open: Callable[[], None]
+    ) -> None:
+        self._zk = zk
+        self._leadership = leadership
+        self._check_open = check_open
+
+    def create_topic(self, topic: TopicMetadata) -> None:
+        self._fenced_multi(f"create topic {topic.name}", topic_create_ops(topic))
+
+    def update_topic(
+        self, before: TopicMetadata, after: TopicMetadata, delete_job: DeleteJob | None = None
+    ) -> None:
+        """One multi: the topic's config, tiered state and tiered epoch znodes and, with
+        ``delete_job``, the creation or update of the job's znode."""
+        _check_change(before, after, delete_job)
+        what = f"update topic {after.name}"
+        ops = topic_update_ops(after)
+        if delete_job is not None:
+            ops.append(self._delete_job_op(what, delete_job))
+        self._fenced_multi(what, ops)
+
+    def update_topics(self, changes: Sequence[TopicChange]) -> None:
+        """One multi per ``UPDATE_TOPICS_PER_MULTI`` topics, in order (a multi of 10k topics
+        would pass ZooKeeper's 1 MB request limit)."""
+        for before, after, delete_job in changes:
+            _check_change(before, after, delete_job)
+        for start in range(0, len(changes), UPDATE_TOPICS_PER_MULTI):
+            group = changes[start : start + UPDATE_TOPICS_PER_MULTI]
+            what = (
+                f"update topic {group[0][1].name}"
+                if len(group) == 1
+                else f"update {len(group)} topics ({group[0][1].name}..{group[-1][1].name})"
+            )
+            ops: list[ZnodeOp] = []
+            for _, after, delete_job in group:
+                ops += topic_update_ops(after)
+                if delete_job is not None:
+                    ops.append(self._delete_job_op(what, delete_job))
+            self._fenced_multi(what, ops)
+
+    def put_delete_job(self, job: DeleteJob) -> None:
+        """One multi creating or setting ``/tiered/delete_jobs/{topic_id}-{tiered_epoch}``."""
+        what = f"put delete job {job.topic_id}-{job.tiered_epoch} ({job.topic})"
+        self._fenced_multi(what, [self._delete_job_op(what, job)])
+
+    def delete_topic(self, topic: TopicMetadata) -> None:
+        self._fenced_multi(f"delete topic {topic.name}", topic_delete_ops(topic.name))
+
+    def _delete_job_op(self, what: str, job: DeleteJob) -> ZnodeOp:
+        """Create if the job's znode is absent, else set. Refused, without a read, when this
+        process is not the active controller (the multi would be refused anyway)."""
+        self._check_open()
+        self._leadership.require(what)
+        path = zk_paths.delete_job(job.topic_id, job.tiered_epoch)
+        try:
+            stat = self._zk.exists(self._zk.path(path))
+        except TRANSPORT_ERRORS as e:
+            raise MetadataStoreError(f"{what}: ZooKeeper exists {path}: {e!r}") from e
+        return ("create" if stat is None else "set", path, encode_delete_job(job))
+
+    def _fenced_multi(self, what: str, ops: Sequence[ZnodeOp]) -> None:
+        """Commits ``ops`` (kind, path in the layout, data) in one multi behind the fence checks."""
+        self._check_open()
+        leader = self._leadership.require(what)
+        zk = self._zk
+        txn = zk.kazoo.transaction()
+        txn.check(zk.path(zk_paths.CONTROLLER_EPOCH), leader.epoch_version)
+        txn.check(zk.path(zk_paths.CONTROLLER), leader.controller_version)
+        paths = [zk_paths.CONTROLLER_EPOCH, zk_paths.CONTROLLER]
+        for kind, path, data in ops:
+            if kind == "create":
+                txn.create(zk.path(path), data)
+            elif kind == "set":
+                txn.set_data(zk.path(path), data)
+            else:
+                txn.delete(zk.path(path))
+            paths.append(path)
+        try:
+            results = zk.wait(txn.commit_async())
+        except TRANSPORT_ERRORS as e:
+            raise MetadataStoreError(
+                f"{what}: no answer from ZooKeeper, outcome unknown: {e!r}"
+            ) from e
+        failure = first_failure(results)
+        if failure is None:
+            return
+        index, error = failure
+        if index < _FENCE_OPS and isinstance(error, BadVersionError | NoNodeError):
+            self._leadership.lost.set()
+            raise ControllerFencedError(
+                f"{what}: controller {leader.controller_id} of epoch {leader.epoch} is fenced "
+                f"({paths[index]}: {type(error).__name__}); nothing was written"
+            )
+        raise MetadataStoreError(
+            f"{what}: {paths[index]}: {type(error).__name__}; nothing was written"
+        )
+
+
+def _check_change(
+    before: TopicMetadata, after: TopicMetadata, delete_job: DeleteJob | None
+) -> None:
+    if before.name != after.name or before.topic_id != after.topic_id:
+        raise ValueError(
+            f"update_topic: {before.name} ({before.topic_id}) and {after.name} "
+            f"({after.topic_id}) are not the same topic"
+        )
+    if before.replicas != after.replicas:
+        raise ValueError(f"update_topic: the assignment of {after.name} cannot change")
+    if delete_job is not None and delete_job.topic_id != after.topic_id:
+        raise ValueError(
+            f"update_topic: the delete job of topic id {delete_job.topic_id} is not "
+            f"{after.name}'s ({after.topic_id})"
+        )

@@ -1,0 +1,166 @@
+"""What every ZooKeeper client of the project shares (the controller store, the brokers'
+registration, the RLMM backend): the connect string, the transport errors, a kazoo client whose
+every request waits at most the session timeout, and the reading of a failed transaction.
+
+kazoo notes: a request made while disconnected is queued until the connection is back, however
+long, so ``ZkClient.wait`` gives up after the session timeout; a failed transaction returns a
+list with an exception per op instead of raising. The chroot of the connect string is handled
+here rather than by kazoo, so that a missing chroot can be created.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import (
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    RolledBackError,
+    RuntimeInconsistency,
+)
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import WatchedEvent, ZnodeStat
+from kazoo.retry import KazooRetry
+
+__all__ = [
+    "TRANSPORT_ERRORS",
+    "ZkClient",
+    "connection_retry",
+    "first_failure",
+    "split_connect_string",
+]
+
+# ZooKeeper did not answer (in time) or refused the request: each contract wraps these in its own
+# error type (the controller store's and the RLMM backend's ``MetadataStoreError``).
+TRANSPORT_ERRORS: tuple[type[Exception], ...] = (KazooException, KazooTimeoutError)
+
+
+def split_connect_string(connect: str) -> tuple[str, str]:
+    """``"h1:2181,h2:2181/chroot/x"`` -> ``("h1:2181,h2:2181", "/chroot/x")``; chroot may be ""."""
+    hosts, slash, chroot = connect.strip().partition("/")
+    if not hosts:
+        raise ValueError(f"ZooKeeper connect string {connect!r} names no host")
+    return hosts, ("/" + chroot.strip("/")) if slash and chroot.strip("/") else ""
+
+
+def connection_retry(session_timeout_s: float) -> KazooRetry:
+    """Reconnect forever, quickly: kazoo's default backoff grows to an hour, far longer than any
+    session, so a client would miss the window in which its session can still be resumed."""
+    return KazooRetry(
+        max_tries=-1, delay=0.05, backoff=2, max_delay=min(1.0, session_timeout_s / 3)
+    )
+
+
+def first_failure(results: Sequence[Any]) -> tuple[int, Exception] | None:
+    """The op that failed a transaction, None if it committed: kazoo reports that op with its own
+    exception, the ops before it with RolledBackError and the ops after it with
+    RuntimeInconsistency."""
+    for index, result in enumerate(results):
+        if isinstance(result, Exception) and not isinstance(
+            result, RolledBackError | RuntimeInconsistency
+        ):
+            return index, result
+    return None
+
+
+class ZkClient:
+    """A kazoo client for ``connect`` (``host:port[,host:port...][/chroot]``), not started.
+
+    Paths given to its methods are full paths: ``path()`` puts the chroot in front of a path of
+    the layout. Every wait is bounded by the session timeout (then ``KazooTimeoutError``); the
+    methods raise kazoo's errors (``TRANSPORT_ERRORS``), which their callers wrap.
+    """
+
+    def __init__(self, connect: str, session_timeout_s: float) -> None:
+        hosts, self.chroot = split_connect_string(connect)
+        self.connect = connect
+        self.op_timeout_s = session_timeout_s
+        self.kazoo = KazooClient(
+            hosts=hosts,
+            timeout=session_timeout_s,
+            connection_retry=connection_retry(session_timeout_s),
+        )
+
+    def __repr__(self) -> str:
+        return f"ZkClient({self.connect!r})"
+
+    def start(self, timeout_s: float, *parents: str) -> None:
+        """Connects, then creates the chroot and ``parents`` (paths of the layout) where missing;
+        releases the client if any of it fails."""
+        try:
+            self.kazoo.start(timeout=timeout_s)
+            if self.chroot:
+                self.ensure_path(self.chroot)
+            for parent in parents:
+                self.ensure_path(self.path(parent))
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Ends the session (its ephemeral znodes go with it) and releases the client."""
+        try:
+            self.kazoo.stop()
+        finally:
+            self.kazoo.close()
+
+    def path(self, relative: str) -> str:
+        return self.chroot + relative
+
+    def session_id(self) -> int | None:
+        """The current session, None while there is none."""
+        client_id = self.kazoo.client_id
+        return None if client_id is None else int(client_id[0])
+
+    def wait(self, async_result: Any) -> Any:
+        """The result of a kazoo async call, waiting at most the session timeout."""
+        try:
+            return async_result.get(timeout=self.op_timeout_s)
+        except KazooTimeoutError:
+            raise KazooTimeoutError(
+                f"no answer from ZooKeeper within {self.op_timeout_s}s"
+            ) from None
+
+    def data_or_none(self, async_result: Any) -> bytes | None:
+        """The data of an async get, None if the znode does not exist."""
+        try:
+            data, _ = self.wait(async_result)
+        except NoNodeError:
+            return None
+        return bytes(data)
+
+    def get(
+        self, path: str, watch: Callable[[WatchedEvent], None] | None = None
+    ) -> tuple[bytes, ZnodeStat] | None:
+        try:
+            data, stat = self.wait(self.kazoo.get_async(path, watch=watch))
+        except NoNodeError:
+            return None
+        return bytes(data), stat
+
+    def exists(
+        self, path: str, watch: Callable[[WatchedEvent], None] | None = None
+    ) -> ZnodeStat | None:
+        stat: ZnodeStat | None = self.wait(self.kazoo.exists_async(path, watch=watch))
+        return stat
+
+    def children(self, path: str) -> list[str]:
+        """The children of ``path``, [] if it does not exist."""
+        try:
+            children: list[str] = self.wait(self.kazoo.get_children_async(path))
+        except NoNodeError:
+            return []
+        return children
+
+    def ensure_path(self, path: str) -> None:
+        """Creates ``path`` and its ancestors where missing (empty data)."""
+        current = ""
+        for part in path.strip("/").split("/"):
+            current += "/" + part
+            try:
+                self.wait(self.kazoo.create_async(current, b""))
+            except NodeExistsError:
+                continue
