@@ -20,12 +20,13 @@ Methods (no added latency):
   the number of segments of the partition, so when ``--segments`` exceeds
   ``--kafka-max-segments``, *kafka* is measured on as many whole partitions as fit (at least one;
   each at full size) and extrapolated linearly by segment count: the JSON says so.
-- *spark*: ``list_objects_below_epoch`` for every partition, then ``delete_keys_with_spark``
-  (``controller.jobs.spark_delete``). The session start and a first, empty-handed job (the first
-  job of a session starts the Python workers) are timed separately and excluded.
-- *local_pool*: the same listing, then ``delete_keys_locally`` (the deleter's in-process fast
-  path: one thread pool in this process).
-- *serial*: the same listing, then one delete at a time (``delete_keys_locally`` with one thread).
+- *spark*: the fsspec RSM's ``list_objects_below_epoch`` for every partition, then
+  ``delete_with_spark`` (``controller.jobs.spark_delete``) with the RSM's object deleter (a pool
+  of ``--threads`` threads in each Spark partition). The session start and a first, empty-handed
+  job (the first job of a session starts the Python workers) are timed separately and excluded.
+- *local_pool*: the same listing, then the RSM's object deleter in this process (the job's fast
+  path: one thread pool of ``--threads``).
+- *serial*: the same listing, then one delete at a time (the object deleter with one thread).
 - *rm_rf*: ``rm -rf`` of every partition's ``te=0`` directory (subprocess): the floor.
 
 Then the same with ``--latency-s`` (5 ms) slept before every object delete, a model of an object
@@ -75,23 +76,18 @@ from bench.common import (
     utc_now,
     write_json,
 )
-from controller.jobs.spark_delete import (
-    DeleteCounts,
-    SparkSessionProvider,
-    default_slices,
-    delete_keys_locally,
-    delete_keys_with_spark,
-    list_objects_below_epoch,
-)
+from controller.jobs.spark_delete import SparkSessionProvider, default_slices, delete_with_spark
 from tiered import rlmm
 from tiered.api import (
+    DeleteOutcome,
     RemoteLogSegmentId,
     RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataUpdate,
     RemoteLogSegmentState,
+    RemoteObjectDeleter,
     TopicIdPartition,
 )
-from tiered.rsm import layout
+from tiered.rsm import FsspecObjectDeleter, FsspecRemoteStorageManager, layout
 
 DEFAULT_OUT = RESULTS_DIR / "bulk_delete.json"
 TOPIC = "bench"
@@ -196,7 +192,7 @@ def verify(
     tree: Tree,
     root: Path,
     partitions: Sequence[int],
-    counts: DeleteCounts | None,
+    counts: DeleteOutcome | None,
 ) -> None:
     """No epoch-0 object is left in ``partitions``, every survivor there is intact, and the counts
     (when given) say every object was deleted."""
@@ -213,7 +209,7 @@ def verify(
             if not path.is_file() or path.read_bytes() != OBJECT_BYTES:
                 problems.append(f"partition {p}: epoch-1 object {key} was touched")
     expected = sum(len(tree.segments[p]) for p in partitions) * len(SUFFIXES)
-    if counts is not None and counts != DeleteCounts(expected, 0, 0):
+    if counts is not None and counts != DeleteOutcome(expected):
         problems.append(f"counts {counts} != {expected} deleted")
     if problems:
         raise VerificationError("; ".join(problems))
@@ -358,11 +354,15 @@ def _scaled(
     }
 
 
-def list_all(tree: Tree, root: Path, partitions: Sequence[int]) -> list[str]:
-    keys: list[str] = []
-    for p in partitions:
-        keys += list_objects_below_epoch(str(root), TOPIC, tree.topic_id, p, E)
-    return keys
+def list_all(
+    tree: Tree, storage: FsspecRemoteStorageManager, partitions: Sequence[int]
+) -> list[str]:
+    return [
+        key
+        for p in partitions
+        for batch in storage.list_objects_below_epoch(tree.partitions[p], E)
+        for key in batch
+    ]
 
 
 def run_listed(
@@ -370,14 +370,21 @@ def run_listed(
     tree: Tree,
     workdir: Path,
     partitions: Sequence[int],
-    delete: Callable[[str, list[str]], DeleteCounts],
+    storage_settings: tuple[int, float],
+    delete: Callable[[RemoteObjectDeleter, list[str]], DeleteOutcome],
 ) -> dict[str, Any]:
-    """Copies, lists epochs < E of ``partitions`` and deletes the keys with ``delete``."""
+    """Copies, lists epochs < E of ``partitions`` through the fsspec RSM (``storage_settings``:
+    its delete threads and simulated latency) and deletes the keys with ``delete`` and the RSM's
+    object deleter."""
     root = workdir / name
     copy_s = fresh_copy(tree, root, None if len(partitions) == len(tree.segments) else partitions)
+    threads, latency_s = storage_settings
+    storage = FsspecRemoteStorageManager(
+        str(root), delete_threads=threads, simulated_delete_latency_s=latency_s
+    )
     sync()
-    list_s, keys = timed(lambda: list_all(tree, root, partitions))
-    delete_s, counts = timed(lambda: delete(str(root), keys))
+    list_s, keys = timed(lambda: list_all(tree, storage, partitions))
+    delete_s, counts = timed(lambda: delete(storage.object_deleter(), keys))
     verify(tree, root, partitions, counts)
     shutil.rmtree(root)
     return _scaled(
@@ -415,37 +422,25 @@ def run_phase(
     subset = whole_partitions_within(tree, serial_budget)
     methods: dict[str, Any] = {}
 
-    def spark_delete(root: str, keys: list[str]) -> DeleteCounts:
-        return delete_keys_with_spark(
-            spark,
-            root,
-            keys,
-            slices=args.slices,
-            threads_per_slice=args.threads,
-            latency_s=latency_s,
-        )
+    def spark_delete(deleter: RemoteObjectDeleter, keys: list[str]) -> DeleteOutcome:
+        return delete_with_spark(spark, deleter, keys, slices=args.slices)
 
+    def in_process(deleter: RemoteObjectDeleter, keys: list[str]) -> DeleteOutcome:
+        return deleter.delete_objects(keys)
+
+    pool = (args.threads, latency_s)
+    serial = (1, latency_s)
     steps: list[tuple[str, Callable[[], dict[str, Any]]]] = [
         ("kafka", lambda: run_kafka(tree, workdir, subset, latency_s)),
-        ("spark", lambda: run_listed("spark", tree, workdir, everything, spark_delete)),
+        ("spark", lambda: run_listed("spark", tree, workdir, everything, pool, spark_delete)),
         (
             "local_pool",
-            lambda: run_listed(
-                "local_pool",
-                tree,
-                workdir,
-                everything,
-                lambda r, k: delete_keys_locally(r, k, args.threads, latency_s),
-            ),
+            lambda: run_listed("local_pool", tree, workdir, everything, pool, in_process),
         ),
         (
             "serial",
             lambda: run_listed(
-                "serial",
-                tree,
-                workdir,
-                subset if latency_s > 0 else everything,
-                lambda r, k: delete_keys_locally(r, k, 1, latency_s),
+                "serial", tree, workdir, subset if latency_s > 0 else everything, serial, in_process
             ),
         ),
     ]
@@ -593,10 +588,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             }
             start_s, spark = timed(provider.get)
             sc = spark.sparkContext
+            nowhere = FsspecObjectDeleter(str(workdir / "nowhere"))
             warmup_s, _ = timed(
-                lambda: delete_keys_with_spark(
-                    spark, str(workdir / "nowhere"), ["a", "b"], slices=sc.defaultParallelism
-                )
+                lambda: delete_with_spark(spark, nowhere, ["a", "b"], slices=sc.defaultParallelism)
             )
             spark_doc = {
                 "master": sc.master,
@@ -639,13 +633,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "benchmark": "bulk_delete",
         "description": (
             "Deleting a topic's remote objects of tiered epochs < E: the PySpark job "
-            "(controller.jobs.spark_delete: list by te= prefix, delete with a thread pool inside "
-            "each Spark partition) against the Kafka way (one segment at a time through the "
-            "sqlite RLMM: DELETE_SEGMENT_STARTED, its 4 objects, DELETE_SEGMENT_FINISHED), the "
-            "in-process thread pool (the deleter's fast path), a serial loop and rm -rf (the "
-            "floor), on identical fresh copies of one local tree; then with a sleep per object "
-            "delete modelling an object store. ratio x/y = seconds of x / seconds of y for the "
-            "whole tree (extrapolated from whole partitions where 'extrapolated' is true)."
+            "(controller.jobs.spark_delete with the fsspec RSM's bulk delete capability: list by "
+            "te= prefix, delete with a thread pool inside each Spark partition) against the Kafka "
+            "way (one segment at a time through the sqlite RLMM: DELETE_SEGMENT_STARTED, its 4 "
+            "objects, DELETE_SEGMENT_FINISHED), the in-process thread pool (the job's fast path), "
+            "a serial loop and rm -rf (the floor), on identical fresh copies of one local tree; "
+            "then with a sleep per object delete modelling an object store. ratio x/y = seconds "
+            "of x / seconds of y for the whole tree (extrapolated from whole partitions where "
+            "'extrapolated' is true)."
         ),
         "started_at": started_at,
         "finished_at": utc_now(),
@@ -666,7 +661,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             "threads": args.threads,
             "quick": args.quick,
             "rlmm": "sqlite, the deleting broker leads the partitions (cached state)",
-            "object_delete": "fsspec LocalFileSystem.rm_file for every method but rm_rf",
+            "object_delete": (
+                "fsspec LocalFileSystem.rm_file for every method but rm_rf (spark, local_pool, "
+                "serial: through tiered.rsm.FsspecObjectDeleter)"
+            ),
             "latency_model": "time.sleep(latency_s) before each object delete (all methods)",
             "timing": (
                 "os.sync() before every timed phase; copies of the template, RLMM setup, "

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from broker.config import parse_listener
+from broker.config import RSM_PREFIX, parse_listener
 from tiered.properties import int_property
 from tiered.retry import ExponentialBackoff
 
@@ -61,8 +61,14 @@ class ControllerConfig:
             ),
             spark={k: v for k, v in values.items() if k.startswith("spark.")},
             remote={
-                k: v
-                for k, v in values.items()
-                if k.startswith(("rlmm.", "remote.storage.", "bulk.delete."))
+                **{
+                    k: v
+                    for k, v in values.items()
+                    if k.startswith(
+                        ("rlmm.", "remote.storage.", "remote.log.storage.manager.", "bulk.delete.")
+                    )
+                },
+                # The storage plugin's own settings, prefix stripped (as on the brokers).
+                **{k[len(RSM_PREFIX) :]: v for k, v in values.items() if k.startswith(RSM_PREFIX)},
             },
         )

@@ -30,17 +30,16 @@ from pathlib import Path
 
 import grpc
 
-from controller.jobs.spark_delete import list_objects_below_epoch
 from tests.rlmm_support import poll_until
 from tests.support.cluster import Cluster
 from tests.support.zookeeper import ZooKeeperServer
 from tiered.admin import AdminClient, TopicDescription
-from tiered.api import RemoteLogSegmentState
+from tiered.api import RemoteLogSegmentState, TopicIdPartition
 from tiered.cluster.model import TieredState
 from tiered.config import RETENTION_BYTES, RETENTION_MS
 from tiered.rpc.v1 import broker_pb2 as pb
 from tiered.rpc.v1 import records_pb2
-from tiered.rsm import layout
+from tiered.rsm import FsspecRemoteStorageManager, layout
 
 TIERED = {"remote.storage.enable": "true", "segment.bytes": "2000"}
 RECORD_BYTES = 100
@@ -277,10 +276,10 @@ class SystemCluster(Cluster):
         job = topic.delete_job
         if job is None or job.state != "DONE":
             return
+        storage = FsspecRemoteStorageManager(str(self.root / "remote"))
         for p in range(len(topic.partitions)):
-            left = list_objects_below_epoch(
-                str(self.root / "remote"), topic.name, topic.topic_id, p, job.tiered_epoch
-            )
+            tp = TopicIdPartition(topic.topic_id, topic.name, p)
+            left = [k for b in storage.list_objects_below_epoch(tp, job.tiered_epoch) for k in b]
             assert not left, f"{topic.name}-{p}: {len(left)} objects below epoch left: {left[:3]}"
 
     def _check_finished_segments_have_objects(self, topic: TopicDescription) -> None:

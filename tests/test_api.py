@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from tiered.api import (
     CustomMetadata,
+    DeleteOutcome,
     RemoteLogSegmentId,
     RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataUpdate,
@@ -586,3 +587,26 @@ def test_create_with_updates_keeps_or_replaces_custom_metadata(
     assert updated.segment_leader_epochs == m.segment_leader_epochs
     assert updated.tiered_epoch == m.tiered_epoch
     assert updated.state is u.state
+
+
+def test_delete_outcome_adds_and_counts() -> None:
+    a = DeleteOutcome(1, 2, ("k1",), "k1: OSError")
+    b = DeleteOutcome(10, 20, ("k2", "k3"))
+    assert a + b == DeleteOutcome(11, 22, ("k1", "k2", "k3"), "k1: OSError")
+    assert (a + b).done == 33 and (a + b).failed == 3
+    assert DeleteOutcome() + b == b
+    assert sum([a, b], DeleteOutcome()) == a + b
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"deleted": -1}, ValueError),
+        ({"missing": True}, TypeError),
+        ({"failed_handles": ["k"]}, TypeError),
+        ({"failed_handles": None}, TypeError),
+    ],
+)
+def test_delete_outcome_rejects_invalid_values(kwargs: dict[str, Any], error: type) -> None:
+    with pytest.raises(error):
+        DeleteOutcome(**kwargs)

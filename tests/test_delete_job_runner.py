@@ -1,5 +1,5 @@
-"""The delete-job runner in process: a real sqlite RLMM, a real remote directory tree, the real
-object deleter (fast path); faults injected around it."""
+"""The delete-job runner in process: a real sqlite RLMM, a real remote directory tree behind the
+fsspec storage plugin, the real object deleter (fast path); faults injected around it."""
 
 from __future__ import annotations
 
@@ -11,19 +11,18 @@ from pathlib import Path
 import pytest
 
 from controller.jobs.runner import DeleteJobRunner
-from controller.jobs.spark_delete import (
-    BulkObjectDeleter,
-    DeleteCounts,
-    SparkSessionProvider,
-    list_objects_below_epoch,
-)
+from controller.jobs.spark_delete import BulkObjectDeleter, SparkSessionProvider
 from tests.rlmm_support import COPY_SEGMENT_FINISHED, poll_until, segment, update_of
 from tiered import rlmm
-from tiered.api import RemoteLogSegmentMetadata, TopicIdPartition
+from tiered.api import (
+    DeleteOutcome,
+    RemoteLogSegmentMetadata,
+    RemoteObjectDeleter,
+    TopicIdPartition,
+)
 from tiered.cluster.model import DeleteJob, DeleteJobState, PartitionDeleteProgress
 from tiered.retry import ExponentialBackoff
-from tiered.rlmm.manager import StoreRemoteLogMetadataManager
-from tiered.rsm import layout
+from tiered.rsm import FsspecRemoteStorageManager, layout
 
 SUFFIXES = ("log", "index", "timeindex", "epochs")
 
@@ -33,6 +32,7 @@ class Remote:
 
     def __init__(self, tmp_path: Path, partitions: int = 2) -> None:
         self.root = str(tmp_path / "remote")
+        self.storage = FsspecRemoteStorageManager(self.root)
         self.topic, self.topic_id, self.partitions = "orders", uuid.uuid4(), partitions
         self.broker = rlmm.create({"rlmm.sqlite.path": str(tmp_path / "rlmm.db"), "broker.id": "0"})
         self.controller = rlmm.create(
@@ -66,9 +66,8 @@ class Remote:
         return [
             k
             for tp in self.tps()
-            for k in list_objects_below_epoch(
-                self.root, tp.topic, tp.topic_id, tp.partition, tiered_epoch + 1
-            )
+            for batch in self.storage.list_objects_below_epoch(tp, tiered_epoch + 1)
+            for k in batch
             if f"/te={tiered_epoch}/" in k
         ]
 
@@ -98,14 +97,14 @@ def remote(tmp_path: Path) -> Iterator[Remote]:
 class GatedDeleter:
     """The real fast-path deleter, which can be held at the start of a delete or fail once."""
 
-    def __init__(self, root: str) -> None:
-        self.inner = BulkObjectDeleter(root, SparkSessionProvider(), fast_path_max_objects=10**9)
+    def __init__(self) -> None:
+        self.inner = BulkObjectDeleter(SparkSessionProvider(), fast_path_max_objects=10**9)
         self.entered = threading.Event()
         self.gate: threading.Event | None = None
         self.fail_next = 0
         self.calls: list[int] = []
 
-    def delete(self, keys: Sequence[str]) -> DeleteCounts:
+    def delete(self, deleter: RemoteObjectDeleter, keys: Sequence[str]) -> DeleteOutcome:
         self.calls.append(len(keys))
         self.entered.set()
         if self.gate is not None:
@@ -113,7 +112,7 @@ class GatedDeleter:
         if self.fail_next:
             self.fail_next -= 1
             raise RuntimeError("injected: the delete job's executor died")
-        return self.inner.delete(keys)
+        return self.inner.delete(deleter, keys)
 
 
 class Persisted:
@@ -129,15 +128,9 @@ class Persisted:
 
 
 def runner_for(remote: Remote, deleter: GatedDeleter, persisted: Persisted) -> DeleteJobRunner:
-    def list_objects(tp: TopicIdPartition, tiered_epoch: int) -> list[str]:
-        return list_objects_below_epoch(
-            remote.root, tp.topic, tp.topic_id, tp.partition, tiered_epoch
-        )
-
-    assert isinstance(remote.controller, StoreRemoteLogMetadataManager)
     return DeleteJobRunner(
         remote.controller,
-        list_objects,
+        remote.storage,
         deleter,
         persisted,
         backoff=ExponentialBackoff(0.01, 0.05),
@@ -151,7 +144,7 @@ def test_a_job_deletes_older_epochs_and_records_its_progress(remote: Remote) -> 
     orphan.write_bytes(b"left by a copy that died before its metadata")
     newer = remote.copy(1, 2, tiered_epoch=1)  # re-enabled before the job ran: never touched
     persisted = Persisted()
-    job = runner_for(remote, GatedDeleter(remote.root), persisted).run_job(remote.job())
+    job = runner_for(remote, GatedDeleter(), persisted).run_job(remote.job())
     assert job.state is DeleteJobState.DONE and job.attempts == 1 and job.last_error == ""
     assert [p.done for p in job.progress] == [True, True]
     assert [p.segments_deleted for p in job.progress] == [5, 5]
@@ -174,7 +167,7 @@ def test_a_job_deletes_older_epochs_and_records_its_progress(remote: Remote) -> 
 def test_a_reenable_during_the_job_keeps_the_new_epochs_data(remote: Remote) -> None:
     for p in range(2):
         remote.copy(p, 4, tiered_epoch=0)
-    deleter, persisted = GatedDeleter(remote.root), Persisted()
+    deleter, persisted = GatedDeleter(), Persisted()
     deleter.gate = threading.Event()
     runner = runner_for(remote, deleter, persisted)
     outcome: list[DeleteJob] = []
@@ -202,7 +195,7 @@ def test_a_reenable_during_the_job_keeps_the_new_epochs_data(remote: Remote) -> 
 def test_a_failed_attempt_is_retried_to_the_same_end_state(remote: Remote) -> None:
     for p in range(2):
         remote.copy(p, 3, tiered_epoch=0)
-    deleter, persisted = GatedDeleter(remote.root), Persisted()
+    deleter, persisted = GatedDeleter(), Persisted()
     deleter.fail_next = 1
     runner = runner_for(remote, deleter, persisted)
     runner.start([remote.job()])
@@ -232,7 +225,7 @@ def test_a_resumed_job_skips_finished_partitions(remote: Remote) -> None:
         attempts=1,
     )
     persisted = Persisted()
-    job = runner_for(remote, GatedDeleter(remote.root), persisted).run_job(resumed)
+    job = runner_for(remote, GatedDeleter(), persisted).run_job(resumed)
     assert job.state is DeleteJobState.DONE and job.attempts == 2
     assert job.progress[0] == resumed.progress[0]  # untouched
     assert job.progress[1].done and job.progress[1].segments_deleted == 3

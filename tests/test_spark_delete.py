@@ -1,4 +1,5 @@
-"""The bulk delete engine (controller.jobs.spark_delete) against real files and a real local Spark.
+"""The bulk delete engine (controller.jobs.spark_delete) with the fsspec storage plugin's deleter,
+against real files and a real local Spark.
 
 One SparkSession serves the whole module (starting one takes about 7 s). Failures are injected
 without privileges (the tests run as root): a key whose path is a non-empty directory cannot be
@@ -8,6 +9,7 @@ deleted as a file; a task failure is injected by the shipped function's token-di
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import os
 import subprocess
@@ -22,16 +24,15 @@ from controller.jobs import spark_delete
 from controller.jobs.spark_delete import (
     BulkDeleteError,
     BulkObjectDeleter,
-    DeleteCounts,
     SparkSessionProvider,
-    delete_keys_locally,
-    delete_keys_with_spark,
-    list_objects_below_epoch,
+    delete_with_spark,
 )
+from tests.support.processes import REPO
+from tests.support.remote_tree import block, build_tree, listed, remaining, unblock
+from tiered.api import DeleteOutcome
 from tiered.retry import ExponentialBackoff
+from tiered.rsm import FsspecRemoteStorageManager
 
-TOPIC = "orders"
-SUFFIXES = ("log", "index", "timeindex", "epochs")
 FAST_BACKOFF = ExponentialBackoff(initial_s=0.001, max_s=0.002)
 
 
@@ -62,116 +63,22 @@ class Sleeps:
             self.on_sleep()
 
 
-def build_tree(
-    root: Path,
-    topic_id: uuid.UUID,
-    partitions: tuple[int, ...] = (0, 1),
-    epochs: tuple[int, ...] = (0, 1, 2),
-    segments: int = 3,
-    topic: str = TOPIC,
-) -> dict[tuple[int, int], list[str]]:
-    """Objects with the real naming; returns the keys by (partition, epoch)."""
-    keys: dict[tuple[int, int], list[str]] = {}
-    for partition in partitions:
-        for epoch in epochs:
-            directory = root / f"{topic}-{topic_id}" / str(partition) / f"te={epoch}"
-            directory.mkdir(parents=True)
-            found = keys.setdefault((partition, epoch), [])
-            for n in range(segments):
-                segment_id = uuid.uuid4()
-                for suffix in SUFFIXES:
-                    name = f"{n * 100:020d}-{segment_id}.{suffix}"
-                    (directory / name).write_bytes(b"x")
-                    found.append(f"{topic}-{topic_id}/{partition}/te={epoch}/{name}")
-    return keys
-
-
-def remaining(root: Path) -> set[str]:
-    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
-
-
-def block(root: Path, key: str) -> None:
-    """Replaces the object ``key`` by a non-empty directory: no delete of it as a file works."""
-    path = root / key
-    path.unlink()
-    path.mkdir()
-    (path / "inside").write_bytes(b"x")
-
-
-def unblock(root: Path, key: str) -> None:
-    path = root / key
-    (path / "inside").unlink()
-    path.rmdir()
-
-
-# ----------------------------------------------------------------------------- listing
-
-
-def test_lists_only_epochs_below_e_of_the_partition(tmp_path: Path) -> None:
-    topic_id = uuid.uuid4()
-    keys = build_tree(tmp_path, topic_id)
-    build_tree(tmp_path, uuid.uuid4())  # same topic name, another id: never listed
-    # Not epoch directories: ignored.
-    for odd in ("te=01", "te=x", "tmp"):
-        (tmp_path / f"{TOPIC}-{topic_id}" / "0" / odd).mkdir()
-        (tmp_path / f"{TOPIC}-{topic_id}" / "0" / odd / "f").write_bytes(b"x")
-
-    listed = list_objects_below_epoch(str(tmp_path), TOPIC, topic_id, 0, 2)
-    assert listed == sorted(keys[(0, 0)] + keys[(0, 1)])
-    assert list_objects_below_epoch(str(tmp_path), TOPIC, topic_id, 1, 1) == sorted(keys[(1, 0)])
-    assert list_objects_below_epoch(str(tmp_path), TOPIC, topic_id, 1, 3) == sorted(
-        keys[(1, 0)] + keys[(1, 1)] + keys[(1, 2)]
-    )
-    assert list_objects_below_epoch(str(tmp_path), TOPIC, topic_id, 0, 0) == []
-    assert list_objects_below_epoch(str(tmp_path), TOPIC, topic_id, 7, 3) == []
-    assert list_objects_below_epoch(str(tmp_path / "nowhere"), TOPIC, topic_id, 0, 3) == []
-    with pytest.raises(ValueError, match="tiered_epoch"):
-        list_objects_below_epoch(str(tmp_path), TOPIC, topic_id, 0, -1)
-
-
-def test_lists_and_deletes_on_an_fsspec_url(tmp_path: Path) -> None:
-    topic_id = uuid.uuid4()
-    keys = build_tree(tmp_path, topic_id, partitions=(0,), epochs=(0, 1))
-    root = f"file://{tmp_path}"
-    listed = list_objects_below_epoch(root, TOPIC, topic_id, 0, 1)
-    assert listed == sorted(keys[(0, 0)])
-    assert delete_keys_locally(root, listed) == DeleteCounts(len(listed), 0, 0)
-    assert remaining(tmp_path) == set(keys[(0, 1)])
-
-
-def test_memory_filesystem() -> None:
-    import fsspec
-
-    fs = fsspec.filesystem("memory")
-    topic_id = uuid.uuid4()
-    root = f"memory://bulk-{topic_id.hex}"
-    keys = [f"{TOPIC}-{topic_id}/0/te={e}/{0:020d}-{uuid.uuid4()}.log" for e in (0, 1)]
-    for key in keys:
-        fs.pipe_file(f"/bulk-{topic_id.hex}/{key}", b"x")
-    assert list_objects_below_epoch(root, TOPIC, topic_id, 0, 1) == [keys[0]]
-    assert delete_keys_locally(root, [keys[0], keys[0] + ".gone"]) == DeleteCounts(1, 1, 0)
-    assert fs.exists(f"/bulk-{topic_id.hex}/{keys[1]}")
-    fs.rm(f"/bulk-{topic_id.hex}", recursive=True)
-
-
-# ----------------------------------------------------------------------------- deleting
-
-
 def test_fast_path_deletes_exactly_the_listed_keys_without_spark(tmp_path: Path) -> None:
     topic_id = uuid.uuid4()
     keys = build_tree(tmp_path, topic_id)
     before = remaining(tmp_path)
-    listed = list_objects_below_epoch(str(tmp_path), TOPIC, topic_id, 0, 2)
-    gone = listed[:3]
+    storage = FsspecRemoteStorageManager(str(tmp_path))
+    handles = listed(storage, topic_id, 0, 2)
+    gone = handles[:3]
     for key in gone:
         (tmp_path / key).unlink()
     unstarted = SparkSessionProvider()
-    deleter = BulkObjectDeleter(str(tmp_path), unstarted, fast_path_max_objects=len(listed))
+    deleter = BulkObjectDeleter(unstarted, fast_path_max_objects=len(handles))
 
-    counts = deleter.delete(listed)
+    outcome = deleter.delete(storage.object_deleter(), handles)
 
-    assert counts == DeleteCounts(deleted=len(listed) - 3, missing=3, failed=0)
-    assert remaining(tmp_path) == before - set(listed)
+    assert outcome == DeleteOutcome(deleted=len(handles) - 3, missing=3)
+    assert remaining(tmp_path) == before - set(handles)
     assert set(keys[(0, 2)]) <= remaining(tmp_path)
     assert not unstarted.started  # the fast path never starts a session
 
@@ -182,32 +89,32 @@ def test_spark_path_deletes_exactly_the_listed_keys(
     topic_id = uuid.uuid4()
     keys = build_tree(tmp_path, topic_id, segments=30)
     before = remaining(tmp_path)
-    listed = list_objects_below_epoch(str(tmp_path), TOPIC, topic_id, 1, 2)
-    assert len(listed) == 2 * 30 * 4
-    gone = listed[::50]
+    storage = FsspecRemoteStorageManager(str(tmp_path))
+    handles = listed(storage, topic_id, 1, 2)
+    assert len(handles) == 2 * 30 * 4
+    gone = handles[::50]
     for key in gone:
         (tmp_path / key).unlink()
-    deleter = BulkObjectDeleter(str(tmp_path), provider, fast_path_max_objects=10, slices=5)
+    deleter = BulkObjectDeleter(provider, fast_path_max_objects=10, slices=5)
 
     with caplog.at_level(logging.INFO, logger=spark_delete.__name__):
-        counts = deleter.delete(listed)
+        outcome = deleter.delete(storage.object_deleter(), handles)
 
-    assert counts == DeleteCounts(len(listed) - len(gone), len(gone), 0)
-    assert remaining(tmp_path) == before - set(listed)
+    assert outcome == DeleteOutcome(len(handles) - len(gone), len(gone))
+    assert remaining(tmp_path) == before - set(handles)
     assert set(keys[(1, 2)]) <= remaining(tmp_path)
     assert set(keys[(0, 0)]) <= remaining(tmp_path)
     assert "via Spark" in caplog.text
 
 
-def test_delete_keys_with_spark_sums_the_slices(tmp_path: Path, spark: object) -> None:
+def test_delete_with_spark_sums_the_slices(tmp_path: Path, spark: object) -> None:
     topic_id = uuid.uuid4()
     keys = build_tree(tmp_path, topic_id, partitions=(0,), epochs=(0,), segments=25)
-    listed = keys[(0, 0)]
-    assert delete_keys_with_spark(spark, str(tmp_path), [], slices=3) == DeleteCounts(0, 0, 0)
-    counts = delete_keys_with_spark(
-        spark, str(tmp_path), [*listed, "absent/key.log"], slices=7, threads_per_slice=3
-    )
-    assert counts == DeleteCounts(len(listed), 1, 0)
+    handles = keys[(0, 0)]
+    deleter = FsspecRemoteStorageManager(str(tmp_path), delete_threads=3).object_deleter()
+    assert delete_with_spark(spark, deleter, [], slices=3) == DeleteOutcome()
+    outcome = delete_with_spark(spark, deleter, [*handles, "absent/key.log"], slices=7)
+    assert outcome == DeleteOutcome(len(handles), 1)
     assert remaining(tmp_path) == set()
 
 
@@ -217,13 +124,13 @@ def test_undeletable_keys_fail_after_retries_and_the_rest_is_deleted(
 ) -> None:
     topic_id = uuid.uuid4()
     build_tree(tmp_path, topic_id, partitions=(0,), epochs=(0,), segments=10)
-    listed = list_objects_below_epoch(str(tmp_path), TOPIC, topic_id, 0, 1)
-    blocked = sorted([listed[1], listed[17], listed[30]])
+    storage = FsspecRemoteStorageManager(str(tmp_path))
+    handles = listed(storage, topic_id, 0, 1)
+    blocked = sorted([handles[1], handles[17], handles[30]])
     for key in blocked:
         block(tmp_path, key)
     sleeps = Sleeps()
     deleter = BulkObjectDeleter(
-        str(tmp_path),
         provider,
         fast_path_max_objects=1000 if path == "fast" else 5,
         retries=2,
@@ -231,12 +138,12 @@ def test_undeletable_keys_fail_after_retries_and_the_rest_is_deleted(
         sleep=sleeps,
     )
 
-    counts = deleter.delete(listed)
+    outcome = deleter.delete(storage.object_deleter(), handles)
 
-    assert counts.failed == 3
-    assert sorted(counts.failed_keys) == blocked
-    assert counts.deleted == len(listed) - 3 and counts.missing == 0
-    assert counts.first_error is not None and "Error" in counts.first_error
+    assert outcome.failed == 3
+    assert sorted(outcome.failed_handles) == blocked
+    assert outcome.deleted == len(handles) - 3 and outcome.missing == 0
+    assert outcome.first_error is not None and "Error" in outcome.first_error
     assert len(sleeps.calls) == 2  # retried twice, then given up
     assert {k for k in remaining(tmp_path) if not k.endswith("/inside")} == set()
 
@@ -244,20 +151,19 @@ def test_undeletable_keys_fail_after_retries_and_the_rest_is_deleted(
 def test_only_failed_keys_are_retried(tmp_path: Path) -> None:
     topic_id = uuid.uuid4()
     build_tree(tmp_path, topic_id, partitions=(0,), epochs=(0,), segments=5)
-    listed = list_objects_below_epoch(str(tmp_path), TOPIC, topic_id, 0, 1)
-    blocked = [listed[0], listed[9]]
+    storage = FsspecRemoteStorageManager(str(tmp_path))
+    handles = listed(storage, topic_id, 0, 1)
+    blocked = [handles[0], handles[9]]
     for key in blocked:
         block(tmp_path, key)
     # During the backoff the obstacles go away: the retry finds those keys missing.
     sleeps = Sleeps(on_sleep=lambda: [unblock(tmp_path, k) for k in blocked])
-    deleter = BulkObjectDeleter(
-        str(tmp_path), SparkSessionProvider(), backoff=FAST_BACKOFF, sleep=sleeps
-    )
+    deleter = BulkObjectDeleter(SparkSessionProvider(), backoff=FAST_BACKOFF, sleep=sleeps)
 
-    counts = deleter.delete(listed)
+    outcome = deleter.delete(storage.object_deleter(), handles)
 
     # Had the retry covered every key, the already deleted ones would count as missing too.
-    assert counts == DeleteCounts(deleted=len(listed) - 2, missing=2, failed=0)
+    assert outcome == DeleteOutcome(deleted=len(handles) - 2, missing=2)
     assert len(sleeps.calls) == 1
     assert remaining(tmp_path) == set()
 
@@ -268,14 +174,13 @@ def test_a_failing_spark_task_is_retried_as_a_whole(
     topic_id = uuid.uuid4()
     build_tree(tmp_path / "remote", topic_id, partitions=(0, 1), epochs=(0,), segments=20)
     root = tmp_path / "remote"
-    keys = list_objects_below_epoch(str(root), TOPIC, topic_id, 0, 1)
-    keys += list_objects_below_epoch(str(root), TOPIC, topic_id, 1, 1)
+    storage = FsspecRemoteStorageManager(str(root))
+    handles = listed(storage, topic_id, 0, 1) + listed(storage, topic_id, 1, 1)
     tokens = tmp_path / "tokens"
     tokens.mkdir()
     (tokens / "fail-once").write_bytes(b"")
     sleeps = Sleeps()
     deleter = BulkObjectDeleter(
-        str(root),
         provider,
         fast_path_max_objects=10,
         slices=4,
@@ -285,13 +190,13 @@ def test_a_failing_spark_task_is_retried_as_a_whole(
     )
 
     with caplog.at_level(logging.WARNING, logger=spark_delete.__name__):
-        counts = deleter.delete(keys)
+        outcome = deleter.delete(storage.object_deleter(), handles)
 
     assert list(tokens.iterdir()) == []  # the token was taken: one task did fail
     assert len(sleeps.calls) == 1
     assert "injected task failure" in caplog.text
-    assert counts.failed == 0 and counts.failed_keys == ()
-    assert counts.deleted + counts.missing == len(keys)
+    assert outcome.failed == 0 and outcome.failed_handles == ()
+    assert outcome.deleted + outcome.missing == len(handles)
     assert remaining(root) == set()
 
 
@@ -306,7 +211,6 @@ def test_a_spark_job_failing_every_time_raises(
         (tokens / f"t{n}").write_bytes(b"")
     sleeps = Sleeps()
     deleter = BulkObjectDeleter(
-        str(tmp_path / "remote"),
         provider,
         fast_path_max_objects=0,
         retries=1,
@@ -315,50 +219,59 @@ def test_a_spark_job_failing_every_time_raises(
         sleep=sleeps,
         fail_task_tokens_dir=str(tokens),
     )
+    storage = FsspecRemoteStorageManager(str(tmp_path / "remote"))
 
     with pytest.raises(
         BulkDeleteError, match=r"20 objects .* after 2 attempts.*injected task failure"
     ):
-        deleter.delete(keys[(0, 0)])
+        deleter.delete(storage.object_deleter(), keys[(0, 0)])
     assert len(sleeps.calls) == 1
     assert len(list(tokens.iterdir())) == 8
     assert remaining(tmp_path / "remote") == set(keys[(0, 0)])
 
 
-def test_the_shipped_function_needs_only_fsspec_and_the_standard_library(
+def test_the_shipped_task_needs_the_storage_plugin_not_the_controller(
     tmp_path: Path, spark: object
 ) -> None:
-    """What executors unpickle runs with this repository's packages unimportable."""
+    """What executors unpickle runs with the controller unimportable, and loads of this
+    repository only the plugin API and the fsspec storage plugin."""
     from pyspark import cloudpickle
 
     spark_delete._ship_by_value()
     keys = build_tree(tmp_path / "remote", uuid.uuid4(), partitions=(0,), epochs=(0,))[(0, 0)]
-    task = functools.partial(spark_delete._delete_slice, str(tmp_path / "remote"), 4, 0.0, None)
+    deleter = FsspecRemoteStorageManager(str(tmp_path / "remote"), delete_threads=4)
+    task = functools.partial(spark_delete._delete_slice, deleter.object_deleter(), None)
     (tmp_path / "task.pickle").write_bytes(cloudpickle.dumps(task))
     (tmp_path / "keys").write_text("\n".join([*keys, "absent.log"]), encoding="utf-8")
     script = (
-        "import pickle, sys\n"
-        "for name in ('controller', 'tiered'):\n"
-        "    sys.modules[name] = None  # any import of them fails\n"
+        "import json, pickle, sys\n"
+        "sys.modules['controller'] = None  # any import of it fails\n"
         "task = pickle.loads(open(sys.argv[1], 'rb').read())\n"
         "keys = open(sys.argv[2]).read().split('\\n')\n"
-        "print(list(task(iter(keys))))\n"
+        "[outcome] = task(iter(keys))\n"
+        "print(outcome.deleted, outcome.missing, outcome.failed_handles)\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", script, str(tmp_path / "task.pickle"), str(tmp_path / "keys")],
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": ""},
+        env={**os.environ, "PYTHONPATH": str(REPO)},
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == f"[({len(keys)}, 1, 0, [], None)]"
+    counts, modules = done.stdout.strip().splitlines()
+    assert counts == f"{len(keys)} 1 ()"
+    loaded = json.loads(modules)
+    assert "tiered.api" in loaded and "tiered.rsm.fsspec_delete" in loaded
+    unwanted = ("controller.", "grpc", "tiered.rlmm", "tiered.cluster", "tiered.rpc")
+    assert not [m for m in loaded if m.startswith(unwanted)]
     assert remaining(tmp_path / "remote") == set()
 
 
-# ----------------------------------------------------------------------------- session, counts
+# ----------------------------------------------------------------------------- session
 
 
 def test_session_settings(provider: SparkSessionProvider, spark: object) -> None:
@@ -389,11 +302,3 @@ def test_default_slices() -> None:
     assert default_slices(4000, 2) == 8  # four per core
     assert default_slices(1200, 8) == 3  # at least 500 keys each
     assert default_slices(400_000, 2) == 50  # at most 8000 keys each
-
-
-def test_delete_counts_add() -> None:
-    a = DeleteCounts(1, 2, 1, ("k1",), "k1: OSError")
-    b = DeleteCounts(10, 20, 2, ("k2", "k3"))
-    assert a + b == DeleteCounts(11, 22, 3, ("k1", "k2", "k3"), "k1: OSError")
-    assert (a + b).done == 33
-    assert DeleteCounts(0, 0, 0) + b == b

@@ -4,6 +4,11 @@ Value types are frozen dataclasses; the two ABCs are what storage plugins implem
 ``org.apache.kafka.server.log.remote.storage``; where this module differs it says so and why.
 KIP-950 adds ``tiered_epoch`` to segment metadata: the topic's tiered epoch in force when the copy
 began, which decides what a disablement's deletion removes.
+
+Beyond Kafka, two optional capabilities serve the controller's bulk delete job (the delete policy,
+DESIGN.md section 8): :class:`BulkDeleteRemoteLogMetadataManager` (delete state and batched segment
+updates) and :class:`RemoteStorageBulkDeleter` (list and delete a partition's objects below a
+tiered epoch, with a picklable :class:`RemoteObjectDeleter` that Spark executors run).
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ import abc
 import dataclasses
 import enum
 import uuid
-from collections.abc import Iterator, Mapping, Set
+from collections.abc import Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -422,6 +427,31 @@ class RemoteLogMetadataManager(abc.ABC):
         self.close()
 
 
+class BulkDeleteRemoteLogMetadataManager(RemoteLogMetadataManager):
+    """A RemoteLogMetadataManager that the controller's bulk delete job can drive (an optional
+    capability, beyond Kafka's API): it tells where a partition's remote deletion stands and moves
+    thousands of segments at once. The contract of :class:`RemoteLogMetadataManager` holds."""
+
+    @abc.abstractmethod
+    def remote_partition_delete_state(
+        self, topic_id_partition: TopicIdPartition
+    ) -> RemotePartitionDeleteState | None:
+        """Where the partition's remote deletion stands: the last state recorded by
+        ``put_remote_partition_delete_metadata``, or None when no deletion is under way (never
+        marked, or a finished deletion that kept newer segments). Raises
+        ``RemoteResourceNotFoundException`` as every read does."""
+
+    @abc.abstractmethod
+    def update_remote_log_segment_metadata_batch(
+        self, updates: Sequence[RemoteLogSegmentMetadataUpdate]
+    ) -> None:
+        """Applies ``updates`` as ``update_remote_log_segment_metadata`` would, in batches (each
+        batch of one partition's updates durable at once). Invalid transitions are dropped and
+        logged one by one; updates of segments that are gone (already DELETE_SEGMENT_FINISHED)
+        are skipped, not raised. ``TypeError`` for anything that is not an update; a lost race
+        raises as a single write does, after the batches before it were applied."""
+
+
 class RemoteStorageManager(abc.ABC):
     """Copies segments to remote storage and reads and deletes them there."""
 
@@ -450,3 +480,88 @@ class RemoteStorageManager(abc.ABC):
     @abc.abstractmethod
     def delete_log_segment_data(self, metadata: RemoteLogSegmentMetadata) -> None:
         """Deletes the segment's data and indexes. Idempotent: missing objects are not an error."""
+
+    def close(self) -> None:  # noqa: B027 - optional, as Kafka's Closeable: nothing by default
+        """Releases connections and threads. Idempotent; does nothing unless overridden."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteOutcome:
+    """What a batched delete did: ``deleted`` objects removed by it and ``missing`` ones already
+    gone (both count as done; a store that can not tell reports a missing object as deleted),
+    ``failed_handles`` the objects still there, ``first_error`` one failure described, for logs."""
+
+    deleted: int = 0
+    missing: int = 0
+    failed_handles: tuple[str, ...] = ()
+    first_error: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("deleted", "missing"):
+            _require_int(getattr(self, name), name)
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        _require(self.failed_handles, "failed_handles", tuple)
+
+    @property
+    def failed(self) -> int:
+        return len(self.failed_handles)
+
+    @property
+    def done(self) -> int:
+        """Objects that are gone: deleted now or missing already."""
+        return self.deleted + self.missing
+
+    def __add__(self, other: DeleteOutcome) -> DeleteOutcome:
+        if not isinstance(other, DeleteOutcome):
+            return NotImplemented
+        return DeleteOutcome(
+            self.deleted + other.deleted,
+            self.missing + other.missing,
+            self.failed_handles + other.failed_handles,
+            self.first_error if self.first_error is not None else other.first_error,
+        )
+
+
+class RemoteObjectDeleter(abc.ABC):
+    """Deletes objects of one remote store by the handles its
+    :meth:`RemoteStorageBulkDeleter.list_objects_below_epoch` listed.
+
+    The bulk delete job pickles it (cloudpickle) and calls it in other processes, Spark executors
+    included: it holds only what reaching the store again takes (a URL, settings), opens
+    connections when called, and its class must be importable where it runs (the plugin installed
+    on the executors). It may be called concurrently from several threads and processes."""
+
+    @abc.abstractmethod
+    def delete_objects(self, handles: Sequence[str]) -> DeleteOutcome:
+        """Deletes the objects named by ``handles``, however the store does it best (a thread
+        pool, batched requests). Idempotent: an object already gone counts as ``missing`` (or
+        ``deleted`` where the store can not tell), never as a failure. An object whose delete
+        fails is reported in ``failed_handles`` after every other handle was attempted, not
+        raised. Raises ``RemoteStorageException`` only when the batch as a whole could not be
+        attempted (the store unreachable, a broken configuration); the caller then retries the
+        batch. Empty ``handles``: an empty outcome."""
+
+
+class RemoteStorageBulkDeleter(abc.ABC):
+    """Optional capability of a :class:`RemoteStorageManager`: finding and deleting, in bulk,
+    everything it stored for a partition below a tiered epoch. The controller's bulk delete job
+    (KIP-950's delete policy, DESIGN.md section 8) reaches remote storage only through it; with
+    an RSM that does not implement it, delete jobs fail (and say so) rather than leave data."""
+
+    @abc.abstractmethod
+    def list_objects_below_epoch(
+        self, topic_id_partition: TopicIdPartition, tiered_epoch: int
+    ) -> Iterator[list[str]]:
+        """Handles of every object stored for the partition's segments of tiered epochs
+        ``< tiered_epoch``, in non-empty batches, each handle once: whatever copies of those
+        epochs left, whether or not their metadata reached COPY_SEGMENT_FINISHED (a copy that
+        died mid-way included). Objects of epochs ``>= tiered_epoch`` are never listed. Nothing
+        stored: no batch. Handles are opaque, short strings, each naming one object of the
+        store, that only :meth:`object_deleter`'s deleter interprets. ``TypeError`` or
+        ``ValueError`` for a bad partition or a negative epoch; ``RemoteStorageException`` when
+        the store can not be listed."""
+
+    @abc.abstractmethod
+    def object_deleter(self) -> RemoteObjectDeleter:
+        """A picklable deleter of this store's objects (see :class:`RemoteObjectDeleter`)."""

@@ -1,21 +1,19 @@
 """Controller jobs: the PySpark bulk delete of a topic's remote data."""
 
+from controller.jobs.runner import BulkDeleteUnsupportedError, DeleteJobRunner, bulk_deleter_of
 from controller.jobs.spark_delete import (
     BulkDeleteError,
     BulkObjectDeleter,
-    DeleteCounts,
     SparkSessionProvider,
-    delete_keys_locally,
-    delete_keys_with_spark,
-    list_objects_below_epoch,
+    delete_with_spark,
 )
 
 __all__ = [
     "BulkDeleteError",
+    "BulkDeleteUnsupportedError",
     "BulkObjectDeleter",
-    "DeleteCounts",
+    "DeleteJobRunner",
     "SparkSessionProvider",
-    "delete_keys_locally",
-    "delete_keys_with_spark",
-    "list_objects_below_epoch",
+    "bulk_deleter_of",
+    "delete_with_spark",
 ]

@@ -5,15 +5,20 @@ whose steps are each safe to repeat, so a controller that dies anywhere leaves a
 controller simply runs again from its last persisted progress:
 
 1. per partition: the partition moves to DELETE_PARTITION_STARTED, every segment stamped < E to
-   DELETE_SEGMENT_STARTED, and the objects under the partition's ``te=e`` prefixes (e < E) are
-   listed (objects whose metadata never reached FINISHED are found this way too);
-2. all listed objects are deleted at once (Spark, or in-process for a small job); a missing
-   object counts as deleted;
+   DELETE_SEGMENT_STARTED, and the storage plugin lists the partition's objects of epochs < E
+   (objects whose metadata never reached FINISHED are found this way too);
+2. all listed objects are deleted at once by the plugin's deleter (on Spark, or in process for a
+   small job); a missing object counts as deleted;
 3. per partition: the segments move to DELETE_SEGMENT_FINISHED and the partition to
    DELETE_PARTITION_FINISHED.
 
 Progress (objects listed and deleted, segments, partitions done) is persisted in the controller's
 metadata store after each step. Data stamped E or later is never listed nor touched.
+
+The job reaches remote storage only through the configured RemoteStorageManager's
+:class:`~tiered.api.RemoteStorageBulkDeleter` capability, and the RLMM through
+:class:`~tiered.api.BulkDeleteRemoteLogMetadataManager`. With an RSM lacking the capability every
+attempt fails with :class:`BulkDeleteUnsupportedError`, recorded as the job's last error.
 """
 
 from __future__ import annotations
@@ -28,58 +33,71 @@ from typing import Protocol
 
 from tiered import failpoints
 from tiered.api import (
+    BulkDeleteRemoteLogMetadataManager,
+    DeleteOutcome,
     RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataUpdate,
     RemoteLogSegmentState,
+    RemoteObjectDeleter,
     RemotePartitionDeleteMetadata,
     RemotePartitionDeleteState,
     RemoteResourceNotFoundException,
+    RemoteStorageBulkDeleter,
+    RemoteStorageException,
+    RemoteStorageManager,
     TopicIdPartition,
 )
 from tiered.cluster.model import DeleteJob, DeleteJobState, PartitionDeleteProgress
 from tiered.retry import ExponentialBackoff
-from tiered.rlmm.manager import StoreRemoteLogMetadataManager
 
 log = logging.getLogger(__name__)
 
 CONTROLLER_BROKER_ID = -1  # the id the controller writes RLMM events with
 
 
-class DeleteResult(Protocol):
-    @property
-    def failed(self) -> int: ...
-
-    @property
-    def failed_keys(self) -> tuple[str, ...]: ...
+class BulkDeleteUnsupportedError(RemoteStorageException):
+    """The configured RemoteStorageManager does not implement the bulk delete capability."""
 
 
-class ObjectDeleter(Protocol):
-    def delete(self, keys: Sequence[str]) -> DeleteResult: ...
+def bulk_deleter_of(storage: RemoteStorageManager) -> RemoteStorageBulkDeleter:
+    """``storage`` as the bulk delete capability, or :class:`BulkDeleteUnsupportedError` naming
+    its class and the missing capability."""
+    if isinstance(storage, RemoteStorageBulkDeleter):
+        return storage
+    cls, capability = type(storage), RemoteStorageBulkDeleter
+    raise BulkDeleteUnsupportedError(
+        f"the RemoteStorageManager {cls.__module__}.{cls.__qualname__} does not implement "
+        f"{capability.__module__}.{capability.__qualname__} (list_objects_below_epoch, "
+        "object_deleter): the delete policy can not delete its remote data"
+    )
 
 
-ListObjects = Callable[[TopicIdPartition, int], list[str]]
+class DeleteEngine(Protocol):
+    """Deletes handles with a storage plugin's deleter (:class:`BulkObjectDeleter`)."""
+
+    def delete(self, deleter: RemoteObjectDeleter, handles: Sequence[str]) -> DeleteOutcome: ...
 
 
 @dataclass
 class _PartitionWork:
     tp: TopicIdPartition
     segments: list[RemoteLogSegmentMetadata]
-    keys: list[str]
+    handles: list[str]
 
 
 class DeleteJobRunner:
     def __init__(
         self,
-        rlmm: StoreRemoteLogMetadataManager,
-        list_objects: ListObjects,
-        deleter: ObjectDeleter,
+        rlmm: BulkDeleteRemoteLogMetadataManager,
+        storage: RemoteStorageManager,
+        engine: DeleteEngine,
         persist: Callable[[DeleteJob], None],
         backoff: ExponentialBackoff | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._rlmm = rlmm
-        self._list_objects = list_objects
-        self._deleter = deleter
+        self._storage = storage
+        self._engine = engine
         self._persist = persist
         self._backoff = backoff or ExponentialBackoff(1.0, 60.0)
         self._clock = clock
@@ -203,24 +221,25 @@ class DeleteJobRunner:
             job.attempts,
             job.partition_count,
         )
+        storage = bulk_deleter_of(self._storage)
         work: list[_PartitionWork] = []
         for p in range(job.partition_count):
             if progress[p].done:
                 continue
-            item = self._start_partition(job, p)
+            item = self._start_partition(storage, job, p)
             known = progress[p]
-            total = known.objects_deleted + len(item.keys)
+            total = known.objects_deleted + len(item.handles)
             progress[p] = replace(known, objects_total=max(known.objects_total, total))
             work.append(item)
         job = self._save(replace(job, progress=tuple(progress[p] for p in sorted(progress))))
         failpoints.hit("controller.delete_job.listed")
 
-        keys = [k for item in work for k in item.keys]
-        result = self._deleter.delete(keys)
-        failed = set(result.failed_keys)
+        handles = [h for item in work for h in item.handles]
+        result = self._engine.delete(storage.object_deleter(), handles)
+        failed = set(result.failed_handles)
         for item in work:
             p = item.tp.partition
-            deleted = sum(1 for k in item.keys if k not in failed)
+            deleted = sum(1 for h in item.handles if h not in failed)
             progress[p] = replace(
                 progress[p], objects_deleted=progress[p].objects_deleted + deleted
             )
@@ -228,7 +247,7 @@ class DeleteJobRunner:
         failpoints.hit("controller.delete_job.objects_deleted")
         if result.failed:
             raise RuntimeError(
-                f"{result.failed} of {len(keys)} objects could not be deleted "
+                f"{result.failed} of {len(handles)} objects could not be deleted "
                 f"(first: {sorted(failed)[:3]})"
             )
 
@@ -251,7 +270,9 @@ class DeleteJobRunner:
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
 
-    def _start_partition(self, job: DeleteJob, partition: int) -> _PartitionWork:
+    def _start_partition(
+        self, storage: RemoteStorageBulkDeleter, job: DeleteJob, partition: int
+    ) -> _PartitionWork:
         tp = TopicIdPartition(job.topic_id, job.topic, partition)
         segments: list[RemoteLogSegmentMetadata] = []
         try:
@@ -272,7 +293,10 @@ class DeleteJobRunner:
             [m for m in segments if m.state is not RemoteLogSegmentState.DELETE_SEGMENT_STARTED],
             RemoteLogSegmentState.DELETE_SEGMENT_STARTED,
         )
-        return _PartitionWork(tp, segments, self._list_objects(tp, job.tiered_epoch))
+        handles = [
+            h for batch in storage.list_objects_below_epoch(tp, job.tiered_epoch) for h in batch
+        ]
+        return _PartitionWork(tp, segments, handles)
 
     def _finish_partition(self, item: _PartitionWork) -> None:
         self._update_segments(item.segments, RemoteLogSegmentState.DELETE_SEGMENT_FINISHED)

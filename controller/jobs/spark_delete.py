@@ -1,20 +1,15 @@
-"""The object-deletion engine of the bulk delete job (DESIGN.md section 8): lists the objects of a
-partition's tiered epochs below ``E`` and deletes them, in process for small jobs or with PySpark
-for large ones. It knows nothing of the RLMM or of the controller: the orchestration that moves
-segment and partition states calls it with keys and gets counts back.
+"""The object-deletion engine of the bulk delete job (DESIGN.md section 8): deletes what the
+storage plugin listed, in process for small jobs or with PySpark for large ones. It knows nothing
+of the RLMM, of the controller, nor of how objects are stored: it takes the handles a
+:class:`~tiered.api.RemoteStorageBulkDeleter` listed and that storage's picklable
+:class:`~tiered.api.RemoteObjectDeleter`, and gives counts back.
 
-Keys are relative to ``remote.storage.root`` (a local path or any fsspec URL) and laid out as
-:mod:`tiered.rsm.layout` says. Deleting an object that is already gone is not an error: it counts
-as ``missing`` (done). Only filesystems that report a missing object (local, ``memory://``) can
-tell; on object stores a DELETE of a missing key succeeds and counts as ``deleted``.
-
-What runs on Spark executors is :func:`_delete_slice` and the helpers it calls: they use only the
-standard library and fsspec (the filesystem is rebuilt from ``root`` with
-``fsspec.core.url_to_fs``), and this module registers itself with PySpark's cloudpickle to be
-shipped by value, so executors need fsspec (and the filesystem's plugin) but not this repository.
-Inside each Spark partition the deletes run on a thread pool: object stores answer in milliseconds,
-and a thread per core would leave them idle (NOTES.md: 10,000 deletes at 5 ms each take 10.5 s
-serially, 0.70 s with a pool inside each partition).
+What runs on Spark executors is :func:`_delete_slice` (this module registers itself with
+PySpark's cloudpickle to be shipped by value, so executors do not need the controller) and the
+storage's deleter, unpickled there: executors need the ``tiered`` library and the storage plugin
+(for the fsspec one, :mod:`tiered.rsm.fsspec_delete`: fsspec and the filesystem's own plugin).
+Each Spark partition hands its slice of handles to the deleter in one call; the deleter runs it
+as its store likes best (the fsspec one on a thread pool).
 """
 
 from __future__ import annotations
@@ -30,24 +25,17 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import fsspec.core
-
-from tiered.api import RemoteStorageException, TopicIdPartition
+from tiered.api import DeleteOutcome, RemoteObjectDeleter, RemoteStorageException
 from tiered.retry import ExponentialBackoff
-from tiered.rsm import layout
 
 logger = logging.getLogger(__name__)
 
 APP_NAME = "tiered-bulk-delete"
 DEFAULT_MASTER = "local[*]"
-DEFAULT_THREADS = 16
 DEFAULT_FAST_PATH_MAX_OBJECTS = 2000
 DEFAULT_RETRIES = 3
 DEFAULT_BACKOFF = ExponentialBackoff(initial_s=0.5, max_s=30.0)
@@ -72,137 +60,8 @@ class BulkDeleteError(RemoteStorageException):
     """A bulk delete job kept failing as a whole (not object by object) after every retry."""
 
 
-@dataclass(frozen=True)
-class DeleteCounts:
-    """What a delete did: ``deleted`` objects removed by it, ``missing`` ones already gone (both
-    count as done), ``failed`` ones still there, whose keys are ``failed_keys``. ``first_error``
-    describes one failure, for logs."""
-
-    deleted: int
-    missing: int
-    failed: int
-    failed_keys: tuple[str, ...] = ()
-    first_error: str | None = None
-
-    @property
-    def done(self) -> int:
-        """Objects that are gone: deleted now or missing already."""
-        return self.deleted + self.missing
-
-    def __add__(self, other: DeleteCounts) -> DeleteCounts:
-        if not isinstance(other, DeleteCounts):
-            return NotImplemented
-        return DeleteCounts(
-            deleted=self.deleted + other.deleted,
-            missing=self.missing + other.missing,
-            failed=self.failed + other.failed,
-            failed_keys=self.failed_keys + other.failed_keys,
-            first_error=self.first_error if self.first_error is not None else other.first_error,
-        )
-
-
-NO_COUNTS = DeleteCounts(0, 0, 0)
-
-
-# ============================================================================= listing
-
-
-def _filesystem(root: str) -> tuple[Any, str]:
-    """The fsspec filesystem of ``root`` and the root's path in it, without a trailing ``/``."""
-    fs, path = fsspec.core.url_to_fs(root)
-    return fs, str(path).rstrip("/")
-
-
-def _relative(base: str, path: str) -> str:
-    prefix = base + "/"
-    if path.startswith(prefix):
-        return path[len(prefix) :]
-    # memory:// with an empty root normalizes "/x" and "x" alike (as FsspecRemoteStorageManager).
-    return path.lstrip("/") if not base else path
-
-
-def list_objects_below_epoch(
-    root: str, topic: str, topic_id: uuid.UUID, partition: int, tiered_epoch: int
-) -> list[str]:
-    """Every object key (relative to ``root``, sorted) under the ``te=e/`` prefixes of the
-    partition with ``e < tiered_epoch``, whether or not its metadata reached FINISHED. Objects of
-    epochs ``>= tiered_epoch`` are never listed. No partition directory: ``[]``."""
-    for name, value in (("partition", partition), ("tiered_epoch", tiered_epoch)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{name} must be an int >= 0, got {value!r}")
-    tp = TopicIdPartition(topic_id, topic, partition)
-    fs, base = _filesystem(root)
-    try:
-        entries = fs.ls(f"{base}/{layout.partition_prefix(tp)}", detail=False)
-    except FileNotFoundError:
-        return []
-    epochs = sorted(
-        {
-            e
-            for e in (layout.parse_tiered_epoch_dir(str(entry)) for entry in entries)
-            if e is not None and e < tiered_epoch
-        }
-    )
-    keys: list[str] = []
-    for epoch in epochs:
-        prefix = layout.tiered_epoch_prefix(tp, epoch)
-        with contextlib.suppress(FileNotFoundError):  # removed since the ls: nothing to list
-            keys.extend(_relative(base, str(p)) for p in fs.find(f"{base}/{prefix}"))
-    return sorted(keys)
-
-
-# ============================================================================= deleting
-# _delete_slice and everything it calls run on Spark executors: standard library and fsspec only.
-
-_RawCounts = tuple[int, int, int, list[str], str | None]
-"""(deleted, missing, failed, failed keys, first error): what a slice sends back to the driver."""
-
-
-def _delete_all(root: str, keys: Sequence[str], threads: int, latency_s: float) -> _RawCounts:
-    """Deletes ``keys`` under ``root`` on ``threads`` threads pulling keys from one iterator."""
-    if not keys:
-        return 0, 0, 0, [], None
-    fs, base = fsspec.core.url_to_fs(root)
-    base = str(base).rstrip("/")
-    pending = iter(keys)
-    lock = threading.Lock()
-
-    def work() -> _RawCounts:
-        deleted = missing = 0
-        failed: list[str] = []
-        first_error: str | None = None
-        while True:
-            with lock:
-                key = next(pending, None)
-            if key is None:
-                return deleted, missing, len(failed), failed, first_error
-            if latency_s > 0:
-                time.sleep(latency_s)  # bench/test hook: an object store's round trip
-            try:
-                fs.rm_file(f"{base}/{key}")
-            except FileNotFoundError:
-                missing += 1
-            except Exception as e:
-                failed.append(key)
-                if first_error is None:
-                    first_error = f"{key}: {type(e).__name__}: {e}"
-            else:
-                deleted += 1
-
-    workers = max(1, min(threads, len(keys)))
-    if workers == 1:
-        return work()
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bulk-delete") as pool:
-        parts = [f.result() for f in [pool.submit(work) for _ in range(workers)]]
-    failed_keys = [k for part in parts for k in part[3]]
-    errors = [part[4] for part in parts if part[4] is not None]
-    return (
-        sum(part[0] for part in parts),
-        sum(part[1] for part in parts),
-        len(failed_keys),
-        failed_keys,
-        errors[0] if errors else None,
-    )
+# ============================================================================= Spark job
+# _delete_slice and what it calls run on Spark executors.
 
 
 def _take_failure_token(tokens_dir: str) -> bool:
@@ -219,39 +78,14 @@ def _take_failure_token(tokens_dir: str) -> bool:
 
 
 def _delete_slice(
-    root: str,
-    threads: int,
-    latency_s: float,
+    deleter: RemoteObjectDeleter,
     fail_task_tokens_dir: str | None,
-    keys: Iterable[str],
-) -> Iterator[_RawCounts]:
-    """The function each Spark task runs on its slice of keys: one small tuple back."""
+    handles: Iterable[str],
+) -> Iterator[DeleteOutcome]:
+    """The function each Spark task runs on its slice of handles: one small outcome back."""
     if fail_task_tokens_dir is not None and _take_failure_token(fail_task_tokens_dir):
         raise RuntimeError(f"injected task failure (test hook, {fail_task_tokens_dir})")
-    yield _delete_all(root, list(keys), threads, latency_s)
-
-
-def _counts(raw: _RawCounts) -> DeleteCounts:
-    deleted, missing, failed, failed_keys, first_error = raw
-    return DeleteCounts(deleted, missing, failed, tuple(failed_keys), first_error)
-
-
-def delete_keys_locally(
-    root: str, keys: Sequence[str], threads: int = DEFAULT_THREADS, latency_s: float = 0.0
-) -> DeleteCounts:
-    """Deletes ``keys`` (relative to ``root``) in this process on a pool of ``threads`` threads.
-    A missing object counts as ``missing``; an object whose delete raises counts as ``failed``
-    with its key. ``latency_s`` is a bench/test hook: a sleep before each delete, to model an
-    object store's round trip on a local directory."""
-    _check_threads(threads, latency_s)
-    return _counts(_delete_all(root, list(keys), threads, latency_s))
-
-
-def _check_threads(threads: int, latency_s: float) -> None:
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise ValueError(f"threads must be an int >= 1, got {threads!r}")
-    if latency_s < 0:
-        raise ValueError(f"latency_s must be >= 0, got {latency_s}")
+    yield deleter.delete_objects(list(handles))
 
 
 def default_slices(key_count: int, default_parallelism: int) -> int:
@@ -266,49 +100,43 @@ def default_slices(key_count: int, default_parallelism: int) -> int:
 
 @functools.cache
 def _ship_by_value() -> None:
-    """Executors unpickle :func:`_delete_slice` without importing this repository."""
+    """Executors unpickle :func:`_delete_slice` without importing the controller."""
     cloudpickle: Any = importlib.import_module("pyspark.cloudpickle")  # pyspark only if used
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
-def delete_keys_with_spark(
+def delete_with_spark(
     spark: Any,
-    root: str,
-    keys: Sequence[str],
+    deleter: RemoteObjectDeleter,
+    handles: Sequence[str],
     *,
     slices: int | None = None,
-    threads_per_slice: int = DEFAULT_THREADS,
-    latency_s: float = 0.0,
     fail_task_tokens_dir: str | None = None,
-) -> DeleteCounts:
-    """Deletes ``keys`` with a Spark job: ``parallelize(keys, slices)``, then in each Spark
-    partition the thread-pool delete of :func:`delete_keys_locally`. Only per-partition counts
-    (and failed keys) come back to the driver, summed. ``slices`` defaults to
-    :func:`default_slices`. A Spark failure (a task failing more often than Spark retries it)
-    raises the Spark exception.
+) -> DeleteOutcome:
+    """Deletes ``handles`` with a Spark job: ``parallelize(handles, slices)``, then in each Spark
+    partition one ``deleter.delete_objects`` call on its slice. Only the outcomes (counts and
+    failed handles) come back to the driver, summed. ``slices`` defaults to
+    :func:`default_slices`. A Spark failure (a task failing more often than Spark retries it, or
+    a deleter raising) raises the Spark exception.
 
-    Bench/test hooks: ``latency_s`` as in :func:`delete_keys_locally`; ``fail_task_tokens_dir``,
-    a directory readable by the executors whose files each make one task raise before deleting
-    anything (the file is removed: N files, N failed tasks)."""
-    _check_threads(threads_per_slice, latency_s)
-    key_list = list(keys)
-    if not key_list:
-        return NO_COUNTS
+    Test hook ``fail_task_tokens_dir``: a directory readable by the executors whose files each
+    make one task raise before deleting anything (the file is removed: N files, N failed tasks)."""
+    handle_list = list(handles)
+    if not handle_list:
+        return DeleteOutcome()
     sc = spark.sparkContext
     if slices is None:
-        slices = default_slices(len(key_list), int(sc.defaultParallelism))
+        slices = default_slices(len(handle_list), int(sc.defaultParallelism))
     elif slices < 1:
         raise ValueError(f"slices must be >= 1, got {slices}")
     _ship_by_value()
-    task = functools.partial(
-        _delete_slice, root, threads_per_slice, latency_s, fail_task_tokens_dir
-    )
-    sc.setJobDescription(f"{APP_NAME}: {len(key_list)} objects under {root}")
+    task = functools.partial(_delete_slice, deleter, fail_task_tokens_dir)
+    sc.setJobDescription(f"{APP_NAME}: {len(handle_list)} objects with {deleter!r}")
     try:
-        raws = sc.parallelize(key_list, slices).mapPartitions(task).collect()
+        outcomes = sc.parallelize(handle_list, slices).mapPartitions(task).collect()
     finally:
         sc.setJobDescription(None)
-    return sum((_counts(raw) for raw in raws), NO_COUNTS)
+    return sum(outcomes, DeleteOutcome())
 
 
 # ============================================================================= Spark session
@@ -407,95 +235,87 @@ class SparkSessionProvider:
             shutil.rmtree(tmpdir, ignore_errors=True)
 
 
-# ============================================================================= the deleter
+# ============================================================================= the engine
 
 
 class BulkObjectDeleter:
-    """Deletes object keys under ``root``: up to ``fast_path_max_objects`` keys in this process
-    on a thread pool (the fast path: no Spark session is started for small jobs), more with a
-    Spark job. The path is chosen again on each attempt, so retrying a few failed keys of a large
-    job takes the fast path.
+    """Deletes the objects of a storage plugin by handle: up to ``fast_path_max_objects`` handles
+    in this process, in one call of the plugin's deleter (the fast path: no Spark session is
+    started for small jobs), more with a Spark job. The path is chosen again on each attempt, so
+    retrying a few failed handles of a large job takes the fast path.
 
-    Keys that fail are retried, and only they, up to ``retries`` times with ``backoff`` between
-    attempts; those still failing come back in ``failed_keys``. A job that fails as a whole (a
-    Spark exception, e.g. a task failing more often than Spark retries it; in ``local`` mode Spark
-    does not retry tasks) is retried the same way, and after the last attempt raises
-    :class:`BulkDeleteError`. Objects a failed job did delete count as ``missing`` on the retry.
+    Handles that fail are retried, and only they, up to ``retries`` times with ``backoff``
+    between attempts; those still failing come back in ``failed_handles``. A job that fails as a
+    whole (a Spark exception, e.g. a task failing more often than Spark retries it; in ``local``
+    mode Spark does not retry tasks; or the deleter raising) is retried the same way, and after
+    the last attempt raises :class:`BulkDeleteError`. Objects a failed job did delete count as
+    ``missing`` on the retry.
 
-    ``latency_s`` and ``fail_task_tokens_dir`` are bench/test hooks passed to the delete
-    functions; ``sleep`` waits between attempts (tests may pass a recording one)."""
+    ``fail_task_tokens_dir`` is a test hook passed to :func:`delete_with_spark`; ``sleep`` waits
+    between attempts (tests may pass a recording one)."""
 
     def __init__(
         self,
-        root: str,
         spark_provider: SparkSessionProvider,
         *,
         fast_path_max_objects: int = DEFAULT_FAST_PATH_MAX_OBJECTS,
         retries: int = DEFAULT_RETRIES,
         backoff: ExponentialBackoff = DEFAULT_BACKOFF,
-        threads: int = DEFAULT_THREADS,
         slices: int | None = None,
-        latency_s: float = 0.0,
         fail_task_tokens_dir: str | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         if fast_path_max_objects < 0 or retries < 0:
             raise ValueError("fast_path_max_objects and retries must be >= 0")
-        _check_threads(threads, latency_s)
-        self.root = root
         self._spark = spark_provider
         self._fast_path_max = fast_path_max_objects
         self._retries = retries
         self._backoff = backoff
-        self._threads = threads
         self._slices = slices
-        self._latency_s = latency_s
         self._tokens_dir = fail_task_tokens_dir
         self._sleep = sleep
 
-    def delete(self, keys: Sequence[str]) -> DeleteCounts:
-        """Deletes ``keys`` (duplicates once); see the class docstring for retries."""
-        pending = list(dict.fromkeys(keys))
+    def delete(self, deleter: RemoteObjectDeleter, handles: Sequence[str]) -> DeleteOutcome:
+        """Deletes ``handles`` (duplicates once) with ``deleter``; see the class docstring."""
+        pending = list(dict.fromkeys(handles))
         requested = len(pending)
         if not pending:
-            return NO_COUNTS
-        total = NO_COUNTS
-        last: DeleteCounts | None = None
+            return DeleteOutcome()
+        total = DeleteOutcome()
+        last: DeleteOutcome | None = None
         started = time.perf_counter()
         for attempt in range(self._retries + 1):
             if attempt > 0:
                 self._sleep(self._backoff.delay_s(attempt - 1))
             try:
-                last = self._attempt(pending, attempt)
+                last = self._attempt(deleter, pending, attempt)
             except Exception as e:
                 if attempt == self._retries:
                     raise BulkDeleteError(
-                        f"bulk delete of {len(pending)} objects under {self.root} gave up after "
+                        f"bulk delete of {len(pending)} objects with {deleter!r} gave up after "
                         f"{attempt + 1} attempts, the last failing as a whole: {_describe(e)}"
                     ) from e
                 logger.warning(
-                    "bulk delete of %d objects under %s failed (attempt %d of %d), retrying: %s",
+                    "bulk delete of %d objects with %r failed (attempt %d of %d), retrying: %s",
                     len(pending),
-                    self.root,
+                    deleter,
                     attempt + 1,
                     self._retries + 1,
                     _describe(e),
                 )
                 continue
-            total += DeleteCounts(last.deleted, last.missing, 0)
-            pending = list(last.failed_keys)
+            total += DeleteOutcome(last.deleted, last.missing)
+            pending = list(last.failed_handles)
             if not pending:
                 break
         first_error = last.first_error if pending and last is not None else None
-        result = DeleteCounts(
-            total.deleted, total.missing, len(pending), tuple(pending), first_error
-        )
+        result = DeleteOutcome(total.deleted, total.missing, tuple(pending), first_error)
         logger.log(
             logging.WARNING if pending else logging.INFO,
-            "bulk delete of %d objects under %s: %d deleted, %d already missing, %d failed%s "
+            "bulk delete of %d objects with %r: %d deleted, %d already missing, %d failed%s "
             "in %.2f s",
             requested,
-            self.root,
+            deleter,
             result.deleted,
             result.missing,
             result.failed,
@@ -504,35 +324,35 @@ class BulkObjectDeleter:
         )
         return result
 
-    def _attempt(self, keys: list[str], attempt: int) -> DeleteCounts:
-        use_spark = len(keys) > self._fast_path_max
+    def _attempt(
+        self, deleter: RemoteObjectDeleter, handles: list[str], attempt: int
+    ) -> DeleteOutcome:
+        use_spark = len(handles) > self._fast_path_max
         path = "Spark" if use_spark else "fast path (in process)"
         started = time.perf_counter()
         if use_spark:
-            counts = delete_keys_with_spark(
+            outcome = delete_with_spark(
                 self._spark.get(),
-                self.root,
-                keys,
+                deleter,
+                handles,
                 slices=self._slices,
-                threads_per_slice=self._threads,
-                latency_s=self._latency_s,
                 fail_task_tokens_dir=self._tokens_dir,
             )
         else:
-            counts = delete_keys_locally(self.root, keys, self._threads, self._latency_s)
+            outcome = deleter.delete_objects(handles)
         logger.info(
-            "deleting %d objects under %s via %s (attempt %d): %d deleted, %d missing, "
+            "deleting %d objects with %r via %s (attempt %d): %d deleted, %d missing, "
             "%d failed in %.2f s",
-            len(keys),
-            self.root,
+            len(handles),
+            deleter,
             path,
             attempt + 1,
-            counts.deleted,
-            counts.missing,
-            counts.failed,
+            outcome.deleted,
+            outcome.missing,
+            outcome.failed,
             time.perf_counter() - started,
         )
-        return counts
+        return outcome
 
 
 _EXCEPTION_LINE = re.compile(r"[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt): ")

@@ -110,7 +110,10 @@ class _LedPartition:
             self.notified_version = max(self.notified_version, version)
 
 
-class StoreRemoteLogMetadataManager(api.RemoteLogMetadataManager):
+class StoreRemoteLogMetadataManager(api.BulkDeleteRemoteLogMetadataManager):
+    """The RemoteLogMetadataManager of :func:`tiered.rlmm.create`, with the bulk delete job's
+    capability (:class:`~tiered.api.BulkDeleteRemoteLogMetadataManager`)."""
+
     def __init__(
         self,
         backend: MetadataStorageBackend,
@@ -165,10 +168,9 @@ class StoreRemoteLogMetadataManager(api.RemoteLogMetadataManager):
     def update_remote_log_segment_metadata_batch(
         self, updates: Sequence[RemoteLogSegmentMetadataUpdate], batch_size: int = 256
     ) -> None:
-        """Applies many updates, each batch of one partition's updates in one atomic write (the
-        bulk-delete job moves thousands of segments at once). Invalid transitions are dropped and
-        logged one by one, as single updates are; updates of segments that are gone (finished
-        deletions) are skipped."""
+        """Applies many updates, each batch of ``batch_size`` of one partition's updates in one
+        atomic write (the bulk-delete job moves thousands of segments at once); the contract is
+        :class:`~tiered.api.BulkDeleteRemoteLogMetadataManager`'s."""
         by_partition: dict[TopicIdPartition, list[RemoteLogSegmentMetadataUpdate]] = {}
         for update in updates:
             if not isinstance(update, RemoteLogSegmentMetadataUpdate):

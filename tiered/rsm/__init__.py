@@ -2,14 +2,19 @@
 
 ``create(config)`` builds the fsspec-backed manager from Kafka-style config keys:
 
-=================================  =====================================================
-``remote.storage.root``            a local path or an fsspec URL (``memory://x``,
-                                   ``file:///...``, ``s3://bucket/prefix``); required
-``remote.storage.delete.threads``  thread pool size for bulk deletes (default 8)
-=================================  =====================================================
+=============================================  =========================================
+``remote.storage.root``                        a local path or an fsspec URL (``memory://x``,
+                                               ``file:///...``, ``s3://bucket/prefix``);
+                                               required
+``remote.storage.delete.threads``              thread pool size of a bulk delete (default
+                                               16; per Spark partition on Spark)
+``remote.storage.delete.simulated.latency.ms`` bench/test hook: a sleep before each bulk
+                                               object delete (default 0)
+=============================================  =========================================
 
 Object keys are built by :mod:`tiered.rsm.layout` (DESIGN.md section 8); the custom metadata a
-copy returns is described in :mod:`tiered.rsm.custom_metadata`.
+copy returns is described in :mod:`tiered.rsm.custom_metadata`; the bulk delete's object deleter,
+which Spark executors run, is :mod:`tiered.rsm.fsspec_delete`.
 """
 
 from __future__ import annotations
@@ -24,10 +29,11 @@ from tiered.rsm.custom_metadata import (
     decode_custom_metadata,
     encode_custom_metadata,
 )
+from tiered.rsm.fsspec_delete import DEFAULT_DELETE_THREADS, FsspecObjectDeleter
 from tiered.rsm.fsspec_rsm import (
-    DEFAULT_DELETE_THREADS,
     DELETE_THREADS_CONFIG,
     ROOT_CONFIG,
+    SIMULATED_DELETE_LATENCY_CONFIG,
     FsspecRemoteStorageManager,
     create_from_config,
 )
@@ -37,6 +43,8 @@ __all__ = [
     "DEFAULT_DELETE_THREADS",
     "DELETE_THREADS_CONFIG",
     "ROOT_CONFIG",
+    "SIMULATED_DELETE_LATENCY_CONFIG",
+    "FsspecObjectDeleter",
     "FsspecRemoteStorageManager",
     "SegmentLocation",
     "create",

@@ -12,16 +12,19 @@ segment's tiered-epoch prefix, so the bulk delete of that epoch removes them.
 
 Every fsspec or OS failure is raised as ``RemoteStorageException``; a missing remote object as its
 subclass ``RemoteResourceNotFoundException``.
+
+Bulk deletion (:class:`~tiered.api.RemoteStorageBulkDeleter`): the handles are the object keys
+relative to the root, listed under the partition's ``te=N/`` prefixes; the deleter is a
+:class:`~tiered.rsm.fsspec_delete.FsspecObjectDeleter` (a thread pool of
+``remote.storage.delete.threads``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 import uuid
 from collections.abc import Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -30,29 +33,39 @@ from fsspec.implementations.local import LocalFileSystem
 
 from tiered.api import (
     CustomMetadata,
+    DeleteOutcome,
     IndexType,
     LogSegmentData,
     RemoteLogSegmentMetadata,
     RemoteResourceNotFoundException,
+    RemoteStorageBulkDeleter,
     RemoteStorageException,
     RemoteStorageManager,
     TopicIdPartition,
 )
 from tiered.rsm import layout
 from tiered.rsm.custom_metadata import SegmentLocation, encode_custom_metadata
+from tiered.rsm.fsspec_delete import DEFAULT_DELETE_THREADS, FsspecObjectDeleter
 
 logger = logging.getLogger(__name__)
 
 ROOT_CONFIG = "remote.storage.root"
 DELETE_THREADS_CONFIG = "remote.storage.delete.threads"
-DEFAULT_DELETE_THREADS = 8
+SIMULATED_DELETE_LATENCY_CONFIG = "remote.storage.delete.simulated.latency.ms"
+"""Bench/test hook: a sleep before each bulk object delete, modelling an object store."""
+LIST_BATCH_SIZE = 1000
+"""The most handles in one batch of a bulk delete listing."""
 
 
-class FsspecRemoteStorageManager(RemoteStorageManager):
-    """Stores segments under ``root`` of an fsspec filesystem. Thread-safe; :meth:`close` stops
-    the delete thread pool."""
+class FsspecRemoteStorageManager(RemoteStorageManager, RemoteStorageBulkDeleter):
+    """Stores segments under ``root`` of an fsspec filesystem. Thread-safe."""
 
-    def __init__(self, root: str, delete_threads: int = DEFAULT_DELETE_THREADS) -> None:
+    def __init__(
+        self,
+        root: str,
+        delete_threads: int = DEFAULT_DELETE_THREADS,
+        simulated_delete_latency_s: float = 0.0,
+    ) -> None:
         if not isinstance(root, str) or not root.strip():
             raise ValueError(f"{ROOT_CONFIG} must be a non-empty path or fsspec URL, got {root!r}")
         if isinstance(delete_threads, bool) or not isinstance(delete_threads, int):
@@ -71,9 +84,7 @@ class FsspecRemoteStorageManager(RemoteStorageManager):
         self._root = str(path).rstrip("/")
         self._url = root
         self._local = isinstance(fs, LocalFileSystem)
-        self._delete_threads = delete_threads
-        self._pool: ThreadPoolExecutor | None = None
-        self._lock = threading.Lock()
+        self._deleter = FsspecObjectDeleter(root, delete_threads, simulated_delete_latency_s)
         self._closed = False
 
     @property
@@ -207,34 +218,60 @@ class FsspecRemoteStorageManager(RemoteStorageManager):
         """Every object key (relative to the root) under the partition, sorted."""
         return self._find(layout.partition_prefix(topic_id_partition))
 
+    def list_objects_below_epoch(
+        self, topic_id_partition: TopicIdPartition, tiered_epoch: int
+    ) -> Iterator[list[str]]:
+        """The keys (relative to the root) under each ``te=N/`` prefix of the partition with
+        ``N < tiered_epoch``, epoch by epoch, each epoch's sorted and in batches of at most
+        :data:`LIST_BATCH_SIZE`. Directories not named ``te=N`` are ignored."""
+        if not isinstance(topic_id_partition, TopicIdPartition):
+            raise TypeError(f"expected a TopicIdPartition, got {topic_id_partition!r}")
+        if isinstance(tiered_epoch, bool) or not isinstance(tiered_epoch, int) or tiered_epoch < 0:
+            raise ValueError(f"tiered_epoch must be an int >= 0, got {tiered_epoch!r}")
+        for epoch in self.list_tiered_epochs(topic_id_partition):
+            if epoch >= tiered_epoch:
+                break
+            try:
+                keys = self._find(layout.tiered_epoch_prefix(topic_id_partition, epoch))
+            except RemoteResourceNotFoundException:
+                continue  # removed since it was listed: nothing left to list
+            for start in range(0, len(keys), LIST_BATCH_SIZE):
+                yield keys[start : start + LIST_BATCH_SIZE]
+
+    def object_deleter(self) -> FsspecObjectDeleter:
+        """Deletes keys under this root on ``remote.storage.delete.threads`` threads."""
+        return self._deleter
+
     def delete_tiered_epochs_below(self, topic_id_partition: TopicIdPartition, epoch: int) -> int:
         """Deletes every object under each ``te=N`` prefix of the partition with ``N < epoch``,
-        known to the metadata or not, on the delete thread pool. Returns the number of objects
-        deleted; objects already gone count as deleted."""
+        known to the metadata or not, with :meth:`object_deleter`, then the emptied prefixes.
+        Returns the number of objects deleted; objects already gone count as deleted. Raises
+        ``RemoteStorageException`` naming the first object that could not be deleted, after
+        every delete was attempted."""
         if isinstance(epoch, bool) or not isinstance(epoch, int):
             raise TypeError(f"epoch must be an int, got {epoch!r}")
-        doomed = [e for e in self.list_tiered_epochs(topic_id_partition) if e < epoch]
-        keys: list[str] = []
-        for e in doomed:
-            keys.extend(self._find(layout.tiered_epoch_prefix(topic_id_partition, e)))
-        if keys:
-            pool = self._executor()
-            # list() re-raises the first failure after every delete was attempted.
-            list(pool.map(self._delete_object, keys))
-        for e in doomed:  # the now-empty directories (local filesystem; no-op on object stores)
+        self._check_open()
+        outcome = DeleteOutcome()
+        for batch in self.list_objects_below_epoch(topic_id_partition, max(epoch, 0)):
+            outcome += self._deleter.delete_objects(batch)
+        if outcome.failed:
+            raise RemoteStorageException(
+                f"{outcome.failed} objects of {topic_id_partition} below tiered epoch {epoch} "
+                f"could not be deleted, first: {outcome.first_error}"
+            )
+        for e in self.list_tiered_epochs(topic_id_partition):
+            if e >= epoch:
+                break
             key = layout.tiered_epoch_prefix(topic_id_partition, e)
+            # The now-empty directories (local filesystem; no-op on object stores).
             with self._errors(f"removal of {key}", key), contextlib.suppress(FileNotFoundError):
                 if self._fs.exists(self._path(key)):
                     self._fs.rm(self._path(key), recursive=True)
-        return len(keys)
+        return outcome.done
 
     def close(self) -> None:
-        """Stops the delete thread pool. Idempotent."""
-        with self._lock:
-            self._closed = True
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True)
+        """Refuses further copies and bulk deletes. Idempotent."""
+        self._closed = True
 
     def __enter__(self) -> FsspecRemoteStorageManager:
         return self
@@ -247,16 +284,6 @@ class FsspecRemoteStorageManager(RemoteStorageManager):
     def _check_open(self) -> None:
         if self._closed:
             raise RemoteStorageException(f"{self!r} is closed")
-
-    def _executor(self) -> ThreadPoolExecutor:
-        with self._lock:
-            if self._closed:
-                raise RemoteStorageException(f"{self!r} is closed")
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(
-                    max_workers=self._delete_threads, thread_name_prefix="rsm-delete"
-                )
-            return self._pool
 
     @contextlib.contextmanager
     def _errors(self, what: str, key: str) -> Iterator[None]:
@@ -319,7 +346,8 @@ def _check_position(value: object, name: str) -> None:
 
 
 def create_from_config(config: Mapping[str, object]) -> FsspecRemoteStorageManager:
-    """Builds the manager from ``remote.storage.root`` and ``remote.storage.delete.threads``."""
+    """Builds the manager from ``remote.storage.root``, ``remote.storage.delete.threads`` and
+    ``remote.storage.delete.simulated.latency.ms``."""
     raw_root = config.get(ROOT_CONFIG)
     if raw_root is None or not isinstance(raw_root, str) or not raw_root.strip():
         raise ValueError(
@@ -334,4 +362,15 @@ def create_from_config(config: Mapping[str, object]) -> FsspecRemoteStorageManag
             raise ValueError(
                 f"{DELETE_THREADS_CONFIG} must be an integer, got {raw_threads!r}"
             ) from None
-    return FsspecRemoteStorageManager(raw_root, delete_threads=threads)
+    raw_latency = config.get(SIMULATED_DELETE_LATENCY_CONFIG, 0)
+    try:
+        latency_ms = float(str(raw_latency).strip())
+    except ValueError:
+        latency_ms = -1.0
+    if not latency_ms >= 0:  # NaN too
+        raise ValueError(
+            f"{SIMULATED_DELETE_LATENCY_CONFIG} must be a number >= 0, got {raw_latency!r}"
+        )
+    return FsspecRemoteStorageManager(
+        raw_root, delete_threads=threads, simulated_delete_latency_s=latency_ms / 1000
+    )
