@@ -33,9 +33,10 @@ from tiered.api import (
     RemotePartitionDeleteState,
     RemoteResourceNotFoundException,
 )
+from tiered.retry import RetryPolicy
 from tiered.rlmm import keys
 from tiered.rlmm.backend import Op, Update
-from tiered.rlmm.manager import ConflictRetry, StoreRemoteLogMetadataManager
+from tiered.rlmm.manager import StoreRemoteLogMetadataManager
 
 __all__ = ["store"]
 
@@ -143,7 +144,7 @@ def test_conflicts_beyond_the_retry_policy_are_reported(store: Store) -> None:
     s0 = upsert(setup, tp, {0: 0}, 0, 99, COPY_SEGMENT_FINISHED)
     recording = RecordingBackend(store.backend())
     impatient = StoreRemoteLogMetadataManager(
-        recording, broker_id=2, conflict_retry=ConflictRetry(max_attempts=1)
+        recording, broker_id=2, conflict_retry=RetryPolicy(max_tries=1)
     )
     store.opened.append(impatient)
     recording.before_multi = lambda ops: setup.add_remote_log_segment_metadata(

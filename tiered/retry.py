@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -98,6 +98,21 @@ class RetryPolicy:
                     raise give_up(error, tries) from None
                 if on_retry is not None:
                     on_retry(error, tries, delay)
+            self.sleep(delay)
+
+    def attempts(self) -> Iterator[int]:
+        """The same policy for a loop that owns its attempt (it re-reads state each time and
+        ``continue``s after losing a race): yields attempt numbers 0, 1, ..., sleeping the
+        backoff before each one after the first, until tries or deadline run out; the caller
+        returns or breaks on success and raises its own error after the loop."""
+        start = self.clock()
+        tries = 0
+        while True:
+            yield tries
+            tries += 1
+            delay = self.schedule.delay_s(tries - 1)
+            if not self._allows(tries, self.clock() + delay - start):
+                return
             self.sleep(delay)
 
     def _allows(self, tries: int, next_start_s: float) -> bool:

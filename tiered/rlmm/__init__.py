@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from tiered.properties import int_property
 from tiered.rlmm.backend import MetadataStorageBackend, MetadataStoreError, VersionConflictError
 from tiered.rlmm.manager import (
-    ConflictRetry,
+    CONFLICT_RETRY,
     RemoteLogMetadataConflictException,
     RemoteLogMetadataFencedException,
     StoreRemoteLogMetadataManager,
@@ -30,7 +30,7 @@ BACKENDS = ("sqlite", "zookeeper")
 
 __all__ = [
     "BACKENDS",
-    "ConflictRetry",
+    "CONFLICT_RETRY",
     "MetadataStorageBackend",
     "MetadataStoreError",
     "RemoteLogMetadataConflictException",

@@ -9,18 +9,15 @@ that finds the partition claimed by someone else is fenced.
 
 Every other partition is read straight from the backend through a lazily loading view, so that a
 follower, a leader warming up and the delete job get the same answers as the leader. Writes through
-that path retry on conflicts (re-reading each time) under an injected :class:`ConflictRetry`; its
-reads confirm afterwards that no write overlapped them.
+that path retry on conflicts (re-reading each time) under an injected RetryPolicy
+(:data:`CONFLICT_RETRY`); its reads confirm afterwards that no write overlapped them.
 """
 
 from __future__ import annotations
 
 import logging
-import random
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence, Set
-from dataclasses import dataclass
 from typing import TypeVar
 
 from tiered import api
@@ -33,6 +30,7 @@ from tiered.api import (
     RemoteStorageException,
     TopicIdPartition,
 )
+from tiered.retry import RetryPolicy
 from tiered.rlmm import keys, serde
 from tiered.rlmm.backend import (
     ANY_VERSION,
@@ -60,35 +58,12 @@ class RemoteLogMetadataFencedException(RemoteLogMetadataConflictException):
     """This manager's leadership claim on the partition was superseded by another process."""
 
 
-@dataclass(frozen=True)
-class ConflictRetry:
-    """How often and how patiently to re-read and re-apply after losing a race (kazoo's KazooRetry
-    in miniature: bounded attempts, capped exponential backoff with jitter, and a deadline)."""
-
-    max_attempts: int = 8
-    base_delay_s: float = 0.005
-    max_delay_s: float = 0.25
-    deadline_s: float = 10.0
-
-    def attempts(self) -> Iterator[int]:
-        """Yields attempt numbers, sleeping the backoff before each one after the first."""
-        for attempt, delay in enumerate(self.delays()):
-            if delay > 0:
-                time.sleep(delay)
-            yield attempt
-
-    def delays(self) -> Iterator[float]:
-        """Yields before each attempt the delay to wait first (0 for the first attempt)."""
-        start = time.monotonic()
-        delay = self.base_delay_s
-        for attempt in range(self.max_attempts):
-            if attempt == 0:
-                yield 0.0
-                continue
-            if time.monotonic() - start > self.deadline_s:
-                return
-            yield random.uniform(0, delay)
-            delay = min(delay * 2, self.max_delay_s)
+CONFLICT_RETRY = RetryPolicy(
+    max_tries=8, deadline_s=10.0, delay_s=0.005, max_delay_s=0.25, jitter=1.0
+)
+"""How often and how patiently to re-read and re-apply after losing a race: bounded tries,
+capped exponential backoff with full jitter (many brokers racing on one partition record must
+not retry in lockstep), and a deadline."""
 
 
 class _LedPartition:
@@ -118,11 +93,11 @@ class StoreRemoteLogMetadataManager(api.BulkDeleteRemoteLogMetadataManager):
         self,
         backend: MetadataStorageBackend,
         broker_id: int = -1,
-        conflict_retry: ConflictRetry | None = None,
+        conflict_retry: RetryPolicy = CONFLICT_RETRY,
     ) -> None:
         self._backend = backend
         self._broker_id = broker_id
-        self._retry = conflict_retry or ConflictRetry()
+        self._retry = conflict_retry
         self._led: dict[TopicIdPartition, _LedPartition] = {}
         self._led_keys: dict[str, TopicIdPartition] = {}  # partition record key -> partition
         self._led_lock = threading.Lock()
@@ -262,7 +237,7 @@ class StoreRemoteLogMetadataManager(api.BulkDeleteRemoteLogMetadataManager):
                     led.state = None  # the in-memory state may be half-applied
                     raise
         raise RemoteLogMetadataConflictException(
-            f"partition {tp}: gave up after {self._retry.max_attempts} conflicting writes"
+            f"partition {tp}: gave up after {self._retry.max_tries} conflicting writes"
         )
 
     def _write_from_store(
@@ -290,7 +265,7 @@ class StoreRemoteLogMetadataManager(api.BulkDeleteRemoteLogMetadataManager):
                 log.info("Partition %s: write lost a race (%s); retrying", tp, e)
         raise RemoteLogMetadataConflictException(
             f"partition {tp}: another writer changed it on each of "
-            f"{self._retry.max_attempts} attempts (last conflict at {last.key if last else '?'})"
+            f"{self._retry.max_tries} attempts (last conflict at {last.key if last else '?'})"
         )
 
     def _commit(self, state: PartitionMetadataState, claim_version: int | None = None) -> None:
@@ -392,7 +367,7 @@ class StoreRemoteLogMetadataManager(api.BulkDeleteRemoteLogMetadataManager):
                 return state
             log.info("Partition %s: written to while loading; loading again", tp)
         raise RemoteLogMetadataConflictException(
-            f"partition {tp}: written to during each of {self._retry.max_attempts} loads"
+            f"partition {tp}: written to during each of {self._retry.max_tries} loads"
         )
 
     def _on_partition_record_change(self, key: str, version: int | None) -> None:
@@ -512,7 +487,7 @@ class StoreRemoteLogMetadataManager(api.BulkDeleteRemoteLogMetadataManager):
             if current is not None and current.version == state.version:
                 return result
         raise RemoteLogMetadataConflictException(
-            f"partition {tp}: written to during each of {self._retry.max_attempts} read attempts"
+            f"partition {tp}: written to during each of {self._retry.max_tries} read attempts"
         )
 
     def remote_log_segment_metadata(
