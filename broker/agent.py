@@ -192,32 +192,34 @@ class BrokerAgent:
     ) -> list[TieredError | None]:
         """KIP-950 DisableRemoteTopic: stops tiering of each partition for its tiered epoch and
         policy; returns once each stop returned and was persisted (only then may the controller
-        count the ack). A partition not hosted here has nothing to stop and is acked; its stop
-        is kept for when it is hosted, in case its configs then are older than the stop."""
+        count the ack). A partition not hosted here has nothing to stop and is acked; a
+        controller's stop (not a local call's, epoch 0: nobody counts that ack) is kept for when
+        the partition is hosted, in case its configs then are older than the stop."""
         with self._state_change_lock:
             stops = list(stops)
             self.check_controller_epoch(controller_epoch)
-            outcomes = [self._disable(stop) for stop in stops]
+            outcomes = [self._disable(stop, keep=controller_epoch != 0) for stop in stops]
             self._persist_assignments()
             if any(outcome is None for outcome in outcomes):
                 failpoints.hit("broker.disable.stopped")
             return outcomes
 
-    def _disable(self, stop: PartitionStop) -> TieredError | None:
+    def _disable(self, stop: PartitionStop, *, keep: bool) -> TieredError | None:
         invalid = _stop_error(stop)
         if invalid is not None or self._tiering is None:
             return invalid
         hosted = self._partitions.get(stop.key)
         if hosted is None:
             log.info(
-                "DisableRemoteTopic for partition %d of topic id %s, not hosted here: nothing to "
-                "stop (tiered epoch %d is kept for when it is)",
+                "DisableRemoteTopic for partition %d of topic id %s at tiered epoch %d, not "
+                "hosted here: nothing to stop%s",
                 stop.partition,
                 stop.topic_id,
                 stop.tiered_epoch,
+                " (kept for when it is)" if keep else "",
             )
             known = self._stops_before_hosting.get(stop.key)
-            if known is None or known.tiered_epoch <= stop.tiered_epoch:
+            if keep and (known is None or known.tiered_epoch <= stop.tiered_epoch):
                 self._stops_before_hosting[stop.key] = stop
                 self._touched.add(stop.key)
             return None

@@ -16,6 +16,7 @@ from broker.agent import BrokerAgent, PartitionLogDir
 from broker.assignment_journal import JOURNAL, SNAPSHOT, read_entries
 from broker.config import BrokerConfig
 from broker.hosted import PartitionStop
+from broker.rlm.manager import RemoteLogManager
 from tests.rlmm_support import poll_until
 from tiered.api import RemoteLogSegmentState, TopicIdPartition
 from tiered.config import RemoteLogDisablePolicy
@@ -88,12 +89,16 @@ def log_dir(agent: BrokerAgent, tp: TopicIdPartition) -> PartitionLogDir:
     return next(d for d in agent.describe_log_dirs() if d.topic_id_partition == tp)
 
 
+def rlm(agent: BrokerAgent) -> RemoteLogManager:
+    assert agent.rlm is not None
+    return agent.rlm
+
+
 def copies(agent: BrokerAgent, tp: TopicIdPartition) -> dict[int, int]:
     """Start offset -> tiered epoch stamped, of every finished copy."""
-    assert agent.rlm is not None
     return {
         m.start_offset: m.tiered_epoch
-        for m in agent.rlm.rlmm.list_remote_log_segments(tp)
+        for m in rlm(agent).rlmm.list_remote_log_segments(tp)
         if m.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
     }
 
@@ -103,13 +108,17 @@ def produce_and_copy(agent: BrokerAgent, tp: TopicIdPartition, count: int) -> di
     copies that were not there before."""
     before = copies(agent, tp)
     produce(agent, tp, count)
-    assert agent.rlm is not None
     poll_until(
-        lambda: len(copies(agent, tp)) > len(before) and agent.rlm.copy_lag(tp) == [],  # type: ignore[union-attr]
+        lambda: len(copies(agent, tp)) > len(before) and rlm(agent).copy_lag(tp) == [],
         timeout=30,
         what="the closed segments to be copied",
     )
     return {offset: e for offset, e in copies(agent, tp).items() if offset not in before}
+
+
+def is_copying(agent: BrokerAgent, tp: TopicIdPartition, epoch: int) -> bool:
+    d = log_dir(agent, tp)
+    return d.copying and d.tiered_epoch == epoch
 
 
 def is_stopped(agent: BrokerAgent, tp: TopicIdPartition, epoch: int) -> bool:
@@ -127,22 +136,21 @@ def test_disabling_configs_before_disable_remote_topic_keep_copying_at_the_old_e
     # The metadata log (or a push) tells of the disablement at epoch 1 first: copies stamped 1
     # would survive the deletion of everything below 1, so copying goes on at epoch 0.
     assign(agent, tp, DISABLED, 1)
-    d = log_dir(agent, tp)
-    assert d.copying and d.tiered_epoch == 0
+    assert is_copying(agent, tp, 0)
     assert set(produce_and_copy(agent, tp, 60).values()) == {0}
     # A restart in between restores exactly that.
     agent = brokers.restart(agent)
-    d = log_dir(agent, tp)
-    assert d.copying and d.tiered_epoch == 0
+    assert is_copying(agent, tp, 0)
     assert set(produce_and_copy(agent, tp, 60).values()) == {0}
     # DisableRemoteTopic is what stops it, at its epoch, and that survives a restart too.
     assert disable(agent, tp, 1) == [None]
     assert is_stopped(agent, tp, 1)
-    assert agent.rlm is not None and agent.rlm.copy_task(tp).cancelled  # type: ignore[union-attr]
+    task = rlm(agent).copy_task(tp)
+    assert task is not None and task.cancelled
     assert set(copies(agent, tp).values()) == {0}
     agent = brokers.restart(agent)
     assert is_stopped(agent, tp, 1)
-    assert agent.rlm is not None and agent.rlm.copy_task(tp) is None
+    assert rlm(agent).copy_task(tp) is None
 
 
 def test_reenable_resumes_at_the_stopped_epoch_and_older_configs_do_not(
@@ -161,8 +169,7 @@ def test_reenable_resumes_at_the_stopped_epoch_and_older_configs_do_not(
     assert is_stopped(agent, tp, 1)
     # The re-enable does, stamped with the epoch of the stop.
     assign(agent, tp, TIERED, 1)
-    d = log_dir(agent, tp)
-    assert d.copying and d.tiered_epoch == 1
+    assert is_copying(agent, tp, 1)
     assert set(produce_and_copy(agent, tp, 60).values()) == {1}
 
 
@@ -173,8 +180,7 @@ def test_the_copy_pause_comes_through_assignments_and_keeps_the_epoch(brokers: B
     assign(agent, tp, {**TIERED, "remote.log.copy.disable": "true"}, 0)
     assert is_stopped(agent, tp, 0)
     assign(agent, tp, TIERED, 0)
-    d = log_dir(agent, tp)
-    assert d.copying and d.tiered_epoch == 0
+    assert is_copying(agent, tp, 0)
 
 
 def test_a_stop_acked_before_hosting_wins_over_older_configs(brokers: Brokers) -> None:
@@ -184,6 +190,9 @@ def test_a_stop_acked_before_hosting_wins_over_older_configs(brokers: Brokers) -
     assert disable(agent, tp, 1) == [None]
     assert disable(agent, other, 2) == [None]
     assert agent.remove_partitions(1, [(other.topic_id, other.partition)]) == [None]
+    # A local call (controller epoch 0) keeps nothing: no controller counts its ack.
+    local = PartitionStop(uuid.uuid4(), 0, 1, RETAIN)
+    assert agent.disable_remote_topic(0, [local]) == [None]
     assert [e["stop_before_hosting"] for e in read_entries(brokers.log_dir)] == [
         {"tiered_epoch": 1, "policy": "retain"}
     ]
@@ -196,15 +205,14 @@ def test_a_stop_acked_before_hosting_wins_over_older_configs(brokers: Brokers) -
     assert is_stopped(agent, tp, 1)
     assert [e.get("stop_before_hosting") for e in read_entries(brokers.log_dir)] == [None]
     assign(agent, tp, TIERED, 1)  # enabled again
-    d = log_dir(agent, tp)
-    assert d.copying and d.tiered_epoch == 1
+    assert is_copying(agent, tp, 1)
 
 
 def test_a_partition_hosted_fresh_for_a_disabled_topic(brokers: Brokers) -> None:
     agent = brokers.start()
     never = new_partition("never")
     assign(agent, never, DISABLED, 0)  # never tiered: nothing to stop, expire or serve
-    assert agent.rlm is not None and not agent.rlm.is_leading(never)
+    assert not rlm(agent).is_leading(never)
     # Remote data from before a disablement: a partition that tiered and expired locally...
     tp = new_partition()
     assign(agent, tp, {**TIERED, "local.retention.bytes": "2048"}, 0)
@@ -228,7 +236,7 @@ def test_a_partition_hosted_fresh_for_a_disabled_topic(brokers: Brokers) -> None
     assert d.remote_fetch_enabled and d.offsets.log_start_offset == 0
     records, remote = agent.fetch(tp.topic_id, tp.partition, 0, 1000)
     assert remote and records and records[0].offset == 0
-    assert agent.rlm is not None and agent.rlm.expiration_task(tp) is not None
+    assert rlm(agent).expiration_task(tp) is not None
 
 
 def test_entries_written_before_the_tiering_state_restore_as_their_configs_say(
@@ -259,7 +267,7 @@ def test_entries_written_before_the_tiering_state_restore_as_their_configs_say(
     agent = brokers.start()
     assert log_dir(agent, tiered).copying
     assert is_stopped(agent, disabled, 1) and not log_dir(agent, disabled).remote_fetch_enabled
-    assert agent.rlm is not None and not agent.rlm.is_leading(never)
+    assert not rlm(agent).is_leading(never)
 
 
 def test_invalid_stops_fail_only_their_entry_and_a_stale_controller_the_request(
@@ -274,7 +282,6 @@ def test_invalid_stops_fail_only_their_entry_and_a_stale_controller_the_request(
     with pytest.raises(TieredError) as raised:
         disable(agent, tp, 1)  # controller epoch 1 < 2
     assert raised.value.code is ErrorCode.STALE_CONTROLLER_EPOCH
-    d = log_dir(agent, tp)
-    assert d.copying and d.tiered_epoch == 0
+    assert is_copying(agent, tp, 0)
     with pytest.raises(ValueError, match="partition must be >= 0"):
         PartitionStop(tp.topic_id, -1, 1, RETAIN)
