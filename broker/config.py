@@ -10,18 +10,9 @@ from pathlib import Path
 from broker.log import LogConfig
 from broker.rlm.manager import RemoteLogManagerConfig, RetentionConfig
 from tiered import config as keys
+from tiered.net import parse_listener
 from tiered.properties import bool_property, int_property
-
-RSM_PREFIX = "rsm.config."
-
-
-def parse_listener(value: str) -> tuple[str, int]:
-    """``PLAINTEXT://host:port`` or ``host:port`` -> (host, port)."""
-    address = value.split(",", maxsplit=1)[0].strip().split("://")[-1]
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        raise ValueError(f"listeners={value!r} is not valid; expected host:port")
-    return host, int(port)
+from tiered.rsm import config_from_properties as rsm_config_from_properties
 
 
 @dataclass(frozen=True)
@@ -51,13 +42,7 @@ class BrokerConfig:
         rlmm = {k: v for k, v in values.items() if k.startswith("rlmm.")}
         rlmm.setdefault("rlmm.sqlite.path", str(log_dir / "__rlmm.db"))
         rlmm["broker.id"] = str(node_id)
-        rsm = {
-            k: v
-            for k, v in values.items()
-            if k.startswith(("remote.storage.", "remote.log.storage.manager."))
-        }
-        # Kafka's remote.log.storage.manager.impl.prefix: plugin settings, prefix stripped.
-        rsm.update({k[len(RSM_PREFIX) :]: v for k, v in values.items() if k.startswith(RSM_PREFIX)})
+        rsm = rsm_config_from_properties(values)
         rsm.setdefault("remote.storage.root", str(log_dir / "__remote"))
         return cls(
             node_id=node_id,

@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from broker.config import RSM_PREFIX, parse_listener
+from tiered.net import parse_listener
 from tiered.properties import int_property
 from tiered.retry import ExponentialBackoff
+from tiered.rsm import config_from_properties as rsm_config_from_properties
 
 
 @dataclass(frozen=True)
@@ -61,14 +62,9 @@ class ControllerConfig:
             ),
             spark={k: v for k, v in values.items() if k.startswith("spark.")},
             remote={
-                **{
-                    k: v
-                    for k, v in values.items()
-                    if k.startswith(
-                        ("rlmm.", "remote.storage.", "remote.log.storage.manager.", "bulk.delete.")
-                    )
-                },
-                # The storage plugin's own settings, prefix stripped (as on the brokers).
-                **{k[len(RSM_PREFIX) :]: v for k, v in values.items() if k.startswith(RSM_PREFIX)},
+                **{k: v for k, v in values.items() if k.startswith(("rlmm.", "bulk.delete."))},
+                **rsm_config_from_properties(
+                    values
+                ),  # the brokers' storage plugin, configured alike
             },
         )

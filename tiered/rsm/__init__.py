@@ -47,6 +47,7 @@ __all__ = [
     "FsspecObjectDeleter",
     "FsspecRemoteStorageManager",
     "SegmentLocation",
+    "config_from_properties",
     "create",
     "decode_custom_metadata",
     "encode_custom_metadata",
@@ -56,6 +57,24 @@ __all__ = [
 CLASS_NAME_CONFIG = "remote.log.storage.manager.class.name"
 """Kafka's key: a RemoteStorageManager class (``package.module.ClassName``) constructed with the
 whole config mapping. Absent: the fsspec RemoteStorageManager."""
+
+
+PLUGIN_PREFIX = "rsm.config."
+"""Kafka's ``remote.log.storage.manager.impl.prefix``: the plugin's own settings, passed to it
+with the prefix stripped."""
+
+_RSM_KEY_PREFIXES = ("remote.storage.", "remote.log.storage.manager.")
+
+
+def config_from_properties(values: Mapping[str, str]) -> dict[str, str]:
+    """What a daemon (broker or controller) hands ``create`` from its ``.properties``: the
+    ``remote.storage.*`` and ``remote.log.storage.manager.*`` keys as they are, and the
+    ``rsm.config.*`` keys with the prefix stripped (as Kafka's brokers configure the plugin)."""
+    config = {k: v for k, v in values.items() if k.startswith(_RSM_KEY_PREFIXES)}
+    config.update(
+        {k[len(PLUGIN_PREFIX) :]: v for k, v in values.items() if k.startswith(PLUGIN_PREFIX)}
+    )
+    return config
 
 
 def create(config: Mapping[str, object]) -> RemoteStorageManager:
