@@ -30,7 +30,11 @@ from broker.tiering import PartitionTiering
 from tiered import failpoints
 from tiered import rlmm as rlmm_factory
 from tiered import rsm as rsm_factory
-from tiered.api import RemoteResourceNotFoundException, TopicIdPartition
+from tiered.api import (
+    BulkDeleteRemoteLogMetadataManager,
+    RemoteResourceNotFoundException,
+    TopicIdPartition,
+)
 from tiered.config import validate_topic_configs, validate_topic_name
 from tiered.errors import ErrorCode, TieredError
 
@@ -443,8 +447,11 @@ class BrokerAgent:
                     if totals.segment_count:
                         first = next(iter(self.rlm.rlmm.list_remote_log_segments(tp)), None)
                         remote_start = -1 if first is None else first.start_offset
-                    state = getattr(self.rlm.rlmm, "remote_partition_delete_state", None)
-                    deleting = state(tp) if state is not None else None
+                    deleting = (
+                        self.rlm.rlmm.remote_partition_delete_state(tp)
+                        if isinstance(self.rlm.rlmm, BulkDeleteRemoteLogMetadataManager)
+                        else None  # a plugin without the capability: no delete state to show
+                    )
                     delete_state = "" if deleting is None else deleting.name
                 except RemoteResourceNotFoundException:
                     pass

@@ -27,7 +27,7 @@ from tiered import failpoints
 from tiered.cluster.model import BrokerRegistration
 from tiered.daemon_logging import announce, configure_daemon_logging
 from tiered.properties import load_properties
-from tiered.rlmm.backend import MetadataStoreError
+from tiered.rlmm.backend import StorageBackendError
 from tiered.rpc.v1 import broker_pb2_grpc as pb_grpc
 from tiered.rpc.v1 import controller_pb2_grpc as controller_grpc
 
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         agent = BrokerAgent(config)
-    except (OSError, MetadataStoreError) as e:
+    except (OSError, StorageBackendError) as e:
         # The log dir, the RLMM or the remote storage cannot be opened: say which, no traceback.
         print(f"KAFKA_STORAGE_ERROR: cannot open the broker's storage: {e}", file=sys.stderr)
         return 1

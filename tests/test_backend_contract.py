@@ -33,8 +33,8 @@ from tiered.rlmm.backend import (
     Create,
     Delete,
     MetadataStorageBackend,
-    MetadataStoreError,
     Op,
+    StorageBackendError,
     Update,
     VersionConflictError,
     Versioned,
@@ -623,7 +623,7 @@ def test_closing_twice_is_fine(backend: MetadataStorageBackend) -> None:
     backend.create("k", b"v")
     backend.close()
     backend.close()
-    with pytest.raises(MetadataStoreError):
+    with pytest.raises(StorageBackendError):
         backend.get("k")
 
 
@@ -650,7 +650,7 @@ def test_operations_after_close_raise_metadata_store_error(
     backend.create("k", b"v")
     backend.close()
 
-    with pytest.raises(MetadataStoreError) as excinfo:
+    with pytest.raises(StorageBackendError) as excinfo:
         call_with_deadline(lambda: operation(backend))
 
     assert not isinstance(excinfo.value, VersionConflictError)
@@ -687,11 +687,11 @@ def test_zookeeper_down_gives_metadata_store_error(tmp_path: Path) -> None:
                 lambda: backend.get_by_prefix(""),
             ]
             for read in reads:
-                with pytest.raises(MetadataStoreError) as excinfo:
+                with pytest.raises(StorageBackendError) as excinfo:
                     call_with_deadline(read)
                 assert not isinstance(excinfo.value, VersionConflictError | KazooException)
             # A write's outcome is unknown then: a store error, not a conflict.
-            with pytest.raises(MetadataStoreError) as excinfo:
+            with pytest.raises(StorageBackendError) as excinfo:
                 call_with_deadline(lambda: backend.create("other", b"o"))
             assert not isinstance(excinfo.value, VersionConflictError | KazooException)
         finally:
@@ -725,7 +725,7 @@ def test_sqlite_failed_commit_is_rolled_back_and_the_store_stays_usable(tmp_path
         failing = _FailingCommit(backend._db)
         backend._db = failing  # type: ignore[assignment]
 
-        with pytest.raises(MetadataStoreError) as excinfo:
+        with pytest.raises(StorageBackendError) as excinfo:
             backend.multi([Update("k", b"v1", 0), Create("n", b"n")])
         assert not isinstance(excinfo.value, VersionConflictError)
         assert not failing.armed

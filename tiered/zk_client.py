@@ -34,7 +34,8 @@ __all__ = [
 ]
 
 # ZooKeeper did not answer (in time) or refused the request: each contract wraps these in its own
-# error type (the controller store's and the RLMM backend's ``MetadataStoreError``).
+# error type (the controller store's ``MetadataStoreError``, the RLMM backend's
+# ``StorageBackendError``).
 TRANSPORT_ERRORS: tuple[type[Exception], ...] = (KazooException, KazooTimeoutError)
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from tiered.properties import int_property
-from tiered.rlmm.backend import MetadataStorageBackend, MetadataStoreError, VersionConflictError
+from tiered.rlmm.backend import MetadataStorageBackend, StorageBackendError, VersionConflictError
 from tiered.rlmm.manager import (
     CONFLICT_RETRY,
     RemoteLogMetadataConflictException,
@@ -32,9 +32,9 @@ __all__ = [
     "BACKENDS",
     "CONFLICT_RETRY",
     "MetadataStorageBackend",
-    "MetadataStoreError",
     "RemoteLogMetadataConflictException",
     "RemoteLogMetadataFencedException",
+    "StorageBackendError",
     "StoreRemoteLogMetadataManager",
     "VersionConflictError",
     "create",

@@ -11,8 +11,8 @@ Error contract for every method:
   version or of a missing key) raises :class:`VersionConflictError`, and in a :meth:`multi` nothing is
   applied. A lost race is always reported; nothing is silently overwritten.
 - Any transport or storage failure (connection lost, disk error, timeout) raises
-  :class:`MetadataStoreError`, whose subclass :class:`VersionConflictError` is the only one that means
-  "the store answered no". After a ``MetadataStoreError`` that is not a conflict the outcome of a
+  :class:`StorageBackendError`, whose subclass :class:`VersionConflictError` is the only one that means
+  "the store answered no". After a ``StorageBackendError`` that is not a conflict the outcome of a
   write is unknown; callers re-read before retrying.
 """
 
@@ -26,11 +26,11 @@ ANY_VERSION = -1
 """An expected version that matches any existing version."""
 
 
-class MetadataStoreError(Exception):
+class StorageBackendError(Exception):
     """The store could not be reached or failed; the outcome of a write is unknown."""
 
 
-class VersionConflictError(MetadataStoreError):
+class VersionConflictError(StorageBackendError):
     """A version precondition did not hold: someone else wrote first."""
 
     def __init__(self, message: str, key: str | None = None) -> None:

@@ -37,8 +37,8 @@ from tiered.rlmm.backend import (
     Check,
     Create,
     MetadataStorageBackend,
-    MetadataStoreError,
     Op,
+    StorageBackendError,
     Update,
     VersionConflictError,
 )
@@ -193,7 +193,7 @@ class StoreRemoteLogMetadataManager(api.BulkDeleteRemoteLogMetadataManager):
         self._forget(tp)
         try:
             self._backend.remove_by_prefix(keys.partition_key(tp))
-        except MetadataStoreError as e:
+        except StorageBackendError as e:
             log.warning(
                 "Partition %s: removing deleted remote metadata failed (%s); the "
                 "next claim of the partition finishes it",
@@ -278,7 +278,7 @@ class StoreRemoteLogMetadataManager(api.BulkDeleteRemoteLogMetadataManager):
             self._backend.multi(ops)
         except VersionConflictError:
             raise
-        except MetadataStoreError as e:
+        except StorageBackendError as e:
             raise RemoteStorageException(
                 f"partition {state.topic_id_partition}: metadata write failed, outcome unknown: {e}"
             ) from e
@@ -345,7 +345,7 @@ class StoreRemoteLogMetadataManager(api.BulkDeleteRemoteLogMetadataManager):
             except VersionConflictError as e:
                 log.info("Partition %s: claim lost a race (%s); retrying", tp, e)
                 continue
-            except MetadataStoreError as e:
+            except StorageBackendError as e:
                 raise RemoteStorageException(f"partition {tp}: claiming failed: {e}") from e
             return claim.claim, 0 if stored is None else stored.version + 1
         raise RemoteLogMetadataConflictException(f"partition {tp}: could not claim leadership")
@@ -361,7 +361,7 @@ class StoreRemoteLogMetadataManager(api.BulkDeleteRemoteLogMetadataManager):
                         f"no remote log metadata for partition {tp}"
                     )
                 current = self._backend.get(keys.partition_key(tp))
-            except MetadataStoreError as e:
+            except StorageBackendError as e:
                 raise RemoteStorageException(f"partition {tp}: loading metadata failed: {e}") from e
             if current is not None and current.version == state.version:
                 return state
@@ -381,7 +381,7 @@ class StoreRemoteLogMetadataManager(api.BulkDeleteRemoteLogMetadataManager):
     ) -> PartitionMetadataState:
         try:
             self._backend.deliver_watches(keys.partition_key(tp))
-        except MetadataStoreError as e:
+        except StorageBackendError as e:
             raise RemoteStorageException(f"partition {tp}: {e}") from e
         if led.state is None or led.notified_version != led.state.version:
             led.state = None
@@ -450,7 +450,7 @@ class StoreRemoteLogMetadataManager(api.BulkDeleteRemoteLogMetadataManager):
     ) -> PartitionMetadataState | None:
         try:
             state = PartitionMetadataState.open(self._backend, tp)
-        except MetadataStoreError as e:
+        except StorageBackendError as e:
             raise RemoteStorageException(f"partition {tp}: {e}") from e
         if state is not None and state.is_deleted and not include_deleted:
             return None
@@ -465,7 +465,7 @@ class StoreRemoteLogMetadataManager(api.BulkDeleteRemoteLogMetadataManager):
                 with led.lock:
                     return read(self._leader_state(tp, led, for_write=False))
             return self._read_from_store(tp, read)
-        except MetadataStoreError as e:
+        except StorageBackendError as e:
             raise RemoteStorageException(f"partition {tp}: metadata read failed: {e}") from e
 
     def _read_from_store(

@@ -27,8 +27,8 @@ from tiered.rlmm.backend import (
     Create,
     Delete,
     MetadataStorageBackend,
-    MetadataStoreError,
     Op,
+    StorageBackendError,
     Update,
     VersionConflictError,
     Versioned,
@@ -66,7 +66,7 @@ class SqliteBackend(MetadataStorageBackend):
                 self._db.execute("PRAGMA synchronous=FULL")
                 self._db.executescript(_SCHEMA)
         except (sqlite3.Error, OSError) as e:
-            raise MetadataStoreError(f"cannot open sqlite metadata store {path}: {e}") from e
+            raise StorageBackendError(f"cannot open sqlite metadata store {path}: {e}") from e
         self._path = path
         self._lock = threading.RLock()
         self._watches: dict[str, WatchCallback] = {}
@@ -118,7 +118,7 @@ class SqliteBackend(MetadataStorageBackend):
             except sqlite3.Error as e:
                 if self._db.in_transaction:  # a failed COMMIT leaves the transaction open
                     self._db.execute("ROLLBACK")
-                raise MetadataStoreError(f"sqlite metadata store {self._path}: {e}") from e
+                raise StorageBackendError(f"sqlite metadata store {self._path}: {e}") from e
             for key, version in written.items():
                 if key in self._watches:
                     self._watched_versions[key] = version
@@ -181,7 +181,7 @@ class SqliteBackend(MetadataStorageBackend):
             except sqlite3.Error as e:
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
-                raise MetadataStoreError(f"sqlite metadata store {self._path}: {e}") from e
+                raise StorageBackendError(f"sqlite metadata store {self._path}: {e}") from e
 
     def watch(self, key: str, callback: WatchCallback) -> None:
         with self._lock:
@@ -225,7 +225,7 @@ class SqliteBackend(MetadataStorageBackend):
 
     def _check_open(self) -> None:
         if self._closed:
-            raise MetadataStoreError(f"sqlite metadata store {self._path} is closed")
+            raise StorageBackendError(f"sqlite metadata store {self._path} is closed")
 
     def _query_one(self, sql: str, args: tuple[object, ...]) -> tuple[object, ...] | None:
         with self._lock:
@@ -234,7 +234,7 @@ class SqliteBackend(MetadataStorageBackend):
                 row: tuple[object, ...] | None = self._db.execute(sql, args).fetchone()
                 return row
             except sqlite3.Error as e:
-                raise MetadataStoreError(f"sqlite metadata store {self._path}: {e}") from e
+                raise StorageBackendError(f"sqlite metadata store {self._path}: {e}") from e
 
     def _query_all(self, sql: str, args: tuple[object, ...]) -> list[tuple[object, ...]]:
         with self._lock:
@@ -242,7 +242,7 @@ class SqliteBackend(MetadataStorageBackend):
             try:
                 return list(self._db.execute(sql, args).fetchall())
             except sqlite3.Error as e:
-                raise MetadataStoreError(f"sqlite metadata store {self._path}: {e}") from e
+                raise StorageBackendError(f"sqlite metadata store {self._path}: {e}") from e
 
 
 def _check_version(key: str, current: int | None, expected: int) -> None:

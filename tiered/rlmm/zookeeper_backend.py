@@ -26,8 +26,8 @@ from tiered.rlmm.backend import (
     Create,
     Delete,
     MetadataStorageBackend,
-    MetadataStoreError,
     Op,
+    StorageBackendError,
     Update,
     VersionConflictError,
     Versioned,
@@ -60,7 +60,7 @@ class ZooKeeperBackend(MetadataStorageBackend):
         try:
             self._zk.start(connect_timeout_s)
         except TRANSPORT_ERRORS as e:
-            raise MetadataStoreError(f"cannot connect to ZooKeeper at {connect}: {e}") from e
+            raise StorageBackendError(f"cannot connect to ZooKeeper at {connect}: {e}") from e
         self._closed = False
 
     def __repr__(self) -> str:
@@ -74,7 +74,7 @@ class ZooKeeperBackend(MetadataStorageBackend):
 
     def _check_open(self) -> None:
         if self._closed:
-            raise MetadataStoreError(f"ZooKeeper metadata store {self._zk.connect} is closed")
+            raise StorageBackendError(f"ZooKeeper metadata store {self._zk.connect} is closed")
 
     def _read(self, start: Callable[..., Any], *args: Any) -> Any:
         """A read under the retry policy; a copy of it, as KazooRetry keeps per-call state."""
@@ -87,7 +87,7 @@ class ZooKeeperBackend(MetadataStorageBackend):
         except NoNodeError:
             return None
         except TRANSPORT_ERRORS as e:
-            raise MetadataStoreError(f"ZooKeeper get {path}: {e}") from e
+            raise StorageBackendError(f"ZooKeeper get {path}: {e}") from e
         return Versioned(bytes(data), int(stat.version))
 
     def get_many(self, keys: Sequence[str]) -> list[Versioned | None]:
@@ -97,7 +97,7 @@ class ZooKeeperBackend(MetadataStorageBackend):
         try:
             found = self._reader.retrying(lambda: self._reader.read(paths))
         except TRANSPORT_ERRORS as e:
-            raise MetadataStoreError(f"ZooKeeper get of {len(paths)} znodes: {e}") from e
+            raise StorageBackendError(f"ZooKeeper get of {len(paths)} znodes: {e}") from e
         return [None if z is None else Versioned(*z) for z in found]
 
     def list_children(self, parent: str) -> list[str]:
@@ -107,7 +107,7 @@ class ZooKeeperBackend(MetadataStorageBackend):
         except NoNodeError:
             return []
         except TRANSPORT_ERRORS as e:
-            raise MetadataStoreError(f"ZooKeeper get_children {path}: {e}") from e
+            raise StorageBackendError(f"ZooKeeper get_children {path}: {e}") from e
         return sorted(children)
 
     def get_by_prefix(self, parent: str) -> dict[str, Versioned]:
@@ -132,7 +132,7 @@ class ZooKeeperBackend(MetadataStorageBackend):
                 raise VersionConflictError(
                     f"{key}: {type(error).__name__}", key.removeprefix(self._chroot + "/")
                 )
-            raise MetadataStoreError(f"ZooKeeper transaction failed at {key}: {error!r}")
+            raise StorageBackendError(f"ZooKeeper transaction failed at {key}: {error!r}")
 
     def _try_multi(
         self, ops: Sequence[Op], trust_known_paths: bool
@@ -161,7 +161,7 @@ class ZooKeeperBackend(MetadataStorageBackend):
                 keys.append(path)
             results = self._zk.wait(txn.commit_async())
         except TRANSPORT_ERRORS as e:
-            raise MetadataStoreError(f"ZooKeeper transaction ({len(keys)} ops): {e}") from e
+            raise StorageBackendError(f"ZooKeeper transaction ({len(keys)} ops): {e}") from e
         failure = first_failure(results)
         with self._lock:
             if failure is not None:
@@ -204,7 +204,7 @@ class ZooKeeperBackend(MetadataStorageBackend):
         except NotEmptyError as e:
             raise VersionConflictError(f"{root}: written to while being removed", key) from e
         except TRANSPORT_ERRORS as e:
-            raise MetadataStoreError(f"ZooKeeper remove {root}: {e}") from e
+            raise StorageBackendError(f"ZooKeeper remove {root}: {e}") from e
         finally:
             with self._lock:
                 self._known_paths = {p for p in self._known_paths if not p.startswith(root)}
@@ -247,7 +247,7 @@ class ZooKeeperBackend(MetadataStorageBackend):
         try:
             self._zk.kazoo.DataWatch(path, on_change)
         except TRANSPORT_ERRORS as e:
-            raise MetadataStoreError(f"ZooKeeper watch {path}: {e}") from e
+            raise StorageBackendError(f"ZooKeeper watch {path}: {e}") from e
 
     def unwatch(self, key: str) -> None:
         with self._lock:
