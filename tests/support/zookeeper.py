@@ -13,6 +13,7 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
+from tiered.zk_client import connection_retry
 from tiered.zookeeper_server import (
     DEFAULT_CLASSPATH,
     HOST,
@@ -31,7 +32,6 @@ __all__ = [
     "HOST",
     "JAVA_DIR",
     "JVM_FLAGS",
-    "KAZOO_CONNECTION_RETRY",
     "KAZOO_START_TIMEOUT",
     "MAIN_CLASS",
     "ZooKeeperError",
@@ -42,19 +42,13 @@ __all__ = [
     "start_kazoo_client",
 ]
 
-# Reconnect quickly after a server restart (kazoo's default backoff grows to an hour).
-KAZOO_CONNECTION_RETRY: dict[str, float] = {
-    "max_tries": -1,
-    "delay": 0.05,
-    "backoff": 2,
-    "max_delay": 1.0,
-}
 KAZOO_START_TIMEOUT = 15.0
 
 
 def start_kazoo_client(hosts: str, **kwargs: Any) -> KazooClient:
     """A started KazooClient with test-friendly reconnect backoff. Stop and close it."""
-    kwargs.setdefault("connection_retry", dict(KAZOO_CONNECTION_RETRY))
+    # The product's reconnect policy (kazoo's default backoff grows to an hour).
+    kwargs.setdefault("connection_retry", connection_retry(session_timeout_s=3.0))
     client = KazooClient(hosts=hosts, **kwargs)
     client.start(timeout=KAZOO_START_TIMEOUT)
     return client
