@@ -470,7 +470,7 @@ def test_batches_covered_by_the_snapshot_are_indexed_without_parsing(
             parsed.append(decoded[0].base_offset)
         return decoded
 
-    monkeypatch.setattr(kraft_log, "decode_frame", counting_decode)
+    monkeypatch.setattr(kraft_log.recovery, "decode_frame", counting_decode)
     log, replayed = open_log(tmp_path)
     assert replayed == batches[6:]
     assert parsed == [17, 18, 21, 24, 27]  # the snapshot (at 17), then the batches after it
