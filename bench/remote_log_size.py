@@ -87,7 +87,7 @@ from tiered.api import (
 )
 from tiered.rlmm import keys, serde
 from tiered.rlmm.backend import parent_of
-from tiered.rlmm.partition_state import CHUNK_CAPACITY
+from tiered.rlmm.offset_index import CHUNK_CAPACITY
 from tiered.rpc.v1 import rlmm_store_pb2 as store_pb
 
 DEFAULT_SIZES = {

@@ -1,5 +1,6 @@
-"""One partition's remote log metadata: Kafka's ``RemoteLogMetadataCache`` and
-``RemoteLogLeaderEpochState`` over records loaded from the backend.
+"""One partition's remote log metadata: Kafka's ``RemoteLogMetadataCache`` over records loaded
+from the backend, with a ``RemoteLogLeaderEpochState`` per epoch (``leader_epoch_state``, with its
+``offset_index``) and the segment records (``segment_records``).
 
 The same code serves both read paths. A partition leader keeps a fully loaded instance in memory
 and applies each event to it; any other process opens a lazily loading instance per call, which
@@ -26,8 +27,6 @@ from __future__ import annotations
 import bisect
 import logging
 import uuid
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 
 from tiered import api
 from tiered.api import (
@@ -42,373 +41,16 @@ from tiered.api import (
 from tiered.rlmm import keys, serde
 from tiered.rlmm.backend import (
     Create,
-    Delete,
     MetadataStorageBackend,
     Op,
     Update,
     VersionConflictError,
-    Versioned,
 )
+from tiered.rlmm.leader_epoch_state import Aggregates, RemoteLogLeaderEpochState
+from tiered.rlmm.segment_records import SegmentRecords
 from tiered.rpc.v1 import rlmm_store_pb2 as store_pb
 
 log = logging.getLogger(__name__)
-
-CHUNK_CAPACITY = 256
-"""Index entries per chunk: about 6.5 KB of protobuf. Appending rewrites the last chunk, so small
-chunks keep writes cheap; a million segments still make only ~4,000 chunk names per epoch."""
-
-_FINISHED = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
-
-
-@dataclass(slots=True)
-class _Chunk:
-    offsets: list[int]
-    ids: list[uuid.UUID]
-    version: int | None  # None: not yet in the backend
-    dirty: bool = False
-
-    def encode(self) -> bytes:
-        return store_pb.OffsetIndexChunkRecord(
-            start_offsets=self.offsets, segment_ids=[i.bytes for i in self.ids]
-        ).SerializeToString()
-
-    @classmethod
-    def decode(cls, stored: Versioned) -> _Chunk:
-        record = store_pb.OffsetIndexChunkRecord.FromString(stored.value)
-        return cls(
-            list(record.start_offsets),
-            [uuid.UUID(bytes=b) for b in record.segment_ids],
-            stored.version,
-        )
-
-
-class OffsetIndex:
-    """One epoch's start offset -> segment id map (Kafka's ``offsetToId``), kept as sorted chunks of
-    at most CHUNK_CAPACITY entries. A chunk is named by an offset no greater than any of its entries
-    and greater than every entry of the chunks before it."""
-
-    def __init__(
-        self,
-        backend: MetadataStorageBackend,
-        tp: TopicIdPartition,
-        leader_epoch: int,
-        chunk_offsets: Iterable[int] | None,
-        loaded: dict[int, _Chunk] | None = None,
-    ) -> None:
-        """``chunk_offsets`` None: list the chunks from the backend on first use."""
-        self._backend = backend
-        self._tp = tp
-        self._epoch = leader_epoch
-        self._names: list[int] | None = None if chunk_offsets is None else sorted(chunk_offsets)
-        self._chunks: dict[int, _Chunk] = dict(loaded or {})
-        self._deleted: dict[int, int] = {}  # chunk name -> stored version, to delete
-
-    @property
-    def _keys(self) -> list[int]:
-        if self._names is None:
-            listed = self._backend.list_children(keys.index_key(self._tp, self._epoch))
-            self._names = sorted(int(n) for n in listed)
-        return self._names
-
-    def _chunk(self, name: int) -> _Chunk:
-        chunk = self._chunks.get(name)
-        if chunk is None:
-            stored = self._backend.get(keys.chunk_key(self._tp, self._epoch, name))
-            if stored is None:  # renamed or emptied by a writer since this view listed it
-                raise VersionConflictError(
-                    f"offset index chunk {name} of {self._tp} epoch {self._epoch} changed "
-                    "while being read",
-                    keys.chunk_key(self._tp, self._epoch, name),
-                )
-            chunk = self._chunks[name] = _Chunk.decode(stored)
-        return chunk
-
-    def __bool__(self) -> bool:
-        return bool(self._keys)
-
-    def floor_entry(self, offset: int) -> tuple[int, uuid.UUID] | None:
-        """The entry with the greatest start offset <= ``offset``."""
-        i = bisect.bisect_right(self._keys, offset) - 1
-        while i >= 0:
-            chunk = self._chunk(self._keys[i])
-            j = bisect.bisect_right(chunk.offsets, offset) - 1
-            if j >= 0:
-                return chunk.offsets[j], chunk.ids[j]
-            i -= 1
-        return None
-
-    def last_entry(self) -> tuple[int, uuid.UUID] | None:
-        if not self._keys:
-            return None
-        chunk = self._chunk(self._keys[-1])
-        return chunk.offsets[-1], chunk.ids[-1]
-
-    def segment_ids(self) -> Iterator[uuid.UUID]:
-        for name in list(self._keys):
-            yield from self._chunk(name).ids
-
-    def put(self, offset: int, segment_id: uuid.UUID) -> uuid.UUID | None:
-        """Maps ``offset`` to ``segment_id``; returns the id it replaced, if any."""
-        if not self._keys:
-            self._add_chunk(offset, _Chunk([offset], [segment_id], None, dirty=True))
-            return None
-        i = bisect.bisect_right(self._keys, offset) - 1
-        if i < 0:  # below every chunk: the first chunk now starts here
-            i = 0
-            self._rename(self._keys[0], offset)
-        name = self._keys[i]
-        chunk = self._chunk(name)
-        j = bisect.bisect_left(chunk.offsets, offset)
-        chunk.dirty = True
-        if j < len(chunk.offsets) and chunk.offsets[j] == offset:
-            replaced = chunk.ids[j]
-            chunk.ids[j] = segment_id
-            return replaced
-        chunk.offsets.insert(j, offset)
-        chunk.ids.insert(j, segment_id)
-        if len(chunk.offsets) > CHUNK_CAPACITY:
-            self._split(i, appended=j == len(chunk.offsets) - 1)
-        return None
-
-    def remove(self, offset: int, segment_id: uuid.UUID) -> bool:
-        """Removes the entry if ``offset`` maps to ``segment_id`` (Kafka's ``remove(key, value)``)."""
-        i = bisect.bisect_right(self._keys, offset) - 1
-        if i < 0:
-            return False
-        name = self._keys[i]
-        chunk = self._chunk(name)
-        j = bisect.bisect_left(chunk.offsets, offset)
-        if j == len(chunk.offsets) or chunk.offsets[j] != offset or chunk.ids[j] != segment_id:
-            return False
-        del chunk.offsets[j], chunk.ids[j]
-        chunk.dirty = True
-        if not chunk.offsets:
-            self._drop_chunk(i)
-        return True
-
-    def _add_chunk(self, name: int, chunk: _Chunk) -> None:
-        bisect.insort(self._keys, name)
-        self._chunks[name] = chunk
-
-    def _drop_chunk(self, i: int) -> None:
-        name = self._keys.pop(i)
-        chunk = self._chunks.pop(name)
-        if chunk.version is not None:
-            self._deleted[name] = chunk.version
-
-    def _rename(self, old: int, new: int) -> None:
-        chunk = self._chunk(old)
-        self._drop_chunk(self._keys.index(old))
-        self._add_chunk(new, _Chunk(chunk.offsets, chunk.ids, None, dirty=True))
-
-    def _split(self, i: int, appended: bool) -> None:
-        chunk = self._chunk(self._keys[i])
-        # Appending to the last chunk (the usual case: offsets grow) starts a fresh chunk so that
-        # chunks fill up completely; anything else splits in half.
-        cut = (
-            len(chunk.offsets) - 1
-            if appended and i == len(self._keys) - 1
-            else len(chunk.offsets) // 2
-        )
-        tail = _Chunk(chunk.offsets[cut:], chunk.ids[cut:], None, dirty=True)
-        del chunk.offsets[cut:], chunk.ids[cut:]
-        self._add_chunk(tail.offsets[0], tail)
-
-    def pending_ops(self) -> list[Op]:
-        ops: list[Op] = [
-            Delete(keys.chunk_key(self._tp, self._epoch, name), version)
-            for name, version in self._deleted.items()
-        ]
-        for name in self._names or ():  # never listed: nothing in it was touched
-            chunk = self._chunks.get(name)
-            if chunk is None or not chunk.dirty:
-                continue
-            key = keys.chunk_key(self._tp, self._epoch, name)
-            if chunk.version is None:
-                ops.append(Create(key, chunk.encode()))
-            else:
-                ops.append(Update(key, chunk.encode(), chunk.version))
-        return ops
-
-    def mark_committed(self) -> None:
-        self._deleted.clear()
-        for chunk in self._chunks.values():
-            if chunk.dirty:
-                chunk.version = 0 if chunk.version is None else chunk.version + 1
-                chunk.dirty = False
-
-
-class _TrackedSet(set[uuid.UUID]):
-    """A set that remembers what was added and removed since the last commit, so that a write
-    costs what it changed, not the size of the set (a bulk delete marks every segment)."""
-
-    def __init__(self, items: Iterable[uuid.UUID] = ()) -> None:
-        super().__init__(items)
-        self.added: set[uuid.UUID] = set()
-        self.removed: set[uuid.UUID] = set()
-
-    def add(self, item: uuid.UUID) -> None:
-        if item in self:
-            return
-        super().add(item)
-        if item in self.removed:
-            self.removed.discard(item)
-        else:
-            self.added.add(item)
-
-    def discard(self, item: object) -> None:
-        if not isinstance(item, uuid.UUID) or item not in self:
-            return
-        super().discard(item)
-        if item in self.added:
-            self.added.discard(item)
-        else:
-            self.removed.add(item)
-
-    def committed(self) -> None:
-        self.added.clear()
-        self.removed.clear()
-
-
-@dataclass(slots=True)
-class _Aggregates:
-    size_bytes: int = 0
-    segment_count: int = 0
-    copy_finished_size_bytes: int = 0
-    copy_finished_segment_count: int = 0
-
-    def add(self, m: RemoteLogSegmentMetadata, sign: int) -> None:
-        self.size_bytes += sign * m.segment_size_in_bytes
-        self.segment_count += sign
-        if m.state is _FINISHED:
-            self.copy_finished_size_bytes += sign * m.segment_size_in_bytes
-            self.copy_finished_segment_count += sign
-
-
-class RemoteLogLeaderEpochState:
-    """The segments of one leader epoch: the offset index of COPY_SEGMENT_FINISHED segments, the
-    unreferenced ones (copying, deleting, or replaced by a later copy of the same offsets), the
-    highest copied offset, and the size of everything listed."""
-
-    def __init__(
-        self,
-        backend: MetadataStorageBackend,
-        tp: TopicIdPartition,
-        leader_epoch: int,
-        record: store_pb.LeaderEpochStateRecord,
-        version: int | None,
-        index: OffsetIndex,
-        unreferenced: set[uuid.UUID] | None,
-    ) -> None:
-        self._backend = backend
-        self._tp = tp
-        self.leader_epoch = leader_epoch
-        self.highest_log_offset: int | None = (
-            record.highest_log_offset if record.HasField("highest_log_offset") else None
-        )
-        self.aggregates = _Aggregates(
-            record.size_bytes,
-            record.segment_count,
-            record.copy_finished_size_bytes,
-            record.copy_finished_segment_count,
-        )
-        self.version = version
-        self.index = index
-        self._unreferenced = None if unreferenced is None else _TrackedSet(unreferenced)
-        self.dirty = version is None
-
-    @property
-    def unreferenced(self) -> set[uuid.UUID]:
-        if self._unreferenced is None:
-            names = self._backend.list_children(keys.unreferenced_key(self._tp, self.leader_epoch))
-            self._unreferenced = _TrackedSet(uuid.UUID(hex=n) for n in names)
-        return self._unreferenced
-
-    def handle_segment_with_copy_segment_started_state(self, segment_id: uuid.UUID) -> None:
-        self.unreferenced.add(segment_id)
-
-    def handle_segment_with_copy_segment_finished_state(
-        self, start_offset: int, segment_id: uuid.UUID, leader_epoch_end_offset: int
-    ) -> None:
-        # A new leader may copy again what a lagging predecessor copied, as a superset: segments
-        # mapped at or above this start offset are replaced while this one reaches at least as far.
-        last = self.index.last_entry()
-        while (
-            last is not None
-            and last[0] >= start_offset
-            and self.highest_log_offset is not None
-            and self.highest_log_offset <= leader_epoch_end_offset
-        ):
-            self.index.remove(*last)
-            self.unreferenced.add(last[1])
-            last = self.index.last_entry()
-        replaced = self.index.put(start_offset, segment_id)
-        if replaced is not None and replaced != segment_id:
-            self.unreferenced.add(replaced)
-        self.unreferenced.discard(segment_id)
-        if self.highest_log_offset is None or leader_epoch_end_offset > self.highest_log_offset:
-            self.highest_log_offset = leader_epoch_end_offset
-        self.dirty = True
-
-    def handle_segment_with_delete_segment_started_state(
-        self, start_offset: int, segment_id: uuid.UUID
-    ) -> None:
-        self.index.remove(start_offset, segment_id)
-        self.unreferenced.add(segment_id)
-
-    def handle_segment_with_delete_segment_finished_state(
-        self, start_offset: int, segment_id: uuid.UUID
-    ) -> None:
-        self.index.remove(start_offset, segment_id)
-        self.unreferenced.discard(segment_id)
-
-    def detach(self, start_offset: int, segment_id: uuid.UUID) -> None:
-        """Forgets the segment entirely (it is being re-added with other epochs)."""
-        self.handle_segment_with_delete_segment_finished_state(start_offset, segment_id)
-
-    def encode(self) -> bytes:
-        record = store_pb.LeaderEpochStateRecord(
-            size_bytes=self.aggregates.size_bytes,
-            segment_count=self.aggregates.segment_count,
-            copy_finished_size_bytes=self.aggregates.copy_finished_size_bytes,
-            copy_finished_segment_count=self.aggregates.copy_finished_segment_count,
-        )
-        if self.highest_log_offset is not None:
-            record.highest_log_offset = self.highest_log_offset
-        return record.SerializeToString()
-
-    def pending_ops(self) -> list[Op]:
-        ops: list[Op] = []
-        key = keys.epoch_key(self._tp, self.leader_epoch)
-        if self.version is None:
-            ops.append(Create(key, self.encode()))
-        elif self.dirty:
-            ops.append(Update(key, self.encode(), self.version))
-        ops.extend(self.index.pending_ops())
-        if self._unreferenced is not None:
-            for segment_id in sorted(self._unreferenced.added):
-                key = keys.unreferenced_segment_key(self._tp, self.leader_epoch, segment_id)
-                ops.append(Create(key, b""))
-            for segment_id in sorted(self._unreferenced.removed):
-                key = keys.unreferenced_segment_key(self._tp, self.leader_epoch, segment_id)
-                ops.append(Delete(key))
-        return ops
-
-    def mark_committed(self) -> None:
-        if self.version is None:
-            self.version = 0
-        elif self.dirty:
-            self.version += 1
-        self.dirty = False
-        self.index.mark_committed()
-        if self._unreferenced is not None:
-            self._unreferenced.committed()
-
-
-@dataclass(slots=True)
-class _SegmentSlot:
-    metadata: RemoteLogSegmentMetadata | None
-    version: int | None
 
 
 class PartitionMetadataState:
@@ -428,11 +70,10 @@ class PartitionMetadataState:
         self.version = version
         # complete: every record of the partition is loaded, so absence means absence.
         self._complete = complete
-        self._segments: dict[uuid.UUID, _SegmentSlot] = {}
-        self._written: set[uuid.UUID] = set()  # segments whose slot differs from the backend
+        self._segments = SegmentRecords(backend, tp, complete)
         self._epochs: dict[int, RemoteLogLeaderEpochState | None] = {}
         self._epoch_names: list[int] | None = None
-        self.totals = _Aggregates(
+        self.totals = Aggregates(
             record.size_bytes,
             record.segment_count,
             record.copy_finished_size_bytes,
@@ -476,35 +117,16 @@ class PartitionMetadataState:
         cls, backend: MetadataStorageBackend, tp: TopicIdPartition
     ) -> PartitionMetadataState | None:
         """Everything the backend holds for the partition, for a leader's in-memory cache."""
-        state = cls.open(backend, tp)
-        if state is None:
+        found = cls.read_record(backend, tp)
+        if found is None:
             return None
+        state = cls(backend, tp, found[0], found[1], complete=True)
         epoch_records = backend.get_by_prefix(keys.epochs_key(tp))
         state._epoch_names = sorted(int(name) for name in epoch_records)
         for name, stored in epoch_records.items():
             epoch = int(name)
-            chunks = {
-                int(n): _Chunk.decode(v)
-                for n, v in backend.get_by_prefix(keys.index_key(tp, epoch)).items()
-            }
-            index = OffsetIndex(backend, tp, epoch, chunks, chunks)
-            unreferenced = {
-                uuid.UUID(hex=n) for n in backend.list_children(keys.unreferenced_key(tp, epoch))
-            }
-            state._epochs[epoch] = RemoteLogLeaderEpochState(
-                backend,
-                tp,
-                epoch,
-                store_pb.LeaderEpochStateRecord.FromString(stored.value),
-                stored.version,
-                index,
-                unreferenced,
-            )
-        for bucket in backend.list_children(keys.segments_key(tp)):
-            for name, stored in backend.get_by_prefix(f"{keys.segments_key(tp)}/{bucket}").items():
-                metadata = serde.decode_segment_metadata(stored.value)
-                state._segments[uuid.UUID(hex=name)] = _SegmentSlot(metadata, stored.version)
-        state._complete = True
+            state._epochs[epoch] = RemoteLogLeaderEpochState.load(backend, tp, epoch, stored)
+        state._segments.load_all()
         return state
 
     # ----------------------------------------------------------------------------- record access
@@ -520,23 +142,7 @@ class PartitionMetadataState:
         return self.delete_state is RemotePartitionDeleteState.DELETE_PARTITION_FINISHED
 
     def segment(self, segment_id: uuid.UUID) -> RemoteLogSegmentMetadata | None:
-        slot = self._segments.get(segment_id)
-        if slot is None:
-            slot = self._load_segments([segment_id])[0]
-        return slot.metadata
-
-    def _load_segments(self, segment_ids: list[uuid.UUID]) -> list[_SegmentSlot]:
-        missing = [i for i in segment_ids if i not in self._segments]
-        if missing and not self._complete:
-            tp = self.topic_id_partition
-            stored = self._backend.get_many([keys.segment_key(tp, i) for i in missing])
-            for segment_id, found in zip(missing, stored, strict=True):
-                self._segments[segment_id] = (
-                    _SegmentSlot(None, None)
-                    if found is None
-                    else _SegmentSlot(serde.decode_segment_metadata(found.value), found.version)
-                )
-        return [self._segments.get(i) or _SegmentSlot(None, None) for i in segment_ids]
+        return self._segments.segment(segment_id)
 
     def epochs(self) -> list[int]:
         if self._epoch_names is None:
@@ -549,15 +155,8 @@ class PartitionMetadataState:
             self._epochs[leader_epoch] = self._open_epoch(leader_epoch)
         state = self._epochs[leader_epoch]
         if state is None and create:
-            tp = self.topic_id_partition
-            state = RemoteLogLeaderEpochState(
-                self._backend,
-                tp,
-                leader_epoch,
-                store_pb.LeaderEpochStateRecord(),
-                None,
-                OffsetIndex(self._backend, tp, leader_epoch, []),
-                set(),
+            state = RemoteLogLeaderEpochState.create(
+                self._backend, self.topic_id_partition, leader_epoch
             )
             self._epochs[leader_epoch] = state
             if self._epoch_names is not None:
@@ -571,15 +170,7 @@ class PartitionMetadataState:
         stored = self._backend.get(keys.epoch_key(tp, leader_epoch))
         if stored is None:
             return None
-        return RemoteLogLeaderEpochState(
-            self._backend,
-            tp,
-            leader_epoch,
-            store_pb.LeaderEpochStateRecord.FromString(stored.value),
-            stored.version,
-            OffsetIndex(self._backend, tp, leader_epoch, None),
-            None,
-        )
+        return RemoteLogLeaderEpochState.open(self._backend, tp, leader_epoch, stored)
 
     # ----------------------------------------------------------------------------- events
 
@@ -605,7 +196,7 @@ class PartitionMetadataState:
             assert state is not None
             state.handle_segment_with_copy_segment_started_state(segment_id)
         self._contribute(metadata)
-        self._write_segment(metadata)
+        self._segments.write(metadata)
         return True
 
     def handle_remote_log_segment_metadata_update(
@@ -635,10 +226,10 @@ class PartitionMetadataState:
         self._retract(existing)
         if update.state is RemoteLogSegmentState.DELETE_SEGMENT_FINISHED:
             # Terminal: nothing is kept, so no later load has to know how to skip it.
-            self._write_segment(None, segment_id)
+            self._segments.write(None, segment_id)
         else:
             self._contribute(updated)
-            self._write_segment(updated)
+            self._segments.write(updated)
         return True
 
     def handle_remote_partition_delete_metadata(
@@ -708,15 +299,6 @@ class PartitionMetadataState:
             state.aggregates.add(metadata, sign)
             state.dirty = True
 
-    def _write_segment(
-        self, metadata: RemoteLogSegmentMetadata | None, segment_id: uuid.UUID | None = None
-    ) -> None:
-        segment_id = metadata.remote_log_segment_id.id if metadata is not None else segment_id
-        assert segment_id is not None
-        slot = self._segments.get(segment_id) or _SegmentSlot(None, None)
-        self._segments[segment_id] = _SegmentSlot(metadata, slot.version)
-        self._written.add(segment_id)
-
     # ----------------------------------------------------------------------------- reads
 
     def remote_log_segment_metadata(
@@ -753,7 +335,7 @@ class PartitionMetadataState:
                 if segment_id not in seen:
                     seen.add(segment_id)
                     ordered.append(segment_id)
-        found = [slot.metadata for slot in self._load_segments(ordered)]
+        found = self._segments.segments(ordered)
         missing = [i for i, m in zip(ordered, found, strict=True) if m is None]
         if missing:  # deleted by a writer since this view listed them
             raise VersionConflictError(
@@ -794,16 +376,7 @@ class PartitionMetadataState:
             if self.version is None
             else Update(keys.partition_key(tp), encoded, self.version)
         ]
-        for segment_id in sorted(self._written):
-            slot = self._segments[segment_id]
-            key = keys.segment_key(tp, segment_id)
-            if slot.metadata is None:
-                if slot.version is not None:
-                    ops.append(Delete(key, slot.version))
-            elif slot.version is None:
-                ops.append(Create(key, serde.encode_segment_metadata(slot.metadata)))
-            else:
-                ops.append(Update(key, serde.encode_segment_metadata(slot.metadata), slot.version))
+        ops.extend(self._segments.pending_ops())
         for state in self._epochs.values():
             if state is not None:
                 ops.extend(state.pending_ops())
@@ -814,16 +387,7 @@ class PartitionMetadataState:
         if self.dirty:
             self.version = 0 if self.version is None else self.version + 1
             self.dirty = False
-        for segment_id in self._written:
-            slot = self._segments[segment_id]
-            if slot.metadata is None:
-                del self._segments[segment_id]
-                if not self._complete:
-                    self._segments[segment_id] = _SegmentSlot(None, None)
-            else:
-                version = 0 if slot.version is None else slot.version + 1
-                self._segments[segment_id] = _SegmentSlot(slot.metadata, version)
-        self._written.clear()
+        self._segments.mark_committed()
         for state in self._epochs.values():
             if state is not None:
                 state.mark_committed()
