@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from broker.log import LeaderEpochCache, Log, LogConfig, OffsetOutOfRangeError
 from broker.log.leader_epoch import CHECKPOINT_FILE, decode_entries
 from broker.log.log import LOG_START_OFFSET_FILE
-from tests.support.batches import LoggedRecord, batch_size, decode
+from tests.support.batches import LoggedRecord, batch_size, decode, unsynced_config
 from tests.support.batches import append_record as append
 from tests.support.batches import read_records as read
 from tiered.errors import ErrorCode
@@ -63,13 +63,7 @@ def fill(log: Log, count: int, epoch: int = 0, value_size: int = 0) -> list[int]
 
 
 def small_config(**overrides: object) -> LogConfig:
-    base: dict[str, object] = {
-        "segment_bytes": 1024,
-        "index_interval_bytes": 128,
-        "flush_every_append": False,
-    }
-    base.update(overrides)
-    return LogConfig(**base)  # type: ignore[arg-type]
+    return unsynced_config(**{"segment_bytes": 1024, "index_interval_bytes": 128, **overrides})
 
 
 # --------------------------------------------------------------------------------- segments + reads

@@ -15,7 +15,7 @@ import pytest
 
 from broker.log import Log, LogConfig, LogSegment, UnsupportedLogFormatError
 from broker.log.producer_state import BATCHES_TO_RETAIN, snapshot_path
-from tests.support.batches import batch, decode
+from tests.support.batches import batch, decode, unsynced_config
 from tiered.errors import ErrorCode, TieredError
 from tiered.kafka.compression import Codec
 from tiered.kafka.record_batch import (
@@ -39,13 +39,7 @@ class FakeClock:
 
 
 def config(**overrides: object) -> LogConfig:
-    base: dict[str, object] = {
-        "segment_bytes": 4096,
-        "index_interval_bytes": 256,
-        "flush_every_append": False,
-    }
-    base.update(overrides)
-    return LogConfig(**base)  # type: ignore[arg-type]
+    return unsynced_config(**{"segment_bytes": 4096, "index_interval_bytes": 256, **overrides})
 
 
 def records(count: int, start: int = 0, size: int = 20) -> list[Record]:

@@ -28,6 +28,7 @@ from tiered.kafka.record_batch import (
 from tiered.kafka.records import decode_batch
 
 __all__ = [
+    "DEFAULT_WINDOW_BYTES",
     "BatchRead",
     "BatchWalker",
     "ReadAt",

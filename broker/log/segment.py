@@ -21,7 +21,7 @@ import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from broker.log.batches import BatchRead, BatchWalker
+from broker.log.batches import DEFAULT_WINDOW_BYTES, BatchRead, BatchWalker
 from broker.log.errors import CorruptSegmentError, UnsupportedLogFormatError
 from broker.log.segment_index import SegmentIndexes
 from tiered.durable import fsync_dir
@@ -307,7 +307,9 @@ class LogSegment:
         return os.pread(self._log_fd, size, position)
 
     def _walker(self, max_bytes: int = 0) -> BatchWalker:
-        return BatchWalker(self._read_at, self._size, max_bytes + 64 * 1024)
+        # A window past max_bytes: the batch holding the offset, usually a few KiB after the
+        # indexed position, and everything returned then come in one read.
+        return BatchWalker(self._read_at, self._size, max_bytes + DEFAULT_WINDOW_BYTES)
 
     def _reset_state(self) -> None:
         self._size = 0

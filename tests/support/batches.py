@@ -6,8 +6,9 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
-from broker.log import Log
+from broker.log import Log, LogConfig
 from tiered.kafka.compression import Codec
 from tiered.kafka.record_batch import iter_batches
 from tiered.kafka.records import Record, build_batch, decode_batch
@@ -39,6 +40,11 @@ def batch(
 def batch_size(key: bytes | None, value: bytes | None) -> int:
     """Bytes of :func:`batch` for this key and value (whatever the timestamp)."""
     return len(batch(key, value))
+
+
+def unsynced_config(**settings: Any) -> LogConfig:
+    """A ``LogConfig`` of ``settings`` without an fsync per append (tests lose no power)."""
+    return LogConfig(**{"flush_every_append": False, **settings})
 
 
 def append_record(
