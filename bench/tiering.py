@@ -79,10 +79,10 @@ from bench.common import (
     write_json,
 )
 from broker.log import Log, LogConfig, LogSegment
-from broker.log.records import encoded_size
 from broker.rlm.manager import RemoteLogManager, RemoteLogManagerConfig, TieredPartition
 from tiered import rlmm, rsm
 from tiered.api import IndexType, RemoteLogSegmentMetadata, RemoteLogSegmentState, TopicIdPartition
+from tiered.kafka.records import Record, build_batch
 from tiered.rsm import decode_custom_metadata, layout
 
 DEFAULT_OUT = RESULTS_DIR / "tiering.json"
@@ -242,13 +242,12 @@ def build_logs(root: Path, settings: Settings, log: Callable[[str], None]) -> Se
             written = 0  # bytes of the partition's .log files
             n = 0
             while True:
-                key = f"k{n}".encode()
-                value = values[n % len(values)]
-                size = encoded_size(key, value)
-                if written + size > target:
+                record = Record(f"k{n}".encode(), values[n % len(values)], timestamp=1_000_000 + n)
+                batch = build_batch([record])  # one record a batch, stored as it is
+                if written + len(batch) > target:
                     break
-                plog.append(key, value, 1_000_000 + n, LEADER_EPOCH)
-                written += size
+                plog.append_batches(batch, LEADER_EPOCH)
+                written += len(batch)
                 n += 1
             plog.roll()
             plog.flush()

@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
-import time
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from dataclasses import dataclass
 from broker.assignment_journal import AssignmentJournal
 from broker.config import BrokerConfig, TopicConfig
 from broker.hosted import HostedPartition, PartitionKey, PartitionStop, entry_from_journal
-from broker.log import Log, Record
+from broker.log import AppendInfo, BatchRead, Log, TimestampOffset
 from broker.rlm.manager import RemoteLogManager
 from broker.tiering import PartitionTiering
 from tiered import failpoints
@@ -33,6 +32,7 @@ from tiered import rsm as rsm_factory
 from tiered.api import (
     BulkDeleteRemoteLogMetadataManager,
     RemoteResourceNotFoundException,
+    RemoteStorageException,
     TopicIdPartition,
 )
 from tiered.config import validate_topic_configs, validate_topic_name
@@ -384,31 +384,29 @@ class BrokerAgent:
         self,
         topic_id: uuid.UUID,
         partition: int,
-        records: Iterable[tuple[bytes | None, bytes, int]],
-    ) -> tuple[int, int]:
-        """Appends ``(key, value, timestamp_ms)`` records; returns the first and last offsets.
-        Each append is durable before this returns."""
+        records: bytes | bytearray | memoryview,
+        leader_epoch: int = 0,
+    ) -> AppendInfo:
+        """Appends a produce payload (one or more Kafka record batches v2) with
+        ``Log.append_batches`` (its errors); durable before this returns. A segment it closed
+        is copied to remote storage right away."""
         hosted = self.hosted(topic_id, partition)
-        first = last = -1
-        now_ms = int(time.time() * 1000)
-        with hosted.lock:
-            active_before = hosted.log.active_segment.base_offset
-            for key, value, timestamp_ms in records:
-                last = hosted.log.append(
-                    key, value, timestamp_ms if timestamp_ms > 0 else now_ms, 0
-                )
-                first = last if first < 0 else first
-            rolled = hosted.log.active_segment.base_offset != active_before
-        if first < 0:
+        if not records:
             raise TieredError(ErrorCode.INVALID_REQUEST, "a produce request needs records")
-        if rolled and self.rlm is not None:
-            self.rlm.trigger_copy(hosted.topic_id_partition)  # a segment closed: copy it now
-        return first, last
+        with hosted.lock:
+            info = hosted.log.append_batches(records, leader_epoch)
+        if info.rolled and self.rlm is not None:
+            self.rlm.trigger_copy(hosted.topic_id_partition)
+        return info
 
     def fetch(
         self, topic_id: uuid.UUID, partition: int, offset: int, max_bytes: int
-    ) -> tuple[list[Record], bool]:
-        """Records from ``offset`` and whether they came from remote storage."""
+    ) -> tuple[BatchRead, bool]:
+        """Whole batches from the one holding ``offset`` (at least one, else up to
+        ``max_bytes``) and whether they came from remote storage. OFFSET_OUT_OF_RANGE outside
+        [log start, log end]; KAFKA_STORAGE_ERROR if remote storage fails."""
+        if max_bytes < 0:
+            raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
         hosted = self.hosted(topic_id, partition)
         log_ = hosted.log
         if offset < log_.log_start_offset or offset > log_.log_end_offset:
@@ -421,8 +419,23 @@ class BrokerAgent:
             return log_.read(offset, max_bytes), False
         try:
             return self.rlm.read(hosted.topic_id_partition, offset, max_bytes), True
-        except RemoteResourceNotFoundException as e:
+        except RemoteStorageException as e:
             raise TieredError(ErrorCode.KAFKA_STORAGE_ERROR, str(e)) from e
+
+    def offset_for_timestamp(
+        self, topic_id: uuid.UUID, partition: int, timestamp_ms: int
+    ) -> TimestampOffset | None:
+        """ListOffsets by timestamp across both tiers: the first record from the log start
+        offset on whose timestamp is at least ``timestamp_ms`` (remote segments first, then the
+        local log); None if there is none."""
+        hosted = self.hosted(topic_id, partition)
+        found = None
+        if self.rlm is not None and hosted.log.log_start_offset < hosted.log.local_log_start_offset:
+            try:
+                found = self.rlm.find_offset_by_timestamp(hosted.topic_id_partition, timestamp_ms)
+            except RemoteStorageException as e:
+                raise TieredError(ErrorCode.KAFKA_STORAGE_ERROR, str(e)) from e
+        return found if found is not None else hosted.log.offset_for_timestamp(timestamp_ms)
 
     def offsets(self, topic_id: uuid.UUID, partition: int) -> PartitionOffsets:
         log_ = self.hosted(topic_id, partition).log

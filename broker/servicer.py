@@ -14,7 +14,6 @@ import grpc
 
 from broker.agent import BrokerAgent, PartitionOffsets
 from broker.hosted import PartitionStop, check_partition
-from broker.log import Record
 from tiered.config import RemoteLogDisablePolicy
 from tiered.errors import ErrorCode, TieredError
 from tiered.rlmm.serde import topic_id_partition_from_proto, topic_id_partition_to_proto
@@ -34,13 +33,6 @@ def offsets_to_proto(offsets: PartitionOffsets) -> pb.PartitionOffsets:
         local_log_start_offset=offsets.local_log_start_offset,
         log_end_offset=offsets.log_end_offset,
     )
-
-
-def record_to_proto(record: Record) -> pb.Record:
-    message = pb.Record(value=record.value, timestamp_ms=record.timestamp_ms, offset=record.offset)
-    if record.key is not None:
-        message.key = record.key
-    return message
 
 
 def _partition_key(partition: records_pb2.TopicIdPartition) -> tuple[uuid.UUID, int]:
@@ -71,13 +63,13 @@ class BrokerServicer(pb_grpc.BrokerServiceServicer):
     ) -> pb.ProduceResponse:
         def call() -> pb.ProduceResponse:
             topic_id, partition = _partition_key(request.partition)
-            records = [
-                (r.key if r.HasField("key") else None, r.value, r.timestamp_ms)
-                for r in request.records
-            ]
-            first, last = self._agent.produce(topic_id, partition, records)
+            info = self._agent.produce(topic_id, partition, request.records)
             return pb.ProduceResponse(
-                error=error_to_proto(None), base_offset=first, last_offset=last
+                error=error_to_proto(None),
+                base_offset=info.first_offset,
+                last_offset=info.last_offset,
+                log_start_offset=info.log_start_offset,
+                duplicate=info.duplicate,
             )
 
         return handle(context, call, lambda e: pb.ProduceResponse(error=error_to_proto(e)))
@@ -85,12 +77,12 @@ class BrokerServicer(pb_grpc.BrokerServiceServicer):
     def Fetch(self, request: pb.FetchRequest, context: grpc.ServicerContext) -> pb.FetchResponse:
         def call() -> pb.FetchResponse:
             topic_id, partition = _partition_key(request.partition)
-            records, remote = self._agent.fetch(
+            read, remote = self._agent.fetch(
                 topic_id, partition, request.offset, request.max_bytes or 1024 * 1024
             )
             return pb.FetchResponse(
                 error=error_to_proto(None),
-                records=[record_to_proto(r) for r in records],
+                records=read.records,
                 offsets=offsets_to_proto(self._agent.offsets(topic_id, partition)),
                 from_remote=remote,
             )
@@ -101,10 +93,19 @@ class BrokerServicer(pb_grpc.BrokerServiceServicer):
         self, request: pb.ListOffsetsRequest, context: grpc.ServicerContext
     ) -> pb.ListOffsetsResponse:
         def call() -> pb.ListOffsetsResponse:
-            offsets = self._agent.offsets(*_partition_key(request.partition))
-            return pb.ListOffsetsResponse(
-                error=error_to_proto(None), offsets=offsets_to_proto(offsets)
+            topic_id, partition = _partition_key(request.partition)
+            response = pb.ListOffsetsResponse(
+                error=error_to_proto(None),
+                offsets=offsets_to_proto(self._agent.offsets(topic_id, partition)),
+                timestamp_offset=-1,
+                found_timestamp_ms=-1,
             )
+            if request.HasField("timestamp_ms"):
+                found = self._agent.offset_for_timestamp(topic_id, partition, request.timestamp_ms)
+                if found is not None:
+                    response.timestamp_offset = found.offset
+                    response.found_timestamp_ms = found.timestamp_ms
+            return response
 
         return handle(context, call, lambda e: pb.ListOffsetsResponse(error=error_to_proto(e)))
 

@@ -51,6 +51,9 @@ MIN_RECORDS = 1_500  # each partition tiers >= MIN_SEGMENTS and expires some loc
 MORE_RECORDS = 1_500  # after the re-enable: enough to push the local log start past them
 MIN_SEGMENTS = 10
 RECORD_BYTES = 100
+# The console producer sends each request as one Kafka record batch, and a batch never spans
+# segments: batches of ~33 records fill a 4 KiB segment each.
+RECORDS_PER_BATCH = 33
 FAST_PATH_KEY = "bulk.delete.fast.path.max.objects"
 DEFAULT_FAST_PATH_MAX_OBJECTS = 2000  # the controller's default (README, "Bulk delete")
 POLL_INTERVAL_S = 1.0
@@ -280,7 +283,9 @@ class Demo:
             time.sleep(POLL_INTERVAL_S)
 
     def produce_and_watch(self, path: Path, until: Callable[[Topic], bool]) -> Topic:
-        args = self.admin("tiered-console-producer", "--topic", TOPIC)
+        args = self.admin(
+            "tiered-console-producer", "--topic", TOPIC, "--batch-size", str(RECORDS_PER_BATCH)
+        )
         show_command(args, f" < {path}")
         with (
             path.open("rb") as source,

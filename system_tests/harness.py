@@ -31,6 +31,7 @@ from pathlib import Path
 import grpc
 
 from tests.rlmm_support import poll_until
+from tests.support.batches import decode, one_batch_each
 from tests.support.cluster import Cluster
 from tests.support.zookeeper import ZooKeeperServer
 from tiered.admin import AdminClient, TopicDescription
@@ -132,7 +133,7 @@ class SystemCluster(Cluster):
                     partition=records_pb2.TopicIdPartition(
                         topic_id=topic.topic_id.bytes, topic=topic.name, partition=partition
                     ),
-                    records=[pb.Record(value=v) for v in values],
+                    records=one_batch_each(values),
                 ),
                 timeout=timeout_s,
             )
@@ -266,10 +267,11 @@ class SystemCluster(Cluster):
         while offset < end:
             response = self.fetch(topic, partition, offset)
             assert response.error.code == 0, (topic.name, partition, offset, response.error)
-            assert response.records, f"{topic.name}-{partition}: empty fetch at {offset} < {end}"
-            for record in response.records:
-                read[record.offset] = record.value
-            offset = response.records[-1].offset + 1
+            records = decode(response.records)
+            assert records, f"{topic.name}-{partition}: empty fetch at {offset} < {end}"
+            for record in records:
+                read[record.offset] = record.value or b""
+            offset = records[-1].offset + 1
         return read
 
     def _check_no_object_below_a_deleted_epoch(self, topic: TopicDescription) -> None:

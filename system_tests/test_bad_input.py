@@ -38,6 +38,7 @@ from controller.main import MAX_MESSAGE_BYTES as CONTROLLER_MAX_MESSAGE_BYTES
 from system_tests.conftest import MODES
 from system_tests.harness import TIERED, SystemCluster
 from tests.rlmm_support import poll_until
+from tests.support.batches import batch
 from tests.support.processes import DaemonProcess
 from tiered.admin import TopicDescription
 from tiered.cluster.model import TieredState
@@ -820,7 +821,7 @@ def test_broker_service_rejects_invalid_requests(cluster: SystemCluster) -> None
             topic_id=orders.topic_id.bytes, topic=ORDERS, partition=-1
         )
         produced = stub.Produce(
-            pb.ProduceRequest(partition=negative, records=[pb.Record(value=b"x")]),
+            pb.ProduceRequest(partition=negative, records=batch(None, b"x")),
             timeout=RPC_TIMEOUT_S,
         )
         assert_error(produced.error, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "partition -1")
@@ -1055,7 +1056,7 @@ def test_malformed_unknown_and_oversized_messages_get_an_error_status(
         assert_status(alter_, grpc.StatusCode.RESOURCE_EXHAUSTED, "larger than max")
         produce = pb.ProduceRequest(
             partition=_tp(cluster.admin.describe_topic(ORDERS, include_partition_state=False), 0),
-            records=[pb.Record(value=over_4mib.encode())],
+            records=batch(None, over_4mib.encode()),
         )
         assert_status(
             functools.partial(broker_stub(channel).Produce, produce, timeout=RPC_TIMEOUT_S),

@@ -1,5 +1,8 @@
-"""The broker's local segment log: records, segments, sparse indexes, the leader epoch cache,
-rolling, deletion, checkpoints and crash recovery (torn tails and a real kill -9)."""
+"""The broker's local segment log: segments of record batches, sparse indexes, the leader epoch
+cache, rolling, deletion, checkpoints and crash recovery (torn tails and a real kill -9). Most
+tests append one record per batch, so that they can count records and batches alike; the
+batch-specific behaviour (codecs, idempotent producers, the old format) is in
+test_broker_log_batches.py."""
 
 from __future__ import annotations
 
@@ -13,7 +16,6 @@ import sys
 import tempfile
 import threading
 import time
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,21 +23,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.log import (
-    CorruptRecordError,
-    LeaderEpochCache,
-    Log,
-    LogConfig,
-    OffsetOutOfRangeError,
-    Record,
-    TruncatedRecordError,
-    decode_record,
-    encode_record,
-)
+from broker.log import LeaderEpochCache, Log, LogConfig, OffsetOutOfRangeError
 from broker.log.leader_epoch import CHECKPOINT_FILE, decode_entries
 from broker.log.log import LOG_START_OFFSET_FILE
-from broker.log.records import encoded_size
+from tests.support.batches import LoggedRecord, batch_size, decode, unsynced_config
+from tests.support.batches import append_record as append
+from tests.support.batches import read_records as read
 from tiered.errors import ErrorCode
+from tiered.kafka.record_batch import iter_batches
+from tiered.kafka.records import Record, build_batch
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BIG = 1 << 30
@@ -61,75 +57,13 @@ def value_for(i: int) -> bytes:
 def fill(log: Log, count: int, epoch: int = 0, value_size: int = 0) -> list[int]:
     start = log.log_end_offset
     return [
-        log.append(
-            f"k{i}".encode(),
-            value_for(i) + b"x" * value_size,
-            timestamp_ms=1000 + i,
-            leader_epoch=epoch,
-        )
+        append(log, f"k{i}".encode(), value_for(i) + b"x" * value_size, 1000 + i, epoch)
         for i in range(start, start + count)
     ]
 
 
 def small_config(**overrides: object) -> LogConfig:
-    base: dict[str, object] = {
-        "segment_bytes": 1024,
-        "index_interval_bytes": 128,
-        "flush_every_append": False,
-    }
-    base.update(overrides)
-    return LogConfig(**base)  # type: ignore[arg-type]
-
-
-# --------------------------------------------------------------------------------- records
-
-
-@pytest.mark.parametrize(
-    "record",
-    [
-        Record(0, 0, 0, None, b""),
-        Record(42, 1_700_000_000_000, 7, b"", b"v"),
-        Record(2**63 - 1, -1, 2**31 - 1, b"key" * 100, bytes(range(256)) * 10),
-    ],
-)
-def test_record_round_trip(record: Record) -> None:
-    data = encode_record(record)
-    assert len(data) == record.size_bytes == encoded_size(record.key, record.value)
-    decoded, end = decode_record(b"junk" + data + b"more", 4)
-    assert decoded == record
-    assert end == 4 + len(data)
-
-
-def test_record_corruption_is_detected_at_every_byte() -> None:
-    data = encode_record(Record(5, 123, 2, b"key", b"some value"))
-    for i in range(len(data)):
-        damaged = bytearray(data)
-        damaged[i] ^= 0x40
-        with pytest.raises(CorruptRecordError):
-            decode_record(bytes(damaged))
-
-
-def test_truncated_record_is_reported_as_torn() -> None:
-    data = encode_record(Record(5, 123, 2, None, b"value"))
-    for cut in range(len(data)):
-        with pytest.raises(TruncatedRecordError):
-            decode_record(data[:cut])
-
-
-def test_record_with_consistent_crc_but_bad_lengths_is_corrupt() -> None:
-    # A value length that disagrees with the record length, with a CRC that matches the body:
-    # the CRC alone would not catch a buggy writer.
-    good = encode_record(Record(1, 2, 3, b"ab", b"cd"))
-    body = bytearray(good[8:])
-    body[26:30] = (99).to_bytes(4, "big")  # value_len: after 24 fixed bytes and the 2-byte key
-    forged = good[:4] + zlib.crc32(bytes(body)).to_bytes(4, "big") + bytes(body)
-    with pytest.raises(CorruptRecordError, match="value length"):
-        decode_record(forged)
-
-
-def test_encode_rejects_out_of_range_fields() -> None:
-    with pytest.raises(ValueError):
-        encode_record(Record(2**63, 0, 0, None, b""))
+    return unsynced_config(**{"segment_bytes": 1024, "index_interval_bytes": 128, **overrides})
 
 
 # --------------------------------------------------------------------------------- segments + reads
@@ -146,28 +80,33 @@ def test_append_and_read_across_segments(tmp_path: Path) -> None:
         assert previous.next_offset == segment.base_offset
         assert previous.size_bytes <= 1024
         assert previous.log_path.stat().st_size == previous.size_bytes
-    records = log.read(0, BIG)
+    records = read(log, 0, BIG)
     assert [r.offset for r in records] == list(range(100))
     assert [r.value for r in records] == [value_for(i) + b"x" * 30 for i in range(100)]
-    assert log.read(37, BIG)[0].offset == 37
-    assert log.read(100, BIG) == []
+    assert read(log, 37, BIG)[0].offset == 37
+    at_end = log.read(100, BIG)
+    assert (at_end.records, at_end.next_offset) == (b"", 100)
     with pytest.raises(OffsetOutOfRangeError) as e:
         log.read(101, BIG)
     assert e.value.code == ErrorCode.OFFSET_OUT_OF_RANGE
     log.close()
 
 
-def test_read_respects_max_bytes_but_returns_at_least_one_record(tmp_path: Path) -> None:
+def test_read_respects_max_bytes_but_returns_at_least_one_batch(tmp_path: Path) -> None:
     log = Log.open(tmp_path, small_config())
     fill(log, 50, value_size=30)
-    assert [r.offset for r in log.read(3, 1)] == [3]
-    assert log.read(3, 0)[0].offset == 3
-    # Across a segment boundary, exactly as many records as fit.
+    assert [r.offset for r in read(log, 3, 1)] == [3]
+    assert read(log, 3, 0)[0].offset == 3
+    one = log.read(3, 1)
+    assert (one.first_offset, one.next_offset) == (3, 4)
+    # Across a segment boundary, exactly as many batches as fit.
     boundary = log.segments()[1].base_offset
-    five = sum(r.size_bytes for r in log.read(0, BIG)[boundary - 2 : boundary + 3])
+    sizes = [h.size for h in iter_batches(log.read(0, BIG).records)]
+    five = sum(sizes[boundary - 2 : boundary + 3])
     got = log.read(boundary - 2, five)
-    assert [r.offset for r in got] == list(range(boundary - 2, boundary + 3))
-    assert [r.offset for r in log.read(boundary - 2, five - 1)] == list(
+    assert len(got.records) == five and got.next_offset == boundary + 3
+    assert [r.offset for r in decode(got.records)] == list(range(boundary - 2, boundary + 3))
+    assert [r.offset for r in read(log, boundary - 2, five - 1)] == list(
         range(boundary - 2, boundary + 2)
     )
     log.close()
@@ -176,52 +115,54 @@ def test_read_respects_max_bytes_but_returns_at_least_one_record(tmp_path: Path)
 def test_sparse_index_reads_match_a_linear_scan(tmp_path: Path) -> None:
     rng = random.Random(1234)
     log = Log.open(tmp_path, small_config(segment_bytes=64 * 1024, index_interval_bytes=200))
-    model: list[Record] = []
+    model: list[tuple[LoggedRecord, int]] = []  # each record and the size of its batch
     for i in range(3000):
         key = None if i % 7 == 0 else f"k{i}".encode()
         value = rng.randbytes(rng.randrange(0, 60))
         ts = 1000 + rng.randrange(0, 5000)
-        offset = log.append(key, value, ts, 0)
-        model.append(Record(offset, ts, 0, key, value))
+        offset = append(log, key, value, ts, 0)
+        model.append((LoggedRecord(offset, ts, 0, key, value), batch_size(key, value)))
     segments = log.segments()
     assert len(segments) >= 2
-    # The indexes are sparse, non-trivial, and every entry points at its record.
+    # The indexes are sparse, non-trivial, and every entry points at its batch (Kafka's
+    # entries: the batch's last offset and its position).
     for segment in segments:
         entries = segment.offset_index_entries
         assert 20 < len(entries) < (segment.next_offset - segment.base_offset) / 2
+        data = segment.log_path.read_bytes()
         for rel, position in entries:
-            record, _ = decode_record(segment.log_path.read_bytes(), position)
-            assert record.offset == segment.base_offset + rel
+            header = next(iter_batches(memoryview(data)[position:]))
+            assert header.last_offset == segment.base_offset + rel
         for ts, rel in segment.time_index_entries:
-            assert model[segment.base_offset + rel].timestamp_ms == ts
+            assert model[segment.base_offset + rel][0].timestamp_ms == ts
         assert segment.max_timestamp_ms == max(
-            r.timestamp_ms for r in model[segment.base_offset : segment.next_offset]
+            r.timestamp_ms for r, _ in model[segment.base_offset : segment.next_offset]
         )
     for _ in range(300):
         start = rng.randrange(0, 3000)
         max_bytes = rng.randrange(1, 3000)
-        expected: list[Record] = []
+        expected: list[LoggedRecord] = []
         used = 0
-        for record in model[start:]:
-            if expected and used + record.size_bytes > max_bytes:
+        for record, size in model[start:]:
+            if expected and used + size > max_bytes:
                 break
             expected.append(record)
-            used += record.size_bytes
-        assert log.read(start, max_bytes) == expected, (start, max_bytes)
+            used += size
+        assert read(log, start, max_bytes) == expected, (start, max_bytes)
     log.close()
 
 
 def test_roll_on_size_happens_before_the_append(tmp_path: Path) -> None:
-    size = encoded_size(b"k0", value_for(0))
+    size = batch_size(b"k0", value_for(0))
     log = Log.open(tmp_path, small_config(segment_bytes=size * 3))
     fill(log, 3)
     assert len(log.segments()) == 1 and log.active_segment.size_bytes == size * 3
     fill(log, 1)
     assert [s.base_offset for s in log.segments()] == [0, 3]
-    # A record larger than segment_bytes still gets a segment of its own.
-    big = log.append(None, b"x" * 1000, 0, 0)
+    # A batch larger than segment_bytes still gets a segment of its own.
+    big = append(log, None, b"x" * 1000, 0, 0)
     assert log.active_segment.base_offset == big == 4
-    assert log.read(4, BIG)[0].value == b"x" * 1000
+    assert read(log, 4, BIG)[0].value == b"x" * 1000
     log.close()
 
 
@@ -251,7 +192,7 @@ def test_explicit_roll(tmp_path: Path) -> None:
     new = log.roll()
     assert new.base_offset == 5 and log.active_segment is new
     assert log.closed_segments() == [first]
-    assert log.read(0, BIG)[-1].offset == 4
+    assert read(log, 0, BIG)[-1].offset == 4
     log.close()
 
 
@@ -269,7 +210,7 @@ def test_reopen_restores_closed_segments_without_scanning_them(tmp_path: Path) -
         for s in reopened.segments()
     ]
     assert after == before
-    assert [r.offset for r in reopened.read(0, BIG)] == list(range(200))
+    assert [r.offset for r in read(reopened, 0, BIG)] == list(range(200))
     reopened.close()
 
 
@@ -285,7 +226,7 @@ def test_damaged_index_of_a_closed_segment_is_rebuilt(tmp_path: Path) -> None:
     reopened = Log.open(tmp_path, small_config())
     assert reopened.segments()[0].offset_index_entries == entries
     assert len(index_path.read_bytes()) == 8 * len(entries)
-    assert [r.offset for r in reopened.read(0, BIG)] == list(range(100))
+    assert [r.offset for r in read(reopened, 0, BIG)] == list(range(100))
     reopened.close()
 
 
@@ -362,9 +303,9 @@ def test_log_records_epoch_changes_and_rejects_stale_epochs(tmp_path: Path) -> N
     fill(log, 5, epoch=5)
     assert log.leader_epoch_cache.entries == [(0, 0), (2, 10), (5, 20)]
     with pytest.raises(ValueError, match="older"):
-        log.append(None, b"x", 0, 4)
+        append(log, None, b"x", 0, 4)
     assert log.log_end_offset == 25
-    assert [r.leader_epoch for r in log.read(8, BIG)[:4]] == [0, 0, 2, 2]
+    assert [r.leader_epoch for r in read(log, 8, BIG)[:4]] == [0, 0, 2, 2]
     log.close()
     assert Log.open(tmp_path, small_config()).leader_epoch_cache.entries == [
         (0, 0),
@@ -397,7 +338,7 @@ def test_segment_data_describes_closed_segments(tmp_path: Path) -> None:
         assert dict(decode_entries(data.leader_epoch_index)) == expected
         # Every epoch that wrote a record in the segment is there, at its first offset in it.
         firsts: dict[int, int] = {}
-        for r in log.read(segment.base_offset, BIG):
+        for r in read(log, segment.base_offset, BIG):
             if r.offset < segment.next_offset:
                 firsts.setdefault(r.leader_epoch, r.offset)
         assert expected == firsts
@@ -417,7 +358,7 @@ def test_deleting_local_segments_advances_local_log_start(tmp_path: Path) -> Non
     assert log.local_log_start_offset == segments[1].base_offset
     with pytest.raises(OffsetOutOfRangeError):
         log.read(segments[1].base_offset - 1, BIG)
-    assert log.read(segments[1].base_offset, 1)[0].offset == segments[1].base_offset
+    assert read(log, segments[1].base_offset, 1)[0].offset == segments[1].base_offset
     # Up to an offset inside segment 3: segments 1 and 2 go, 3 stays.
     assert log.delete_local_segments_up_to(segments[3].base_offset + 1) == 2
     assert log.local_log_start_offset == segments[3].base_offset
@@ -430,7 +371,7 @@ def test_deleting_local_segments_advances_local_log_start(tmp_path: Path) -> Non
     assert log.segments() == [segments[-1]]
     assert log.delete_oldest_local_segment() is None
     assert log.local_log_start_offset == segments[-1].base_offset
-    assert [r.offset for r in log.read(log.local_log_start_offset, BIG)][-1] == 99
+    assert [r.offset for r in read(log, log.local_log_start_offset, BIG)][-1] == 99
     log.close()
     reopened = Log.open(tmp_path, small_config())
     assert reopened.local_log_start_offset == segments[-1].base_offset
@@ -450,7 +391,7 @@ def test_log_start_offset_is_monotonic_persisted_and_bounded(tmp_path: Path) -> 
         log.set_log_start_offset(61)
     with pytest.raises(OffsetOutOfRangeError):
         log.read(19, BIG)  # still on disk locally, but logically deleted
-    assert log.read(20, 1)[0].offset == 20
+    assert read(log, 20, 1)[0].offset == 20
     assert (tmp_path / LOG_START_OFFSET_FILE).read_text() == "20\n"
     log.close()
     reopened = Log.open(tmp_path, small_config())
@@ -466,20 +407,28 @@ def test_log_start_offset_is_monotonic_persisted_and_bounded(tmp_path: Path) -> 
 # --------------------------------------------------------------------------------- recovery
 
 
+def _batch_at(offset: int, value: bytes = b"v", epoch: int = 1) -> bytes:
+    return build_batch(
+        [Record(None, value, timestamp=5)], base_offset=offset, partition_leader_epoch=epoch
+    )
+
+
+def _flip(data: bytes, position: int) -> bytes:
+    return data[:position] + bytes([data[position] ^ 1]) + data[position + 1 :]
+
+
 @pytest.mark.parametrize(
     "tail",
     [
         pytest.param(b"\x00\x00\x00\x40garbage-garbage", id="garbage"),
-        pytest.param(encode_record(Record(30, 5, 1, b"k", b"half written value"))[:17], id="half"),
+        pytest.param(_batch_at(30, b"half written value")[:17], id="half-header"),
+        pytest.param(_batch_at(30, b"half written value")[:-5], id="half-records"),
         pytest.param(b"\x00\x00", id="partial-length"),
-        pytest.param(
-            bytes(
-                b ^ 1 if i == 30 else b
-                for i, b in enumerate(encode_record(Record(30, 5, 1, None, b"v")))
-            ),
-            id="bad-crc",
-        ),
-        pytest.param(encode_record(Record(31, 5, 1, None, b"v")), id="offset-gap"),
+        pytest.param(bytes(100), id="zeros"),  # a power loss extends the file before its data
+        pytest.param(_flip(_batch_at(30), 64), id="bad-crc"),
+        pytest.param(_batch_at(30)[:16] + b"\x01" + _batch_at(30)[17:], id="bad-magic"),
+        pytest.param(_batch_at(31), id="offset-gap"),
+        pytest.param(_batch_at(30) + _batch_at(32), id="gap-after-a-good-one"),
     ],
 )
 def test_recovery_truncates_a_torn_tail(tmp_path: Path, tail: bytes) -> None:
@@ -494,16 +443,17 @@ def test_recovery_truncates_a_torn_tail(tmp_path: Path, tail: bytes) -> None:
     assert active.log_path.stat().st_size == valid_size + len(tail)
 
     reopened = Log.open(tmp_path, small_config(segment_bytes=BIG, index_interval_bytes=64))
-    assert active.log_path.stat().st_size == valid_size
-    assert reopened.log_end_offset == 30
-    records = reopened.read(0, BIG)
-    assert [r.offset for r in records] == list(range(30))
-    assert [r.value for r in records] == [value_for(i) for i in range(30)]
-    assert fill(reopened, 3, epoch=1) == [30, 31, 32]
-    assert reopened.read(29, BIG)[1].value == value_for(30)
+    kept = 1 if tail.startswith(_batch_at(30)) else 0  # a whole valid batch before the gap
+    assert active.log_path.stat().st_size == valid_size + kept * len(_batch_at(30))
+    assert reopened.log_end_offset == 30 + kept
+    records = read(reopened, 0, BIG)
+    assert [r.offset for r in records] == list(range(30 + kept))
+    assert [r.value for r in records[:30]] == [value_for(i) for i in range(30)]
+    assert fill(reopened, 3, epoch=1) == [30 + kept + i for i in range(3)]
+    assert read(reopened, 29, BIG)[1 + kept].value == value_for(30 + kept)
     reopened.close()
     again = Log.open(tmp_path, small_config(segment_bytes=BIG, index_interval_bytes=64))
-    assert [r.offset for r in again.read(0, BIG)] == list(range(33))
+    assert [r.offset for r in read(again, 0, BIG)] == list(range(33 + kept))
     again.close()
 
 
@@ -522,7 +472,7 @@ def test_recovery_rebuilds_indexes_and_drops_epochs_past_the_end(tmp_path: Path)
     with open(active.offset_index_path, "ab") as f:
         f.write((45).to_bytes(4, "big") + (10**6).to_bytes(4, "big"))
     with open(active.log_path, "ab") as f:
-        f.write(encode_record(Record(40, 0, 3, None, b"torn"))[:-1])
+        f.write(_batch_at(40, b"torn", epoch=3)[:-1])
     reopened = Log.open(tmp_path, config)
     assert reopened.leader_epoch_cache.entries == [(0, 0)]
     assert reopened.active_segment.offset_index_entries == entries
@@ -547,7 +497,7 @@ def test_acknowledged_appends_are_fsynced(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setattr(os, "fsync", recording_fsync)
     for i in range(20):
         synced.clear()
-        log.append(None, value_for(i), i, 0)
+        append(log, None, value_for(i), i, 0)
         assert str(log.active_segment.log_path) in synced
     # Rolling fsyncs the closed segment's data and both indexes before creating the next one.
     synced.clear()
@@ -628,7 +578,7 @@ def test_kill_9_loses_no_acknowledged_record(tmp_path: Path) -> None:
     log = Log.open(log_dir, LogConfig(segment_bytes=2048, index_interval_bytes=256))
     assert log.log_end_offset >= len(acked)
     assert len(log.segments()) > 3
-    records = log.read(0, BIG)
+    records = read(log, 0, BIG)
     assert [r.offset for r in records] == list(range(log.log_end_offset))
     for r in records:
         assert (r.key, r.value, r.leader_epoch) == (
@@ -638,7 +588,7 @@ def test_kill_9_loses_no_acknowledged_record(tmp_path: Path) -> None:
         )
     cache = log.leader_epoch_cache
     assert all(cache.epoch_for_offset(r.offset) == r.leader_epoch for r in records)
-    assert log.append(b"after", b"restart", 0, 100) == log.log_end_offset - 1
+    assert append(log, b"after", b"restart", 0, 100) == log.log_end_offset - 1
     log.close()
 
 
@@ -655,7 +605,7 @@ def test_concurrent_appends_reads_and_deletions(tmp_path: Path) -> None:
     def write(n: int) -> None:
         try:
             results[n] = [
-                log.append(f"{n}".encode(), f"{n}-{i}".encode(), i, 0) for i in range(per_thread)
+                append(log, f"{n}".encode(), f"{n}-{i}".encode(), i, 0) for i in range(per_thread)
             ]
         except BaseException as e:
             errors.append(e)
@@ -666,7 +616,7 @@ def test_concurrent_appends_reads_and_deletions(tmp_path: Path) -> None:
                 log.delete_oldest_local_segment()
                 start = log.local_log_start_offset
                 try:
-                    got = log.read(start, 4096)
+                    got = read(log, start, 4096)
                 except OffsetOutOfRangeError:
                     continue  # deleted between the two calls: allowed, retried
                 offsets = [r.offset for r in got]
@@ -688,7 +638,7 @@ def test_concurrent_appends_reads_and_deletions(tmp_path: Path) -> None:
     assert all_offsets == list(range(per_thread * writers))
     for offsets in results.values():
         assert offsets == sorted(offsets)  # each writer's records in its order
-    remaining = log.read(log.local_log_start_offset, BIG)
+    remaining = read(log, log.local_log_start_offset, BIG)
     for r in remaining:
         n = int(r.key or b"-1")
         assert r.value == f"{n}-{results[n].index(r.offset)}".encode()
@@ -720,7 +670,7 @@ class _Model:
 
     def append(self, key: bytes | None, value: bytes, ts: int, now_ms: int) -> int:
         active = self.segments[-1]
-        size = encoded_size(key, value)
+        size = batch_size(key, value)
         if active.size and (
             active.size + size > self.segment_bytes or now_ms - active.created_ms > self.segment_ms
         ):
@@ -783,7 +733,7 @@ def test_log_matches_an_in_memory_model(
                         assert isinstance(value, bytes) and (key is None or isinstance(key, bytes))
                         model.epoch += 1 if bump else 0
                         expected = model.append(key, value, i, now_ms)
-                        assert log.append(key, value, i, model.epoch) == expected
+                        assert append(log, key, value, i, model.epoch) == expected
                     case ("roll",):
                         model.roll(now_ms)
                         log.roll()
@@ -824,9 +774,9 @@ def _check_against_model(log: Log, model: _Model) -> None:
     assert log.local_log_start_offset == model.segments[0].base
     assert log.log_start_offset == model.log_start
     first = max(model.log_start, model.segments[0].base)
-    got = log.read(first, BIG)
+    got = read(log, first, BIG)
     expected = [
-        Record(o, ts, epoch, key, value)
+        LoggedRecord(o, ts, epoch, key, value)
         for o, (key, value, ts, epoch) in enumerate(model.records)
         if o >= first
     ]

@@ -7,12 +7,14 @@ import os
 import queue
 import re
 import signal
+import struct
 import subprocess
 import sys
 import threading
 import time
 import urllib.request
 import uuid
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,9 +23,13 @@ import pytest
 
 from broker.assignment_journal import read_entries
 from tests.rlmm_support import poll_until
+from tests.support.batches import batch as one_record
+from tests.support.batches import decode, offsets
 from tests.support.zookeeper import free_port
 from tiered import rlmm, rsm
 from tiered.api import RemoteLogSegmentState, TopicIdPartition
+from tiered.kafka.compression import Codec
+from tiered.kafka.records import Record, build_batch
 from tiered.rlmm.serde import topic_id_partition_to_proto
 from tiered.rpc.v1 import broker_pb2 as pb
 from tiered.rpc.v1 import broker_pb2_grpc as pb_grpc
@@ -160,10 +166,10 @@ def produce(b: BrokerProcess, tp: TopicIdPartition, start: int, count: int) -> N
         response = b.stub.Produce(
             pb.ProduceRequest(
                 partition=topic_id_partition_to_proto(tp),
-                records=[
-                    pb.Record(key=f"k{i}".encode(), value=f"record-{i}".encode() * 4)
+                records=b"".join(
+                    one_record(f"k{i}".encode(), f"record-{i}".encode() * 4)
                     for i in range(batch, min(batch + 50, start + count))
-                ],
+                ),
             )
         )
         assert response.error.code == 0, response.error
@@ -187,10 +193,11 @@ def fetch_all(b: BrokerProcess, tp: TopicIdPartition, start: int = 0) -> tuple[l
             )
         )
         assert response.error.code == 0, response.error
-        assert response.records and response.records[0].offset == offset
-        values.extend(r.value for r in response.records)
+        records = decode(response.records)
+        assert records and records[0].offset == offset
+        values.extend(r.value or b"" for r in records)
         any_remote |= response.from_remote
-        offset = response.records[-1].offset + 1
+        offset = records[-1].offset + 1
     return values, any_remote
 
 
@@ -371,6 +378,65 @@ def test_kill_9_while_tiering_then_restart(broker: BrokerProcess) -> None:
         assert objects == segments
     finally:
         manager.close()
+
+
+def test_a_retried_idempotent_batch_is_written_once_across_a_kill_9(
+    broker: BrokerProcess,
+) -> None:
+    tp = TopicIdPartition(uuid.uuid4(), "exactly-once", 0)
+    assign(broker, tp, TIERED)
+    produce(broker, tp, 0, 10)
+    now_ms = int(time.time() * 1000)
+
+    def idempotent(first_seq: int) -> pb.ProduceResponse:
+        batch = build_batch(
+            [Record(b"k", f"once-{first_seq + i}".encode(), timestamp=now_ms) for i in range(3)],
+            Codec.SNAPPY,
+            producer_id=42,
+            producer_epoch=0,
+            base_sequence=first_seq,
+        )
+        request = pb.ProduceRequest(partition=topic_id_partition_to_proto(tp), records=batch)
+        response: pb.ProduceResponse = broker.stub.Produce(request, timeout=30)
+        return response
+
+    first = idempotent(0)
+    assert first.error.code == 0 and not first.duplicate
+    assert (first.base_offset, first.last_offset) == (10, 12)
+    broker.kill()  # the producer's answer is lost with the broker: it retries
+    broker.start()
+    retry = idempotent(0)
+    assert retry.error.code == 0 and retry.duplicate
+    assert (retry.base_offset, retry.last_offset) == (10, 12)
+    assert log_dir(broker, tp).offsets.log_end_offset == 13
+    assert idempotent(7).error.name == "OUT_OF_ORDER_SEQUENCE_NUMBER"
+    assert idempotent(3).base_offset == 13
+    found = broker.stub.ListOffsets(
+        pb.ListOffsetsRequest(partition=topic_id_partition_to_proto(tp), timestamp_ms=now_ms)
+    )
+    assert (found.timestamp_offset, found.found_timestamp_ms) == (10, now_ms)
+    values, _ = fetch_all(broker, tp)
+    assert values[10:] == [f"once-{i}".encode() for i in range(6)]
+
+
+def test_an_old_format_data_directory_is_refused_untouched(broker: BrokerProcess) -> None:
+    tp = TopicIdPartition(uuid.uuid4(), "legacy", 0)
+    assert broker.terminate() == 0
+    directory = broker.dir / "logs" / "legacy-0"
+    directory.mkdir(parents=True)
+    # A record of the broker's format before Kafka batches: length, zlib crc, then its fields.
+    body = struct.pack(">qqii", 0, 1_700_000_000_000, 0, -1) + struct.pack(">i", 5) + b"value"
+    old = struct.pack(">II", 4 + len(body), zlib.crc32(body)) + body
+    (directory / f"{0:020d}.log").write_bytes(old)
+    broker.start()
+    refused = assign(broker, tp, TIERED).errors[0]
+    assert refused.name == "KAFKA_STORAGE_ERROR"
+    assert str(directory) in refused.message and "old record format" in refused.message
+    assert (directory / f"{0:020d}.log").read_bytes() == old
+    fetched = broker.stub.Fetch(
+        pb.FetchRequest(partition=topic_id_partition_to_proto(tp), offset=0, max_bytes=100)
+    )
+    assert fetched.error.name == "UNKNOWN_TOPIC_OR_PARTITION"
 
 
 def test_graceful_stop_exits_zero(broker: BrokerProcess) -> None:
@@ -563,7 +629,7 @@ def test_stop_with_delete_while_a_remote_fetch_is_in_flight(tmp_path: Path) -> N
         thread.join(60)
         assert result["returned_after_open"]  # it drained the fetch in flight
         assert fetched["response"].error.code == 0  # type: ignore[attr-defined]  # which completed
-        assert fetched["response"].records[0].offset == 0  # type: ignore[attr-defined]
+        assert offsets(fetched["response"].records)[0] == 0  # type: ignore[attr-defined]
         d = log_dir(b, tp)
         assert d.offsets.log_start_offset == d.offsets.local_log_start_offset > 0
         below = b.stub.Fetch(

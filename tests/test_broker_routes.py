@@ -18,6 +18,7 @@ from broker.config import BrokerConfig
 from broker.hosted import PartitionStop
 from broker.rlm.manager import RemoteLogManager
 from tests.rlmm_support import poll_until
+from tests.support.batches import offsets, one_batch_each
 from tiered.api import RemoteLogSegmentState, TopicIdPartition
 from tiered.config import RemoteLogDisablePolicy
 from tiered.errors import ErrorCode, TieredError
@@ -82,7 +83,7 @@ def disable(
 
 
 def produce(agent: BrokerAgent, tp: TopicIdPartition, count: int) -> None:
-    agent.produce(tp.topic_id, tp.partition, [(None, b"v" * 100, 0) for _ in range(count)])
+    agent.produce(tp.topic_id, tp.partition, one_batch_each(b"v" * 100 for _ in range(count)))
 
 
 def log_dir(agent: BrokerAgent, tp: TopicIdPartition) -> PartitionLogDir:
@@ -234,8 +235,8 @@ def test_a_partition_hosted_fresh_for_a_disabled_topic(brokers: Brokers) -> None
     assert is_stopped(agent, tp, 1)
     d = log_dir(agent, tp)
     assert d.remote_fetch_enabled and d.offsets.log_start_offset == 0
-    records, remote = agent.fetch(tp.topic_id, tp.partition, 0, 1000)
-    assert remote and records and records[0].offset == 0
+    read, remote = agent.fetch(tp.topic_id, tp.partition, 0, 1000)
+    assert remote and read.records and offsets(read.records)[0] == 0
     assert rlm(agent).expiration_task(tp) is not None
 
 

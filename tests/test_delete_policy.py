@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.rlmm_support import poll_until
+from tests.support.batches import offsets
 from tests.support.cluster import Cluster, running_cluster
 from tests.support.processes import REPO
 from tiered.admin import TopicDescription
@@ -162,7 +163,7 @@ def test_retain_keeps_reads_and_expires_remote_before_local(kraft_cluster: Clust
     cluster.wait_for_state("orders", TieredState.DISABLED)
     d = cluster.log_dirs(leader)[(topic.topic_id, 0)]
     assert not d.copying and d.remote_fetch_enabled
-    assert cluster.fetch(topic, 0, 0).records[0].offset == 0  # still readable from offset 0
+    assert offsets(cluster.fetch(topic, 0, 0).records)[0] == 0  # still readable from offset 0
     local_start = d.offsets.local_log_start_offset
     remote_before = d.remote_segment_count
     assert local_start > 0 and remote_before > 3

@@ -21,6 +21,7 @@ from broker.rlm.manager import (
 )
 from broker.rlm.scheduler import PeriodicTask, ScheduledPool
 from tests.rlmm_support import poll_until
+from tests.support.batches import append_record, decode
 from tiered import rlmm, rsm
 from tiered.api import (
     CustomMetadata,
@@ -36,6 +37,8 @@ from tiered.api import (
     TopicIdPartition,
 )
 from tiered.config import RemoteLogDisablePolicy
+from tiered.kafka.compression import Codec
+from tiered.kafka.records import Record, build_batch
 
 FINISHED = RemoteLogSegmentState.COPY_SEGMENT_FINISHED
 
@@ -115,7 +118,7 @@ class Broker:
         tp = TopicIdPartition(uuid.uuid4(), topic, 0)
         log = Log.open(self.tmp_path / f"{topic}-0", LogConfig(segment_bytes=segment_bytes))
         for i in range(records):
-            log.append(f"k{i}".encode(), f"value-{i}".encode() * 3, 1_000 + i, 0)
+            append_record(log, f"k{i}".encode(), f"value-{i}".encode() * 3, 1_000 + i, 0)
         self.logs[tp] = log
         return tp
 
@@ -173,19 +176,15 @@ def broker(tmp_path: Path) -> Iterator[Broker]:
         b.close()
 
 
-def _values(records: list[object]) -> list[bytes]:
-    return [r.value for r in records]  # type: ignore[attr-defined]
-
-
 def read_all(broker: Broker, tp: TopicIdPartition, start: int) -> list[bytes]:
     values: list[bytes] = []
     offset = start
     end = broker.logs[tp].log_end_offset
     while offset < end:
-        records = broker.rlm.read(tp, offset, 300)
+        records = decode(broker.rlm.read(tp, offset, 300).records)
         assert records, f"no progress at offset {offset}"
         assert records[0].offset == offset
-        values.extend(r.value for r in records)
+        values.extend(r.value or b"" for r in records)
         offset = records[-1].offset + 1
     return values
 
@@ -248,6 +247,36 @@ def test_a_failed_upload_is_cleaned_up_and_retried(broker: Broker) -> None:
     assert stored == expected  # no orphan objects of the failed attempt
 
 
+def test_remote_reads_return_whole_batches_and_find_timestamps(broker: Broker) -> None:
+    tp = TopicIdPartition(uuid.uuid4(), "batches", 0)
+    log = Log.open(broker.tmp_path / "batches-0", LogConfig(segment_bytes=1500))
+    broker.logs[tp] = log
+    for i in range(40):
+        records = [
+            Record(None, f"value-{10 * i + j}".encode() * 4, timestamp=100_000 + 10 * i + j)
+            for j in range(10)
+        ]
+        log.append_batches(build_batch(records, Codec.GZIP if i % 2 else Codec.NONE), 0)
+    stored = log.read(0, 1 << 30).records
+    broker.lead(tp)
+    broker.copy_now(tp)
+    log.delete_local_segments_up_to(broker.finished(tp)[-1].end_offset + 1)
+    local_start = log.local_log_start_offset
+    assert local_start >= 100
+    for offset in (0, 5, 57, local_start - 1):
+        got = broker.rlm.read(tp, offset, 1)  # less than a batch: still its whole batch
+        first = offset - offset % 10
+        assert (got.first_offset, got.next_offset) == (first, first + 10)
+        assert got.records in stored  # the bytes as appended, not re-encoded
+        assert [r.offset for r in decode(got.records)] == list(range(first, first + 10))
+    found = broker.rlm.find_offset_by_timestamp(tp, 100_057)
+    assert found is not None and (found.offset, found.timestamp_ms) == (57, 100_057)
+    assert broker.rlm.find_offset_by_timestamp(tp, 100_000 + local_start) is None  # local
+    log.set_log_start_offset(60)
+    found = broker.rlm.find_offset_by_timestamp(tp, 100_000)
+    assert found is not None and found.offset == 60
+
+
 def test_stop_with_retain_waits_for_and_discards_an_in_flight_copy(broker: Broker) -> None:
     tp = broker.partition("retained", 300)
     broker.lead(tp)
@@ -255,7 +284,7 @@ def test_stop_with_retain_waits_for_and_discards_an_in_flight_copy(broker: Broke
     copied = broker.finished(tp)
     log = broker.logs[tp]
     for i in range(100):  # more closed segments to copy
-        log.append(None, b"more" * 10, 5_000 + i, 0)
+        append_record(log, None, b"more" * 10, 5_000 + i, 0)
     log.roll()
     broker.rsm.copy_started.clear()
     broker.rsm.copy_gate = threading.Event()
@@ -283,7 +312,7 @@ def test_stop_with_retain_waits_for_and_discards_an_in_flight_copy(broker: Broke
     assert all(m.state is FINISHED for m in broker.rlmm.list_remote_log_segments(tp))
     # Retain: remote reads go on.
     log.delete_local_segments_up_to(copied[-1].end_offset + 1)
-    assert broker.rlm.read(tp, 0, 100)[0].offset == 0
+    assert broker.rlm.read(tp, 0, 100).first_offset == 0
     # Idempotent, and an older epoch is a no-op.
     assert broker.rlm.stop_partitions([tp], 1, RemoteLogDisablePolicy.RETAIN) == {tp: None}
     assert broker.rlm.stop_partitions([tp], 0, RemoteLogDisablePolicy.DELETE) == {tp: None}
@@ -322,12 +351,12 @@ def test_stop_with_delete_drains_remote_fetches_and_raises_log_start(broker: Bro
     reader.join(30)
     stopper.join(30)
     assert result["stop"] == {tp: None}
-    assert result["records"][0].offset == 0  # type: ignore[index]  # the drained fetch completed
+    assert result["records"].first_offset == 0  # type: ignore[attr-defined]  # the drained fetch
     assert broker.rsm.events == ["fetch returned", "stop returned"]
     assert log.log_start_offset == local_start
     with pytest.raises(OffsetOutOfRangeError):
         broker.rlm.read(tp, 0, 100)
-    assert broker.rlm.read(tp, local_start, 100)[0].offset == local_start
+    assert broker.rlm.read(tp, local_start, 100).first_offset == local_start
     assert (
         broker.rlmm.remote_partition_delete_state(tp)
         is RemotePartitionDeleteState.DELETE_PARTITION_MARKED
@@ -342,7 +371,7 @@ def test_reenable_resumes_copying_contiguously_with_the_new_epoch(broker: Broker
     before = broker.finished(tp)
     assert broker.rlm.stop_partitions([tp], 1, RemoteLogDisablePolicy.RETAIN) == {tp: None}
     for i in range(150):
-        log.append(None, b"after" * 10, 9_000 + i, 0)
+        append_record(log, None, b"after" * 10, 9_000 + i, 0)
     log.roll()
     broker.rlm.enable_partitions([tp], 1)
     broker.copy_now(tp)
@@ -386,7 +415,7 @@ def test_copy_lag_counts_uncopied_closed_segments_from_the_moment_of_leadership(
     copied_up_to = log.active_segment.base_offset - 1
     assert lag() == []
     for i in range(200):
-        log.append(None, b"later" * 10, 9_000 + i, 0)
+        append_record(log, None, b"later" * 10, 9_000 + i, 0)
     log.roll()
     assert len(expected_lag(copied_up_to)) >= 2
 
@@ -466,7 +495,7 @@ def test_retention_bytes_expires_remote_segments_oldest_first(broker: Broker) ->
     assert log.log_start_offset == after[0].start_offset
     with pytest.raises(OffsetOutOfRangeError):
         broker.rlm.read(tp, 0, 100)
-    assert broker.rlm.read(tp, log.log_start_offset, 100)[0].offset == log.log_start_offset
+    assert broker.rlm.read(tp, log.log_start_offset, 100).first_offset == log.log_start_offset
     # Local retention removed only segments already in remote storage.
     assert log.local_log_start_offset <= after[-1].end_offset + 1
     assert sum(s.size_bytes for s in log.segments()) <= 2_500 + max(
@@ -574,7 +603,7 @@ def test_an_idle_partition_rolls_on_segment_ms_and_is_tiered(broker: Broker) -> 
     log = Log.open(broker.tmp_path / "idle-0", LogConfig(segment_ms=1_000), clock=clock)
     broker.logs[tp] = log
     for i in range(10):
-        log.append(None, b"quiet", 100_000 + i, 0)
+        append_record(log, None, b"quiet", 100_000 + i, 0)
     broker.lead(tp)
     task = broker.rlm.copy_task(tp)
     assert task is not None

@@ -13,6 +13,7 @@ class ErrorCode(enum.IntEnum):
     UNKNOWN_SERVER_ERROR = -1
     NONE = 0
     OFFSET_OUT_OF_RANGE = 1
+    CORRUPT_MESSAGE = 2
     UNKNOWN_TOPIC_OR_PARTITION = 3
     NOT_LEADER_OR_FOLLOWER = 6
     REQUEST_TIMED_OUT = 7
@@ -25,8 +26,11 @@ class ErrorCode(enum.IntEnum):
     INVALID_CONFIG = 40
     NOT_CONTROLLER = 41
     INVALID_REQUEST = 42
+    OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+    INVALID_PRODUCER_EPOCH = 47
     KAFKA_STORAGE_ERROR = 56
     STALE_BROKER_EPOCH = 77
+    INVALID_RECORD = 87
     # Not a Kafka code: KIP-950 rejects a disable or enable while a disablement is in flight.
     TIERED_STORAGE_DISABLEMENT_IN_PROGRESS = 1001
 

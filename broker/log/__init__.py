@@ -1,29 +1,34 @@
-"""The broker's local segment log: record format, segments with sparse indexes, the leader
-epoch cache and the per-partition ``Log`` that ties them together with crash recovery."""
+"""The broker's local segment log: Kafka record batches v2 in segments with sparse indexes, the
+leader epoch cache, the idempotent producers' state and the per-partition ``Log`` that ties them
+together with crash recovery."""
 
+from broker.log.batches import BatchRead
 from broker.log.errors import (
     CorruptCheckpointError,
     CorruptLogError,
-    CorruptRecordError,
+    CorruptSegmentError,
     OffsetOutOfRangeError,
-    TruncatedRecordError,
+    UnsupportedLogFormatError,
 )
 from broker.log.leader_epoch import LeaderEpochCache
 from broker.log.log import Log, LogConfig
-from broker.log.records import Record, decode_record, encode_record
+from broker.log.producer_state import BatchMetadata, ProducerState
+from broker.log.results import AppendInfo, TimestampOffset
 from broker.log.segment import LogSegment
 
 __all__ = [
+    "AppendInfo",
+    "BatchMetadata",
+    "BatchRead",
     "CorruptCheckpointError",
     "CorruptLogError",
-    "CorruptRecordError",
+    "CorruptSegmentError",
     "LeaderEpochCache",
     "Log",
     "LogConfig",
     "LogSegment",
     "OffsetOutOfRangeError",
-    "Record",
-    "TruncatedRecordError",
-    "decode_record",
-    "encode_record",
+    "ProducerState",
+    "TimestampOffset",
+    "UnsupportedLogFormatError",
 ]

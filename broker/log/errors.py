@@ -5,15 +5,20 @@ from __future__ import annotations
 from tiered.errors import ErrorCode, TieredError
 
 
-class CorruptRecordError(Exception):
-    """A record's bytes fail validation: bad length, CRC mismatch or inconsistent fields.
+class CorruptSegmentError(Exception):
+    """A closed segment's batches fail validation: bad framing or offsets that do not follow on.
+    Closed segments were fsynced before their successor existed, so this is damage outside the
+    log's control; dropping the batches would silently lose acknowledged data from the middle of
+    the log, so the log refuses to open instead. (A torn tail of the last segment is not this:
+    recovery truncates it.)"""
 
-    Recovery treats the first corrupt record as the end of the valid log and truncates there.
-    """
 
+class UnsupportedLogFormatError(TieredError):
+    """A segment that does not hold Kafka record batches v2, such as a data directory written by
+    the broker's old record format: refused (KAFKA_STORAGE_ERROR), never truncated."""
 
-class TruncatedRecordError(CorruptRecordError):
-    """Fewer bytes are available than the record's header promises: a torn (half-written) tail."""
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.KAFKA_STORAGE_ERROR, message)
 
 
 class OffsetOutOfRangeError(TieredError):

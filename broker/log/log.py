@@ -1,5 +1,9 @@
-"""A partition's local log: a directory of segments, the leader epoch cache and the log start
-offset checkpoint.
+"""A partition's local log: a directory of segments holding Kafka record batches v2 as they
+arrived, the leader epoch cache, the idempotent producers' state and the log start offset
+checkpoint.
+
+Appends do no per-record work: each batch of a produce payload is checked by its header and CRC,
+given its offsets in place and written; reads return whole batches as bytes.
 
 Offsets (all maintained under one lock):
 
@@ -9,13 +13,15 @@ Offsets (all maintained under one lock):
 - ``local_log_start_offset``: base offset of the oldest local segment.
 - ``log_end_offset``: the offset the next append gets.
 
-Durability: with ``flush_every_append`` (the default) ``append`` returns only once the record is
-fsynced, so an acknowledged record survives a crash. A segment is fsynced (data and indexes)
-before the next one is created, which is why ``Log.open`` recovers only the last segment.
+Durability: with ``flush_every_append`` (the default) ``append_batches`` returns only once the
+batches are fsynced, so an acknowledged batch survives a crash. A segment is fsynced (data and
+indexes) before the next one is created, which is why ``Log.open`` recovers only the last
+segment.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import threading
@@ -24,12 +30,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from broker.log.batches import BatchRead, prepare_produce
 from broker.log.errors import CorruptCheckpointError, CorruptLogError, OffsetOutOfRangeError
 from broker.log.leader_epoch import CHECKPOINT_FILE, LeaderEpochCache
-from broker.log.records import Record, encoded_size
+from broker.log.producer_state import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    ProducerState,
+    ProducerStateManager,
+)
+from broker.log.results import AppendInfo, TimestampOffset
 from broker.log.segment import LOG_SUFFIX, OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
 from tiered.api import LogSegmentData
 from tiered.durable import TEMP_SUFFIX, atomic_write
+from tiered.errors import ErrorCode, TieredError
+from tiered.kafka.record_batch import RecordBatchError, assign_offsets
 
 LOG_START_OFFSET_FILE = "log-start-offset-checkpoint"
 _MAX_SEGMENT_BYTES = 2**31 - 1  # positions in the offset index are u32; Kafka caps at int32 too
@@ -49,7 +63,9 @@ class LogConfig:
     index_interval_bytes: int = 4096
     """``index.interval.bytes``: bytes appended between two sparse index entries."""
     flush_every_append: bool = True
-    """fsync every append, so that an acknowledged record is a durable one."""
+    """fsync every append, so that an acknowledged batch is a durable one."""
+    producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS
+    """``producer.id.expiration.ms``: an idempotent producer idle this long is forgotten."""
 
     def __post_init__(self) -> None:
         if not 0 < self.segment_bytes <= _MAX_SEGMENT_BYTES:
@@ -74,6 +90,7 @@ class Log:
         segments: list[LogSegment],
         epoch_cache: LeaderEpochCache,
         log_start_offset: int,
+        producers: ProducerStateManager,
     ) -> None:
         self._dir = directory
         self._config = config
@@ -81,6 +98,7 @@ class Log:
         self._segments = segments
         self._epochs = epoch_cache
         self._log_start_offset = log_start_offset
+        self._producers = producers
         self._lock = threading.RLock()
         self._closed = False
 
@@ -94,9 +112,13 @@ class Log:
         """Opens (creating if needed) the log in ``directory`` and recovers it.
 
         Segments load in base-offset order; only the last one is scanned and truncated at its
-        first torn or corrupt record (see ``LogSegment.recover``): the others were fsynced before
+        first torn or corrupt batch (see ``LogSegment.recover``): the others were fsynced before
         their successor was created. Leader epochs starting at or past the recovered log end are
-        dropped. ``clock`` returns seconds since the epoch (``time.time``); tests inject a fake.
+        dropped. The producers' state is the newest snapshot's plus the batch headers after it.
+        ``clock`` returns seconds since the epoch (``time.time``); tests inject a fake.
+
+        A directory of the broker's old record format raises ``UnsupportedLogFormatError``
+        (KAFKA_STORAGE_ERROR) and is left untouched.
         """
         config = config or LogConfig()
         directory.mkdir(parents=True, exist_ok=True)
@@ -155,9 +177,10 @@ class Log:
             log_start_offset = log_end_offset
             atomic_write(directory / LOG_START_OFFSET_FILE, _encode_offset(log_start_offset))
         epoch_cache = LeaderEpochCache(directory / CHECKPOINT_FILE)
-        # An epoch may have been checkpointed just before its first record was lost in a crash.
+        # An epoch may have been checkpointed just before its first batch was lost in a crash.
         epoch_cache.truncate_from_end(log_end_offset)
-        return cls(directory, config, clock, segments, epoch_cache, log_start_offset)
+        producers = _load_producers(directory, config, segments, now_ms)
+        return cls(directory, config, clock, segments, epoch_cache, log_start_offset, producers)
 
     # ----------------------------------------------------------------------------- offsets
 
@@ -206,38 +229,82 @@ class Log:
 
     # ----------------------------------------------------------------------------- data path
 
-    def append(self, key: bytes | None, value: bytes, timestamp_ms: int, leader_epoch: int) -> int:
-        """Appends one record and returns its offset; durable on return if
-        ``flush_every_append``.
+    def append_batches(
+        self, records: bytes | bytearray | memoryview, leader_epoch: int
+    ) -> AppendInfo:
+        """Appends a produce payload of one or more Kafka record batches v2, stored as they are
+        but for their offsets and leader epoch; durable on return if ``flush_every_append``.
 
-        Rolls first if the (non-empty) active segment would exceed ``segment_bytes`` or is older
-        than ``segment_ms``. A new ``leader_epoch`` is recorded in the epoch cache (and its
-        checkpoint) before the record is written; an epoch below the latest one raises
-        ``ValueError``: a deposed leader must not write.
+        Each batch is checked first (``batches.prepare_produce``: CRC, magic 2, Kafka's produce
+        rules; ``TieredError`` CORRUPT_MESSAGE or INVALID_RECORD) and so are the producers'
+        sequences (``ProducerStateManager.check_append``: INVALID_PRODUCER_EPOCH,
+        OUT_OF_ORDER_SEQUENCE_NUMBER); a failure writes nothing. If a batch is the retry of one
+        already appended, nothing is written and the original offsets are returned
+        (``duplicate``), as Kafka's broker does.
+
+        Before each batch, rolls if the (non-empty) active segment would exceed
+        ``segment_bytes`` or is older than ``segment_ms``. A new ``leader_epoch`` is recorded in
+        the epoch cache (and its checkpoint) before the batches are written; an epoch below the
+        latest one raises ``ValueError``: a deposed leader must not write.
         """
+        try:
+            buffer, headers = prepare_produce(records)
+        except RecordBatchError as e:
+            raise TieredError(ErrorCode(e.error_code.value), str(e)) from e
         with self._lock:
             self._check_open()
             latest = self._epochs.latest_epoch
-            if latest is not None and leader_epoch < latest:
+            if leader_epoch < 0 or (latest is not None and leader_epoch < latest):
                 raise ValueError(f"leader epoch {leader_epoch} is older than {latest}")
-            active = self._segments[-1]
-            if self._should_roll(active, encoded_size(key, value)):
-                active = self._roll_locked()
-            offset = active.next_offset
+            duplicate = self._producers.check_append(headers)
+            if duplicate is not None:
+                return AppendInfo(
+                    duplicate.first_offset,
+                    duplicate.last_offset,
+                    duplicate.max_timestamp,
+                    self._log_start_offset,
+                    record_count=0,
+                    duplicate=True,
+                )
+            first = self._segments[-1].next_offset
             if latest is None or leader_epoch > latest:
-                self._epochs.assign(leader_epoch, offset)
-            active.append(Record(offset, timestamp_ms, leader_epoch, key, value))
+                self._epochs.assign(leader_epoch, first)
+            rolled = False
+            view = memoryview(buffer)
+            for header in headers:
+                # One batch at a time, as Kafka's producers send them: each goes where it fits.
+                active = self._segments[-1]
+                if self._should_roll(active, header.size, header.last_offset_delta + 1):
+                    active, rolled = self._roll_locked(), True
+                assign_offsets(buffer, header, active.next_offset, leader_epoch)
+                stored = dataclasses.replace(
+                    header,
+                    position=0,
+                    base_offset=active.next_offset,
+                    partition_leader_epoch=leader_epoch,
+                )
+                active.append(view[header.position : header.end], [stored])
+                self._producers.update([stored])
             if self._config.flush_every_append:
-                active.flush_data()
-            return offset
+                self._segments[-1].flush_data()
+            return AppendInfo(
+                first,
+                self._segments[-1].next_offset - 1,
+                max(h.max_timestamp for h in headers),
+                self._log_start_offset,
+                record_count=sum(h.records_count for h in headers),
+                rolled=rolled,
+            )
 
-    def read(self, offset: int, max_bytes: int) -> list[Record]:
-        """Records from ``offset`` on, across segments, within ``max_bytes`` (the first record is
-        returned even if larger, so a reader always progresses).
+    def read(self, offset: int, max_bytes: int) -> BatchRead:
+        """Whole batches from the one holding ``offset``, across segments, while they fit in
+        ``max_bytes``; the first batch is returned even if it alone is larger (KIP-74), so a
+        reader always progresses. The first batch may start below ``offset``: readers skip the
+        records before it, as Kafka's consumers do.
 
-        Returns ``[]`` at the log end. Raises ``OffsetOutOfRangeError`` if ``offset`` is beyond the
-        log end or below what the local log serves: the local log start offset, or the log start
-        offset when retention has moved it above that (those records are logically deleted).
+        Returns empty records at the log end. Raises ``OffsetOutOfRangeError`` if ``offset`` is
+        beyond the log end or below what the local log serves: the local log start offset, or
+        the log start offset when retention has moved it above that (logically deleted).
         """
         with self._lock:
             self._check_open()
@@ -247,20 +314,45 @@ class Log:
                 raise OffsetOutOfRangeError(
                     f"offset {offset} outside the local log [{first_served}, {end}]"
                 )
-            records: list[Record] = []
+            parts: list[bytes] = []
+            first_offset = next_offset = offset
             budget = max_bytes
             for segment in self._segments[self._segment_index(offset) :]:
-                batch = segment.read(offset, budget, min_one=not records)
-                if not batch:
+                got = segment.read(next_offset, budget, min_one=not parts)
+                if got is None:
                     break
-                records.extend(batch)
-                budget -= sum(r.size_bytes for r in batch)
+                if not parts:
+                    first_offset = got.first_offset
+                parts.append(got.records)
+                next_offset = got.next_offset
+                budget -= len(got.records)
                 # Stop when the budget is spent or this segment stopped early because its next
-                # record did not fit: the next segment's records must not jump that gap.
-                if budget <= 0 or batch[-1].offset + 1 < segment.next_offset:
+                # batch did not fit: the next segment's batches must not jump that gap.
+                if budget <= 0 or next_offset < segment.next_offset:
                     break
-                offset = segment.next_offset
-            return records
+            return BatchRead(b"".join(parts), first_offset, next_offset)
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> TimestampOffset | None:
+        """ListOffsets by timestamp over the local log, as Kafka's: the first record at or after
+        the first offset the local log serves whose timestamp is at least ``timestamp_ms``;
+        None if there is none. Segments are skipped by their max timestamp, batches by their
+        header; only the batch holding the answer is decoded."""
+        with self._lock:
+            self._check_open()
+            start = max(self._segments[0].base_offset, self._log_start_offset)
+            for segment in self._segments:
+                if segment.next_offset <= start or segment.max_timestamp_ms < timestamp_ms:
+                    continue
+                found = segment.find_offset_by_timestamp(timestamp_ms, start)
+                if found is not None:
+                    ts, offset = found
+                    return TimestampOffset(ts, offset, self._epochs.epoch_for_offset(offset))
+            return None
+
+    def producer(self, producer_id: int) -> ProducerState | None:
+        """The idempotent producer's state (epoch, last batches), None if not known here."""
+        with self._lock:
+            return self._producers.producer(producer_id)
 
     def roll(self) -> LogSegment:
         """Closes the active segment (fsynced) and starts a new one at the log end; returns the
@@ -275,7 +367,7 @@ class Log:
         with self._lock:
             self._check_open()
             active = self._segments[-1]
-            if active.is_empty or not self._should_roll(active, 0):
+            if active.is_empty or not self._should_roll(active, 0, 0):
                 return False
             self._roll_locked()
             return True
@@ -317,7 +409,7 @@ class Log:
                 return None
             segment = self._segments.pop(0)
             segment.delete()
-            self._truncate_epochs_from_start()
+            self._after_local_deletion()
             return segment
 
     def delete_local_segments_up_to(self, offset: int) -> int:
@@ -330,7 +422,7 @@ class Log:
                 self._segments.pop(0).delete()
                 deleted += 1
             if deleted:
-                self._truncate_epochs_from_start()
+                self._after_local_deletion()
             return deleted
 
     def set_log_start_offset(self, offset: int) -> bool:
@@ -350,12 +442,14 @@ class Log:
             return True
 
     def close(self) -> None:
-        """fsyncs the active segment and closes every file. Idempotent."""
+        """fsyncs the active segment, snapshots the producers' state (so that opening replays
+        nothing) and closes every file. Idempotent."""
         with self._lock:
             if self._closed:
                 return
             try:
                 self._segments[-1].flush()
+                self._producers.take_snapshot()
             finally:
                 for segment in self._segments:
                     segment.close()
@@ -367,14 +461,14 @@ class Log:
         if self._closed:
             raise ValueError(f"log {self._dir} is closed")
 
-    def _should_roll(self, active: LogSegment, record_size: int) -> bool:
-        # An empty segment never rolls: a record larger than segment_bytes still gets a home,
+    def _should_roll(self, active: LogSegment, size: int, offsets: int) -> bool:
+        # An empty segment never rolls: a batch larger than segment_bytes still gets a home,
         # and an idle partition does not pile up empty segments.
         if active.is_empty:
             return False
-        if active.size_bytes + record_size > self._config.segment_bytes:
+        if active.size_bytes + size > self._config.segment_bytes:
             return True
-        if active.next_offset - active.base_offset > _REL_OFFSET_MAX:
+        if active.next_offset + offsets - 1 - active.base_offset > _REL_OFFSET_MAX:
             return True
         # Strictly older, as Kafka's timeWaitedForRoll > segment.ms.
         return int(self._clock() * 1000) - active.created_ms > self._config.segment_ms
@@ -385,13 +479,14 @@ class Log:
             return active
         # Durable before the successor exists: Log.open then needs to recover only the last one.
         active.flush()
+        now_ms = int(self._clock() * 1000)
         new = LogSegment.create(
-            self._dir,
-            active.next_offset,
-            self._config.index_interval_bytes,
-            int(self._clock() * 1000),
+            self._dir, active.next_offset, self._config.index_interval_bytes, now_ms
         )
         self._segments.append(new)
+        # Kafka's snapshot at roll: opening the log then replays the active segment's headers only.
+        self._producers.remove_expired(now_ms)
+        self._producers.take_snapshot()
         return new
 
     def _segment_index(self, offset: int) -> int:
@@ -405,10 +500,32 @@ class Log:
                 hi = mid - 1
         return lo
 
+    def _after_local_deletion(self) -> None:
+        self._truncate_epochs_from_start()
+        self._producers.delete_snapshots_below(self._segments[0].base_offset)
+
     def _truncate_epochs_from_start(self) -> None:
         # Keep epochs for everything still held anywhere locally or served: local segments may
         # still have to be copied with their epochs.
         self._epochs.truncate_from_start(min(self._log_start_offset, self._segments[0].base_offset))
+
+
+def _load_producers(
+    directory: Path, config: LogConfig, segments: list[LogSegment], now_ms: int
+) -> ProducerStateManager:
+    """The producers' state: the newest snapshot's, then the headers of the batches after it
+    (all local batches without one), never their records."""
+    producers = ProducerStateManager(directory, config.producer_id_expiration_ms)
+    log_end_offset = segments[-1].next_offset
+    snapshot = producers.load(log_end_offset)
+    replay_from = max(segments[0].base_offset, snapshot or 0)
+    for segment in segments:
+        if segment.next_offset > replay_from:
+            producers.update(segment.batch_headers(replay_from))
+    producers.map_end_offset = log_end_offset
+    producers.remove_expired(now_ms)
+    producers.delete_snapshots_below(segments[0].base_offset)
+    return producers
 
 
 def _encode_offset(offset: int) -> bytes:

@@ -1,37 +1,42 @@
-"""One segment of a partition's local log: a ``.log`` data file and two sparse indexes.
+"""One segment of a partition's local log: a ``.log`` data file and two sparse indexes, laid out
+as Kafka lays them out.
 
 Files, named by the segment's base offset (``{base_offset:020d}``):
 
-- ``.log``: records in ``broker.log.records`` format, offsets contiguous from the base offset;
-- ``.index``: ``relative_offset u32 | position u32`` entries, one each time at least
-  ``index_interval_bytes`` have been appended since the previous entry;
-- ``.timeindex``: ``timestamp_ms i64 | relative_offset u32`` entries written at the same moments
-  when the segment's max timestamp has grown: (max timestamp so far, offset holding it), as Kafka.
+- ``.log``: Kafka record batches v2, one after another, offsets contiguous from the base offset;
+- ``.index`` and ``.timeindex``: see ``broker.log.segment_index``. As Kafka's
+  ``LogSegment.append``, an entry is added before a batch once more than
+  ``index_interval_bytes`` were appended since the previous one: (the batch's last offset, its
+  position), and (the segment's max timestamp so far, the last offset of its batch).
 
 A segment is not thread-safe: ``broker.log.log.Log`` serializes every call under its lock.
 """
 
 from __future__ import annotations
 
-import bisect
 import logging
 import os
 import struct
-from array import array
+import zlib
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from broker.log.errors import CorruptRecordError
-from broker.log.records import Record, encode_record, read_record
+from broker.log.batches import DEFAULT_WINDOW_BYTES, BatchRead, BatchWalker
+from broker.log.errors import CorruptSegmentError, UnsupportedLogFormatError
+from broker.log.segment_index import SegmentIndexes
 from tiered.durable import fsync_dir
+from tiered.kafka.record_batch import BatchHeader, RecordBatchError
 
 LOG_SUFFIX = ".log"
 OFFSET_INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 
-_OFFSET_ENTRY = struct.Struct(">II")
-_TIME_ENTRY = struct.Struct(">qI")
 _U32_MAX = 2**32 - 1
-_READ_BUFFER = 64 * 1024
+_RECOVERY_WINDOW = 1024 * 1024
+_MAGIC_POSITION = 16
+# The broker's record format before Kafka batches: length u32 | zlib crc32 u32 | offset i64 | ...
+_OLD_RECORD_PREFIX = struct.Struct(">IIq")
+_OLD_RECORD_MAX = 64 * 1024 * 1024
 
 _log = logging.getLogger(__name__)
 
@@ -44,7 +49,7 @@ def segment_path(directory: Path, base_offset: int, suffix: str) -> Path:
 class LogSegment:
     """A segment's files plus the in-memory state needed to append and read.
 
-    Invariants: records hold offsets ``base_offset .. next_offset - 1`` in order with no gaps;
+    Invariants: batches hold offsets ``base_offset .. next_offset - 1`` in order with no gaps;
     ``size_bytes`` is the length of valid data (nothing past it is ever read); the in-memory
     indexes equal the index files' contents.
 
@@ -62,22 +67,17 @@ class LogSegment:
         self._index_interval_bytes = index_interval_bytes
         self._created_ms = created_ms
         self.log_path = segment_path(directory, base_offset, LOG_SUFFIX)
-        self.offset_index_path = segment_path(directory, base_offset, OFFSET_INDEX_SUFFIX)
-        self.time_index_path = segment_path(directory, base_offset, TIME_INDEX_SUFFIX)
+        self._indexes = SegmentIndexes(
+            base_offset,
+            segment_path(directory, base_offset, OFFSET_INDEX_SUFFIX),
+            segment_path(directory, base_offset, TIME_INDEX_SUFFIX),
+        )
         self._size = 0
         self._next_offset = base_offset
         self._max_timestamp_ms = -1
         self._offset_of_max_timestamp = base_offset
         self._bytes_since_index_entry = 0
-        # Arrays, not lists of tuples: a 1 GiB segment at 4 KiB intervals has ~260k entries.
-        self._index_rel_offsets = array("I")
-        self._index_positions = array("I")
-        self._time_timestamps = array("q")
-        self._time_rel_offsets = array("I")
-        self._indexes_dirty = False
         self._log_fd = -1
-        self._offset_index_fd = -1
-        self._time_index_fd = -1
         self._closed = False
 
     # ----------------------------------------------------------------------------- lifecycle
@@ -90,8 +90,8 @@ class LogSegment:
         reuses a base offset, so that would mean two segments claim the same offsets)."""
         segment = cls(directory, base_offset, index_interval_bytes, created_ms)
         segment._log_fd = os.open(segment.log_path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-        segment._open_index_fds(truncate=True)
-        # The new files' directory entries must survive a crash before any record is acknowledged.
+        segment._indexes.open_files(truncate=True)
+        # The new files' directory entries must survive a crash before any batch is acknowledged.
         fsync_dir(directory)
         return segment
 
@@ -110,15 +110,19 @@ class LogSegment:
         ``recover=True`` (the last segment after a restart, which may have been cut mid-write):
         see :meth:`recover`. ``recover=False`` (a segment that was flushed and closed before the
         next one was created): loads the indexes, rebuilding them if they are inconsistent, and
-        scans only the data after the last index entry. A record that fails validation in such a
-        segment raises ``CorruptRecordError``: dropping it would silently lose acknowledged data
-        from the middle of the log.
+        reads the headers after the last index entry. A batch that does not frame or follow on
+        in such a segment raises ``CorruptSegmentError``.
+
+        A segment that does not start with a v2 batch, such as one in the broker's old record
+        format, raises ``UnsupportedLogFormatError`` (KAFKA_STORAGE_ERROR) and is left as it is;
+        only a last segment whose first batch is torn is truncated.
         """
         segment = cls(directory, base_offset, index_interval_bytes, created_ms)
         segment._log_fd = os.open(segment.log_path, os.O_RDWR)
         try:
+            segment._check_format(torn_allowed=recover)
             if recover:
-                segment._open_index_fds(truncate=False)
+                segment._indexes.open_files(truncate=False)
                 segment.recover()
             else:
                 segment._load_clean()
@@ -129,10 +133,10 @@ class LogSegment:
 
     def close(self) -> None:
         """Releases the file descriptors without flushing. Idempotent."""
-        for fd in (self._log_fd, self._offset_index_fd, self._time_index_fd):
-            if fd >= 0:
-                os.close(fd)
-        self._log_fd = self._offset_index_fd = self._time_index_fd = -1
+        if self._log_fd >= 0:
+            os.close(self._log_fd)
+        self._log_fd = -1
+        self._indexes.close()
         self._closed = True
 
     def delete(self) -> None:
@@ -151,7 +155,7 @@ class LogSegment:
 
     @property
     def next_offset(self) -> int:
-        """The offset the next appended record must carry (one past the last record)."""
+        """The base offset the next appended batch must carry (one past the last offset)."""
         return self._next_offset
 
     @property
@@ -160,7 +164,7 @@ class LogSegment:
 
     @property
     def max_timestamp_ms(self) -> int:
-        """Largest record timestamp in the segment, -1 when empty."""
+        """Largest batch max timestamp in the segment, -1 when empty."""
         return self._max_timestamp_ms
 
     @property
@@ -173,81 +177,93 @@ class LogSegment:
         return self._size == 0
 
     @property
+    def offset_index_path(self) -> Path:
+        return self._indexes.offset_path
+
+    @property
+    def time_index_path(self) -> Path:
+        return self._indexes.time_path
+
+    @property
     def offset_index_entries(self) -> list[tuple[int, int]]:
-        """``(relative_offset, position)`` pairs, in file order."""
-        return list(zip(self._index_rel_offsets, self._index_positions, strict=True))
+        """``(relative last offset, position)`` pairs, in file order."""
+        return self._indexes.offset_entries
 
     @property
     def time_index_entries(self) -> list[tuple[int, int]]:
-        """``(timestamp_ms, relative_offset)`` pairs, in file order."""
-        return list(zip(self._time_timestamps, self._time_rel_offsets, strict=True))
+        """``(timestamp_ms, relative offset)`` pairs, in file order."""
+        return self._indexes.time_entries
 
     # ----------------------------------------------------------------------------- data path
 
-    def append(self, record: Record) -> int:
-        """Writes ``record`` at the end of the segment; returns its position.
-
-        ``record.offset`` must equal :attr:`next_offset`. Not durable until :meth:`flush` or
-        :meth:`flush_data`.
-        """
+    def append(self, data: bytes | bytearray | memoryview, headers: Sequence[BatchHeader]) -> int:
+        """Writes ``data``, whole batches whose ``headers`` (positions in ``data``) carry their
+        final offsets, the first one :attr:`next_offset`; returns the position written at.
+        Not durable until :meth:`flush` or :meth:`flush_data`."""
         self._check_open()
-        if record.offset != self._next_offset:
-            raise ValueError(f"offset {record.offset} appended, {self._next_offset} expected")
-        if record.offset - self._base_offset > _U32_MAX:
-            raise ValueError(f"offset {record.offset} does not fit segment {self._base_offset}")
-        data = encode_record(record)
+        if not headers or headers[0].base_offset != self._next_offset:
+            raise ValueError(f"batches must start at offset {self._next_offset}")
+        if headers[-1].last_offset - self._base_offset > _U32_MAX:
+            raise ValueError(f"offset {headers[-1].last_offset} does not fit {self._base_offset}")
         position = self._size
         if position + len(data) > _U32_MAX:
             raise ValueError(f"segment {self._base_offset} would exceed 4 GiB")
+        view = memoryview(data)
         written = 0
-        while written < len(data):
+        while written < len(view):
             # pwrite at our own size: a failed partial write is overwritten by the next append
-            # and never counted, so the segment never serves half a record.
-            written += os.pwrite(self._log_fd, data[written:], position + written)
-        self._size += len(data)
-        self._next_offset += 1
-        self._index_record(record, position, len(data), write=True)
+            # and never counted, so the segment never serves half a batch.
+            written += os.pwrite(self._log_fd, view[written:], position + written)
+        for header in headers:
+            self._index_batch(header, position + header.position, write=True)
+        self._size += len(view)
+        self._next_offset = headers[-1].last_offset + 1
         return position
 
-    def read(self, start_offset: int, max_bytes: int, *, min_one: bool = True) -> list[Record]:
-        """Records from the first one with offset >= ``start_offset``, in order, while their
-        encoded sizes sum to at most ``max_bytes``.
-
-        With ``min_one`` the first record is returned even if it alone exceeds ``max_bytes``, so a
-        reader with a small budget still makes progress (Kafka's fetch does the same).
-        """
+    def read(self, offset: int, max_bytes: int, *, min_one: bool = True) -> BatchRead | None:
+        """Whole batches from the one holding ``offset`` (or the first after it) while they fit
+        in ``max_bytes``; with ``min_one`` the first even if it alone is larger (KIP-74). None
+        past the segment's last offset, or when nothing fits."""
         self._check_open()
         if max_bytes < 0:
             raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
-        target = max(start_offset, self._base_offset)
-        if target >= self._next_offset:
-            return []
-        position = self._lookup_position(target)
-        records: list[Record] = []
-        used = 0
-        with open(self.log_path, "rb", buffering=_READ_BUFFER) as f:
-            f.seek(position)
-            while position < self._size:
-                record, end = read_record(f, position)
-                if record.offset >= target:
-                    size = end - position
-                    if used + size > max_bytes and (records or not min_one):
-                        break
-                    records.append(record)
-                    used += size
-                position = end
-        return records
+        offset = max(offset, self._base_offset)
+        if offset >= self._next_offset:
+            return None
+        walker = self._walker(max_bytes)
+        first = walker.find(self._indexes.lookup(offset), offset)
+        if first is None:
+            return None
+        return walker.read(first, max_bytes, min_one=min_one)
+
+    def find_offset_by_timestamp(
+        self, timestamp_ms: int, starting_offset: int
+    ) -> tuple[int, int] | None:
+        """``(timestamp, offset)`` of the first record at or after ``starting_offset`` whose
+        timestamp is at least ``timestamp_ms``, as Kafka's ``LogSegment.findOffsetByTimestamp``:
+        the time index, then the offset index, then batch headers, then that batch's records."""
+        self._check_open()
+        if self._max_timestamp_ms < timestamp_ms or starting_offset >= self._next_offset:
+            return None
+        start = max(self._indexes.lookup_time(timestamp_ms), starting_offset)
+        return self._walker().search_timestamp(
+            self._indexes.lookup(start), timestamp_ms, starting_offset
+        )
+
+    def batch_headers(self, from_offset: int) -> Iterator[BatchHeader]:
+        """The headers of the batches holding ``from_offset`` and after, in order."""
+        self._check_open()
+        for header in self._walker().headers(self._indexes.lookup(from_offset)):
+            if header.last_offset >= from_offset:
+                yield header
 
     def flush(self) -> None:
         """Makes the data and both indexes durable (fsync)."""
         self.flush_data()
-        if self._indexes_dirty:
-            os.fsync(self._offset_index_fd)
-            os.fsync(self._time_index_fd)
-            self._indexes_dirty = False
+        self._indexes.flush()
 
     def flush_data(self) -> None:
-        """Makes the ``.log`` durable. Enough for an acknowledged record: the indexes of the last
+        """Makes the ``.log`` durable. Enough for an acknowledged batch: the indexes of the last
         segment are rebuilt from the data by :meth:`recover` after a crash."""
         self._check_open()
         os.fsync(self._log_fd)
@@ -255,42 +271,30 @@ class LogSegment:
     # ----------------------------------------------------------------------------- recovery
 
     def recover(self) -> int:
-        """Scans the ``.log`` from the start and keeps the longest valid prefix: stops at the first
-        torn or corrupt record, or one whose offset breaks the contiguous sequence, truncates the
-        file there, and rewrites both indexes from the kept records. Everything is fsynced before
-        returning, so a later crash cannot resurrect the torn bytes.
-
-        Returns the number of bytes truncated.
+        """Scans the ``.log`` from the start and keeps the longest valid prefix, as Kafka's
+        ``LogSegment.recover``: stops at the first torn batch, one failing its CRC, or one whose
+        offsets do not follow on, truncates the file there, and rewrites both indexes from the
+        kept batches. Everything is fsynced before returning, so a later crash cannot resurrect
+        the torn bytes. Returns the number of bytes truncated.
         """
         self._check_open()
         self._reset_state()
         file_size = os.fstat(self._log_fd).st_size
-        position = 0
-        with open(self.log_path, "rb", buffering=_READ_BUFFER) as f:
-            while position < file_size:
-                try:
-                    record, end = read_record(f, position)
-                except CorruptRecordError as e:
-                    _log.warning("%s: truncating at %d: %s", self.log_path, position, e)
-                    break
-                if record.offset != self._next_offset:
-                    _log.warning(
-                        "%s: truncating at %d: offset %d where %d was expected",
-                        self.log_path,
-                        position,
-                        record.offset,
-                        self._next_offset,
-                    )
-                    break
-                self._index_record(record, position, end - position, write=False)
-                self._size = end
-                self._next_offset += 1
-                position = end
+        walker = BatchWalker(self._read_at, file_size, _RECOVERY_WINDOW)
+        while self._size < file_size:
+            try:
+                header = walker.verified(self._size, self._next_offset)
+            except RecordBatchError as e:
+                _log.warning("%s: truncating at %d: %s", self.log_path, self._size, e)
+                break
+            self._index_batch(header, header.position, write=False)
+            self._size = header.end
+            self._next_offset = header.last_offset + 1
         truncated = file_size - self._size
         if truncated:
             os.ftruncate(self._log_fd, self._size)
         os.fsync(self._log_fd)
-        self._rewrite_index_files()
+        self._indexes.rewrite_files()
         return truncated
 
     # ----------------------------------------------------------------------------- internals
@@ -299,180 +303,109 @@ class LogSegment:
         if self._closed:
             raise ValueError(f"segment {self._base_offset} is closed")
 
+    def _read_at(self, position: int, size: int) -> bytes:
+        return os.pread(self._log_fd, size, position)
+
+    def _walker(self, max_bytes: int = 0) -> BatchWalker:
+        # A window past max_bytes: the batch holding the offset, usually a few KiB after the
+        # indexed position, and everything returned then come in one read.
+        return BatchWalker(self._read_at, self._size, max_bytes + DEFAULT_WINDOW_BYTES)
+
     def _reset_state(self) -> None:
         self._size = 0
         self._next_offset = self._base_offset
         self._max_timestamp_ms = -1
         self._offset_of_max_timestamp = self._base_offset
         self._bytes_since_index_entry = 0
-        del self._index_rel_offsets[:]
-        del self._index_positions[:]
-        del self._time_timestamps[:]
-        del self._time_rel_offsets[:]
+        self._indexes.reset()
 
-    def _open_index_fds(self, *, truncate: bool) -> None:
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | (os.O_TRUNC if truncate else 0)
-        self._offset_index_fd = os.open(self.offset_index_path, flags, 0o644)
-        self._time_index_fd = os.open(self.time_index_path, flags, 0o644)
-
-    def _index_record(self, record: Record, position: int, size: int, *, write: bool) -> None:
-        """Updates the max timestamp and adds index entries after ``record`` was appended at
-        ``position``: the rule is shared by appends and recovery so a rebuilt index equals the one
-        written live."""
-        if record.timestamp_ms > self._max_timestamp_ms:
-            self._max_timestamp_ms = record.timestamp_ms
-            self._offset_of_max_timestamp = record.offset
-        if self._bytes_since_index_entry >= self._index_interval_bytes:
-            rel = record.offset - self._base_offset
-            self._index_rel_offsets.append(rel)
-            self._index_positions.append(position)
-            new_time_entry = (
-                not self._time_timestamps or self._max_timestamp_ms > self._time_timestamps[-1]
+    def _index_batch(self, header: BatchHeader, position: int, *, write: bool) -> None:
+        """Kafka's rule, shared by appends and recovery so that a rebuilt index equals the one
+        written live: a new max timestamp is remembered, and an index entry is added for this
+        batch once more than ``index_interval_bytes`` were appended since the last one."""
+        if header.max_timestamp > self._max_timestamp_ms:
+            self._max_timestamp_ms = header.max_timestamp
+            self._offset_of_max_timestamp = header.last_offset
+        if self._bytes_since_index_entry > self._index_interval_bytes:
+            self._indexes.add(
+                header.last_offset,
+                position,
+                self._max_timestamp_ms,
+                self._offset_of_max_timestamp,
+                write=write,
             )
-            if new_time_entry:
-                self._time_timestamps.append(self._max_timestamp_ms)
-                self._time_rel_offsets.append(self._offset_of_max_timestamp - self._base_offset)
-            if write:
-                os.write(self._offset_index_fd, _OFFSET_ENTRY.pack(rel, position))
-                if new_time_entry:
-                    os.write(
-                        self._time_index_fd,
-                        _TIME_ENTRY.pack(self._time_timestamps[-1], self._time_rel_offsets[-1]),
-                    )
-                self._indexes_dirty = True
             self._bytes_since_index_entry = 0
-        self._bytes_since_index_entry += size
+        self._bytes_since_index_entry += header.size
 
-    def _rewrite_index_files(self) -> None:
-        for fd, data in (
-            (
-                self._offset_index_fd,
-                b"".join(
-                    _OFFSET_ENTRY.pack(r, p)
-                    for r, p in zip(self._index_rel_offsets, self._index_positions, strict=True)
-                ),
-            ),
-            (
-                self._time_index_fd,
-                b"".join(
-                    _TIME_ENTRY.pack(t, r)
-                    for t, r in zip(self._time_timestamps, self._time_rel_offsets, strict=True)
-                ),
-            ),
-        ):
-            os.ftruncate(fd, 0)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        self._indexes_dirty = False
+    def _check_format(self, *, torn_allowed: bool) -> None:
+        """Refuses a segment whose first bytes are not a v2 batch header, unless it is a last
+        segment whose first batch was torn (``torn_allowed``; recovery truncates it then): a
+        record of the old format is always refused."""
+        head = self._read_at(0, _MAGIC_POSITION + 1)
+        if len(head) <= _MAGIC_POSITION or head[_MAGIC_POSITION] == 2:
+            return
+        if torn_allowed and not self._starts_with_old_record():
+            return
+        raise UnsupportedLogFormatError(
+            f"{self.log_path}: not Kafka record batches v2 (magic byte {head[_MAGIC_POSITION]} "
+            f"at position {_MAGIC_POSITION}, 2 expected). Data directories written in the "
+            f"broker's old record format are not readable: move {self.log_path.parent} away "
+            f"or delete it"
+        )
 
-    def _lookup_position(self, offset: int) -> int:
-        """Position of the last indexed record with offset <= ``offset`` (0 if none): where a scan
-        for ``offset`` may start without missing it."""
-        i = bisect.bisect_right(self._index_rel_offsets, offset - self._base_offset)
-        return self._index_positions[i - 1] if i else 0
+    def _starts_with_old_record(self) -> bool:
+        length, crc, offset = _OLD_RECORD_PREFIX.unpack(self._read_at(0, _OLD_RECORD_PREFIX.size))
+        if offset != self._base_offset or not 28 <= length <= _OLD_RECORD_MAX:
+            return False
+        body = self._read_at(8, length - 4)
+        return bool(len(body) == length - 4 and zlib.crc32(body) == crc)
 
     def _load_clean(self) -> None:
-        """Loads a cleanly closed segment: trusts consistent index files, then scans the data after
-        the last offset-index entry to learn the next offset and the max timestamp."""
+        """Loads a cleanly closed segment: trusts consistent index files, then reads the headers
+        after the last offset-index entry to learn the next offset and the max timestamp."""
         self._size = os.fstat(self._log_fd).st_size
-        if not self._load_index_files():
-            _log.warning("%s: index files inconsistent, rebuilding", self.log_path)
-            self._open_index_fds(truncate=False)
-            self._rebuild_clean()
+        self._indexes.open_files(truncate=False)
+        if self._indexes.load(self._size) and self._resume_after_index():
             return
-        self._open_index_fds(truncate=False)
-        start_position = self._index_positions[-1] if self._index_positions else 0
-        self._next_offset = self._base_offset + (
-            self._index_rel_offsets[-1] if self._index_rel_offsets else 0
-        )
-        # The last time-index entry holds the max timestamp of every record before the last
-        # offset-index entry's record (both are written at the same moments); the scan covers
-        # the rest, including the entry's record itself.
-        if self._time_timestamps:
-            self._max_timestamp_ms = self._time_timestamps[-1]
-            self._offset_of_max_timestamp = self._base_offset + self._time_rel_offsets[-1]
-        self._bytes_since_index_entry = 0
-        position = start_position
-        with open(self.log_path, "rb", buffering=_READ_BUFFER) as f:
-            f.seek(position)
-            while position < self._size:
-                record, end = read_record(f, position)
-                if record.offset != self._next_offset:
-                    raise CorruptRecordError(
-                        f"{self.log_path}: offset {record.offset} at {position}, "
-                        f"{self._next_offset} expected"
-                    )
-                if record.timestamp_ms > self._max_timestamp_ms:
-                    self._max_timestamp_ms = record.timestamp_ms
-                    self._offset_of_max_timestamp = record.offset
-                self._bytes_since_index_entry += end - position
-                self._next_offset += 1
-                position = end
-
-    def _rebuild_clean(self) -> None:
-        """Full scan of a closed segment that must be intact; rewrites both indexes."""
+        _log.warning("%s: index files inconsistent, rebuilding", self.log_path)
         self._reset_state()
-        file_size = os.fstat(self._log_fd).st_size
-        position = 0
-        with open(self.log_path, "rb", buffering=_READ_BUFFER) as f:
-            while position < file_size:
-                record, end = read_record(f, position)
-                if record.offset != self._next_offset:
-                    raise CorruptRecordError(
-                        f"{self.log_path}: offset {record.offset} at {position}, "
-                        f"{self._next_offset} expected"
-                    )
-                self._index_record(record, position, end - position, write=False)
-                self._size = end
-                self._next_offset += 1
-                position = end
-        self._rewrite_index_files()
+        self._size = os.fstat(self._log_fd).st_size
+        for header in self._closed_headers(0):
+            self._follow_on(header)
+            self._index_batch(header, header.position, write=False)
+            self._next_offset = header.last_offset + 1
+        self._indexes.rewrite_files()
 
-    def _load_index_files(self) -> bool:
-        """Reads both index files into memory; False if either is missing or inconsistent with
-        itself or the data file (then the caller rebuilds them)."""
-        try:
-            offset_data = self.offset_index_path.read_bytes()
-            time_data = self.time_index_path.read_bytes()
-        except FileNotFoundError:
-            return False
-        if len(offset_data) % _OFFSET_ENTRY.size or len(time_data) % _TIME_ENTRY.size:
-            return False
-        previous_rel, previous_pos = -1, -1
-        for rel, pos in _OFFSET_ENTRY.iter_unpack(offset_data):
-            if rel <= previous_rel or pos <= previous_pos or pos >= self._size:
-                return False
-            self._index_rel_offsets.append(rel)
-            self._index_positions.append(pos)
-            previous_rel, previous_pos = rel, pos
-        # Time entries are written only together with offset entries, never past their offset.
-        if len(time_data) // _TIME_ENTRY.size > len(self._index_rel_offsets):
-            return False
-        previous_ts = None
-        for ts, rel in _TIME_ENTRY.iter_unpack(time_data):
-            if (previous_ts is not None and ts <= previous_ts) or rel > previous_rel:
-                return False
-            self._time_timestamps.append(ts)
-            self._time_rel_offsets.append(rel)
-            previous_ts = ts
+    def _resume_after_index(self) -> bool:
+        """Reads the headers from the last indexed batch to the end. False if that batch does
+        not end where its index entry says (a stale index, to be rebuilt)."""
+        entries = self._indexes.offset_entries
+        last_time = self._indexes.last_time_entry
+        if last_time is not None:
+            self._max_timestamp_ms, self._offset_of_max_timestamp = last_time
+        for i, header in enumerate(self._closed_headers(self._indexes.last_position)):
+            if i == 0 and entries:
+                if header.last_offset != self._base_offset + entries[-1][0]:
+                    return False
+            else:
+                self._follow_on(header)
+            if header.max_timestamp > self._max_timestamp_ms:
+                self._max_timestamp_ms = header.max_timestamp
+                self._offset_of_max_timestamp = header.last_offset
+            self._next_offset = header.last_offset + 1
         return True
 
+    def _closed_headers(self, position: int) -> Iterator[BatchHeader]:
+        """The headers of a closed segment from ``position``: its data must frame as batches,
+        else ``CorruptSegmentError``."""
+        try:
+            yield from BatchWalker(self._read_at, self._size, _RECOVERY_WINDOW).headers(position)
+        except RecordBatchError as e:
+            raise CorruptSegmentError(f"{self.log_path}: {e}") from e
 
-def offset_index_floor_position(index: bytes, base_offset: int, offset: int) -> int:
-    """In the bytes of a segment's ``.index`` (as uploaded to remote storage), the position of the
-    last indexed record with offset <= ``offset``: where a scan for ``offset`` may start."""
-    entries = len(index) // _OFFSET_ENTRY.size
-    lo, hi = 0, entries  # binary search over fixed-size entries, without decoding them all
-    target = offset - base_offset
-    while lo < hi:
-        mid = (lo + hi) // 2
-        relative, _ = _OFFSET_ENTRY.unpack_from(index, mid * _OFFSET_ENTRY.size)
-        if relative <= target:
-            lo = mid + 1
-        else:
-            hi = mid
-    if lo == 0:
-        return 0
-    return int(_OFFSET_ENTRY.unpack_from(index, (lo - 1) * _OFFSET_ENTRY.size)[1])
+    def _follow_on(self, header: BatchHeader) -> None:
+        if header.base_offset != self._next_offset or header.last_offset_delta < 0:
+            raise CorruptSegmentError(
+                f"{self.log_path}: batch at {header.position} holds offsets "
+                f"{header.base_offset}..{header.last_offset}, {self._next_offset} expected"
+            )

@@ -26,12 +26,10 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from broker.log import Log, LogSegment, OffsetOutOfRangeError, Record, TruncatedRecordError
-from broker.log.records import decode_record
-from broker.log.segment import offset_index_floor_position
+from broker.log import BatchRead, Log, LogSegment, OffsetOutOfRangeError, TimestampOffset
+from broker.rlm.remote_read import FetchGate, find_remote_timestamp, read_remote
 from broker.rlm.scheduler import PeriodicTask, ScheduledPool
 from tiered.api import (
-    IndexType,
     RemoteLogMetadataManager,
     RemoteLogSegmentId,
     RemoteLogSegmentMetadata,
@@ -47,8 +45,6 @@ from tiered.api import (
 from tiered.config import RemoteLogDisablePolicy
 
 log = logging.getLogger(__name__)
-
-_REMOTE_READ_SLACK = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -110,40 +106,6 @@ class RemoteLogMetrics:
     delete_requests: Counter[str] = field(default_factory=Counter)
 
 
-class _FetchGate:
-    """Counts remote fetches in flight; once closed it refuses new ones and can be drained."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._in_flight = 0
-        self._open = True
-
-    @property
-    def is_open(self) -> bool:
-        return self._open
-
-    def enter(self) -> bool:
-        with self._cond:
-            if not self._open:
-                return False
-            self._in_flight += 1
-            return True
-
-    def leave(self) -> None:
-        with self._cond:
-            self._in_flight -= 1
-            self._cond.notify_all()
-
-    def close_and_drain(self, timeout_s: float) -> bool:
-        with self._cond:
-            self._open = False
-            return self._cond.wait_for(lambda: self._in_flight == 0, timeout=timeout_s)
-
-    def reopen(self) -> None:
-        with self._cond:
-            self._open = True
-
-
 class _PartitionState:
     def __init__(self, partition: TieredPartition) -> None:
         self.partition = partition
@@ -152,7 +114,7 @@ class _PartitionState:
         self.fence_epoch = partition.tiered_epoch  # copies stamped below this are discarded
         self.stopped: tuple[int, RemoteLogDisablePolicy] | None = None
         self.delete_marked = False
-        self.fetch_gate = _FetchGate()
+        self.fetch_gate = FetchGate()
 
 
 class RLMCopyTask(PeriodicTask):
@@ -627,9 +589,9 @@ class RemoteLogManager:
 
     # ----------------------------------------------------------------------------- reading
 
-    def read(self, tp: TopicIdPartition, offset: int, max_bytes: int) -> list[Record]:
-        """Records from ``offset``: from the local log at or above its local start offset, from
-        remote storage (on the reader pool) between the log start and the local log start.
+    def read(self, tp: TopicIdPartition, offset: int, max_bytes: int) -> BatchRead:
+        """Whole batches from ``offset``: from the local log at or above its local start offset,
+        from remote storage (on the reader pool) between the log start and the local log start.
         Below the log start offset: OFFSET_OUT_OF_RANGE."""
         state = self._partitions.get(tp)
         if state is None:
@@ -648,48 +610,29 @@ class RemoteLogManager:
         finally:
             state.fetch_gate.leave()
 
-    def _read_remote(self, state: _PartitionState, offset: int, max_bytes: int) -> list[Record]:
-        partition = state.partition
-        tp = partition.topic_id_partition
-        epoch = partition.log.leader_epoch_cache.epoch_for_offset(offset)
-        metadata = (
-            None if epoch is None else self.rlmm.remote_log_segment_metadata(tp, epoch, offset)
-        )
-        if metadata is None:
-            raise RemoteResourceNotFoundException(
-                f"no remote segment of {tp} holds offset {offset} (leader epoch {epoch})"
-            )
-        index = self.rsm.fetch_index(metadata, IndexType.OFFSET)
-        position = offset_index_floor_position(index, metadata.start_offset, offset)
-        data = self.rsm.fetch_log_segment(
-            metadata, position, position + max_bytes + _REMOTE_READ_SLACK - 1
-        )
-        records = self._decode_from(data, offset, max_bytes)
-        if not records:  # a record larger than what was fetched: take the rest of the segment
-            records = self._decode_from(
-                self.rsm.fetch_log_segment(metadata, position), offset, max_bytes
-            )
+    def _read_remote(self, state: _PartitionState, offset: int, max_bytes: int) -> BatchRead:
+        tp = state.partition.topic_id_partition
+        read = read_remote(self.rlmm, self.rsm, tp, state.partition.log, offset, max_bytes)
         self.metrics.fetch_requests[tp.topic] += 1
-        self.metrics.fetch_bytes[tp.topic] += sum(r.size_bytes for r in records)
-        return records
+        self.metrics.fetch_bytes[tp.topic] += len(read.records)
+        return read
 
-    @staticmethod
-    def _decode_from(data: bytes, offset: int, max_bytes: int) -> list[Record]:
-        records: list[Record] = []
-        used = 0
-        pos = 0
-        while pos < len(data):
-            try:
-                record, end = decode_record(data, pos)
-            except TruncatedRecordError:
-                break  # the fetched range ends inside this record
-            if record.offset >= offset:
-                if records and used + record.size_bytes > max_bytes:
-                    break
-                records.append(record)
-                used += record.size_bytes
-            pos = end
-        return records
+    def find_offset_by_timestamp(
+        self, tp: TopicIdPartition, timestamp_ms: int
+    ) -> TimestampOffset | None:
+        """ListOffsets by timestamp over the remote segments below the local log start (from
+        the log start offset on), on the reader pool; None if none holds such a record, if the
+        partition is not tiered here, or while its remote data is being deleted."""
+        state = self._partitions.get(tp)
+        if state is None or not state.fetch_gate.enter():
+            return None
+        try:
+            log_ = state.partition.log
+            return self._readers.submit(
+                find_remote_timestamp, self.rlmm, self.rsm, tp, log_, timestamp_ms
+            ).result()
+        finally:
+            state.fetch_gate.leave()
 
     def close(self) -> None:
         for tp in list(self._partitions):

@@ -11,6 +11,7 @@ import grpc
 import pytest
 
 from tests.rlmm_support import poll_until
+from tests.support.batches import one_batch_each
 from tests.support.processes import DaemonProcess
 from tests.support.zookeeper import free_port
 from tiered import rlmm
@@ -147,7 +148,7 @@ class Cluster:
                 partition=records_pb2.TopicIdPartition(
                     topic_id=topic.topic_id.bytes, topic=topic.name, partition=partition
                 ),
-                records=[pb.Record(value=f"{i:08d}".encode() * (size // 8)) for i in range(count)],
+                records=one_batch_each(f"{i:08d}".encode() * (size // 8) for i in range(count)),
             ),
             timeout=30,
         )

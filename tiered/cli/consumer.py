@@ -11,7 +11,8 @@ when it started (or after ``--max-messages``), so a script gets what is there an
 
 Text output is each record's value on a line (UTF-8, undecodable bytes replaced); ``--format
 json`` prints one JSON object a line: ``{"offset", "timestamp", "key", "value"}`` with the
-timestamp in epoch milliseconds and a null key for records without one. At the end
+timestamp in epoch milliseconds and a null key for records without one (a null value, which
+Kafka clients can produce, prints as ``null`` in text). At the end
 ``Processed a total of N messages`` goes to stderr. An offset outside [log start, log end] is
 OFFSET_OUT_OF_RANGE, naming the valid range.
 """
@@ -150,19 +151,23 @@ def _text(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
 
 
+def _value_text(record: ConsumedRecord) -> str:
+    return "null" if record.value is None else _text(record.value)
+
+
 def record_json(record: ConsumedRecord) -> dict[str, object]:
     return {
         "offset": record.offset,
         "timestamp": record.timestamp_ms,
         "key": None if record.key is None else _text(record.key),
-        "value": _text(record.value),
+        "value": None if record.value is None else _text(record.value),
     }
 
 
 def _formatter(fmt: str) -> Callable[[ConsumedRecord], bytes]:
     if fmt == "json":
         return lambda r: json.dumps(record_json(r), ensure_ascii=False).encode() + b"\n"
-    return lambda r: _text(r.value).encode() + b"\n"
+    return lambda r: _value_text(r).encode() + b"\n"
 
 
 # --------------------------------------------------------------------------------- consuming

@@ -16,6 +16,7 @@ retry could write the records twice. A Produce that failed to reach the broker a
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,7 @@ from google.protobuf.message import Message
 
 from tiered.admin import AdminClient, TopicDescription
 from tiered.errors import ErrorCode, TieredError
+from tiered.kafka.records import Record, build_batch, iter_records
 from tiered.retry import RetryPolicy
 from tiered.rpc.channels import ChannelCache
 from tiered.rpc.status import error_from_proto, error_from_rpc
@@ -41,6 +43,7 @@ __all__ = [
     "Offsets",
     "PartitionClient",
     "ProduceResult",
+    "decode_records",
     "warn_on_retry",
 ]
 
@@ -73,7 +76,7 @@ class ConsumedRecord:
     offset: int
     timestamp_ms: int
     key: bytes | None
-    value: bytes
+    value: bytes | None  # None: a null value (a tombstone), which Kafka clients can produce
 
 
 @dataclass(frozen=True)
@@ -105,13 +108,14 @@ def _offsets(message: pb.PartitionOffsets) -> Offsets:
     )
 
 
-def _record(message: pb.Record) -> ConsumedRecord:
-    return ConsumedRecord(
-        offset=message.offset,
-        timestamp_ms=message.timestamp_ms,
-        key=message.key if message.HasField("key") else None,
-        value=message.value,
-    )
+def decode_records(records: bytes) -> list[ConsumedRecord]:
+    """The records of a fetched blob of record batches v2 (a partial batch at its end is
+    ignored, as Kafka clients do). Records below the offset asked for come first: the batch
+    holding it starts earlier."""
+    return [
+        ConsumedRecord(c.offset, c.record.timestamp, c.record.key, c.record.value)
+        for c in iter_records(records)
+    ]
 
 
 def _gave_up(failed: _BrokerError, tries: int) -> TieredError:
@@ -207,33 +211,30 @@ class PartitionClient:
     def produce(
         self, topic: str, partition: int, records: Sequence[tuple[bytes | None, bytes, int]]
     ) -> ProduceResult:
-        """Appends ``(key, value, timestamp_ms)`` records (timestamp 0: the broker's clock) to the
-        partition's leader."""
+        """Appends ``(key, value, timestamp_ms)`` records (timestamp 0: now) to the partition's
+        leader, as one record batch v2, as a Kafka producer sends them."""
+        now_ms = int(time.time() * 1000)
+        batch = build_batch(
+            [Record(key, value, timestamp=ts or now_ms) for key, value, ts in records]
+        )
 
         def request(tp: records_pb2.TopicIdPartition) -> Message:
-            return pb.ProduceRequest(
-                partition=tp,
-                records=[
-                    pb.Record(value=value, timestamp_ms=ts)
-                    if key is None
-                    else pb.Record(key=key, value=value, timestamp_ms=ts)
-                    for key, value, ts in records
-                ],
-            )
+            return pb.ProduceRequest(partition=tp, records=batch)
 
         response = self._call(topic, partition, "Produce", request, idempotent=False)
         return ProduceResult(response.base_offset, response.last_offset)
 
     def fetch(self, topic: str, partition: int, offset: int, max_bytes: int) -> FetchResult:
-        """Records from ``offset`` on (from either tier; the broker decides) and the partition's
-        offsets. OFFSET_OUT_OF_RANGE outside [log start, log end]."""
+        """The records of the batches from the one holding ``offset`` on (from either tier; the
+        broker decides; the first ones may be below ``offset``) and the partition's offsets.
+        OFFSET_OUT_OF_RANGE outside [log start, log end]."""
 
         def request(tp: records_pb2.TopicIdPartition) -> Message:
             return pb.FetchRequest(partition=tp, offset=offset, max_bytes=max_bytes)
 
         response = self._call(topic, partition, "Fetch", request, idempotent=True)
         return FetchResult(
-            records=[_record(r) for r in response.records],
+            records=decode_records(response.records),
             offsets=_offsets(response.offsets),
             from_remote=response.from_remote,
         )

@@ -5,10 +5,11 @@
                             [--linger-ms MS] [--retries N]
 
 Lines are read as bytes; the line break (``\\n`` or ``\\r\\n``) is not part of the record, an empty
-line is an empty record, and a last line without a line break is a record too. Lines are sent in
-batches (one Produce request each) of at most ``--batch-size`` records and ``--max-request-bytes``
-bytes; a batch that is not full goes out ``--linger-ms`` after its first line was read (typing at a
-terminal), or at the end of input.
+line is an empty record, and a last line without a line break is a record too. Each record is
+stamped with the time its line was read. Lines are sent in batches (one Produce request each,
+carrying one Kafka record batch v2 as a Kafka producer builds it) of at most ``--batch-size``
+records and ``--max-request-bytes`` bytes; a batch that is not full goes out ``--linger-ms`` after
+its first line was read (typing at a terminal), or at the end of input.
 With ``--partition`` every batch goes to that partition; without it the batches go round-robin
 over the topic's partitions, starting at partition 0.
 
@@ -49,7 +50,7 @@ DEFAULT_MAX_REQUEST_BYTES = 1024 * 1024
 # The broker's gRPC server takes messages up to 4 MiB; leave room for the envelope.
 MAX_REQUEST_BYTES_LIMIT = 4 * 1024 * 1024 - 64 * 1024
 DEFAULT_LINGER_MS = 100
-RECORD_OVERHEAD_BYTES = 16  # a record's framing in the request, roughly
+RECORD_OVERHEAD_BYTES = 16  # a record's framing in a record batch, roughly
 READ_CHUNK_BYTES = 64 * 1024
 
 

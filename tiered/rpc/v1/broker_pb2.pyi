@@ -17,35 +17,27 @@ class Error(_message.Message):
     message: str
     def __init__(self, code: _Optional[int] = ..., name: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
-class Record(_message.Message):
-    __slots__ = ("key", "value", "timestamp_ms", "offset")
-    KEY_FIELD_NUMBER: _ClassVar[int]
-    VALUE_FIELD_NUMBER: _ClassVar[int]
-    TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
-    OFFSET_FIELD_NUMBER: _ClassVar[int]
-    key: bytes
-    value: bytes
-    timestamp_ms: int
-    offset: int
-    def __init__(self, key: _Optional[bytes] = ..., value: _Optional[bytes] = ..., timestamp_ms: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
-
 class ProduceRequest(_message.Message):
     __slots__ = ("partition", "records")
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     partition: _records_pb2.TopicIdPartition
-    records: _containers.RepeatedCompositeFieldContainer[Record]
-    def __init__(self, partition: _Optional[_Union[_records_pb2.TopicIdPartition, _Mapping]] = ..., records: _Optional[_Iterable[_Union[Record, _Mapping]]] = ...) -> None: ...
+    records: bytes
+    def __init__(self, partition: _Optional[_Union[_records_pb2.TopicIdPartition, _Mapping]] = ..., records: _Optional[bytes] = ...) -> None: ...
 
 class ProduceResponse(_message.Message):
-    __slots__ = ("error", "base_offset", "last_offset")
+    __slots__ = ("error", "base_offset", "last_offset", "log_start_offset", "duplicate")
     ERROR_FIELD_NUMBER: _ClassVar[int]
     BASE_OFFSET_FIELD_NUMBER: _ClassVar[int]
     LAST_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATE_FIELD_NUMBER: _ClassVar[int]
     error: Error
     base_offset: int
     last_offset: int
-    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., base_offset: _Optional[int] = ..., last_offset: _Optional[int] = ...) -> None: ...
+    log_start_offset: int
+    duplicate: bool
+    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., base_offset: _Optional[int] = ..., last_offset: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., duplicate: _Optional[bool] = ...) -> None: ...
 
 class FetchRequest(_message.Message):
     __slots__ = ("partition", "offset", "max_bytes")
@@ -68,30 +60,36 @@ class PartitionOffsets(_message.Message):
     def __init__(self, log_start_offset: _Optional[int] = ..., local_log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ...) -> None: ...
 
 class FetchResponse(_message.Message):
-    __slots__ = ("error", "records", "offsets", "from_remote")
+    __slots__ = ("error", "offsets", "from_remote", "records")
     ERROR_FIELD_NUMBER: _ClassVar[int]
-    RECORDS_FIELD_NUMBER: _ClassVar[int]
     OFFSETS_FIELD_NUMBER: _ClassVar[int]
     FROM_REMOTE_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
     error: Error
-    records: _containers.RepeatedCompositeFieldContainer[Record]
     offsets: PartitionOffsets
     from_remote: bool
-    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., records: _Optional[_Iterable[_Union[Record, _Mapping]]] = ..., offsets: _Optional[_Union[PartitionOffsets, _Mapping]] = ..., from_remote: _Optional[bool] = ...) -> None: ...
+    records: bytes
+    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., offsets: _Optional[_Union[PartitionOffsets, _Mapping]] = ..., from_remote: _Optional[bool] = ..., records: _Optional[bytes] = ...) -> None: ...
 
 class ListOffsetsRequest(_message.Message):
-    __slots__ = ("partition",)
+    __slots__ = ("partition", "timestamp_ms")
     PARTITION_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
     partition: _records_pb2.TopicIdPartition
-    def __init__(self, partition: _Optional[_Union[_records_pb2.TopicIdPartition, _Mapping]] = ...) -> None: ...
+    timestamp_ms: int
+    def __init__(self, partition: _Optional[_Union[_records_pb2.TopicIdPartition, _Mapping]] = ..., timestamp_ms: _Optional[int] = ...) -> None: ...
 
 class ListOffsetsResponse(_message.Message):
-    __slots__ = ("error", "offsets")
+    __slots__ = ("error", "offsets", "timestamp_offset", "found_timestamp_ms")
     ERROR_FIELD_NUMBER: _ClassVar[int]
     OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    FOUND_TIMESTAMP_MS_FIELD_NUMBER: _ClassVar[int]
     error: Error
     offsets: PartitionOffsets
-    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., offsets: _Optional[_Union[PartitionOffsets, _Mapping]] = ...) -> None: ...
+    timestamp_offset: int
+    found_timestamp_ms: int
+    def __init__(self, error: _Optional[_Union[Error, _Mapping]] = ..., offsets: _Optional[_Union[PartitionOffsets, _Mapping]] = ..., timestamp_offset: _Optional[int] = ..., found_timestamp_ms: _Optional[int] = ...) -> None: ...
 
 class DescribeLogDirsRequest(_message.Message):
     __slots__ = ()
