@@ -21,14 +21,20 @@ import contextlib
 import logging
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 
 from broker.log import BatchRead, Log, LogSegment, OffsetOutOfRangeError, TimestampOffset
-from broker.rlm.remote_read import FetchGate, find_remote_timestamp, read_remote
+from broker.rlm.model import (
+    CustomMetadataSizeLimitExceededException,
+    RemoteLogManagerConfig,
+    RemoteLogMetrics,
+    RetentionConfig,
+    TieredPartition,
+)
+from broker.rlm.remote_read import find_remote_timestamp, read_remote
 from broker.rlm.scheduler import PeriodicTask, ScheduledPool
+from broker.rlm.tasks import LeaderPartition, LocalRetentionTask, RLMCopyTask, RLMExpirationTask
 from tiered.api import (
     RemoteLogMetadataManager,
     RemoteLogSegmentId,
@@ -46,134 +52,15 @@ from tiered.config import RemoteLogDisablePolicy
 
 log = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True)
-class RemoteLogManagerConfig:
-    broker_id: int
-    copier_threads: int = 10
-    expiration_threads: int = 10
-    reader_threads: int = 10
-    task_interval_s: float = 30.0
-    custom_metadata_max_bytes: int = 128
-    stop_wait_s: float = 120.0  # how long stop_partitions waits for an in-flight copy
-
-
-class CustomMetadataSizeLimitExceededException(RemoteStorageException):
-    """KIP-917: a RemoteStorageManager returned more custom metadata than the broker accepts."""
-
-
-@dataclass(frozen=True)
-class RetentionConfig:
-    """A topic's retention, Kafka semantics: -1 is unlimited; the local settings' -2 means "the
-    same as the total one"."""
-
-    retention_ms: int = -1
-    retention_bytes: int = -1
-    local_retention_ms: int = -2
-    local_retention_bytes: int = -2
-
-    @property
-    def effective_local_ms(self) -> int:
-        return self.retention_ms if self.local_retention_ms == -2 else self.local_retention_ms
-
-    @property
-    def effective_local_bytes(self) -> int:
-        return (
-            self.retention_bytes if self.local_retention_bytes == -2 else self.local_retention_bytes
-        )
-
-
-@dataclass
-class TieredPartition:
-    """What the RemoteLogManager needs of a partition this broker leads."""
-
-    topic_id_partition: TopicIdPartition
-    log: Log
-    tiered_epoch: int = 0
-    retention: RetentionConfig = field(default_factory=RetentionConfig)
-    copy_enabled: bool = True  # False: led for expiry and remote reads only (tiering stopped)
-
-
-@dataclass
-class RemoteLogMetrics:
-    """Counters per topic (exported by the broker's metrics endpoint)."""
-
-    copy_requests: Counter[str] = field(default_factory=Counter)
-    copy_bytes: Counter[str] = field(default_factory=Counter)
-    copy_errors: Counter[str] = field(default_factory=Counter)
-    fetch_requests: Counter[str] = field(default_factory=Counter)
-    fetch_bytes: Counter[str] = field(default_factory=Counter)
-    delete_requests: Counter[str] = field(default_factory=Counter)
-
-
-class _PartitionState:
-    def __init__(self, partition: TieredPartition) -> None:
-        self.partition = partition
-        self.copy_task: RLMCopyTask | None = None
-        self.expiration_task: PeriodicTask | None = None
-        self.fence_epoch = partition.tiered_epoch  # copies stamped below this are discarded
-        self.stopped: tuple[int, RemoteLogDisablePolicy] | None = None
-        self.delete_marked = False
-        self.fetch_gate = FetchGate()
-
-
-class RLMCopyTask(PeriodicTask):
-    """Copies a leader partition's closed segments above its highest copied offset, oldest first,
-    each through COPY_SEGMENT_STARTED, upload, COPY_SEGMENT_FINISHED."""
-
-    def __init__(self, rlm: RemoteLogManager, state: _PartitionState) -> None:
-        super().__init__(f"RLMCopyTask[{state.partition.topic_id_partition}]")
-        self._rlm = rlm
-        self._state = state
-        self.copied_offset: int | None = None  # highest offset known to be in remote storage
-
-    def execute(self) -> None:
-        partition = self._state.partition
-        if self.copied_offset is None:
-            # First run as leader: no copy of ours is in flight, so a COPY_SEGMENT_STARTED segment
-            # is a copy that died with its broker (or with an earlier leader): remove it.
-            self._rlm.abandon_unfinished_copies(self._state)
-            self.copied_offset = self._rlm.highest_copied_offset(self._state)
-        partition.log.roll_if_due()  # an idle partition's segment still closes on segment.ms
-        for segment in partition.log.closed_segments():
-            if self.cancelled:
-                return
-            if segment.next_offset - 1 <= self.copied_offset or segment.is_empty:
-                continue
-            self._rlm.copy_segment(self._state, segment, self)
-            self.copied_offset = segment.next_offset - 1
-
-
-class RLMExpirationTask(PeriodicTask):
-    """Applies retention to a leader partition: remote segments by ``retention.*`` (and below the
-    log start offset), local segments by ``local.retention.*`` once they are in remote storage;
-    when copying is off (KIP-950 retain), local segments expire only once remote storage is empty,
-    so that offsets stay contiguous if tiering comes back. Also finishes deletions that failed."""
-
-    def __init__(self, rlm: RemoteLogManager, state: _PartitionState) -> None:
-        super().__init__(f"RLMExpirationTask[{state.partition.topic_id_partition}]")
-        self._rlm = rlm
-        self._state = state
-
-    def execute(self) -> None:
-        self._rlm.expire(self._state)
-
-
-class LocalRetentionTask(PeriodicTask):
-    """After a delete-policy stop: the remote data is the bulk-delete job's, so only the local
-    log's own retention (``retention.*``) runs, until tiering is enabled again."""
-
-    def __init__(self, rlm: RemoteLogManager, state: _PartitionState) -> None:
-        super().__init__(f"LocalRetentionTask[{state.partition.topic_id_partition}]")
-        self._rlm = rlm
-        self._state = state
-
-    def execute(self) -> None:
-        partition = self._state.partition
-        retention = partition.retention
-        self._rlm.expire_local_only(
-            partition.log, retention.retention_ms, retention.retention_bytes
-        )
+__all__ = [
+    "CustomMetadataSizeLimitExceededException",
+    "RLMCopyTask",
+    "RLMExpirationTask",
+    "RemoteLogManager",
+    "RemoteLogManagerConfig",
+    "RetentionConfig",
+    "TieredPartition",
+]
 
 
 class RemoteLogManager:
@@ -189,7 +76,7 @@ class RemoteLogManager:
         self.rsm = rsm
         self.metrics = RemoteLogMetrics()
         self._clock = clock
-        self._partitions: dict[TopicIdPartition, _PartitionState] = {}
+        self._partitions: dict[TopicIdPartition, LeaderPartition] = {}
         self._lock = threading.Lock()
         self._copier = ScheduledPool("rlm-copier", config.copier_threads, config.task_interval_s)
         self._expiration = ScheduledPool(
@@ -214,7 +101,7 @@ class RemoteLogManager:
         for tp in followers:
             self._drop(tp)
         for partition in leaders:
-            state = _PartitionState(partition)
+            state = LeaderPartition(partition)
             with self._lock:
                 previous = self._partitions.get(partition.topic_id_partition)
                 self._partitions[partition.topic_id_partition] = state
@@ -234,12 +121,12 @@ class RemoteLogManager:
         if state is not None:
             state.partition.retention = retention
 
-    def _start_copying(self, state: _PartitionState) -> None:
+    def _start_copying(self, state: LeaderPartition) -> None:
         state.copy_task = RLMCopyTask(self, state)
         self._copier.schedule(state.copy_task)
         self._start_expiration(state)
 
-    def _start_expiration(self, state: _PartitionState) -> None:
+    def _start_expiration(self, state: LeaderPartition) -> None:
         if isinstance(state.expiration_task, LocalRetentionTask):
             state.expiration_task.cancel(self.config.stop_wait_s)
         if state.expiration_task is None or state.expiration_task.cancelled:
@@ -255,7 +142,7 @@ class RemoteLogManager:
         if state is not None:
             self._cancel_tasks(state)
 
-    def _cancel_tasks(self, state: _PartitionState) -> None:
+    def _cancel_tasks(self, state: LeaderPartition) -> None:
         for task in (state.copy_task, state.expiration_task):
             if task is not None:
                 task.cancel(self.config.stop_wait_s)
@@ -303,7 +190,7 @@ class RemoteLogManager:
 
     # ----------------------------------------------------------------------------- copying
 
-    def highest_copied_offset(self, state: _PartitionState) -> int:
+    def highest_copied_offset(self, state: LeaderPartition) -> int:
         """Where copying resumes: after the highest finished remote offset that still counts
         (under the delete policy, remote data stamped below the fence is being deleted and does
         not), and never below the log start offset."""
@@ -320,7 +207,7 @@ class RemoteLogManager:
             pass
         return highest
 
-    def copy_segment(self, state: _PartitionState, segment: LogSegment, task: RLMCopyTask) -> None:
+    def copy_segment(self, state: LeaderPartition, segment: LogSegment, task: RLMCopyTask) -> None:
         partition = state.partition
         tp = partition.topic_id_partition
         log_ = partition.log
@@ -400,7 +287,7 @@ class RemoteLogManager:
             "Segment %s abandoned (%s); its data was deleted", metadata.remote_log_segment_id, why
         )
 
-    def abandon_unfinished_copies(self, state: _PartitionState) -> None:
+    def abandon_unfinished_copies(self, state: LeaderPartition) -> None:
         tp = state.partition.topic_id_partition
         try:
             segments = list(self.rlmm.list_remote_log_segments(tp))
@@ -412,7 +299,7 @@ class RemoteLogManager:
 
     # ----------------------------------------------------------------------------- expiration
 
-    def expire(self, state: _PartitionState) -> None:
+    def expire(self, state: LeaderPartition) -> None:
         partition = state.partition
         tp, log_, retention = partition.topic_id_partition, partition.log, partition.retention
         try:
@@ -610,7 +497,7 @@ class RemoteLogManager:
         finally:
             state.fetch_gate.leave()
 
-    def _read_remote(self, state: _PartitionState, offset: int, max_bytes: int) -> BatchRead:
+    def _read_remote(self, state: LeaderPartition, offset: int, max_bytes: int) -> BatchRead:
         tp = state.partition.topic_id_partition
         read = read_remote(self.rlmm, self.rsm, tp, state.partition.log, offset, max_bytes)
         self.metrics.fetch_requests[tp.topic] += 1

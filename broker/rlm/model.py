@@ -1,0 +1,69 @@
+"""The RemoteLogManager's value types: its configuration, a topic's retention, what it needs of a
+partition it leads, and its per-topic counters."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from broker.log import Log
+from tiered.api import RemoteStorageException, TopicIdPartition
+
+
+@dataclass(frozen=True)
+class RemoteLogManagerConfig:
+    broker_id: int
+    copier_threads: int = 10
+    expiration_threads: int = 10
+    reader_threads: int = 10
+    task_interval_s: float = 30.0
+    custom_metadata_max_bytes: int = 128
+    stop_wait_s: float = 120.0  # how long stop_partitions waits for an in-flight copy
+
+
+class CustomMetadataSizeLimitExceededException(RemoteStorageException):
+    """KIP-917: a RemoteStorageManager returned more custom metadata than the broker accepts."""
+
+
+@dataclass(frozen=True)
+class RetentionConfig:
+    """A topic's retention, Kafka semantics: -1 is unlimited; the local settings' -2 means "the
+    same as the total one"."""
+
+    retention_ms: int = -1
+    retention_bytes: int = -1
+    local_retention_ms: int = -2
+    local_retention_bytes: int = -2
+
+    @property
+    def effective_local_ms(self) -> int:
+        return self.retention_ms if self.local_retention_ms == -2 else self.local_retention_ms
+
+    @property
+    def effective_local_bytes(self) -> int:
+        return (
+            self.retention_bytes if self.local_retention_bytes == -2 else self.local_retention_bytes
+        )
+
+
+@dataclass
+class TieredPartition:
+    """What the RemoteLogManager needs of a partition this broker leads."""
+
+    topic_id_partition: TopicIdPartition
+    log: Log
+    tiered_epoch: int = 0
+    retention: RetentionConfig = field(default_factory=RetentionConfig)
+    copy_enabled: bool = True  # False: led for expiry and remote reads only (tiering stopped)
+
+
+@dataclass
+class RemoteLogMetrics:
+    """Counters per topic (exported by the broker's metrics endpoint)."""
+
+    copy_requests: Counter[str] = field(default_factory=Counter)
+    copy_bytes: Counter[str] = field(default_factory=Counter)
+    copy_errors: Counter[str] = field(default_factory=Counter)
+    fetch_requests: Counter[str] = field(default_factory=Counter)
+    fetch_bytes: Counter[str] = field(default_factory=Counter)
+    delete_requests: Counter[str] = field(default_factory=Counter)
