@@ -26,6 +26,7 @@ from tiered.cluster.model import BrokerRegistration, MetadataImage, TopicMetadat
 from tiered.cluster.serde import apply_batch, image_from_snapshot
 from tiered.errors import ErrorCode
 from tiered.retry import ExponentialBackoff
+from tiered.rpc.channels import open_channel
 from tiered.rpc.v1 import controller_pb2 as pb
 from tiered.rpc.v1 import controller_pb2_grpc as pb_grpc
 from tiered.rpc.v1 import metadata_pb2
@@ -82,7 +83,7 @@ class KRaftControllerLink:
 
     def _stub(self, endpoint: str) -> tuple[grpc.Channel, pb_grpc.ControllerServiceStub]:
         # A metadata snapshot of 100k topics is ~14 MB: above gRPC's 4 MiB default.
-        channel = grpc.insecure_channel(
+        channel = open_channel(
             endpoint, options=[("grpc.max_receive_message_length", 256 * 1024 * 1024)]
         )
         return channel, pb_grpc.ControllerServiceStub(channel)  # type: ignore[no-untyped-call]
