@@ -13,29 +13,25 @@ not what the broker hosts.
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 import threading
 import time
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from broker.assignment_journal import AssignmentJournal
 from broker.config import BrokerConfig, TopicConfig
+from broker.hosted import HostedPartition, PartitionKey, PartitionStop, entry_from_journal
 from broker.log import Log, Record
-from broker.rlm.manager import RemoteLogManager, TieredPartition
+from broker.rlm.manager import RemoteLogManager
+from broker.tiering import PartitionTiering
 from tiered import failpoints
 from tiered import rlmm as rlmm_factory
 from tiered import rsm as rsm_factory
 from tiered.api import RemoteResourceNotFoundException, TopicIdPartition
-from tiered.config import (
-    RemoteLogDisablePolicy,
-    disable_policy,
-    validate_topic_configs,
-    validate_topic_name,
-)
+from tiered.config import validate_topic_configs, validate_topic_name
 from tiered.errors import ErrorCode, TieredError
 
 log = logging.getLogger(__name__)
@@ -69,31 +65,6 @@ class PartitionLogDir:
     remote_delete_state: str = ""
 
 
-@dataclass
-class HostedPartition:
-    topic_id_partition: TopicIdPartition
-    log: Log
-    config: TopicConfig
-    raw_configs: dict[str, str]
-    tiered_epoch: int
-    stopped_policy: str | None = None  # tiering stopped at tiered_epoch with this policy
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def assignment_json(self) -> str:
-        """This partition's assignment journal entry (the journal skips it if unchanged)."""
-        tp = self.topic_id_partition
-        entry = {
-            "topic_id": str(tp.topic_id),
-            "topic": tp.topic,
-            "partition": tp.partition,
-            "configs": self.raw_configs,
-            "tiered_epoch": self.tiered_epoch,
-            "stopped_policy": self.stopped_policy,
-        }
-        # Compact: one line of the journal.
-        return json.dumps(entry, separators=(",", ":"))
-
-
 def _checked_topic_config(tp: TopicIdPartition, configs: Mapping[str, str]) -> TopicConfig:
     """The config a partition is hosted with, once the whole assignment is known to be valid.
 
@@ -108,32 +79,17 @@ def _checked_topic_config(tp: TopicIdPartition, configs: Mapping[str, str]) -> T
     return topic_config
 
 
-def _check_disable_partitions(entries: Iterable[tuple[uuid.UUID, int, int, str]]) -> None:
-    """A negative partition makes a DisableRemoteTopic request malformed, as a topic id that is
-    not 16 bytes does (and as it does an AssignPartitions request): ValueError, so the whole
-    request is refused (INVALID_ARGUMENT) before anything is applied, rather than the entry
-    acked as a partition not hosted here."""
-    for topic_id, partition, _, _ in entries:
-        if partition < 0:
-            raise ValueError(f"partition must be >= 0, got {partition} (topic id {topic_id})")
-
-
-def _disable_entry_error(
-    topic_id: uuid.UUID, partition: int, tiered_epoch: int, policy: str
-) -> TieredError | None:
+def _stop_error(stop: PartitionStop) -> TieredError | None:
     """What is wrong with one DisableRemoteTopic entry, or None; it fails only that entry. Each
     disablement raises the topic's tiered epoch from 0, so a real one is at least 1: stopping
     at a lower epoch would stop copying for a disablement that never happened."""
-    if tiered_epoch < 1:
+    if stop.tiered_epoch < 1:
         return TieredError(
             ErrorCode.INVALID_REQUEST,
-            f"tiered epoch {tiered_epoch} of partition {partition} of topic id {topic_id} is "
-            f"not valid; valid values: an integer >= 1 (a disablement raises the epoch from 0)",
+            f"tiered epoch {stop.tiered_epoch} of partition {stop.partition} of topic id "
+            f"{stop.topic_id} is not valid; valid values: an integer >= 1 (a disablement raises "
+            f"the epoch from 0)",
         )
-    try:
-        RemoteLogDisablePolicy.parse(policy)
-    except ValueError as e:
-        return TieredError(ErrorCode.INVALID_REQUEST, str(e))
     return None
 
 
@@ -142,19 +98,23 @@ class BrokerAgent:
         self.config = config
         config.log_dir.mkdir(parents=True, exist_ok=True)
         self.rlm: RemoteLogManager | None = None
+        self._tiering: PartitionTiering | None = None
         if config.remote_storage_enabled:
             self.rlm = RemoteLogManager(
                 config.rlm, rlmm_factory.create(config.rlmm), rsm_factory.create(config.rsm)
             )
-        self._partitions: dict[tuple[uuid.UUID, int], HostedPartition] = {}
+            self._tiering = PartitionTiering(self.rlm)
+        self._partitions: dict[PartitionKey, HostedPartition] = {}
         # (topic name, partition) -> its key: the local directory a partition owns
-        self._by_name: dict[tuple[str, int], tuple[uuid.UUID, int]] = {}
+        self._by_name: dict[tuple[str, int], PartitionKey] = {}
+        # Stops acked for partitions not hosted yet: applied when they are (see broker.tiering).
+        self._stops_before_hosting: dict[PartitionKey, PartitionStop] = {}
         self._lock = threading.Lock()
         self._controller_epoch = 0
         self._assignments = AssignmentJournal(config.log_dir)
         # Partitions hosted, re-configured, stopped or removed since the last persist (guarded by
         # the state change lock).
-        self._touched: set[tuple[uuid.UUID, int]] = set()
+        self._touched: set[PartitionKey] = set()
         self._persist_wanted = threading.Event()
         self._closed = threading.Event()
         self._persister: threading.Thread | None = None
@@ -190,144 +150,91 @@ class BrokerAgent:
         assignments: Iterable[tuple[TopicIdPartition, Mapping[str, str], int]],
         controller_epoch: int = 0,
         *,
-        restoring: bool = False,
         persist_now: bool = True,
     ) -> list[TieredError | None]:
-        """Hosts (or re-configures) each partition and applies its tiering state: copying when
-        ``remote.storage.enable`` is true, stopped for the given tiered epoch when it is false
-        and the partition was tiered (the broker may learn a disablement here before
-        DisableRemoteTopic arrives; both paths are idempotent), resumed after a re-enable. One
-        partition's bad config fails only it.
+        """Hosts each partition with its topic's configs and tiered epoch, or re-configures a
+        hosted one: retention, segments, Kafka 3.9's copy pause, a re-enable. The epoch and
+        ``remote.storage.enable=false`` set the tiering of a partition hosted for the first time
+        only; a hosted one stops tiering through :meth:`disable_remote_topic` alone (the rules
+        are ``broker.tiering``'s). One partition's bad config fails only it.
 
         The assignments are persisted before this returns, unless ``persist_now`` is False: the
         metadata follower's changes, which a restarted broker replays from the log anyway (and
         which nobody is acked for), are persisted a moment later, together."""
         with self._state_change_lock:
-            outcomes = self._assign(assignments, controller_epoch, restoring)
+            self.check_controller_epoch(controller_epoch)
+            outcomes: list[TieredError | None] = []
+            for tp, configs, tiered_epoch in assignments:
+                try:
+                    self._assign(tp, dict(configs), tiered_epoch)
+                    outcomes.append(None)
+                except ValueError as e:
+                    outcomes.append(TieredError(ErrorCode.INVALID_CONFIG, str(e)))
+                except TieredError as e:
+                    outcomes.append(e)
             if persist_now:
                 self._persist_assignments()
             else:
                 self._persist_soon()
             return outcomes
 
-    def _assign(
-        self,
-        assignments: Iterable[tuple[TopicIdPartition, Mapping[str, str], int]],
-        controller_epoch: int,
-        restoring: bool,
-    ) -> list[TieredError | None]:
-        self.check_controller_epoch(controller_epoch)
-        outcomes: list[TieredError | None] = []
-        for tp, configs, tiered_epoch in assignments:
-            try:
-                hosted = self._host(tp, dict(configs), tiered_epoch)
-                if self.rlm is not None:
-                    self._apply_tiering(hosted, restoring)
-                outcomes.append(None)
-            except ValueError as e:
-                outcomes.append(TieredError(ErrorCode.INVALID_CONFIG, str(e)))
-            except TieredError as e:
-                outcomes.append(e)
-        return outcomes
-
-    def _apply_tiering(self, hosted: HostedPartition, restoring: bool) -> None:
-        """Copying runs when ``remote.storage.enable`` is true and Kafka 3.9's
-        ``remote.log.copy.disable`` is not; otherwise a partition with remote data is led for
-        expiry and remote reads only, stopped at its tiered epoch (a KIP-950 disable uses the
-        topic's policy; a copy pause keeps everything, as retain)."""
-        assert self.rlm is not None
-        tp = hosted.topic_id_partition
-        enabled = hosted.config.remote_storage_enable
-        copying_wanted = enabled and not hosted.config.remote_log_copy_disable
-        if copying_wanted and hosted.stopped_policy is not None and not restoring:
-            log.info("Copying of %s resumes at tiered epoch %d", tp, hosted.tiered_epoch)
-            hosted.stopped_policy = None
-            if self.rlm.is_leading(tp):
-                self.rlm.enable_partitions([tp], hosted.tiered_epoch)
-                return
-        stop: tuple[int, str] | None = None
-        if hosted.stopped_policy is not None:
-            stop = (hosted.tiered_epoch, hosted.stopped_policy)
-        elif enabled and not copying_wanted:
-            stop = (hosted.tiered_epoch, RemoteLogDisablePolicy.RETAIN.value)
-        elif not enabled and (self.rlm.is_leading(tp) or hosted.tiered_epoch > 0):
-            stop = (hosted.tiered_epoch, disable_policy(hosted.raw_configs).value)
-        if not copying_wanted and stop is None:
-            return  # never tiered: nothing remote to expire or serve
-        if not self.rlm.is_leading(tp):
-            partition = self._tiered(hosted)
-            partition.copy_enabled = stop is None
-            self.rlm.on_leadership_change([partition])
+    def _assign(self, tp: TopicIdPartition, configs: dict[str, str], tiered_epoch: int) -> None:
+        hosted, new = self._host(tp, configs, tiered_epoch)
+        if self._tiering is None:
+            return
+        if new:
+            self._tiering.start(hosted, self._stops_before_hosting.pop(hosted.key, None))
         else:
-            self.rlm.update_retention(tp, hosted.config.retention)
-        if stop is not None:
-            error = self._stop(hosted, *stop)
-            if error is not None:
-                raise error
-
-    def _stop(self, hosted: HostedPartition, tiered_epoch: int, policy: str) -> TieredError | None:
-        assert self.rlm is not None
-        parsed = RemoteLogDisablePolicy.parse(policy)
-        error = self.rlm.stop_partitions([hosted.topic_id_partition], tiered_epoch, parsed)[
-            hosted.topic_id_partition
-        ]
-        if error is not None:
-            return TieredError(ErrorCode.KAFKA_STORAGE_ERROR, str(error))
-        if hosted.stopped_policy is None or tiered_epoch >= hosted.tiered_epoch:
-            hosted.tiered_epoch = max(hosted.tiered_epoch, tiered_epoch)
-            hosted.stopped_policy = parsed.value
-            self._touched.add(
-                (hosted.topic_id_partition.topic_id, hosted.topic_id_partition.partition)
-            )
-        return None
+            self._tiering.reconfigure(hosted, tiered_epoch)
 
     def disable_remote_topic(
-        self, controller_epoch: int, entries: Iterable[tuple[uuid.UUID, int, int, str]]
+        self, controller_epoch: int, stops: Iterable[PartitionStop]
     ) -> list[TieredError | None]:
-        """KIP-950 DisableRemoteTopic: stops tiering of each (topic id, partition) for its tiered
-        epoch and policy; returns once each stop returned (only then may the controller count the
-        ack). A partition this broker does not host has nothing to stop and is acked."""
+        """KIP-950 DisableRemoteTopic: stops tiering of each partition for its tiered epoch and
+        policy; returns once each stop returned and was persisted (only then may the controller
+        count the ack). A partition not hosted here has nothing to stop and is acked; a
+        controller's stop (not a local call's, epoch 0: nobody counts that ack) is kept for when
+        the partition is hosted, in case its configs then are older than the stop."""
         with self._state_change_lock:
-            return self._disable_remote_topic(controller_epoch, entries)
+            stops = list(stops)
+            self.check_controller_epoch(controller_epoch)
+            outcomes = [self._disable(stop, keep=controller_epoch != 0) for stop in stops]
+            self._persist_assignments()
+            if any(outcome is None for outcome in outcomes):
+                failpoints.hit("broker.disable.stopped")
+            return outcomes
 
-    def _disable_remote_topic(
-        self, controller_epoch: int, entries: Iterable[tuple[uuid.UUID, int, int, str]]
-    ) -> list[TieredError | None]:
-        entries = list(entries)
-        _check_disable_partitions(entries)  # before the epoch check: a malformed call sets nothing
-        self.check_controller_epoch(controller_epoch)
-        outcomes: list[TieredError | None] = []
-        for topic_id, partition, tiered_epoch, policy in entries:
-            invalid = _disable_entry_error(topic_id, partition, tiered_epoch, policy)
-            if invalid is not None:
-                outcomes.append(invalid)
-                continue
-            hosted = self._partitions.get((topic_id, partition))
-            if hosted is None:
-                log.info(
-                    "DisableRemoteTopic for partition %d of topic id %s, not hosted here: "
-                    "nothing to stop",
-                    partition,
-                    topic_id,
-                )
-                outcomes.append(None)
-                continue
-            if self.rlm is None:
-                outcomes.append(None)
-                continue
-            if not self.rlm.is_leading(hosted.topic_id_partition):
-                partition_ = self._tiered(hosted)
-                partition_.copy_enabled = False
-                self.rlm.on_leadership_change([partition_])
-            outcomes.append(self._stop(hosted, tiered_epoch, policy))
-        self._persist_assignments()
-        if any(outcome is None for outcome in outcomes):
-            failpoints.hit("broker.disable.stopped")
-        return outcomes
+    def _disable(self, stop: PartitionStop, *, keep: bool) -> TieredError | None:
+        invalid = _stop_error(stop)
+        if invalid is not None or self._tiering is None:
+            return invalid
+        hosted = self._partitions.get(stop.key)
+        if hosted is None:
+            log.info(
+                "DisableRemoteTopic for partition %d of topic id %s at tiered epoch %d, not "
+                "hosted here: nothing to stop%s",
+                stop.partition,
+                stop.topic_id,
+                stop.tiered_epoch,
+                " (kept for when it is)" if keep else "",
+            )
+            known = self._stops_before_hosting.get(stop.key)
+            if keep and (known is None or known.tiered_epoch <= stop.tiered_epoch):
+                self._stops_before_hosting[stop.key] = stop
+                self._touched.add(stop.key)
+            return None
+        self._touched.add(stop.key)
+        try:
+            self._tiering.stop(hosted, stop.tiered_epoch, stop.policy)
+        except TieredError as e:
+            return e
+        return None
 
     def _host(
         self, tp: TopicIdPartition, configs: dict[str, str], tiered_epoch: int
-    ) -> HostedPartition:
+    ) -> tuple[HostedPartition, bool]:
+        """The partition, hosted with these configs; True if it was not hosted before (then at
+        ``tiered_epoch``; a hosted partition keeps its own)."""
         topic_config = _checked_topic_config(tp, configs)  # before touching anything
         key = (tp.topic_id, tp.partition)
         self._touched.add(key)
@@ -339,26 +246,17 @@ class BrokerAgent:
             self._remove(previous)
         with self._lock:
             hosted = self._partitions.get(key)
-            if hosted is None:
-                directory = self.config.log_dir / f"{tp.topic}-{tp.partition}"
-                hosted = HostedPartition(
-                    tp, Log.open(directory, topic_config.log), topic_config, configs, tiered_epoch
-                )
-                self._partitions[key] = hosted
-                self._by_name[(tp.topic, tp.partition)] = key
-                log.info("Hosting %s (tiered epoch %d) in %s", tp, tiered_epoch, directory)
-            else:
+            if hosted is not None:
                 hosted.config, hosted.raw_configs = topic_config, configs
-                hosted.tiered_epoch = max(hosted.tiered_epoch, tiered_epoch)
-        return hosted
-
-    def _tiered(self, hosted: HostedPartition) -> TieredPartition:
-        return TieredPartition(
-            hosted.topic_id_partition,
-            hosted.log,
-            tiered_epoch=hosted.tiered_epoch,
-            retention=hosted.config.retention,
-        )
+                return hosted, False
+            directory = self.config.log_dir / f"{tp.topic}-{tp.partition}"
+            hosted = HostedPartition(
+                tp, Log.open(directory, topic_config.log), topic_config, configs, tiered_epoch
+            )
+            self._partitions[key] = hosted
+            self._by_name[(tp.topic, tp.partition)] = key
+        log.info("Hosting %s (tiered epoch %d) in %s", tp, tiered_epoch, directory)
+        return hosted, True
 
     def _persist_soon(self) -> None:
         """Called under the state change lock."""
@@ -391,29 +289,40 @@ class BrokerAgent:
             if not self._touched:
                 return
             with self._lock:
-                changes = {
-                    key: None if hosted is None else hosted.assignment_json()
-                    for key in self._touched
-                    for hosted in (self._partitions.get(key),)
-                }
+                changes = {key: self._journal_text(key) for key in self._touched}
             self._assignments.write(changes)  # what did not change is not written
             self._touched.clear()
 
+    def _journal_text(self, key: PartitionKey) -> str | None:
+        hosted = self._partitions.get(key)
+        if hosted is not None:
+            return hosted.assignment_json()
+        stop = self._stops_before_hosting.get(key)
+        return None if stop is None else stop.journal_json()
+
     def _restore_assignments(self) -> None:
         entries = self._assignments.load()
-        if not entries:
-            return
         for e in entries:
-            tp = TopicIdPartition(uuid.UUID(e["topic_id"]), e["topic"], int(e["partition"]))
             try:
-                hosted = self._host(tp, dict(e["configs"]), int(e["tiered_epoch"]))
-                hosted.stopped_policy = e.get("stopped_policy")  # stopped before the crash
-                if self.rlm is not None:
-                    self._apply_tiering(hosted, restoring=True)
+                restored = entry_from_journal(e)
+            except (KeyError, TypeError, ValueError) as error:
+                log.error("Could not restore %s: %s", e, error)
+                continue
+            if isinstance(restored, PartitionStop):
+                self._stops_before_hosting[restored.key] = restored
+                continue
+            tp = restored.topic_id_partition
+            try:
+                hosted, _ = self._host(tp, restored.configs, restored.tiered_epoch)
+                hosted.stopped_policy = restored.stopped_policy  # as persisted before the crash
+                hosted.tiered = bool(restored.tiered)
+                if self._tiering is not None:
+                    self._tiering.restore(hosted, recorded=restored.tiered is not None)
             except (ValueError, TieredError) as error:
                 log.error("Could not restore %s: %s", tp, error)
         self._touched.clear()  # as the journal holds them
-        log.info("Restored %d partitions from %s", len(entries), self.config.log_dir)
+        if entries:
+            log.info("Restored %d partitions from %s", len(entries), self.config.log_dir)
 
     def _hosted_by_name(self, topic: str, partition: int) -> HostedPartition | None:
         with self._lock:
@@ -421,7 +330,7 @@ class BrokerAgent:
             return None if key is None else self._partitions.get(key)
 
     def remove_partitions(
-        self, controller_epoch: int, partitions: Iterable[tuple[uuid.UUID, int]]
+        self, controller_epoch: int, partitions: Iterable[PartitionKey]
     ) -> list[TieredError | None]:
         """A deleted topic: stops tiering each partition and deletes its local log. Remote data
         stays for the delete job. Removing a partition that is not hosted is a no-op."""
@@ -429,6 +338,8 @@ class BrokerAgent:
             self.check_controller_epoch(controller_epoch)
             outcomes: list[TieredError | None] = []
             for key in partitions:
+                if self._stops_before_hosting.pop(key, None) is not None:
+                    self._touched.add(key)
                 hosted = self._partitions.get(key)
                 try:
                     if hosted is not None:
@@ -441,16 +352,15 @@ class BrokerAgent:
 
     def _remove(self, hosted: HostedPartition) -> None:
         tp = hosted.topic_id_partition
-        self._touched.add((tp.topic_id, tp.partition))
-        if self.rlm is not None and self.rlm.is_leading(tp):
-            self.rlm.on_leadership_change([], {tp})
-            self.rlm.rlmm.on_stop_partitions({tp})
+        self._touched.add(hosted.key)
+        if self._tiering is not None:
+            self._tiering.drop(hosted)
         with hosted.lock:
             hosted.log.close()
         shutil.rmtree(hosted.log.directory, ignore_errors=False)
         with self._lock:  # listed until its log is gone, so a removal seen is a removal done
-            self._partitions.pop((tp.topic_id, tp.partition), None)
-            if self._by_name.get((tp.topic, tp.partition)) == (tp.topic_id, tp.partition):
+            self._partitions.pop(hosted.key, None)
+            if self._by_name.get((tp.topic, tp.partition)) == hosted.key:
                 del self._by_name[(tp.topic, tp.partition)]
         log.info("Removed %s and its local log", tp)
 
@@ -487,7 +397,7 @@ class BrokerAgent:
             rolled = hosted.log.active_segment.base_offset != active_before
         if first < 0:
             raise TieredError(ErrorCode.INVALID_REQUEST, "a produce request needs records")
-        if rolled and self.rlm is not None and hosted.config.remote_storage_enable:
+        if rolled and self.rlm is not None:
             self.rlm.trigger_copy(hosted.topic_id_partition)  # a segment closed: copy it now
         return first, last
 
@@ -556,38 +466,6 @@ class BrokerAgent:
                 )
             )
         return result
-
-    # ----------------------------------------------------------------------------- tiering
-
-    def stop_partitions(
-        self, partitions: Iterable[tuple[uuid.UUID, int]], tiered_epoch: int, policy: str
-    ) -> list[TieredError | None]:
-        """KIP-950 stopPartitions for each partition; one partition's failure fails only it."""
-        try:
-            disable_policy = RemoteLogDisablePolicy.parse(policy)
-        except ValueError as e:
-            raise TieredError(ErrorCode.INVALID_REQUEST, str(e)) from None
-        with self._state_change_lock:
-            return self._stop_hosted(partitions, tiered_epoch, disable_policy)
-
-    def _stop_hosted(
-        self,
-        partitions: Iterable[tuple[uuid.UUID, int]],
-        tiered_epoch: int,
-        disable_policy: RemoteLogDisablePolicy,
-    ) -> list[TieredError | None]:
-        outcomes: list[TieredError | None] = []
-        for topic_id, partition in partitions:
-            try:
-                hosted = self.hosted(topic_id, partition)
-            except TieredError as e:
-                outcomes.append(e)
-                continue
-            outcomes.append(
-                None if self.rlm is None else self._stop(hosted, tiered_epoch, disable_policy.value)
-            )
-        self._persist_assignments()
-        return outcomes
 
     def close(self) -> None:
         self._closed.set()

@@ -10,18 +10,10 @@ from pathlib import Path
 from broker.log import LogConfig
 from broker.rlm.manager import RemoteLogManagerConfig, RetentionConfig
 from tiered import config as keys
+from tiered.net import parse_listener
 from tiered.properties import bool_property, int_property
 
 RSM_PREFIX = "rsm.config."
-
-
-def parse_listener(value: str) -> tuple[str, int]:
-    """``PLAINTEXT://host:port`` or ``host:port`` -> (host, port)."""
-    address = value.split(",", maxsplit=1)[0].strip().split("://")[-1]
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        raise ValueError(f"listeners={value!r} is not valid; expected host:port")
-    return host, int(port)
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,10 @@
 KRaft mode (``controller.quorum.bootstrap.servers``): find the active controller among the
 bootstrap addresses, RegisterBroker, heartbeat every ``broker.heartbeat.interval.ms``, and follow
 the metadata log through FetchMetadata, applying every change to a topic this broker hosts
-(configs, tiered state and epoch) as the controller's AssignPartitions would. A controller that
-stops answering or says NOT_CONTROLLER sends the broker back to discovery.
+(configs, tiered epoch) as the controller's AssignPartitions would: configs for a hosted
+partition, the topic's tiering state for a new one. Stopping tiering is DisableRemoteTopic's
+alone, pushed by the controller (``broker.tiering``). A controller that stops answering or says
+NOT_CONTROLLER sends the broker back to discovery.
 
 ZooKeeper mode (``zookeeper.connect``): an ephemeral ``/brokers/ids/{id}`` registration,
 re-created after a session expiry; the controller pushes everything else.

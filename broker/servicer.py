@@ -13,7 +13,10 @@ from typing import TypeVar
 import grpc
 
 from broker.agent import BrokerAgent, PartitionOffsets
+from broker.hosted import PartitionStop, check_partition
 from broker.log import Record
+from tiered.config import RemoteLogDisablePolicy
+from tiered.errors import ErrorCode, TieredError
 from tiered.rlmm.serde import topic_id_partition_from_proto, topic_id_partition_to_proto
 from tiered.rpc.status import error_to_proto, handle
 from tiered.rpc.v1 import broker_pb2 as pb
@@ -45,6 +48,18 @@ def _partition_key(partition: records_pb2.TopicIdPartition) -> tuple[uuid.UUID, 
         return uuid.UUID(bytes=partition.topic_id), partition.partition
     except ValueError:
         raise ValueError("topic_id must be 16 bytes") from None
+
+
+def _stop_from_proto(entry: pb.DisableRemoteTopicEntry) -> PartitionStop | TieredError:
+    """One DisableRemoteTopic entry, its policy parsed once, here; a policy that is not valid
+    fails only its entry (INVALID_REQUEST), a malformed partition the whole request."""
+    topic_id, partition = _partition_key(entry.partition)
+    check_partition(topic_id, partition)
+    try:
+        policy = RemoteLogDisablePolicy.parse(entry.policy)
+    except ValueError as e:
+        return TieredError(ErrorCode.INVALID_REQUEST, str(e))
+    return PartitionStop(topic_id, partition, entry.tiered_epoch, policy)
 
 
 class BrokerServicer(pb_grpc.BrokerServiceServicer):
@@ -139,30 +154,15 @@ class BrokerServicer(pb_grpc.BrokerServiceServicer):
             ),
         )
 
-    def StopPartitions(
-        self, request: pb.StopPartitionsRequest, context: grpc.ServicerContext
-    ) -> pb.StopPartitionsResponse:
-        def call() -> pb.StopPartitionsResponse:
-            keys = [_partition_key(p) for p in request.partitions]
-            errors = self._agent.stop_partitions(keys, request.tiered_epoch, request.policy)
-            return pb.StopPartitionsResponse(errors=[error_to_proto(e) for e in errors])
-
-        return handle(
-            context,
-            call,
-            lambda e: pb.StopPartitionsResponse(
-                errors=[error_to_proto(e)] * len(request.partitions)
-            ),
-        )
-
     def DisableRemoteTopic(
         self, request: pb.DisableRemoteTopicRequest, context: grpc.ServicerContext
     ) -> pb.DisableRemoteTopicResponse:
         def call() -> pb.DisableRemoteTopicResponse:
-            entries = [
-                (*_partition_key(e.partition), e.tiered_epoch, e.policy) for e in request.entries
-            ]
-            errors = self._agent.disable_remote_topic(request.controller_epoch, entries)
+            # Every entry is read before anything is applied: a malformed one refuses them all.
+            entries = [_stop_from_proto(e) for e in request.entries]
+            stops = [e for e in entries if isinstance(e, PartitionStop)]
+            outcomes = iter(self._agent.disable_remote_topic(request.controller_epoch, stops))
+            errors = [next(outcomes) if isinstance(e, PartitionStop) else e for e in entries]
             return pb.DisableRemoteTopicResponse(
                 error=error_to_proto(None), errors=[error_to_proto(e) for e in errors]
             )

@@ -805,11 +805,16 @@ def test_broker_service_rejects_invalid_requests(cluster: SystemCluster) -> None
             grpc.StatusCode.INVALID_ARGUMENT,
             "partition must be >= 0",
         )
-        stopped = stub.StopPartitions(
-            pb.StopPartitionsRequest(partitions=[tp], tiered_epoch=1, policy="bogus"),
-            timeout=RPC_TIMEOUT_S,
-        )
-        assert [e.name for e in stopped.errors] == ["INVALID_REQUEST"]
+        # DisableRemoteTopic is the one way to stop tiering: no unfenced StopPartitions beside it
+        with grpc.insecure_channel(broker_address(cluster, leader)) as channel:
+            assert_status(
+                functools.partial(
+                    raw_call(channel, "/tiered.v1.BrokerService/StopPartitions"),
+                    b"",
+                    timeout=RPC_TIMEOUT_S,
+                ),
+                grpc.StatusCode.UNIMPLEMENTED,
+            )
         # the data path
         negative = records_pb2.TopicIdPartition(
             topic_id=orders.topic_id.bytes, topic=ORDERS, partition=-1

@@ -138,6 +138,23 @@ def assign(
     )
 
 
+def disable(
+    b: BrokerProcess, tp: TopicIdPartition, policy: str, timeout: float | None = None
+) -> pb.DisableRemoteTopicResponse:
+    """What the controller sends (controller epoch 1) to stop tiering at tiered epoch 1."""
+    return b.stub.DisableRemoteTopic(
+        pb.DisableRemoteTopicRequest(
+            controller_epoch=1,
+            entries=[
+                pb.DisableRemoteTopicEntry(
+                    partition=topic_id_partition_to_proto(tp), tiered_epoch=1, policy=policy
+                )
+            ],
+        ),
+        timeout=timeout,
+    )
+
+
 def produce(b: BrokerProcess, tp: TopicIdPartition, start: int, count: int) -> None:
     for batch in range(start, start + count, 50):
         response = b.stub.Produce(
@@ -243,11 +260,7 @@ def test_errors_are_named_and_change_nothing(broker: BrokerProcess) -> None:
         pb.FetchRequest(partition=topic_id_partition_to_proto(tp), offset=99, max_bytes=100)
     )
     assert beyond.error.name == "OFFSET_OUT_OF_RANGE"
-    stop = broker.stub.StopPartitions(
-        pb.StopPartitionsRequest(
-            partitions=[topic_id_partition_to_proto(tp)], tiered_epoch=1, policy="purge"
-        )
-    )
+    stop = disable(broker, tp, "purge")
     assert stop.errors[0].name == "INVALID_REQUEST"
     assert (
         "remote.log.disable.policy" in stop.errors[0].message
@@ -312,12 +325,8 @@ def test_stop_with_delete_over_grpc(broker: BrokerProcess) -> None:
         timeout=30,
         what="local expiry",
     )
-    stop = broker.stub.StopPartitions(
-        pb.StopPartitionsRequest(
-            partitions=[topic_id_partition_to_proto(tp)], tiered_epoch=1, policy="delete"
-        )
-    )
-    assert stop.errors[0].code == 0
+    stop = disable(broker, tp, "delete")
+    assert stop.error.code == 0 and stop.errors[0].code == 0
     d = log_dir(broker, tp)
     assert not d.copying and d.tiered_epoch == 1
     assert d.offsets.log_start_offset == d.offsets.local_log_start_offset > 0
@@ -468,12 +477,7 @@ def _stop_in_background(
     result: dict[str, object] = {}
 
     def stop() -> None:
-        result["response"] = b.stub.StopPartitions(
-            pb.StopPartitionsRequest(
-                partitions=[topic_id_partition_to_proto(tp)], tiered_epoch=1, policy=policy
-            ),
-            timeout=60,
-        )
+        result["response"] = disable(b, tp, policy, timeout=60)
         result["returned_after_open"] = (b.dir / "gate" / "open").exists()
 
     thread = threading.Thread(target=stop)

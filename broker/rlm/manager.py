@@ -1,14 +1,18 @@
 """The broker's RemoteLogManager: tiers closed segments of leader partitions to remote storage on a
-copier pool, serves reads below the local log start from remote storage on a reader pool, and
-stops a topic's tiering per KIP-950 (``stop_partitions``).
+copier pool, applies retention on an expiration pool, serves reads below the local log start
+from remote storage on a reader pool, and stops a topic's tiering per KIP-950
+(``stop_partitions``).
 
 Tiered epoch fencing: every remote segment is stamped with the partition's tiered epoch when its
 copy begins. ``stop_partitions(..., tiered_epoch=E)`` cancels the copy task and waits for a run in
 flight; a copy stamped below the fence is discarded instead of being marked COPY_SEGMENT_FINISHED.
 So once ``stop_partitions`` returns, no segment stamped below E is ever uploaded or finished.
 
-Retention and the expiration pool arrive in the next step; the expiration pool exists already so
-that ``stop_partitions`` treats both pools as KIP-950 describes.
+Retention (RLMExpirationTask): remote segments by ``retention.*``, oldest first, and local
+segments by ``local.retention.*`` once they are in remote storage. A retain stop keeps the
+expiration task (local segments then expire only once remote storage is empty); a delete stop
+replaces it with the local log's own retention (LocalRetentionTask), the remote data being the
+bulk-delete job's.
 """
 
 from __future__ import annotations

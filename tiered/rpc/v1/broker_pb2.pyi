@@ -164,22 +164,6 @@ class AssignPartitionsResponse(_message.Message):
     errors: _containers.RepeatedCompositeFieldContainer[Error]
     def __init__(self, errors: _Optional[_Iterable[_Union[Error, _Mapping]]] = ...) -> None: ...
 
-class StopPartitionsRequest(_message.Message):
-    __slots__ = ("partitions", "tiered_epoch", "policy")
-    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
-    TIERED_EPOCH_FIELD_NUMBER: _ClassVar[int]
-    POLICY_FIELD_NUMBER: _ClassVar[int]
-    partitions: _containers.RepeatedCompositeFieldContainer[_records_pb2.TopicIdPartition]
-    tiered_epoch: int
-    policy: str
-    def __init__(self, partitions: _Optional[_Iterable[_Union[_records_pb2.TopicIdPartition, _Mapping]]] = ..., tiered_epoch: _Optional[int] = ..., policy: _Optional[str] = ...) -> None: ...
-
-class StopPartitionsResponse(_message.Message):
-    __slots__ = ("errors",)
-    ERRORS_FIELD_NUMBER: _ClassVar[int]
-    errors: _containers.RepeatedCompositeFieldContainer[Error]
-    def __init__(self, errors: _Optional[_Iterable[_Union[Error, _Mapping]]] = ...) -> None: ...
-
 class RemovePartitionsRequest(_message.Message):
     __slots__ = ("controller_epoch", "partitions")
     CONTROLLER_EPOCH_FIELD_NUMBER: _ClassVar[int]

@@ -59,11 +59,6 @@ class BrokerServiceStub:
                 request_serializer=tiered_dot_rpc_dot_v1_dot_broker__pb2.AssignPartitionsRequest.SerializeToString,
                 response_deserializer=tiered_dot_rpc_dot_v1_dot_broker__pb2.AssignPartitionsResponse.FromString,
                 _registered_method=True)
-        self.StopPartitions = channel.unary_unary(
-                '/tiered.v1.BrokerService/StopPartitions',
-                request_serializer=tiered_dot_rpc_dot_v1_dot_broker__pb2.StopPartitionsRequest.SerializeToString,
-                response_deserializer=tiered_dot_rpc_dot_v1_dot_broker__pb2.StopPartitionsResponse.FromString,
-                _registered_method=True)
         self.DisableRemoteTopic = channel.unary_unary(
                 '/tiered.v1.BrokerService/DisableRemoteTopic',
                 request_serializer=tiered_dot_rpc_dot_v1_dot_broker__pb2.DisableRemoteTopicRequest.SerializeToString,
@@ -109,12 +104,6 @@ class BrokerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def StopPartitions(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
     def DisableRemoteTopic(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -154,11 +143,6 @@ def add_BrokerServiceServicer_to_server(servicer, server):
                     servicer.AssignPartitions,
                     request_deserializer=tiered_dot_rpc_dot_v1_dot_broker__pb2.AssignPartitionsRequest.FromString,
                     response_serializer=tiered_dot_rpc_dot_v1_dot_broker__pb2.AssignPartitionsResponse.SerializeToString,
-            ),
-            'StopPartitions': grpc.unary_unary_rpc_method_handler(
-                    servicer.StopPartitions,
-                    request_deserializer=tiered_dot_rpc_dot_v1_dot_broker__pb2.StopPartitionsRequest.FromString,
-                    response_serializer=tiered_dot_rpc_dot_v1_dot_broker__pb2.StopPartitionsResponse.SerializeToString,
             ),
             'DisableRemoteTopic': grpc.unary_unary_rpc_method_handler(
                     servicer.DisableRemoteTopic,
@@ -306,33 +290,6 @@ class BrokerService:
             '/tiered.v1.BrokerService/AssignPartitions',
             tiered_dot_rpc_dot_v1_dot_broker__pb2.AssignPartitionsRequest.SerializeToString,
             tiered_dot_rpc_dot_v1_dot_broker__pb2.AssignPartitionsResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def StopPartitions(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/tiered.v1.BrokerService/StopPartitions',
-            tiered_dot_rpc_dot_v1_dot_broker__pb2.StopPartitionsRequest.SerializeToString,
-            tiered_dot_rpc_dot_v1_dot_broker__pb2.StopPartitionsResponse.FromString,
             options,
             channel_credentials,
             insecure,
