@@ -8,6 +8,9 @@ from pathlib import Path
 import pytest
 
 from broker.config import BrokerConfig
+from tiered.cluster.model import BrokerRegistration
+from tiered.cluster.serde import broker_registration_from_proto, broker_registration_to_proto
+from tiered.cluster.zk_znodes import decode_broker_registration, encode_broker_registration
 from tiered.net import (
     GRPC,
     PLAINTEXT,
@@ -100,3 +103,19 @@ def test_a_broker_without_a_grpc_listener_is_refused(
     with pytest.raises(ValueError) as rejected:
         broker_config(tmp_path, listeners=listeners)
     assert fragment in str(rejected.value) and "listeners" in str(rejected.value)
+
+
+def test_a_registration_carries_the_kafka_endpoints_both_ways() -> None:
+    registration = BrokerRegistration(
+        3, "127.0.0.1", 9091, kafka_endpoints=[Listener(PLAINTEXT, "broker-3.example", 9092)]
+    )
+    assert (
+        broker_registration_from_proto(broker_registration_to_proto(registration)) == registration
+    )
+    data = encode_broker_registration(registration)
+    assert b'"endpoints":["PLAINTEXT://broker-3.example:9092"]' in data  # Kafka's znode field
+    assert decode_broker_registration(3, data) == registration
+    assert registration.kafka_endpoint() == Listener(PLAINTEXT, "broker-3.example", 9092)
+    # A znode written before brokers had Kafka listeners: none.
+    old = decode_broker_registration(3, b'{"version":5,"host":"h","port":1}')
+    assert old.kafka_endpoints == () and old.kafka_endpoint() is None
