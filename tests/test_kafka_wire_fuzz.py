@@ -20,7 +20,12 @@ from kio.schema.errors import ErrorCode as KafkaErrorCode
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 
 from tests.support.cluster import Cluster
-from tests.support.kafka_cluster import MAX_REQUEST_BYTES, MODES, shared_cluster, wire_client
+from tests.support.kafka_cluster import (
+    MAX_REQUEST_BYTES,
+    MODES,
+    connected,
+    shared_cluster,
+)
 from tests.support.kafka_wire import WireClient, encode_request, sample_message
 from tiered.kafka.api_versions import ApiVersionRegistry
 
@@ -62,11 +67,8 @@ def assert_serving(cluster: Cluster, bystander: WireClient) -> None:
         assert broker.process is not None and broker.process.poll() is None, broker_id
         # A handler that raised closes its connection too, but that is a bug, not bad input.
         assert not [line for line in broker.output if "handler failed" in line], broker_id
-        client = wire_client(cluster, broker_id)
-        try:
+        with connected(cluster, broker_id) as client:
             metadata = client.call(everything(), 100)
-        finally:
-            client.close()
         assert KEPT in {t.name for t in metadata.topics}
 
 
@@ -87,12 +89,9 @@ def answered_or_closed(client: WireClient) -> bool:
 
 @pytest.fixture
 def bystander(cluster: Cluster) -> Iterator[WireClient]:
-    client = wire_client(cluster, 1)
-    assert client.call(API_VERSIONS, 1).error_code is KafkaErrorCode.none
-    try:
+    with connected(cluster, 1) as client:
+        assert client.call(API_VERSIONS, 1).error_code is KafkaErrorCode.none
         yield client
-    finally:
-        client.close()
 
 
 def test_random_and_mangled_bytes_close_only_their_connection(
@@ -117,15 +116,12 @@ def test_random_and_mangled_bytes_close_only_their_connection(
             body = struct.pack(">hhih", key, rng.randint(low, high), case, -1)
             body += rng.randbytes(rng.randint(0, 120))
             payload = struct.pack(">i", len(body)) + body
-        client = wire_client(cluster, 1 + case % 2)
-        try:
+        with connected(cluster, 1 + case % 2) as client:
             client.send_raw(payload)
             client.sock.shutdown(socket.SHUT_WR)
             client.sock.settimeout(10)
             while answered_or_closed(client):  # answers, then the end of the connection
                 pass
-        finally:
-            client.close()
     assert_serving(cluster, bystander)
     assert snapshot(cluster) == before
 
@@ -143,14 +139,11 @@ def test_truncated_frames_and_oversized_prefixes_are_closed_without_reading(
         struct.pack(">i", 2**31 - 1),
         struct.pack(">i", -1),
     ):
-        client = wire_client(cluster, 1)
-        try:
+        with connected(cluster, 1) as client:
             client.send_raw(payload)
             if len(payload) > 4:  # a truncated frame: the client goes away mid-frame
                 client.sock.shutdown(socket.SHUT_WR)
             assert client.closed_by_peer(10), payload[:8]
-        finally:
-            client.close()
     assert rss_kib(cluster, 1) - rss_before < 64 * 1024  # nothing of the claimed size
     assert_serving(cluster, bystander)
     assert snapshot(cluster) == before
@@ -162,19 +155,15 @@ def test_unknown_api_keys_and_versions(cluster: Cluster, bystander: WireClient) 
         struct.pack(">hhih", 3, 99, 7, -1),  # Metadata v99
         struct.pack(">hhih", 0, 2, 7, -1),  # Produce v2: below the advertised range
     ):
-        client = wire_client(cluster, 2)
-        try:
+        with connected(cluster, 2) as client:
             client.send_raw(struct.pack(">i", len(header)) + header)
             assert client.closed_by_peer(10)
-        finally:
-            client.close()
-    client = wire_client(cluster, 2)
-    try:  # ApiVersions of a version the broker does not know: the v0 fallback
+    with connected(
+        cluster, 2
+    ) as client:  # ApiVersions of a version the broker does not know: the v0 fallback
         header = struct.pack(">hhih", 18, 99, 8, -1)
         client.send_raw(struct.pack(">i", len(header)) + header)
         correlation, answer = client.receive(ApiVersionsResponseV0)
-    finally:
-        client.close()
     assert (correlation, answer.error_code) == (8, KafkaErrorCode.unsupported_version)
     assert {k.api_key for k in answer.api_keys} == set(REGISTRY.ranges)
     assert_serving(cluster, bystander)
@@ -209,13 +198,10 @@ def test_every_api_and_version_answers_a_sample_request(
     each is answered in its own version, and none of them changes anything."""
     before = snapshot(cluster)
     for i, (key, (low, high)) in enumerate(REGISTRY.ranges.items()):
-        client = wire_client(cluster, 1 + i % 2)
-        try:
+        with connected(cluster, 1 + i % 2) as client:
             for version in range(low, high + 1):
                 request = sample_message(REGISTRY.schema(key, version).request_type, 1)
                 response = client.call(request, version)
                 assert (response.__api_key__, response.__version__) == (key, version)
-        finally:
-            client.close()
     assert_serving(cluster, bystander)
     assert snapshot(cluster) == before

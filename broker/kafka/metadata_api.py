@@ -62,16 +62,7 @@ class MetadataApi:
         return build(
             response_type,
             throttle_time=NO_THROTTLE,
-            brokers=tuple(
-                build(
-                    nested(response_type, "MetadataResponseBroker"),
-                    node_id=broker_id,
-                    host=endpoint.host,
-                    port=endpoint.port,
-                    rack=None,
-                )
-                for broker_id, endpoint in sorted(cluster.brokers.items())
-            ),
+            brokers=_brokers(nested(response_type, "MetadataResponseBroker"), "node_id", cluster),
             cluster_id=cluster.cluster_id or None,
             controller_id=cluster.controller_id,
             topics=tuple(topics),
@@ -115,16 +106,7 @@ class MetadataApi:
             endpoint_type=_BROKERS,
             cluster_id=cluster.cluster_id,
             controller_id=cluster.controller_id,
-            brokers=tuple(
-                build(
-                    nested(response_type, "DescribeClusterBroker"),
-                    broker_id=broker_id,
-                    host=endpoint.host,
-                    port=endpoint.port,
-                    rack=None,
-                )
-                for broker_id, endpoint in sorted(cluster.brokers.items())
-            ),
+            brokers=_brokers(nested(response_type, "DescribeClusterBroker"), "broker_id", cluster),
             cluster_authorized_operations=UNKNOWN_AUTHORIZED_OPERATIONS,
         )
 
@@ -156,6 +138,14 @@ class MetadataApi:
                 build(coordinator_type, key=key, **answer) for key in request.coordinator_keys
             ),
         )
+
+
+def _brokers(broker_type: type[Any], id_field: str, cluster: KafkaCluster) -> tuple[Any, ...]:
+    """The live brokers' Kafka endpoints, by id."""
+    return tuple(
+        build(broker_type, **{id_field: broker_id}, host=e.host, port=e.port, rack=None)
+        for broker_id, e in sorted(cluster.brokers.items())
+    )
 
 
 def _asked(request: Any, version: int) -> tuple[list[str] | None, list[uuid.UUID]]:

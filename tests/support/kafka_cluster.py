@@ -4,7 +4,6 @@ those tests share: clients on its Kafka listeners, a poll for a topic's tiered s
 from __future__ import annotations
 
 import contextlib
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,31 +13,11 @@ from confluent_kafka.admin import AdminClient as ConfluentAdmin
 
 from tests.support.cluster import Cluster, kafka_address
 from tests.support.kafka_wire import WireClient
-from tests.support.zookeeper import ZooKeeperServer, start_kazoo_client
-from tiered.rlmm.zookeeper_backend import ZooKeeperBackend
+from tests.support.zookeeper import fresh_chroot
 
 MODES = ("kraft", "zookeeper")
 QUIET = {"log_level": 3}  # librdkafka: errors only
 MAX_REQUEST_BYTES = 1024 * 1024  # the brokers' socket.request.max.bytes
-
-
-@contextlib.contextmanager
-def _chroot(server: ZooKeeperServer) -> Iterator[str]:
-    chroot = f"/tiered-kafka-{uuid.uuid4().hex}"
-    client = start_kazoo_client(server.connect_string)
-    try:
-        client.create(chroot)
-    finally:
-        client.stop()
-        client.close()
-    try:
-        yield f"{server.connect_string}{chroot}"
-    finally:
-        cleaner = ZooKeeperBackend(server.connect_string)
-        try:
-            cleaner.remove_by_prefix(chroot.lstrip("/"))
-        finally:
-            cleaner.close()
 
 
 @contextlib.contextmanager
@@ -49,7 +28,8 @@ def shared_cluster(request: pytest.FixtureRequest, root: Path) -> Iterator[Clust
     with contextlib.ExitStack() as stack:
         zk_connect = None
         if mode == "zookeeper":
-            zk_connect = stack.enter_context(_chroot(request.getfixturevalue("zookeeper_server")))
+            server = request.getfixturevalue("zookeeper_server")
+            zk_connect = stack.enter_context(fresh_chroot(server, "tiered-kafka"))
         cluster = Cluster(
             root,
             mode,
@@ -78,8 +58,18 @@ def confluent_admin(cluster: Cluster, broker_id: int | None = None) -> Confluent
 
 
 def wire_client(cluster: Cluster, broker_id: int) -> WireClient:
+    """A raw connection to a broker's Kafka listener; close it (or use ``connected``)."""
     host, _, port = kafka_bootstrap(cluster, broker_id).rpartition(":")
     return WireClient((host, int(port)))
+
+
+@contextlib.contextmanager
+def connected(cluster: Cluster, broker_id: int) -> Iterator[WireClient]:
+    client = wire_client(cluster, broker_id)
+    try:
+        yield client
+    finally:
+        client.close()
 
 
 def result_error(future: Any, timeout_s: float = 30.0) -> Any:
