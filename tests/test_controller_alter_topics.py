@@ -14,9 +14,10 @@ from controller.admin_operations import TopicAlteration
 from controller.controller import Controller
 from controller.store import TopicChange
 from tests.support.controller import reloaded, running_controller
-from tiered.cluster.model import TieredState, TopicMetadata
+from tiered.cluster.model import BrokerRegistration, TieredState, TopicMetadata
 from tiered.config import ConfigOperation, apply_config_operations
 from tiered.errors import ErrorCode, TieredError
+from tiered.net import PLAINTEXT, Listener
 
 SET, DELETE, APPEND, SUBTRACT = (
     ConfigOperation.SET,
@@ -150,3 +151,13 @@ def test_describe_metadata_lists_placements_and_live_brokers(controller: Control
     named = controller.admin.describe_metadata(["a", "missing"])
     assert named.topics[0] == topic
     assert error_code(named.topics[1]) is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_a_registration_with_a_bad_kafka_endpoint_is_refused(controller: Controller) -> None:
+    bad = BrokerRegistration(2, "h", 1, kafka_endpoints=(Listener(PLAINTEXT, "h", 0),))
+    with pytest.raises(ValueError, match="Kafka endpoints"):
+        controller.brokers.register(bad)
+    good = BrokerRegistration(2, "h", 1, kafka_endpoints=(Listener(PLAINTEXT, "k", 9092),))
+    controller.brokers.register(good)
+    brokers = controller.admin.describe_metadata([]).brokers
+    assert [b.broker_id for b in brokers] == [1, 2] and brokers[1] == good
