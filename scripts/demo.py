@@ -5,8 +5,10 @@ Runs the commands an operator would type, printing each one (``$ ...``) before r
 small segments, ``tiered-console-producer`` fed with generated lines while ``tiered-topics
 --describe`` shows the segments tiering, reads from both tiers with ``tiered-console-consumer``,
 ``tiered-configs --alter ... remote.storage.enable=false --wait`` with the delete policy (DISABLING,
-the bulk delete, DISABLED), a re-enable that tiers new data under the new tiered epoch, and
-``tiered-cluster down``. It checks each outcome and exits non-zero if one is wrong; on a failure or
+the bulk delete, DISABLED), a re-enable that tiers new data under the new tiered epoch, a
+confluent-kafka AdminClient (a ``python -`` snippet on the brokers' Kafka listeners) that turns
+tiered storage off again with IncrementalAlterConfigs (retain policy), and ``tiered-cluster
+down``. It checks each outcome and exits non-zero if one is wrong; on a failure or
 Ctrl-C it still stops the cluster and says where the logs are.
 
 Run by ``scripts/demo.sh`` (after ``scripts/ensure_env.sh``) with ``.venv/bin/python``:
@@ -20,9 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import re
-import shlex
 import signal
 import subprocess
 import sys
@@ -34,6 +34,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn
+
+from demo_output import (
+    RECORD_BYTES,
+    elapsed_text,
+    explain,
+    human_bytes,
+    say,
+    show_command,
+    write_records,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = REPO / ".venv" / "bin"
@@ -50,7 +60,6 @@ DEFAULT_RECORDS = 24_000
 MIN_RECORDS = 1_500  # each partition tiers >= MIN_SEGMENTS and expires some local segments
 MORE_RECORDS = 1_500  # after the re-enable: enough to push the local log start past them
 MIN_SEGMENTS = 10
-RECORD_BYTES = 100
 # The console producer sends each request as one Kafka record batch, and a batch never spans
 # segments: batches of ~33 records fill a 4 KiB segment each.
 RECORDS_PER_BATCH = 33
@@ -59,6 +68,12 @@ DEFAULT_FAST_PATH_MAX_OBJECTS = 2000  # the controller's default (README, "Bulk 
 POLL_INTERVAL_S = 1.0
 TIERING_TIMEOUT_S = 120.0
 COMMAND_TIMEOUT_S = 300.0
+
+
+# The Kafka client step: a script the demo shows as typed into ``python -`` (argv[1]: the
+# brokers' Kafka listeners). It turns tiered storage off with IncrementalAlterConfigs, which
+# returns once DISABLING is persisted, then follows DescribeConfigs until DISABLED.
+KAFKA_ADMIN_SCRIPT = Path(__file__).resolve().parent / "demo_kafka_admin.py"
 
 
 class DemoError(Exception):
@@ -71,65 +86,6 @@ class SignalledError(Exception):
 
 def _interrupt(signum: int, _frame: FrameType | None) -> NoReturn:
     raise SignalledError(signal.Signals(signum).name)
-
-
-# --------------------------------------------------------------------------------- output
-
-_TTY = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-
-
-def _style(code: str, text: str) -> str:
-    return f"\033[{code}m{text}\033[0m" if _TTY else text
-
-
-def say(text: str = "") -> None:
-    """A line of the demo's own narration, flushed before any subprocess writes."""
-    print(text, flush=True)
-
-
-def explain(*lines: str) -> None:
-    """The narration before a step: a blank line, then comment lines."""
-    say()
-    for line in lines:
-        comment(line)
-
-
-def comment(text: str) -> None:
-    say(_style("36", f"# {text}"))
-
-
-def show_command(args: Sequence[str], suffix: str = "") -> None:
-    say(_style("1", "$ " + shlex.join(args) + suffix))
-
-
-def human_bytes(n: int) -> str:
-    if n < 1024:
-        return f"{n}B"
-    if n < 1024 * 1024:
-        return f"{n / 1024:.0f}K"
-    return f"{n / 1024 / 1024:.1f}M"
-
-
-def elapsed_text(seconds: float) -> str:
-    minutes, secs = divmod(round(seconds), 60)
-    return f"{minutes}m {secs:02d}s" if minutes else f"{secs}s"
-
-
-# --------------------------------------------------------------------------------- records
-
-
-def write_records(path: Path, first: int, count: int, seed: int) -> None:
-    """``count`` order lines of about RECORD_BYTES bytes, numbered from ``first``."""
-    rng = random.Random(seed)
-    lines = []
-    for i in range(first, first + count):
-        line = (
-            f"order-{i:06d} customer=c{rng.randrange(10_000):04d} item=sku-{rng.randrange(1000):03d}"
-            f" qty={rng.randrange(1, 10)} price={rng.randrange(100, 100_000) / 100:.2f} note="
-        )
-        line += "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(40))
-        lines.append(line[:RECORD_BYTES])
-    path.write_text("\n".join(lines) + "\n")
 
 
 # --------------------------------------------------------------------------------- the demo
@@ -192,6 +148,7 @@ class Demo:
         self.started = started
         self.env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
         self.bootstrap = ""
+        self.kafka_bootstrap = ""  # the brokers' Kafka listeners
         self.cluster_touched = False
         self.cluster_down = False
 
@@ -202,6 +159,7 @@ class Demo:
         args: Sequence[str],
         *,
         stdin: Path | None = None,
+        heredoc: str | None = None,
         expect: int = 0,
         capture: bool = False,
         quiet: bool = False,
@@ -209,8 +167,17 @@ class Demo:
         """Runs a command as an operator would, after printing it. Its output goes to the
         terminal as is, or with ``capture`` through this process (stderr merged into stdout, so
         the order holds) and is returned; ``quiet`` runs it unseen, returning its stdout. An exit
-        code other than ``expect`` fails the demo."""
-        if not quiet:
+        code other than ``expect`` fails the demo. ``heredoc`` is typed on stdin (shown as a
+        ``<<'EOF'`` document)."""
+        if heredoc is not None:
+            stdin = self.dir / "heredoc.txt"
+            stdin.write_text(heredoc)
+            show_command(args, " <<'EOF'")
+            say(heredoc + "EOF")
+            quiet_command = True
+        else:
+            quiet_command = quiet
+        if not quiet_command:
             show_command(args, f" < {stdin}" if stdin else "")
         piped = capture or quiet
         with (
@@ -347,6 +314,9 @@ class Demo:
             capture=True,
         )
         self.bootstrap = out.strip().splitlines()[-1]  # printed last
+        layout = json.loads((self.dir / "cluster.json").read_text())
+        self.kafka_bootstrap = layout["kafka_bootstrap_servers"]
+        say(f"  {self.dir / 'cluster.json'}: kafka_bootstrap_servers={self.kafka_bootstrap}")
 
         explain(
             f"Create a tiered topic: {SEGMENT_BYTES // 1024} KiB segments, and once tiered only "
@@ -548,6 +518,33 @@ class Demo:
             )
         )
         self.run(self.admin("tiered-topics", "--describe", "--topic", TOPIC))
+
+        explain(
+            "Any Kafka client can do this too: confluent-kafka's AdminClient, on the brokers' "
+            "Kafka listeners, turns",
+            "tiered storage off with IncrementalAlterConfigs (the retain policy: remote data "
+            "stays), and DescribeConfigs",
+            "shows the tiered state (DISABLING until every broker acked, then DISABLED).",
+        )
+        kafka_out = self.run(
+            ["python", "-", self.kafka_bootstrap],
+            heredoc=KAFKA_ADMIN_SCRIPT.read_text(),
+            capture=True,
+        )
+        check(
+            "remote.log.tiered.state=DISABLED remote.log.tiered.epoch=2" in kafka_out,
+            "the Kafka AdminClient did not see the topic DISABLED at tiered epoch 2",
+        )
+        self.run(self.admin("tiered-topics", "--describe", "--topic", TOPIC))
+        retained = self.describe()
+        check(
+            (retained.tiered_state, retained.tiered_epoch) == ("DISABLED", 2),
+            f"after the Kafka client's disable: {retained.tiered_state} at tiered epoch "
+            f"{retained.tiered_epoch}, expected DISABLED at 2",
+        )
+        kept = self.remote_objects_by_epoch()
+        check(kept == by_epoch, f"the retain policy kept {dict(kept)}, expected {dict(by_epoch)}")
+        say(f"  remote storage: the {sum(kept.values())} objects under te=1/ are kept (retain)")
 
         explain("Stop the cluster.")
         self.down()
