@@ -24,12 +24,11 @@ from tests.support.kafka_clients import (
     CODECS,
     T0,
     Message,
-    confluent_consume,
     confluent_consumer,
     confluent_produce,
+    consume,
     create_topic,
     in_partition_order,
-    python_consume,
     python_consumer,
     python_produce,
     sample,
@@ -93,7 +92,7 @@ def test_confluent_produces_kafka_python_reads(cluster: Cluster, topic: str, cod
     create_topic(cluster, topic, partitions=2)
     messages = sample(60, partitions=2, tag=codec)
     confluent_produce(cluster, topic, messages, **{"compression.type": codec, "linger.ms": 20})
-    got = python_consume(cluster, topic, {0: 0, 1: 0}, len(messages))
+    got = consume(cluster, topic, {0: 0, 1: 0}, len(messages), client="python")
     assert without_offsets(in_partition_order(got)) == sent_order(messages)
     assert sorted(m.offset for m in got if m.partition == 0) == list(range(30))
 
@@ -103,7 +102,7 @@ def test_kafka_python_produces_confluent_reads(cluster: Cluster, topic: str, cod
     create_topic(cluster, topic, partitions=2)
     messages = sample(60, partitions=2, tag=codec)
     python_produce(cluster, topic, messages, compression_type=None if codec == "none" else codec)
-    got = confluent_consume(cluster, topic, {0: 0, 1: 0}, len(messages))
+    got = consume(cluster, topic, {0: 0, 1: 0}, len(messages))
     assert without_offsets(in_partition_order(got)) == sent_order(messages)
 
 
@@ -111,7 +110,7 @@ def test_acks_zero_one_and_all(cluster: Cluster, topic: str) -> None:
     create_topic(cluster, topic, partitions=2)
     for acks in ("0", "1", "all"):
         confluent_produce(cluster, topic, sample(20, 2, tag=f"acks{acks}-"), acks=acks)
-    got = confluent_consume(cluster, topic, {0: 0, 1: 0}, 60)
+    got = consume(cluster, topic, {0: 0, 1: 0}, 60)
     assert len(got) == 60
     assert sorted(m.value for m in got) == sorted(
         m.value for acks in ("0", "1", "all") for m in sample(20, 2, tag=f"acks{acks}-")
@@ -124,7 +123,7 @@ def test_an_assigning_consumer_with_a_group_reads_from_explicit_offsets(
     create_topic(cluster, topic, partitions=2)
     messages = sample(40, partitions=2)
     confluent_produce(cluster, topic, messages)
-    got = confluent_consume(cluster, topic, {0: 15, 1: 3}, 5 + 17)
+    got = consume(cluster, topic, {0: 15, 1: 3}, 5 + 17)
     assert {(m.partition, m.offset) for m in got} == {(0, o) for o in range(15, 20)} | {
         (1, o) for o in range(3, 20)
     }
@@ -223,7 +222,7 @@ def test_an_idempotent_producer_whose_connection_is_cut_writes_each_record_once(
         chunk = messages[start : start + 500]
         producer = confluent_produce(cluster, topic, chunk, producer, **config)
     assert proxy.cuts - cuts_before == count // 500
-    got = confluent_consume(cluster, topic, {through_proxy: 0}, count)
+    got = consume(cluster, topic, {through_proxy: 0}, count)
     assert [m.value for m in got] == [m.value for m in messages]  # each once, in order
     consumer = confluent_consumer(cluster)
     try:  # and nothing after them

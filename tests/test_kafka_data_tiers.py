@@ -7,7 +7,6 @@ offsets contiguous and everything readable (DESIGN.md sections 6 and 10)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import KafkaError
@@ -21,16 +20,15 @@ from tests.support.cluster import Cluster
 from tests.support.kafka_clients import (
     Message,
     alter_topic,
-    confluent_consume,
     confluent_consumer,
     confluent_produce,
+    consume,
     create_topic,
-    python_consume,
     python_consumer,
     sample,
     without_offsets,
 )
-from tests.support.kafka_cluster import MODES, connected, shared_cluster
+from tests.support.kafka_cluster import connected, module_cluster
 from tests.support.kafka_requests import by_partition, list_offsets
 from tiered.cluster.model import TieredState
 
@@ -41,12 +39,7 @@ SMALL_BATCHES = {"linger.ms": 0, "batch.num.messages": 1}
 EARLIEST, EARLIEST_LOCAL = -2, -4
 
 
-@pytest.fixture(scope="module", params=MODES)
-def cluster(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Cluster]:
-    with shared_cluster(request, tmp_path_factory.mktemp(f"kafka-tiers-{request.param}")) as c:
-        yield c
+cluster = module_cluster("kafka-tiers")
 
 
 @pytest.fixture
@@ -80,10 +73,10 @@ def test_early_offsets_in_remote_storage_only_are_read_byte_exact(
 ) -> None:
     messages = tiered_with_remote_only_prefix(cluster, topic, 300)
     assert offset_of(cluster, topic, EARLIEST) == 0
-    from_confluent = confluent_consume(cluster, topic, {0: 0}, len(messages))
+    from_confluent = consume(cluster, topic, {0: 0}, len(messages))
     assert without_offsets(from_confluent) == messages
     assert [m.offset for m in from_confluent] == list(range(len(messages)))
-    from_python = python_consume(cluster, topic, {0: 0}, len(messages))
+    from_python = consume(cluster, topic, {0: 0}, len(messages), client="python")
     assert without_offsets(from_python) == messages
 
 
@@ -120,7 +113,7 @@ def test_a_delete_disable_makes_reads_below_the_new_log_start_out_of_range(
                 python.poll(timeout_ms=500)
     finally:
         python.close()
-    rest = confluent_consume(cluster, topic, {0: start}, len(messages) - start)
+    rest = consume(cluster, topic, {0: start}, len(messages) - start)
     assert without_offsets(rest) == messages[start:]
 
 
@@ -138,6 +131,6 @@ def test_a_retain_disable_then_reenable_keeps_offsets_contiguous(
     confluent_produce(cluster, topic, after, **SMALL_BATCHES)
     everything = before + while_disabled + after
     assert offset_of(cluster, topic, EARLIEST) == 0
-    got = confluent_consume(cluster, topic, {0: 0}, len(everything))
+    got = consume(cluster, topic, {0: 0}, len(everything))
     assert [m.offset for m in got] == list(range(len(everything)))
     assert without_offsets(got) == everything

@@ -5,6 +5,7 @@ value, headers, timestamp."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -137,42 +138,6 @@ def confluent_consumer(cluster: Cluster, **config: Any) -> Consumer:
     )
 
 
-def confluent_consume(
-    cluster: Cluster,
-    topic: str,
-    start: dict[int, int],
-    count: int,
-    timeout_s: float = 30.0,
-    **config: Any,
-) -> list[Message]:
-    """``count`` messages from ``start`` (partition -> offset); raises on a consumer error."""
-    consumer = confluent_consumer(cluster, **config)
-    try:
-        consumer.assign([ConfluentPartition(topic, p, o) for p, o in start.items()])
-        found: list[Message] = []
-        deadline = time.monotonic() + timeout_s
-        while len(found) < count and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is None:
-                continue
-            error = message.error()
-            if error is not None:
-                raise AssertionError(f"consumer error: {error}")
-            found.append(
-                Message(
-                    message.partition(),
-                    message.key(),
-                    message.value(),
-                    tuple(message.headers() or ()),
-                    message.timestamp()[1],
-                    message.offset(),
-                )
-            )
-        return found
-    finally:
-        consumer.close()
-
-
 # -------------------------------------------------------------------------------- kafka-python
 
 
@@ -206,38 +171,84 @@ def python_consumer(cluster: Cluster, **config: Any) -> KafkaConsumer:
     )
 
 
-def python_consume(
+# ------------------------------------------------------------------------------- either client
+
+
+def consume(
     cluster: Cluster,
     topic: str,
     start: dict[int, int],
     count: int,
+    *,
+    client: str = "confluent",
     timeout_s: float = 30.0,
     **config: Any,
 ) -> list[Message]:
-    consumer = python_consumer(cluster, **config)
+    """Up to ``count`` messages read from ``start`` (partition -> offset) by ``client``
+    (confluent or python) assigning the partitions itself, within ``timeout_s``; a consumer
+    error raises (confluent-kafka: AssertionError, kafka-python: its exception)."""
+    poll, close = (_confluent_reader if client == "confluent" else _python_reader)(
+        cluster, topic, start, config
+    )
     try:
-        partitions = {p: PythonPartition(topic, p) for p in start}
-        consumer.assign(list(partitions.values()))
-        for p, offset in start.items():
-            consumer.seek(partitions[p], offset)
         found: list[Message] = []
         deadline = time.monotonic() + timeout_s
         while len(found) < count and time.monotonic() < deadline:
-            for records in consumer.poll(timeout_ms=500).values():
-                found.extend(
-                    Message(
-                        r.partition,
-                        r.key,
-                        r.value,
-                        tuple((k, v) for k, v in r.headers),
-                        r.timestamp,
-                        r.offset,
-                    )
-                    for r in records
-                )
+            found.extend(poll())
         return found
     finally:
-        consumer.close()
+        close()
+
+
+_Reader = tuple[Callable[[], list[Message]], Callable[[], None]]
+
+
+def _confluent_reader(
+    cluster: Cluster, topic: str, start: dict[int, int], config: dict[str, Any]
+) -> _Reader:
+    consumer = confluent_consumer(cluster, **config)
+    consumer.assign([ConfluentPartition(topic, p, o) for p, o in start.items()])
+
+    def poll() -> list[Message]:
+        message = consumer.poll(0.5)
+        if message is None:
+            return []
+        error = message.error()
+        if error is not None:
+            raise AssertionError(f"consumer error: {error}")
+        headers = tuple(message.headers() or ())
+        _, timestamp = message.timestamp()
+        return [
+            Message(
+                message.partition(),
+                message.key(),
+                message.value(),
+                headers,
+                timestamp,
+                message.offset(),
+            )
+        ]
+
+    return poll, consumer.close
+
+
+def _python_reader(
+    cluster: Cluster, topic: str, start: dict[int, int], config: dict[str, Any]
+) -> _Reader:
+    consumer = python_consumer(cluster, **config)
+    partitions = {p: PythonPartition(topic, p) for p in start}
+    consumer.assign(list(partitions.values()))
+    for p, offset in start.items():
+        consumer.seek(partitions[p], offset)
+
+    def poll() -> list[Message]:
+        return [
+            Message(r.partition, r.key, r.value, tuple(r.headers), r.timestamp, r.offset)
+            for records in consumer.poll(timeout_ms=500).values()
+            for r in records
+        ]
+
+    return poll, consumer.close
 
 
 def in_partition_order(messages: list[Message]) -> list[Message]:

@@ -53,6 +53,19 @@ def shared_cluster(
             cluster.close()
 
 
+def module_cluster(prefix: str) -> Any:
+    """A module-scoped ``cluster`` fixture: one shared cluster per metadata mode."""
+
+    @pytest.fixture(scope="module", params=MODES)
+    def cluster(
+        request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    ) -> Iterator[Cluster]:
+        with shared_cluster(request, tmp_path_factory.mktemp(f"{prefix}-{request.param}")) as c:
+            yield c
+
+    return cluster
+
+
 def kafka_bootstrap(cluster: Cluster, broker_id: int | None = None) -> str:
     """Every broker's Kafka listener, or one broker's."""
     if broker_id is None:
