@@ -1,8 +1,9 @@
 """Produce and consume through a real cluster's Kafka listeners with unmodified clients, in both
 metadata modes: every codec each way between confluent-kafka and kafka-python (keys, null keys,
-empty values, headers, timestamps byte-exact), acks 0/1/all, a consumer with a group.id that
-assign()s explicit offsets, ListOffsets, long polls, errors on the wire, and an idempotent
-producer whose connection is cut after its request was written but before the answer came.
+empty values, headers, timestamps byte-exact) and between confluent-kafka and aiokafka, acks
+0/1/all, a consumer with a group.id that assign()s explicit offsets, ListOffsets, long polls,
+errors on the wire, and an idempotent producer whose connection is cut after its request was
+written but before the answer came.
 
 Broker 1 is advertised at a proxy's port, so every client reaches it through ``CuttingProxy``."""
 
@@ -24,6 +25,7 @@ from tests.support.kafka_clients import (
     CODECS,
     T0,
     Message,
+    aiokafka_produce,
     confluent_consumer,
     confluent_produce,
     consume,
@@ -104,6 +106,24 @@ def test_kafka_python_produces_confluent_reads(cluster: Cluster, topic: str, cod
     python_produce(cluster, topic, messages, compression_type=None if codec == "none" else codec)
     got = consume(cluster, topic, {0: 0, 1: 0}, len(messages))
     assert without_offsets(in_partition_order(got)) == sent_order(messages)
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_aiokafka_both_ways(cluster: Cluster, topic: str, codec: str) -> None:
+    """A third client implementation (its own protocol code, asyncio), idempotent."""
+    create_topic(cluster, topic, partitions=2)
+    messages = sample(40, partitions=2, tag=f"aio-{codec}")
+    aiokafka_produce(
+        cluster,
+        topic,
+        messages,
+        compression_type=None if codec == "none" else codec,
+        enable_idempotence=True,
+    )
+    got = consume(cluster, topic, {0: 0, 1: 0}, len(messages))
+    assert without_offsets(in_partition_order(got)) == sent_order(messages)
+    back = consume(cluster, topic, {0: 0, 1: 0}, len(messages), client="aiokafka")
+    assert without_offsets(in_partition_order(back)) == sent_order(messages)
 
 
 def test_acks_zero_one_and_all(cluster: Cluster, topic: str) -> None:

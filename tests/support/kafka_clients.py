@@ -1,14 +1,17 @@
-"""Unmodified Kafka clients (confluent-kafka, kafka-python) producing to and consuming from a
+"""Unmodified Kafka clients (confluent-kafka, kafka-python, aiokafka) producing to and consuming from a
 real cluster, and the records they exchange, compared byte for byte: partition, offset, key,
 value, headers, timestamp."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import TopicPartition as AioPartition
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as ConfluentPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
@@ -185,8 +188,10 @@ def consume(
     **config: Any,
 ) -> list[Message]:
     """Up to ``count`` messages read from ``start`` (partition -> offset) by ``client``
-    (confluent or python) assigning the partitions itself, within ``timeout_s``; a consumer
+    (confluent, python or aiokafka) assigning the partitions itself, within ``timeout_s``; a consumer
     error raises (confluent-kafka: AssertionError, kafka-python: its exception)."""
+    if client == "aiokafka":
+        return asyncio.run(_aiokafka_consume(cluster, topic, start, count, timeout_s, config))
     poll, close = (_confluent_reader if client == "confluent" else _python_reader)(
         cluster, topic, start, config
     )
@@ -249,6 +254,65 @@ def _python_reader(
         ]
 
     return poll, consumer.close
+
+
+# ---------------------------------------------------------------------------------- aiokafka
+
+
+def aiokafka_produce(cluster: Cluster, topic: str, messages: list[Message], **config: Any) -> None:
+    async def run() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap(cluster), **config)
+        await producer.start()
+        try:
+            sent = [
+                await producer.send(
+                    topic,
+                    value=m.value,
+                    key=m.key,
+                    partition=m.partition,
+                    timestamp_ms=m.timestamp_ms,
+                    headers=list(m.headers),
+                )
+                for m in messages
+            ]
+            await producer.flush()
+            for delivery in sent:
+                await asyncio.wait_for(delivery, 30)
+        finally:
+            await producer.stop()
+
+    asyncio.run(run())
+
+
+async def _aiokafka_consume(
+    cluster: Cluster,
+    topic: str,
+    start: dict[int, int],
+    count: int,
+    timeout_s: float,
+    config: dict[str, Any],
+) -> list[Message]:
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=kafka_bootstrap(cluster), enable_auto_commit=False, **config
+    )
+    await consumer.start()
+    try:
+        partitions = {p: AioPartition(topic, p) for p in start}
+        consumer.assign(list(partitions.values()))
+        for p, offset in start.items():
+            consumer.seek(partitions[p], offset)
+        found: list[Message] = []
+        deadline = time.monotonic() + timeout_s
+        while len(found) < count and time.monotonic() < deadline:
+            batches = await consumer.getmany(timeout_ms=500)
+            found.extend(
+                Message(r.partition, r.key, r.value, tuple(r.headers), r.timestamp, r.offset)
+                for records in batches.values()
+                for r in records
+            )
+        return found
+    finally:
+        await consumer.stop()
 
 
 def in_partition_order(messages: list[Message]) -> list[Message]:
