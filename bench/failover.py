@@ -108,6 +108,7 @@ from bench.seed_metadata import (
     update_kraft,
     update_zookeeper,
 )
+from tests.support.cluster import grpc_address
 from tests.support.processes import process_state
 from tiered import failpoints
 from tiered.admin import AdminClient
@@ -161,7 +162,7 @@ class Run:
         }
 
     def log_dirs(self, broker_id: int) -> list[pb.PartitionLogDir]:
-        address = self.brokers[broker_id].properties["listeners"].split("://")[-1]
+        address = grpc_address(self.brokers[broker_id].properties)
         with grpc.insecure_channel(
             address, options=[("grpc.max_receive_message_length", 256 * 1024 * 1024)]
         ) as channel:

@@ -1,18 +1,32 @@
-"""AdminService on a broker: every call is forwarded to the active controller, so that
-``--bootstrap-server`` may name brokers. Without a known controller it answers NOT_CONTROLLER,
-which sends the client on to its next address."""
+"""AdminService calls from a broker to the active controller, as this broker knows it (KRaft:
+the controller it registered with; ZooKeeper: the one ``/controller`` names).
+
+``ControllerAdmin`` is the client: ``forward`` makes one attempt and answers NOT_CONTROLLER
+itself when no controller is known or reachable; ``call`` retries that until a deadline, for the
+broker's own requests (the Kafka listener's admin APIs). ``AdminForwarder`` is AdminService on a
+broker: every call is forwarded once, so that ``--bootstrap-server`` may name brokers; a
+NOT_CONTROLLER answer sends the CLI's client on to its next address.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
+from google.protobuf.message import Message
 
-from tiered.errors import ErrorCode
+from tiered.errors import ErrorCode, TieredError
+from tiered.retry import RetryPolicy
+from tiered.rpc.channels import ChannelCache
+from tiered.rpc.status import error_from_rpc
 from tiered.rpc.v1 import broker_pb2
 from tiered.rpc.v1 import controller_pb2 as pb
 from tiered.rpc.v1 import controller_pb2_grpc as pb_grpc
+
+__all__ = ["AdminForwarder", "ControllerAdmin"]
+
+R = TypeVar("R", bound=Message)
 
 _METHODS = {
     "CreateTopics": pb.CreateTopicsResponse,
@@ -22,14 +36,16 @@ _METHODS = {
     "AlterConfigs": pb.AlterConfigsResponse,
     "IncrementalAlterConfigs": pb.AlterConfigsResponse,
     "DescribeCluster": pb.DescribeClusterResponse,
+    "DescribeMetadata": pb.DescribeMetadataResponse,
+    "AlterTopicConfigs": pb.AlterTopicConfigsResponse,
 }
+# A DescribeMetadata answer for 100k topics is several MB: above gRPC's 4 MiB default.
+_CHANNEL_OPTIONS = [("grpc.max_receive_message_length", 256 * 1024 * 1024)]
 
 
-def _not_controller(response_type: Any) -> Any:
+def _not_controller(response_type: Any, message: str) -> Any:
     error = broker_pb2.Error(
-        code=int(ErrorCode.NOT_CONTROLLER),
-        name=ErrorCode.NOT_CONTROLLER.name,
-        message="this broker does not know the active controller yet",
+        code=int(ErrorCode.NOT_CONTROLLER), name=ErrorCode.NOT_CONTROLLER.name, message=message
     )
     if response_type in (pb.CreateTopicsResponse, pb.DeleteTopicsResponse):
         return response_type(results=[pb.TopicResult(error=error)])
@@ -38,26 +54,86 @@ def _not_controller(response_type: Any) -> Any:
     return response_type(error=error)
 
 
-class AdminForwarder(pb_grpc.AdminServiceServicer):
-    def __init__(self, controller_endpoint: Callable[[], str | None], timeout_s: float = 60.0):
+def _is_not_controller(response: Any) -> bool:
+    if isinstance(getattr(response, "error", None), broker_pb2.Error):
+        return bool(response.error.code == ErrorCode.NOT_CONTROLLER)
+    items = [*getattr(response, "results", ()), *getattr(response, "topics", ())]
+    return any(item.error.code == ErrorCode.NOT_CONTROLLER for item in items)
+
+
+class _ControllerUnknownError(Exception):
+    def __init__(self, response: Any) -> None:
+        super().__init__("no active controller")
+        self.response = response
+
+
+class ControllerAdmin:
+    """AdminService calls to the active controller. Thread-safe; ``close()`` when done."""
+
+    def __init__(
+        self,
+        controller_endpoint: Callable[[], str | None],
+        timeout_s: float = 60.0,
+        retry: RetryPolicy | None = None,
+    ) -> None:
         self._controller_endpoint = controller_endpoint
         self._timeout_s = timeout_s
-        self._channel: grpc.Channel | None = None
-        self._endpoint: str | None = None
+        self._retry = retry or RetryPolicy(deadline_s=10.0, max_delay_s=0.5)
+        self._stubs = ChannelCache(pb_grpc.AdminServiceStub, options=_CHANNEL_OPTIONS)
 
-    def _forward(self, method: str, request: Any, context: grpc.ServicerContext) -> Any:
+    def forward(self, method: str, request: Message) -> Any:
+        """One attempt: the controller's response, or a NOT_CONTROLLER response when this
+        broker knows no controller or it is unavailable. Raises ``grpc.RpcError`` for any other
+        failed RPC."""
         endpoint = self._controller_endpoint()
         if endpoint is None:
-            return _not_controller(_METHODS[method])
-        if endpoint != self._endpoint or self._channel is None:
-            self._channel = grpc.insecure_channel(endpoint)
-            self._endpoint = endpoint
-        stub = pb_grpc.AdminServiceStub(self._channel)  # type: ignore[no-untyped-call]
+            return _not_controller(
+                _METHODS[method], "this broker does not know the active controller yet"
+            )
         try:
-            return getattr(stub, method)(request, timeout=self._timeout_s)
+            return getattr(self._stubs.get(endpoint), method)(request, timeout=self._timeout_s)
         except grpc.RpcError as e:
-            if e.code() == grpc.StatusCode.UNAVAILABLE:
-                return _not_controller(_METHODS[method])
+            if e.code() != grpc.StatusCode.UNAVAILABLE:
+                raise
+            self._stubs.forget(endpoint)
+            return _not_controller(
+                _METHODS[method], f"the controller at {endpoint} is unavailable: {e.details()}"
+            )
+
+    def call(self, method: str, request: Message, response_type: type[R]) -> R:
+        """``forward``, retried while the answer is NOT_CONTROLLER (an election, or a broker
+        that has not learnt the controller yet) until the retry policy gives up; then that
+        answer is returned. Raises ``TieredError`` for a failed RPC."""
+
+        def attempt() -> R:
+            try:
+                response = self.forward(method, request)
+            except grpc.RpcError as e:
+                raise error_from_rpc(e, f"{method} to the controller", self._timeout_s) from e
+            if _is_not_controller(response):
+                raise _ControllerUnknownError(response)
+            if not isinstance(response, response_type):
+                raise TieredError(ErrorCode.UNKNOWN_SERVER_ERROR, f"{method}: bad response type")
+            return response
+
+        try:
+            return self._retry(attempt, retry_on=_ControllerUnknownError)
+        except _ControllerUnknownError as e:
+            answer: R = e.response
+            return answer
+
+    def close(self) -> None:
+        self._stubs.close()
+
+
+class AdminForwarder(pb_grpc.AdminServiceServicer):
+    def __init__(self, controller: ControllerAdmin) -> None:
+        self._controller = controller
+
+    def _forward(self, method: str, request: Any, context: grpc.ServicerContext) -> Any:
+        try:
+            return self._controller.forward(method, request)
+        except grpc.RpcError as e:
             context.abort(e.code(), e.details() or "")
         raise AssertionError("unreachable")
 

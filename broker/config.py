@@ -6,13 +6,51 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 
 from broker.log import LogConfig
 from broker.rlm.manager import RemoteLogManagerConfig, RetentionConfig
 from tiered import config as keys
-from tiered.net import parse_listener
+from tiered.kafka.protocol import DEFAULT_MAX_REQUEST_BYTES
+from tiered.kafka.server import ListenerSettings
+from tiered.net import GRPC, PLAINTEXT, Listener, advertised_listeners, parse_listeners
 from tiered.properties import bool_property, int_property
 from tiered.rsm import config_from_properties as rsm_config_from_properties
+
+DEFAULT_LISTENERS = "GRPC://127.0.0.1:9091,PLAINTEXT://127.0.0.1:9092"
+
+
+def _listeners(values: Mapping[str, str]) -> tuple[dict[str, Listener], dict[str, Listener]]:
+    """(bound, advertised) listeners by name; ValueError naming ``listeners`` when there is no
+    gRPC one (a broker is reached by the controller and the CLIs over gRPC)."""
+    listeners = parse_listeners(values.get("listeners", DEFAULT_LISTENERS))
+    grpc_listener = listeners.get(GRPC)
+    if grpc_listener is None or grpc_listener.port == 0:
+        raise ValueError(
+            f"listeners={values.get('listeners')!r} has no gRPC listener with a port; a broker "
+            f"needs one, e.g. listeners=GRPC://127.0.0.1:9091,PLAINTEXT://127.0.0.1:9092 (a "
+            f"scheme-less host:port is the gRPC listener too)"
+        )
+    return listeners, advertised_listeners(listeners, values.get("advertised.listeners"))
+
+
+def _kafka_settings(
+    values: Mapping[str, str], listener: Listener | None
+) -> ListenerSettings | None:
+    if listener is None:
+        return None
+    return ListenerSettings(
+        host=listener.host,
+        port=listener.port,
+        max_request_bytes=int_property(
+            values, "socket.request.max.bytes", DEFAULT_MAX_REQUEST_BYTES, minimum=1024
+        ),
+        handler_threads=int_property(values, "num.io.threads", 8, minimum=1),
+        connections_max_idle_s=int_property(
+            values, "connections.max.idle.ms", 600_000, minimum=1000
+        )
+        / 1000,
+    )
 
 
 @dataclass(frozen=True)
@@ -29,13 +67,20 @@ class BrokerConfig:
     controller_bootstrap: tuple[str, ...] = ()  # KRaft mode: controller.quorum.bootstrap.servers
     zookeeper_connect: str | None = None  # ZooKeeper mode: where brokers register
     heartbeat_interval_s: float = 2.0
+    # The Kafka listener (PLAINTEXT in ``listeners``), None without one; its address as
+    # registered for clients (``advertised.listeners``; port 0: the port bound).
+    kafka: ListenerSettings | None = None
+    kafka_advertised: Listener | None = None
+    grpc_advertised: Listener | None = None  # None: host:port
+    properties: Mapping[str, str] = field(default_factory=dict)  # the file, for DescribeConfigs
 
     @classmethod
     def from_properties(cls, values: Mapping[str, str]) -> BrokerConfig:
         if "node.id" not in values and "broker.id" not in values:
             raise ValueError("node.id is required")
         node_id = int_property(values, "node.id", int_property(values, "broker.id", -1), minimum=0)
-        host, port = parse_listener(values.get("listeners", "127.0.0.1:9092"))
+        listeners, advertised = _listeners(values)
+        host, port = listeners[GRPC].host, listeners[GRPC].port
         if "log.dirs" not in values:
             raise ValueError("log.dirs is required")
         log_dir = Path(values["log.dirs"].split(",")[0].strip())
@@ -80,6 +125,10 @@ class BrokerConfig:
                 values, "broker.heartbeat.interval.ms", 2000, minimum=10
             )
             / 1000,
+            kafka=_kafka_settings(values, listeners.get(PLAINTEXT)),
+            kafka_advertised=advertised.get(PLAINTEXT),
+            grpc_advertised=advertised[GRPC],
+            properties=MappingProxyType(dict(values)),
         )
 
 

@@ -23,7 +23,7 @@ import grpc
 
 from tiered.api import TopicIdPartition
 from tiered.cluster.model import BrokerRegistration, MetadataImage, TopicMetadata
-from tiered.cluster.serde import apply_batch, image_from_snapshot
+from tiered.cluster.serde import apply_batch, broker_registration_to_proto, image_from_snapshot
 from tiered.errors import ErrorCode
 from tiered.retry import ExponentialBackoff
 from tiered.rpc.v1 import controller_pb2 as pb
@@ -89,14 +89,8 @@ class KRaftControllerLink:
 
     def _register(self) -> str | None:
         """Registers with the active controller; returns its endpoint, or None if none answered."""
-        r = self.registration
         request = pb.RegisterBrokerRequest(
-            registration=metadata_pb2.RegisterBrokerRecord(
-                broker_id=r.broker_id,
-                host=r.host,
-                port=r.port,
-                incarnation_id=r.incarnation_id.bytes,
-            )
+            registration=broker_registration_to_proto(self.registration)
         )
         candidates = (
             [self.controller_endpoint] if self.controller_endpoint else []

@@ -1,7 +1,9 @@
 """``tiered-broker --config broker.properties``: the broker agent process.
 
-Prints ``broker N serving on HOST:PORT`` once it serves. SIGTERM or SIGINT stops it gracefully:
-requests in flight complete (up to a grace period), tiering tasks stop, logs are closed.
+Prints ``broker N kafka listener on PLAINTEXT://HOST:PORT`` once its Kafka listener is bound
+(when ``listeners`` has one) and ``broker N serving on HOST:PORT`` (gRPC) once it serves. SIGTERM
+or SIGINT stops it gracefully: requests in flight complete (up to a grace period), tiering tasks
+stop, logs are closed.
 """
 
 from __future__ import annotations
@@ -17,15 +19,20 @@ from typing import Protocol
 
 import grpc
 
-from broker.admin_forwarder import AdminForwarder
+from broker.admin_forwarder import AdminForwarder, ControllerAdmin
 from broker.agent import BrokerAgent
 from broker.config import BrokerConfig
 from broker.controller_link import KRaftControllerLink
+from broker.kafka.handler import BrokerKafkaHandler
+from broker.kafka.log_dirs_api import LocalPartition
+from broker.kafka.this_broker import ThisBroker
 from broker.metrics import serve_metrics
 from broker.servicer import BrokerServicer
 from tiered import failpoints
 from tiered.cluster.model import BrokerRegistration
 from tiered.daemon_logging import announce, configure_daemon_logging
+from tiered.kafka.api_versions import ApiVersionRegistry
+from tiered.kafka.server import KafkaServer
 from tiered.properties import load_properties
 from tiered.rlmm.backend import StorageBackendError
 from tiered.rpc.v1 import broker_pb2_grpc as pb_grpc
@@ -50,10 +57,47 @@ class Closeable(Protocol):
     def close(self) -> None: ...
 
 
-def start_controller_link(config: BrokerConfig, agent: BrokerAgent) -> Closeable | None:
+def start_kafka_listener(
+    config: BrokerConfig, agent: BrokerAgent, controller: ControllerAdmin
+) -> tuple[KafkaServer, ThisBroker] | None:
+    """Binds the Kafka listener (PLAINTEXT in ``listeners``), None without one; raises OSError
+    if the bind fails."""
+    if config.kafka is None or config.kafka_advertised is None:
+        return None
+    this = ThisBroker(config.node_id, config.kafka_advertised, config.log_dir, config.properties)
+
+    def local_partitions() -> list[LocalPartition]:
+        return [
+            (d.topic_id_partition.topic, d.topic_id_partition.partition, d.local_size_bytes)
+            for d in agent.describe_log_dirs()
+        ]
+
+    server = KafkaServer(
+        BrokerKafkaHandler(this, controller, local_partitions),
+        config.kafka,
+        ApiVersionRegistry(),
+    )
+    server.start()
+    this.bound_to(server.address[1])
+    return server, this
+
+
+def registration_of(config: BrokerConfig, this: ThisBroker | None) -> BrokerRegistration:
+    """What the broker registers: its gRPC endpoint and its Kafka listener, as advertised."""
+    grpc_endpoint = config.grpc_advertised
+    return BrokerRegistration(
+        config.node_id,
+        config.host if grpc_endpoint is None else grpc_endpoint.host,
+        config.port if grpc_endpoint is None else grpc_endpoint.port,
+        kafka_endpoints=() if this is None else (this.endpoint,),
+    )
+
+
+def start_controller_link(
+    config: BrokerConfig, agent: BrokerAgent, registration: BrokerRegistration
+) -> Closeable | None:
     """Registers with the cluster: KRaft (controller.quorum.bootstrap.servers) or ZooKeeper
     (zookeeper.connect); neither means a standalone broker driven by local calls."""
-    registration = BrokerRegistration(config.node_id, config.host, config.port)
     if config.controller_bootstrap:
         link = KRaftControllerLink(
             config.controller_bootstrap,
@@ -99,22 +143,40 @@ def main(argv: list[str] | None = None) -> int:
     server = grpc.server(ThreadPoolExecutor(max_workers=32), maximum_concurrent_rpcs=256)
     pb_grpc.add_BrokerServiceServicer_to_server(BrokerServicer(agent), server)  # type: ignore[no-untyped-call]
     endpoint = ControllerEndpoint()
-    controller_grpc.add_AdminServiceServicer_to_server(AdminForwarder(endpoint.get), server)  # type: ignore[no-untyped-call]
+    controller = ControllerAdmin(endpoint.get)
+    controller_grpc.add_AdminServiceServicer_to_server(AdminForwarder(controller), server)  # type: ignore[no-untyped-call]
     address = f"{config.host}:{config.port}"
     if server.add_insecure_port(address) == 0:
         print(f"cannot listen on {address}", file=sys.stderr)
         agent.close()
         return 1
     server.start()
+    try:
+        kafka = start_kafka_listener(config, agent, controller)
+    except OSError as e:
+        assert config.kafka is not None
+        print(
+            f"cannot listen on {config.kafka.host}:{config.kafka.port} (Kafka): {e}",
+            file=sys.stderr,
+        )
+        server.stop(0).wait()
+        agent.close()
+        return 1
+    if kafka is not None:
+        announce(f"broker {config.node_id} kafka listener on {kafka[1].endpoint}")
     if config.metrics_port is not None:
         port = serve_metrics(agent, config.host, config.metrics_port)
         announce(f"broker {config.node_id} metrics on http://{config.host}:{port}/metrics")
     try:
-        link = start_controller_link(config, agent)
+        link = start_controller_link(
+            config, agent, registration_of(config, None if kafka is None else kafka[1])
+        )
     except Exception as e:
         print(
             f"BROKER_NOT_AVAILABLE: cannot register broker {config.node_id}: {e}", file=sys.stderr
         )
+        if kafka is not None:
+            kafka[0].stop()
         server.stop(0).wait()
         agent.close()
         return 1
@@ -127,7 +189,10 @@ def main(argv: list[str] | None = None) -> int:
     log.info("Stopping: letting requests in flight finish (up to %.0fs)", GRACE_S)
     if link is not None:
         link.close()
+    if kafka is not None:
+        kafka[0].stop()
     server.stop(GRACE_S).wait()
+    controller.close()
     agent.close()
     log.info("Stopped")
     return 0

@@ -1,5 +1,5 @@
 """The admin operations of the active controller (AdminService, in plain Python): create,
-delete, alter and describe topics, describe the cluster.
+delete, alter and describe topics, describe the cluster and the metadata Kafka clients need.
 
 A change is validated (nothing persisted on rejection), persisted through the term (state and
 epoch with the config, in one write), applied to the image, then passed on: a disable is queued
@@ -25,9 +25,10 @@ from controller.tiered_state import initial_topic_state, plan_config_change
 from tiered import failpoints
 from tiered.cluster.model import BrokerRegistration, DeleteJob, TopicMetadata
 from tiered.config import (
+    ConfigOperation,
+    apply_config_operations,
     disable_policy,
     validate_partition_count,
-    validate_topic_config_keys,
     validate_topic_configs,
     validate_topic_name,
 )
@@ -59,6 +60,37 @@ class ClusterView:
     brokers: Sequence[tuple[BrokerRegistration, bool]]  # (registration, fenced)
 
 
+@dataclass(frozen=True)
+class TopicAlteration:
+    """One topic's config change: ``(key, operation, value)`` operations in order, or with
+    ``replace`` its whole new config set (every operation a SET), as Kafka's AlterConfigs."""
+
+    topic: str
+    operations: tuple[tuple[str, ConfigOperation, str], ...] = ()
+    replace: bool = False
+
+    @classmethod
+    def replacing(cls, topic: str, configs: Mapping[str, str]) -> TopicAlteration:
+        return cls(topic, tuple((k, ConfigOperation.SET, v) for k, v in configs.items()), True)
+
+
+@dataclass(frozen=True)
+class MetadataView:
+    """What Kafka's Metadata needs: live brokers (by id), and each asked-for topic or its
+    error."""
+
+    cluster_id: str
+    brokers: Sequence[BrokerRegistration]
+    topics: Sequence[TopicMetadata | TieredError]
+
+
+def _named_twice(name: str) -> TieredError:
+    return TieredError(
+        ErrorCode.INVALID_REQUEST,
+        f"topic {name!r} appears more than once in the request; valid: each topic once",
+    )
+
+
 def _unknown_topic(name: str) -> TieredError:
     return TieredError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
 
@@ -74,8 +106,10 @@ class AdminOperations:
         disablements: DisableCompletion,
         jobs: DeleteJobSupervisor,
         log_dirs: LogDirsClient,
+        cluster_id: str = "",
     ) -> None:
         self._node_id = node_id
+        self._cluster_id = cluster_id
         self._endpoint = endpoint
         self._store = store
         self._term = term
@@ -137,43 +171,86 @@ class AdminOperations:
         delete: Sequence[str] = (),
         validate_only: bool = False,
     ) -> TopicMetadata:
-        """Replaces the topic's configs (``configs``) or sets and deletes keys; a change of
-        ``remote.storage.enable`` fires the state machine. Persisted before brokers are told."""
+        """Replaces the topic's configs (``configs``) or sets and deletes keys: one topic's
+        ``alter_topic_configs``, whose error is raised."""
+        if configs is not None:
+            alteration = TopicAlteration.replacing(name, configs)
+        else:
+            set_ = set_ or {}
+            alteration = TopicAlteration(
+                name,
+                # A key both deleted and set ends up set, as it always did here.
+                tuple(
+                    (key, ConfigOperation.DELETE, "")
+                    for key in dict.fromkeys(delete)
+                    if key not in set_
+                )
+                + tuple((key, ConfigOperation.SET, value) for key, value in set_.items()),
+            )
+        [result] = self.alter_topic_configs([alteration], validate_only)
+        if isinstance(result, TieredError):
+            raise result
+        return result
+
+    def alter_topic_configs(
+        self, alterations: Sequence[TopicAlteration], validate_only: bool = False
+    ) -> list[TopicMetadata | TieredError]:
+        """Each topic's new value or error, in request order. Every change is validated first
+        (a rejected one changes nothing); the accepted ones are persisted in one write, before
+        brokers are told; a change of ``remote.storage.enable`` fires the state machine. A
+        topic named twice is INVALID_REQUEST for both."""
         with self._term.lock:
             self._term.require_active()
-            before = self._topic(name)
-            requested: set[str] | None = None
-            if configs is not None:
-                new = dict(configs)
-            else:
-                # The set keys are checked with the whole new set below; a deleted key would
-                # only vanish from it, so a typo there is caught here, before anything changes.
-                validate_topic_config_keys(delete)
-                new = dict(before.configs)
-                for key in delete:
-                    new.pop(key, None)
-                new.update(set_ or {})
-                requested = {*delete, *(set_ or {})}
-            after, trigger = plan_config_change(before, new, requested_keys=requested)
-            if validate_only or after == before:
-                return after
-            self._term.persist(lambda: self._store.update_topic(before, after))
-            if trigger == "disable":
-                failpoints.hit("controller.disable.persisted")
-            self._term.image.put_topic(after)
-            if trigger == "disable":
-                self._disablements.enqueue(after)
-            self._brokers.topic_changed(after)
-        if trigger is not None:
-            log.info(
-                "Topic %s: %s -> %s, tiered epoch %d (policy %s)",
-                name,
-                before.tiered_state.value,
-                after.tiered_state.value,
-                after.tiered_epoch,
-                disable_policy(after.configs).value,
+            names = [a.topic for a in alterations]
+            results: list[TopicMetadata | TieredError] = []
+            planned: list[tuple[TopicMetadata, TopicMetadata, str | None]] = []
+            for alteration in alterations:
+                if names.count(alteration.topic) > 1:
+                    results.append(_named_twice(alteration.topic))
+                    continue
+                try:
+                    before = self._topic(alteration.topic)
+                    after, trigger = self._plan(before, alteration)
+                except TieredError as e:
+                    results.append(e)
+                    continue
+                results.append(after)
+                if after != before:
+                    planned.append((before, after, trigger))
+            if validate_only or not planned:
+                return results
+            self._term.persist(
+                lambda: self._store.update_topics([(b, a, None) for b, a, _ in planned])
             )
-        return after
+            if any(trigger == "disable" for _, _, trigger in planned):
+                failpoints.hit("controller.disable.persisted")
+            for _, after, trigger in planned:
+                self._term.image.put_topic(after)
+                if trigger == "disable":
+                    self._disablements.enqueue(after)
+                self._brokers.topic_changed(after)
+        for before, after, trigger in planned:
+            if trigger is not None:
+                log.info(
+                    "Topic %s: %s -> %s, tiered epoch %d (policy %s)",
+                    after.name,
+                    before.tiered_state.value,
+                    after.tiered_state.value,
+                    after.tiered_epoch,
+                    disable_policy(after.configs).value,
+                )
+        return results
+
+    @staticmethod
+    def _plan(
+        before: TopicMetadata, alteration: TopicAlteration
+    ) -> tuple[TopicMetadata, str | None]:
+        if alteration.replace:
+            new = {key: value for key, _, value in alteration.operations}
+            return plan_config_change(before, new)
+        new = apply_config_operations(before.configs, alteration.operations)
+        requested = {key for key, _, _ in alteration.operations}
+        return plan_config_change(before, new, requested_keys=requested)
 
     def describe_topics(
         self, names: Sequence[str] = (), include_partition_state: bool = False
@@ -222,6 +299,21 @@ class AdminOperations:
                 states[p] = reports.get(b, {}).get((v.topic.topic_id, p))
             result.append(replace(v, partition_states=states))
         return result
+
+    def describe_metadata(self, names: Sequence[str] | None = None) -> MetadataView:
+        """The live brokers and the named topics (every topic when ``names`` is None), from the
+        image alone: cheap enough for Kafka clients' Metadata requests with 100k topics (the
+        topics are listed under the lock, their values are frozen)."""
+        with self._term.lock:
+            self._term.require_active()
+            topics = self._term.image.topics
+            found: list[TopicMetadata | TieredError]
+            if names is None:
+                found = list(topics.values())
+            else:
+                found = [topics.get(n) or _unknown_topic(n) for n in names]
+            live = [r for r, fenced in self._brokers.registrations() if not fenced]
+        return MetadataView(self._cluster_id, live, found)
 
     def describe_configs(self, name: str) -> TopicMetadata:
         with self._term.lock:

@@ -88,8 +88,14 @@ class BrokerRegistry:
 
     def register(self, registration: BrokerRegistration) -> int:
         """A broker (re)registers over ControllerService. Returns the controller epoch."""
-        if not registration.host or not 0 < registration.port < 65536:
-            raise ValueError("a broker registration needs a host and a port in 1..65535")
+        endpoints = [(registration.host, registration.port)] + [
+            (e.host, e.port) for e in registration.kafka_endpoints
+        ]
+        if not all(host and 0 < port < 65536 for host, port in endpoints):
+            raise ValueError(
+                "a broker registration needs a host and a port in 1..65535, and so does each of "
+                "its Kafka endpoints"
+            )
         with self._term.lock:
             epoch = self._term.require_active()
             image = self._term.image

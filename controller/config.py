@@ -3,8 +3,11 @@ Errors name the key and what is valid."""
 
 from __future__ import annotations
 
+import base64
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from tiered.net import parse_listener
 from tiered.properties import int_property
@@ -33,6 +36,21 @@ class ControllerConfig:
     @property
     def metadata_mode(self) -> str:
         return self.store.get("metadata.store", "kraft").strip().lower()
+
+    @property
+    def cluster_id(self) -> str:
+        """The id Kafka clients see (Metadata, DescribeCluster): ``metadata.cluster.id`` when
+        set, else derived from where the metadata lives, so every controller of one cluster
+        gives the same; 22 characters of URL-safe base64, as Kafka's."""
+        given = self.store.get("metadata.cluster.id", "").strip()
+        if given:
+            return given
+        if self.metadata_mode == "kraft":
+            where = str(Path(self.store.get("metadata.log.dir", "")).resolve())
+        else:
+            where = self.store.get("zookeeper.connect", "")
+        derived = uuid.uuid5(uuid.NAMESPACE_URL, f"tiered:{self.metadata_mode}:{where}")
+        return base64.urlsafe_b64encode(derived.bytes).decode().rstrip("=")
 
     @classmethod
     def from_properties(cls, values: Mapping[str, str]) -> ControllerConfig:

@@ -50,6 +50,7 @@ class Controller:
             self.disablements,
             self.delete_jobs,
             self._log_dirs,
+            cluster_id=config.cluster_id,
         )
         self.leadership = Leadership(config.node_id, config.endpoint, store, self.term, self)
         self._requeued = 0

@@ -10,14 +10,24 @@ from collections.abc import Callable, Iterator
 
 import grpc
 
-from controller.admin_operations import AdminOperations, TopicView
+from controller.admin_operations import AdminOperations, TopicAlteration, TopicView
 from controller.broker_registry import BrokerRegistry
 from controller.leadership import Term
 from controller.store import MetadataStore, MetadataStoreError
 from controller.store.base import MetadataLogSource
-from tiered.cluster.model import DeleteJob, DeleteJobState, TieredState, TopicMetadata
-from tiered.cluster.serde import broker_registration_from_proto, tiered_state_to_proto
-from tiered.config import TOPIC_CONFIG_DEFAULTS
+from tiered.cluster.model import (
+    BrokerRegistration,
+    DeleteJob,
+    DeleteJobState,
+    TieredState,
+    TopicMetadata,
+)
+from tiered.cluster.serde import (
+    broker_endpoints_to_proto,
+    broker_registration_from_proto,
+    tiered_state_to_proto,
+)
+from tiered.config import TOPIC_CONFIG_DEFAULTS, ConfigOperation
 from tiered.errors import ErrorCode, TieredError
 from tiered.rpc.status import error_to_proto, handle
 from tiered.rpc.v1 import broker_pb2 as broker_pb
@@ -179,7 +189,12 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
                 )
                 for key, default in sorted(TOPIC_CONFIG_DEFAULTS.items())
             ]
-            return pb.DescribeConfigsResponse(error=error_to_proto(None), entries=entries)
+            return pb.DescribeConfigsResponse(
+                error=error_to_proto(None),
+                entries=entries,
+                tiered_state=tiered_state_to_proto(topic.tiered_state),
+                tiered_epoch=topic.tiered_epoch,
+            )
 
         return handle(context, call, lambda e: pb.DescribeConfigsResponse(error=error_to_proto(e)))
 
@@ -224,12 +239,7 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
                 controller_epoch=view.controller_epoch,
                 controller_endpoint=view.controller_endpoint,
                 metadata_mode=view.metadata_mode,
-                brokers=[
-                    pb.BrokerDescription(
-                        broker_id=r.broker_id, host=r.host, port=r.port, fenced=fenced
-                    )
-                    for r, fenced in view.brokers
-                ],
+                brokers=[broker_description_to_proto(r, fenced) for r, fenced in view.brokers],
                 error=error_to_proto(None),
             )
 
@@ -241,6 +251,90 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
             return response
 
         return handle(context, call, on_error)
+
+    def DescribeMetadata(
+        self, request: pb.DescribeMetadataRequest, context: grpc.ServicerContext
+    ) -> pb.DescribeMetadataResponse:
+        def call() -> pb.DescribeMetadataResponse:
+            names = None if request.all_topics else list(request.topics)
+            view = self._admin.describe_metadata(names)
+            asked: list[str | None] = (
+                list(names) if names is not None else [None] * len(view.topics)
+            )
+            return pb.DescribeMetadataResponse(
+                error=error_to_proto(None),
+                cluster_id=view.cluster_id,
+                brokers=[broker_description_to_proto(r, False) for r in view.brokers],
+                topics=[
+                    _placement_to_proto(name, topic)
+                    for name, topic in zip(asked, view.topics, strict=True)
+                ],
+            )
+
+        return handle(context, call, lambda e: pb.DescribeMetadataResponse(error=error_to_proto(e)))
+
+    def AlterTopicConfigs(
+        self, request: pb.AlterTopicConfigsRequest, context: grpc.ServicerContext
+    ) -> pb.AlterTopicConfigsResponse:
+        def call() -> pb.AlterTopicConfigsResponse:
+            alterations = [_alteration_from_proto(a) for a in request.topics]
+            results = self._admin.alter_topic_configs(alterations, request.validate_only)
+            return pb.AlterTopicConfigsResponse(
+                results=[
+                    _alter_result_to_proto(a.topic, r)
+                    for a, r in zip(alterations, results, strict=True)
+                ],
+                error=error_to_proto(None),
+            )
+
+        return handle(
+            context, call, lambda e: pb.AlterTopicConfigsResponse(error=error_to_proto(e))
+        )
+
+
+def broker_description_to_proto(
+    registration: BrokerRegistration, fenced: bool
+) -> pb.BrokerDescription:
+    return pb.BrokerDescription(
+        broker_id=registration.broker_id,
+        host=registration.host,
+        port=registration.port,
+        fenced=fenced,
+        kafka_endpoints=broker_endpoints_to_proto(registration.kafka_endpoints),
+    )
+
+
+def _placement_to_proto(name: str | None, topic: TopicMetadata | TieredError) -> pb.TopicPlacement:
+    if isinstance(topic, TieredError):
+        return pb.TopicPlacement(name=name or "", error=error_to_proto(topic))
+    return pb.TopicPlacement(
+        name=topic.name,
+        topic_id=topic.topic_id.bytes,
+        replicas=topic.replicas,
+        error=error_to_proto(None),
+    )
+
+
+def _alteration_from_proto(alteration: pb.TopicConfigAlteration) -> TopicAlteration:
+    """ValueError (INVALID_ARGUMENT) for an operation this controller does not know."""
+    return TopicAlteration(
+        alteration.topic,
+        tuple((c.name, ConfigOperation(c.operation), c.value) for c in alteration.configs),
+        alteration.replace,
+    )
+
+
+def _alter_result_to_proto(
+    name: str, result: TopicMetadata | TieredError
+) -> pb.AlterTopicConfigsResult:
+    if isinstance(result, TieredError):
+        return pb.AlterTopicConfigsResult(topic=name, error=error_to_proto(result))
+    return pb.AlterTopicConfigsResult(
+        topic=name,
+        error=error_to_proto(None),
+        tiered_state=tiered_state_to_proto(result.tiered_state),
+        tiered_epoch=result.tiered_epoch,
+    )
 
 
 class ControllerServicer(pb_grpc.ControllerServiceServicer):

@@ -5,8 +5,10 @@ Runs the commands an operator would type, printing each one (``$ ...``) before r
 small segments, ``tiered-console-producer`` fed with generated lines while ``tiered-topics
 --describe`` shows the segments tiering, reads from both tiers with ``tiered-console-consumer``,
 ``tiered-configs --alter ... remote.storage.enable=false --wait`` with the delete policy (DISABLING,
-the bulk delete, DISABLED), a re-enable that tiers new data under the new tiered epoch, and
-``tiered-cluster down``. It checks each outcome and exits non-zero if one is wrong; on a failure or
+the bulk delete, DISABLED), a re-enable that tiers new data under the new tiered epoch, a
+confluent-kafka AdminClient (a ``python -`` snippet on the brokers' Kafka listeners) that turns
+tiered storage off again with IncrementalAlterConfigs (retain policy), and ``tiered-cluster
+down``. It checks each outcome and exits non-zero if one is wrong; on a failure or
 Ctrl-C it still stops the cluster and says where the logs are.
 
 Run by ``scripts/demo.sh`` (after ``scripts/ensure_env.sh``) with ``.venv/bin/python``:
@@ -59,6 +61,33 @@ DEFAULT_FAST_PATH_MAX_OBJECTS = 2000  # the controller's default (README, "Bulk 
 POLL_INTERVAL_S = 1.0
 TIERING_TIMEOUT_S = 120.0
 COMMAND_TIMEOUT_S = 300.0
+
+
+# The Kafka client step: what an operator would type into ``python -`` (argv[1]: the brokers'
+# Kafka listeners). It turns tiered storage off with IncrementalAlterConfigs, which returns once
+# DISABLING is persisted, then follows DescribeConfigs' read-only entries until DISABLED.
+KAFKA_ADMIN_SNIPPET = """\
+import sys, time
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
+admin = AdminClient({"bootstrap.servers": sys.argv[1]})
+SET = AlterConfigOpType.SET
+off = ConfigResource("topic", "orders", incremental_configs=[
+    ConfigEntry("remote.log.disable.policy", "retain", incremental_operation=SET),
+    ConfigEntry("remote.storage.enable", "false", incremental_operation=SET)])
+admin.incremental_alter_configs([off])[off].result(30)
+print("IncrementalAlterConfigs: done")
+keys = ("remote.storage.enable", "remote.log.tiered.state", "remote.log.tiered.epoch")
+shown, deadline = "", time.monotonic() + 60
+while "DISABLED" not in shown and time.monotonic() < deadline:
+    topic = ConfigResource("topic", "orders")
+    configs = admin.describe_configs([topic])[topic].result(30)
+    line = " ".join(f"{k}={configs[k].value}" for k in keys)
+    if line != shown:
+        print("DescribeConfigs:", line)
+        shown = line
+    time.sleep(0.1)
+"""
 
 
 class DemoError(Exception):
@@ -192,6 +221,7 @@ class Demo:
         self.started = started
         self.env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
         self.bootstrap = ""
+        self.kafka_bootstrap = ""  # the brokers' Kafka listeners
         self.cluster_touched = False
         self.cluster_down = False
 
@@ -202,6 +232,7 @@ class Demo:
         args: Sequence[str],
         *,
         stdin: Path | None = None,
+        heredoc: str | None = None,
         expect: int = 0,
         capture: bool = False,
         quiet: bool = False,
@@ -209,8 +240,17 @@ class Demo:
         """Runs a command as an operator would, after printing it. Its output goes to the
         terminal as is, or with ``capture`` through this process (stderr merged into stdout, so
         the order holds) and is returned; ``quiet`` runs it unseen, returning its stdout. An exit
-        code other than ``expect`` fails the demo."""
-        if not quiet:
+        code other than ``expect`` fails the demo. ``heredoc`` is typed on stdin (shown as a
+        ``<<'EOF'`` document)."""
+        if heredoc is not None:
+            stdin = self.dir / "heredoc.txt"
+            stdin.write_text(heredoc)
+            show_command(args, " <<'EOF'")
+            say(heredoc + "EOF")
+            quiet_command = True
+        else:
+            quiet_command = quiet
+        if not quiet_command:
             show_command(args, f" < {stdin}" if stdin else "")
         piped = capture or quiet
         with (
@@ -347,6 +387,9 @@ class Demo:
             capture=True,
         )
         self.bootstrap = out.strip().splitlines()[-1]  # printed last
+        layout = json.loads((self.dir / "cluster.json").read_text())
+        self.kafka_bootstrap = layout["kafka_bootstrap_servers"]
+        say(f"  {self.dir / 'cluster.json'}: kafka_bootstrap_servers={self.kafka_bootstrap}")
 
         explain(
             f"Create a tiered topic: {SEGMENT_BYTES // 1024} KiB segments, and once tiered only "
@@ -548,6 +591,31 @@ class Demo:
             )
         )
         self.run(self.admin("tiered-topics", "--describe", "--topic", TOPIC))
+
+        explain(
+            "Any Kafka client can do this too: confluent-kafka's AdminClient, on the brokers' "
+            "Kafka listeners, turns",
+            "tiered storage off with IncrementalAlterConfigs (the retain policy: remote data "
+            "stays), and DescribeConfigs",
+            "shows the tiered state (DISABLING until every broker acked, then DISABLED).",
+        )
+        kafka_out = self.run(
+            ["python", "-", self.kafka_bootstrap], heredoc=KAFKA_ADMIN_SNIPPET, capture=True
+        )
+        check(
+            "remote.log.tiered.state=DISABLED remote.log.tiered.epoch=2" in kafka_out,
+            "the Kafka AdminClient did not see the topic DISABLED at tiered epoch 2",
+        )
+        self.run(self.admin("tiered-topics", "--describe", "--topic", TOPIC))
+        retained = self.describe()
+        check(
+            (retained.tiered_state, retained.tiered_epoch) == ("DISABLED", 2),
+            f"after the Kafka client's disable: {retained.tiered_state} at tiered epoch "
+            f"{retained.tiered_epoch}, expected DISABLED at 2",
+        )
+        kept = self.remote_objects_by_epoch()
+        check(kept == by_epoch, f"the retain policy kept {dict(kept)}, expected {dict(by_epoch)}")
+        say(f"  remote storage: the {sum(kept.values())} objects under te=1/ are kept (retain)")
 
         explain("Stop the cluster.")
         self.down()

@@ -39,6 +39,7 @@ from system_tests.conftest import MODES
 from system_tests.harness import TIERED, SystemCluster
 from tests.rlmm_support import poll_until
 from tests.support.batches import batch
+from tests.support.cluster import grpc_address
 from tests.support.processes import DaemonProcess
 from tiered.admin import TopicDescription
 from tiered.cluster.model import TieredState
@@ -257,7 +258,7 @@ def cli_problem(case: CliCase, result: subprocess.CompletedProcess[str]) -> str 
 
 
 def broker_address(cluster: SystemCluster, broker_id: int) -> str:
-    return cluster.brokers[broker_id].properties["listeners"].split("://")[-1]
+    return grpc_address(cluster.brokers[broker_id].properties)
 
 
 def run_cli_cases(cluster: SystemCluster, cases: Sequence[CliCase]) -> None:

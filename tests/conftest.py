@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 
 import pytest
 from kazoo.client import KazooClient
 
-from tests.support.zookeeper import ZooKeeperServer, start_kazoo_client
-from tiered.rlmm.zookeeper_backend import ZooKeeperBackend
+from tests.support.zookeeper import ZooKeeperServer, fresh_chroot, start_kazoo_client
 
 
 def _close(client: KazooClient) -> None:
@@ -37,19 +35,8 @@ def zk_connect(zookeeper_server: ZooKeeperServer) -> Iterator[str]:
             "the session ZooKeeper server is down (did a test stop it?); tests that "
             "stop, restart or kill ZooKeeper must use their own ZooKeeperServer"
         )
-    chroot = f"/tiered-test-{uuid.uuid4().hex}"
-    admin = start_kazoo_client(zookeeper_server.connect_string)
-    try:
-        admin.create(chroot)  # kazoo does not create a missing chroot
-    finally:
-        _close(admin)
-    yield f"{zookeeper_server.connect_string}{chroot}"
-    # The backend's batched delete: kazoo's recursive delete is one round trip per znode.
-    cleaner = ZooKeeperBackend(zookeeper_server.connect_string)
-    try:
-        cleaner.remove_by_prefix(chroot.lstrip("/"))
-    finally:
-        cleaner.close()
+    with fresh_chroot(zookeeper_server) as connect:
+        yield connect
 
 
 @pytest.fixture

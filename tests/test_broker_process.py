@@ -56,7 +56,7 @@ class BrokerProcess:
                 [
                     *extra,
                     "node.id=1",
-                    f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
+                    f"listeners=GRPC://127.0.0.1:{self.port}",
                     f"log.dirs={tmp_path / 'logs'}",
                     f"rlmm.sqlite.path={tmp_path / 'rlmm.db'}",
                     f"remote.storage.root={tmp_path / 'remote'}",

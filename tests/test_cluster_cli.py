@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import AdminClient as KafkaAdmin
 
 from tests.rlmm_support import poll_until
 from tests.support.processes import REPO
@@ -103,6 +104,14 @@ def test_up_again_starts_only_what_is_missing_and_down_stops_everything(tmp_path
             cluster = admin.describe_cluster()
             assert {b.broker_id for b in cluster.brokers if not b.fenced} == {1, 2}
             admin.create_topic("kept", 1, {"remote.storage.enable": "true"})
+        layout = json.loads((data / "cluster.json").read_text())
+        kafka = layout["kafka_bootstrap_servers"]
+        assert kafka == ",".join(f"127.0.0.1:{port}" for port in layout["kafka_brokers"])
+        metadata = KafkaAdmin({"bootstrap.servers": kafka, "log_level": 3}).list_topics(timeout=30)
+        assert [f"{b.host}:{b.port}" for _, b in sorted(metadata.brokers.items())] == kafka.split(
+            ","
+        )
+        assert "kept" in metadata.topics
 
         broker_pid = local.running("broker-2")
         controller_pid = local.running("controller-0")
@@ -114,6 +123,7 @@ def test_up_again_starts_only_what_is_missing_and_down_stops_everything(tmp_path
         assert again.returncode == 0, again.stderr
         assert "started: broker-2" in again.stderr
         assert again.stdout.strip().splitlines()[-1] == bootstrap  # same ports, same data
+        assert json.loads((data / "cluster.json").read_text()) == layout
         assert local.running("controller-0") == controller_pid  # untouched
         with AdminClient(bootstrap) as admin:
             assert admin.describe_topic("kept", include_partition_state=False).name == "kept"
@@ -123,6 +133,22 @@ def test_up_again_starts_only_what_is_missing_and_down_stops_everything(tmp_path
         assert all(local.running(n) is None for n in ("broker-1", "broker-2", "controller-0"))
     finally:
         local.down()
+
+
+def test_a_layout_without_kafka_listeners_gains_them(tmp_path: Path) -> None:
+    """A cluster.json written before brokers had Kafka listeners keeps its ports."""
+    (tmp_path / "cluster.json").write_text(
+        json.dumps({"metadata": "kraft", "controllers": [1, 2], "brokers": [3, 4]})
+    )
+    layout = LocalCluster(tmp_path).layout(2, "kraft", None)
+    assert (layout["controllers"], layout["brokers"]) == ([1, 2], [3, 4])
+    ports = layout["kafka_brokers"]
+    assert len(set(ports)) == 2 and layout["kafka_bootstrap_servers"] == (
+        f"127.0.0.1:{ports[0]},127.0.0.1:{ports[1]}"
+    )
+    assert json.loads((tmp_path / "cluster.json").read_text()) == layout
+    [(_, _, broker_1), _] = LocalCluster(tmp_path).processes(layout)[2:]
+    assert broker_1["listeners"] == f"GRPC://127.0.0.1:3,PLAINTEXT://127.0.0.1:{ports[0]}"
 
 
 def test_up_fails_at_once_naming_a_broker_that_could_not_start(tmp_path: Path) -> None:

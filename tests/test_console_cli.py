@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.rlmm_support import poll_until
-from tests.support.cluster import Cluster, running_cluster
+from tests.support.cluster import Cluster, grpc_address, running_cluster
 from tests.support.processes import REPO
 from tests.support.zookeeper import free_port
 from tiered.admin import PartitionDescription
@@ -158,7 +158,7 @@ def test_round_trip_across_both_tiers(cluster: Cluster) -> None:
 def test_batches_go_round_robin_without_partition(cluster: Cluster) -> None:
     cluster.admin.create_topic("spread", 3, SEGMENTS)
     lines = lines_of(60)
-    broker = cluster.brokers[1].properties["listeners"].split("://")[-1]
+    broker = grpc_address(cluster.brokers[1].properties)
     # A broker as the bootstrap server; a long linger so that only full batches go out.
     sent = ok(
         cli(

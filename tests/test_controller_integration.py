@@ -15,7 +15,7 @@ import pytest
 
 from tests.rlmm_support import poll_until
 from tests.support.batches import offsets
-from tests.support.cluster import Cluster, running_cluster
+from tests.support.cluster import Cluster, grpc_address, running_cluster
 from tests.support.processes import REPO
 from tiered.admin import AdminClient, TopicDescription
 from tiered.cluster.model import TieredState
@@ -266,7 +266,7 @@ def test_cli_create_describe_and_errors_against_the_cluster(kraft_cluster: Clust
 
 
 def test_brokers_forward_admin_calls_to_the_active_controller(cluster: Cluster) -> None:
-    broker_address = cluster.brokers[1].properties["listeners"].split("://")[-1]
+    broker_address = grpc_address(cluster.brokers[1].properties)
 
     def forwarded() -> bool:
         try:

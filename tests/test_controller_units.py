@@ -16,13 +16,12 @@ import pytest
 
 from controller.broker_channel import AssignWork, BrokerChannel, DisableWork, RemoveWork, Work
 from controller.brokers import BrokerLiveness
-from controller.config import ControllerConfig
 from controller.controller import Controller
 from controller.disablement import DisableEntry, DisablementQueue
 from controller.servicer import ControllerServicer
 from controller.store import MetadataStore, TopicChange
-from controller.store.kraft import KRaftMetadataStore
 from tests.rlmm_support import poll_until
+from tests.support.controller import reloaded, running_controller
 from tiered.cluster.model import BrokerRegistration, TieredState, TopicMetadata
 from tiered.config import RemoteLogDisablePolicy
 from tiered.errors import ErrorCode, TieredError
@@ -104,27 +103,8 @@ def test_backoff_grows_is_capped_and_jittered() -> None:
 
 @pytest.fixture
 def controller(tmp_path: Path) -> Iterator[Controller]:
-    store = KRaftMetadataStore.from_config({"metadata.log.dir": str(tmp_path / "meta")})
-    config = ControllerConfig.from_properties(
-        {"node.id": "100", "metadata.log.dir": str(tmp_path / "meta")}
-    )
-    controller = Controller(config, store)
-    stop = threading.Event()
-    runner = threading.Thread(target=controller.run, args=(stop,))
-    runner.start()
-    assert controller.wait_active(10)
-    controller.brokers.register(BrokerRegistration(1, "127.0.0.1", 1))
-    try:
+    with running_controller(tmp_path) as controller:
         yield controller
-    finally:
-        stop.set()
-        runner.join(10)
-        controller.close()
-        store.close()
-
-
-def reloaded(controller: Controller) -> dict[str, TopicMetadata]:
-    return dict(controller.store.load().topics)
 
 
 def test_rejected_admin_requests_persist_nothing(controller: Controller) -> None:

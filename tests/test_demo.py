@@ -128,6 +128,15 @@ def test_demo_runs_a_disable_on_a_local_cluster(data_dir: Path) -> None:
     epochs = {f.parent.name for f in (data_dir / "remote").rglob("*") if f.is_file()}
     assert epochs == {"te=1"}  # objects, that is: the delete leaves te=0/ directories empty
 
+    # A Kafka client (confluent-kafka's AdminClient) turns tiered storage off: retain policy.
+    assert re.search(r"kafka_bootstrap_servers=(127\.0\.0\.1:\d+,){2}127\.0\.0\.1:\d+$", up, re.M)
+    kafka = output_of(out, "python -")
+    assert "incremental_alter_configs" in kafka and "IncrementalAlterConfigs: done" in kafka
+    assert "remote.log.tiered.state=DISABLED remote.log.tiered.epoch=2" in kafka, kafka
+    retained = output_of(out, "tiered-topics --bootstrap-server", 6)
+    assert "TieredState: DISABLED\tTieredEpoch: 2" in retained, retained
+    assert "objects under te=1/ are kept (retain)" in out
+
     # The cluster is down again.
     assert "stopped: broker-1, broker-2, broker-3, controller-0, controller-1" in output_of(
         out, "tiered-cluster down"

@@ -288,6 +288,66 @@ def disable_policy(configs: Mapping[str, str]) -> RemoteLogDisablePolicy:
     return RemoteLogDisablePolicy.RETAIN
 
 
+# ----------------------------------------------------------------------------- alterations
+
+LIST_CONFIG_KEYS: frozenset[str] = frozenset({CLEANUP_POLICY})
+"""The topic configs whose value is a comma list: APPEND and SUBTRACT work on these only."""
+
+
+class ConfigOperation(enum.Enum):
+    """Kafka's IncrementalAlterConfigs operations, with Kafka's numbers."""
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+def apply_config_operations(
+    configs: Mapping[str, str], operations: Iterable[tuple[str, ConfigOperation, str]]
+) -> dict[str, str]:
+    """A topic's config set (the keys set on it) after ``(key, operation, value)`` operations,
+    as Kafka's IncrementalAlterConfigs applies them: SET and DELETE a key; APPEND and SUBTRACT
+    the comma-separated items of ``value`` to and from a list config's current value (its
+    default when unset). Raises :class:`TieredError` before applying anything: INVALID_REQUEST
+    for a key named twice or APPEND/SUBTRACT on a config that is not a list, INVALID_CONFIG for
+    an unknown key (the keys that are not SET; set values are checked with the whole new set,
+    by :func:`validate_topic_configs`)."""
+    operations = list(operations)
+    keys = [key for key, _, _ in operations]
+    repeated = sorted({key for key in keys if keys.count(key) > 1})
+    if repeated:
+        raise TieredError(
+            ErrorCode.INVALID_REQUEST,
+            f"config {_shown(repeated[0])} is altered more than once in one request; valid: "
+            f"one operation per config key",
+        )
+    validate_topic_config_keys(key for key, op, _ in operations if op is not ConfigOperation.SET)
+    for key, op, _ in operations:
+        if op in (ConfigOperation.APPEND, ConfigOperation.SUBTRACT) and key not in LIST_CONFIG_KEYS:
+            raise TieredError(
+                ErrorCode.INVALID_REQUEST,
+                f"{op.name} is not valid for {key}, which is not a list config; valid: SET or "
+                f"DELETE, or {op.name} on a list config ({', '.join(sorted(LIST_CONFIG_KEYS))})",
+            )
+    new = dict(configs)
+    for key, op, value in operations:
+        if op is ConfigOperation.SET:
+            new[key] = value
+        elif op is ConfigOperation.DELETE:
+            new.pop(key, None)
+        else:
+            current = effective_topic_configs(new)[key]
+            items = [i.strip() for i in current.split(",") if i.strip()]
+            changed = [i.strip() for i in value.split(",") if i.strip()]
+            if op is ConfigOperation.APPEND:
+                items += [i for i in changed if i not in items]
+            else:
+                items = [i for i in items if i not in changed]
+            new[key] = ",".join(items)
+    return new
+
+
 # ----------------------------------------------------------------------------- names and counts
 
 _TOPIC_NAME_ILLEGAL = re.compile(r"[^a-zA-Z0-9._-]")

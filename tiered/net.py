@@ -1,13 +1,137 @@
-"""Network addresses in the daemons' configs, shared by the broker and the controller."""
+"""Network addresses in the daemons' configs, shared by the broker and the controller.
+
+A broker's ``listeners`` is Kafka's comma list of ``NAME://host:port`` entries, one per listener
+name (DESIGN.md sections 9 to 11):
+
+- ``GRPC://host:port``: the gRPC services (the controller's link, the CLIs, DisableRemoteTopic). A
+  scheme-less ``host:port`` means the same, as configs written before the Kafka listener did;
+- ``PLAINTEXT://host:port``: a Kafka wire-protocol listener;
+- ``SSL://`` and ``SASL_SSL://`` (and ``SASL_PLAINTEXT://``) are Kafka's names for secured
+  listeners: refused until security is built (DESIGN.md section 11).
+
+An empty host binds every interface, as in Kafka. ``advertised.listeners`` has the same form and
+names, per listener, the address registered for clients when it differs from the bound one.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "GRPC",
+    "KAFKA_LISTENER_NAMES",
+    "PLAINTEXT",
+    "Listener",
+    "advertised_listeners",
+    "parse_listener",
+    "parse_listeners",
+]
+
+GRPC = "GRPC"
+PLAINTEXT = "PLAINTEXT"
+KAFKA_LISTENER_NAMES: tuple[str, ...] = (PLAINTEXT,)
+_NOT_YET = ("SSL", "SASL_SSL", "SASL_PLAINTEXT")
+_EXPECTED = "a comma list of NAME://host:port with NAME GRPC (or no NAME://) or PLAINTEXT"
+_UNROUTABLE = ("", "0.0.0.0", "::", "[::]")
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    """One ``NAME://host:port`` entry."""
+
+    name: str
+    host: str
+    port: int
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def __str__(self) -> str:
+        return f"{self.name}://{self.host}:{self.port}"
+
+    @classmethod
+    def parse(cls, entry: str, key: str = "listeners") -> Listener:
+        """``NAME://host:port`` or ``host:port`` (GRPC); ``ValueError`` naming ``key``, the
+        entry and the expected form otherwise (a secured listener: not supported yet)."""
+        name, sep, address = entry.strip().partition("://")
+        if not sep:
+            name, address = GRPC, entry.strip()
+        name = name.strip().upper()
+        if name in _NOT_YET:
+            raise ValueError(
+                f"{key}: {entry.strip()!r}: {name} listeners are not supported yet (security "
+                f"is a later issue); valid: {_EXPECTED}"
+            )
+        if name not in (GRPC, *KAFKA_LISTENER_NAMES):
+            raise ValueError(
+                f"{key}: unknown listener name in {entry.strip()!r}; valid: {_EXPECTED}"
+            )
+        host, colon, port = address.rpartition(":")
+        if not colon or not port.isdigit() or not 0 <= int(port) < 65536:
+            raise ValueError(
+                f"{key}: {entry.strip()!r} is not NAME://host:port; valid: {_EXPECTED}"
+            )
+        return cls(name, host, int(port))
+
+
+def parse_listeners(value: str, key: str = "listeners") -> dict[str, Listener]:
+    """Every entry of ``value`` by listener name; ``ValueError`` naming ``key`` for a bad entry,
+    an empty list or a name given twice (Kafka's rule: one listener per name)."""
+    found: dict[str, Listener] = {}
+    for entry in value.split(","):
+        if not entry.strip():
+            continue
+        listener = Listener.parse(entry, key)
+        if listener.name in found:
+            raise ValueError(
+                f"{key}={value!r} names listener {listener.name} twice; each name may appear once"
+            )
+        found[listener.name] = listener
+    if not found:
+        raise ValueError(f"{key} is empty; valid: {_EXPECTED}")
+    return found
+
+
+def advertised_listeners(
+    listeners: Mapping[str, Listener], advertised: str | None
+) -> dict[str, Listener]:
+    """What each listener registers for clients: its ``advertised.listeners`` entry, else its own
+    address. ``ValueError`` for an advertised name without a listener, or for a listener that
+    binds every interface (empty host, 0.0.0.0) and has no advertised entry: clients cannot
+    connect to that address (Kafka refuses the same)."""
+    named = parse_listeners(advertised, "advertised.listeners") if advertised else {}
+    unknown = sorted(set(named) - set(listeners))
+    if unknown:
+        raise ValueError(
+            f"advertised.listeners names {', '.join(unknown)}, which listeners does not have"
+        )
+    result: dict[str, Listener] = {}
+    for name, listener in listeners.items():
+        chosen = named.get(name, listener)
+        if chosen.host in _UNROUTABLE or (name in named and chosen.port == 0):
+            raise ValueError(
+                f"{name} listener {listener}: clients cannot connect to {chosen.address!r}; set "
+                f"advertised.listeners={name}://HOST:PORT with a routable host and port"
+            )
+        result[name] = chosen
+    return result
+
 
 def parse_listener(value: str) -> tuple[str, int]:
-    """``PLAINTEXT://host:port`` or ``host:port`` (the first of a comma list) -> (host, port);
-    ``ValueError`` naming the value otherwise."""
-    address = value.split(",", maxsplit=1)[0].strip().split("://")[-1]
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        raise ValueError(f"listeners={value!r} is not valid; expected host:port")
-    return host, int(port)
+    """The gRPC address of a daemon's ``listeners``: its ``GRPC://`` (or scheme-less) entry, or
+    for the controller's single-entry configs also a ``PLAINTEXT://host:port`` (what configs of
+    the gRPC-only days wrote); ``ValueError`` naming the value otherwise."""
+    entries: Sequence[str] = [e for e in value.split(",") if e.strip()]
+    if len(entries) == 1 and entries[0].strip().upper().startswith(f"{PLAINTEXT}://"):
+        entries = [entries[0].strip()[len(PLAINTEXT) + 3 :]]
+    try:
+        listener = parse_listeners(",".join(entries)).get(GRPC)
+    except ValueError as e:
+        raise ValueError(f"listeners={value!r} is not valid; {e}") from None
+    if listener is None or listener.port == 0:
+        raise ValueError(
+            f"listeners={value!r} is not valid; expected host:port or GRPC://host:port"
+        )
+    return listener.host, listener.port

@@ -18,6 +18,7 @@ from tiered import rlmm
 from tiered.admin import AdminClient, TopicDescription
 from tiered.api import RemoteLogSegmentMetadata, RemoteResourceNotFoundException, TopicIdPartition
 from tiered.cluster.model import TieredState
+from tiered.net import GRPC, PLAINTEXT, parse_listeners
 from tiered.rpc.v1 import broker_pb2 as pb
 from tiered.rpc.v1 import broker_pb2_grpc as pb_grpc
 from tiered.rpc.v1 import records_pb2
@@ -31,12 +32,14 @@ def broker_properties(
     bootstrap: str,
     zk_connect: str | None,
     task_interval_ms: int = 100,
+    kafka_port: int = 0,
 ) -> dict[str, str]:
     """A broker's properties in a cluster under ``root`` (its log dir, a shared sqlite RLMM and
-    remote root), linked to the controllers by ``bootstrap`` (kraft) or ``zk_connect``."""
+    remote root), linked to the controllers by ``bootstrap`` (kraft) or ``zk_connect``: gRPC on
+    ``port``, the Kafka listener on ``kafka_port`` (0: a free port the broker registers)."""
     props = {
         "node.id": str(broker_id),
-        "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "listeners": f"GRPC://127.0.0.1:{port},PLAINTEXT://127.0.0.1:{kafka_port}",
         "log.dirs": str(root / f"broker-{broker_id}"),
         "rlmm.sqlite.path": str(root / "rlmm.db"),
         "remote.storage.root": str(root / "remote"),
@@ -49,6 +52,16 @@ def broker_properties(
         assert zk_connect is not None
         props["zookeeper.connect"] = zk_connect
     return props
+
+
+def grpc_address(properties: Mapping[str, str]) -> str:
+    """``host:port`` of a daemon's gRPC listener, from its properties."""
+    return parse_listeners(properties["listeners"])[GRPC].address
+
+
+def kafka_address(properties: Mapping[str, str]) -> str:
+    """``host:port`` of a broker's Kafka listener, from its properties."""
+    return parse_listeners(properties["listeners"])[PLAINTEXT].address
 
 
 class Cluster:
@@ -95,7 +108,15 @@ class Cluster:
         self.bootstrap = ",".join(f"127.0.0.1:{p}" for p in ports)
         for broker_id in range(1, brokers + 1):
             props = {
-                **broker_properties(root, mode, broker_id, free_port(), self.bootstrap, zk_connect),
+                **broker_properties(
+                    root,
+                    mode,
+                    broker_id,
+                    free_port(),
+                    self.bootstrap,
+                    zk_connect,
+                    kafka_port=free_port(),
+                ),
                 **(broker_extra or {}),
             }
             self.brokers[broker_id] = DaemonProcess(
@@ -123,6 +144,11 @@ class Cluster:
 
         poll_until(live, timeout=timeout_s, what=f"brokers {sorted(expected)} to register")
 
+    @property
+    def kafka_bootstrap(self) -> str:
+        """The brokers' Kafka listeners, ``host:port,...`` in broker-id order."""
+        return ",".join(kafka_address(b.properties) for _, b in sorted(self.brokers.items()))
+
     def active_controller(self) -> DaemonProcess:
         endpoint = self.admin.describe_cluster().controller_endpoint
         for controller in self.controllers:
@@ -133,8 +159,7 @@ class Cluster:
     def broker_stub(self, broker_id: int) -> pb_grpc.BrokerServiceStub:
         stub = self._stubs.get(broker_id)
         if stub is None:
-            address = self.brokers[broker_id].properties["listeners"].split("://")[-1]
-            channel = grpc.insecure_channel(address)
+            channel = grpc.insecure_channel(grpc_address(self.brokers[broker_id].properties))
             self._channels.append(channel)
             stub = pb_grpc.BrokerServiceStub(channel)
             self._stubs[broker_id] = stub

@@ -9,10 +9,14 @@ JVM behind; start servers from the main thread or another long-lived thread) and
 
 from __future__ import annotations
 
+import contextlib
+import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from kazoo.client import KazooClient
 
+from tiered.rlmm.zookeeper_backend import ZooKeeperBackend
 from tiered.zk_client import connection_retry
 from tiered.zookeeper_server import (
     DEFAULT_CLASSPATH,
@@ -38,6 +42,7 @@ __all__ = [
     "ZooKeeperServer",
     "four_letter_word",
     "free_port",
+    "fresh_chroot",
     "is_serving",
     "start_kazoo_client",
 ]
@@ -52,3 +57,24 @@ def start_kazoo_client(hosts: str, **kwargs: Any) -> KazooClient:
     client = KazooClient(hosts=hosts, **kwargs)
     client.start(timeout=KAZOO_START_TIMEOUT)
     return client
+
+
+@contextlib.contextmanager
+def fresh_chroot(server: ZooKeeperServer, prefix: str = "tiered-test") -> Iterator[str]:
+    """``127.0.0.1:PORT/<prefix>-<hex>``: a new chroot on ``server``, removed afterwards."""
+    chroot = f"/{prefix}-{uuid.uuid4().hex}"
+    admin = start_kazoo_client(server.connect_string)
+    try:
+        admin.create(chroot)  # kazoo does not create a missing chroot
+    finally:
+        admin.stop()
+        admin.close()
+    try:
+        yield f"{server.connect_string}{chroot}"
+    finally:
+        # The backend's batched delete: kazoo's recursive delete is one round trip per znode.
+        cleaner = ZooKeeperBackend(server.connect_string)
+        try:
+            cleaner.remove_by_prefix(chroot.lstrip("/"))
+        finally:
+            cleaner.close()

@@ -4,8 +4,11 @@
 from generated ``.properties`` files under DIR, waits until they serve, and prints the bootstrap
 address on its last line. On a directory whose cluster is partly running it starts only what is
 missing and reuses the data (ports are chosen once and kept in ``cluster.json``). Each process's
-pid is recorded under ``DIR/pids`` and its output goes to ``DIR/logs``. ``down`` stops them with
-SIGTERM (gracefully; SIGKILL after a timeout) and waits: brokers first, then controllers.
+pid is recorded under ``DIR/pids`` and its output goes to ``DIR/logs``. Each broker has a gRPC
+listener and a Kafka one (``PLAINTEXT://``); ``cluster.json`` lists the Kafka listeners as
+``"kafka_bootstrap_servers": "HOST:PORT,..."`` in broker-id order (DESIGN.md section 10).
+``down`` stops them with SIGTERM (gracefully; SIGKILL after a timeout) and waits: brokers first,
+then controllers.
 
 ``--metadata zookeeper`` without ``--zookeeper`` runs a local ZooKeeper too (``cluster.json``:
 ``"zookeeper": "127.0.0.1:PORT", "zookeeper_managed": true``): a JVM from Debian's ``zookeeper``
@@ -89,6 +92,9 @@ class LocalCluster:
         """The cluster's processes and ports: created on the first ``up``, reused after."""
         if self.layout_file.exists():
             layout: dict[str, Any] = json.loads(self.layout_file.read_text())
+            if "kafka_brokers" not in layout:  # written before brokers had a Kafka listener
+                self._add_kafka_listeners(layout)
+                self.layout_file.write_text(json.dumps(layout, indent=1))
             return layout
         managed = metadata == "zookeeper" and not zookeeper
         if managed:
@@ -100,9 +106,19 @@ class LocalCluster:
             "controllers": [_free_port(), _free_port()],
             "brokers": [_free_port() for _ in range(brokers)],
         }
+        self._add_kafka_listeners(layout)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.layout_file.write_text(json.dumps(layout, indent=1))
         return layout
+
+    @staticmethod
+    def _add_kafka_listeners(layout: dict[str, Any]) -> None:
+        """A Kafka listener port per broker, and ``kafka_bootstrap_servers`` (DESIGN.md section
+        10: ``HOST:PORT,...`` in broker-id order)."""
+        layout["kafka_brokers"] = [_free_port() for _ in layout["brokers"]]
+        layout["kafka_bootstrap_servers"] = ",".join(
+            f"127.0.0.1:{port}" for port in layout["kafka_brokers"]
+        )
 
     def bootstrap(self, layout: dict[str, Any]) -> str:
         return ",".join(f"127.0.0.1:{p}" for p in layout["controllers"])
@@ -137,14 +153,16 @@ class LocalCluster:
             if layout["metadata"] == "kraft"
             else {"zookeeper.connect": layout["zookeeper"]}
         )
-        for i, port in enumerate(layout["brokers"], start=1):
+        for i, (port, kafka_port) in enumerate(
+            zip(layout["brokers"], layout["kafka_brokers"], strict=True), start=1
+        ):
             found.append(
                 (
                     f"broker-{i}",
                     "broker.main",
                     {
                         "node.id": str(i),
-                        "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+                        "listeners": f"GRPC://127.0.0.1:{port},PLAINTEXT://127.0.0.1:{kafka_port}",
                         "log.dirs": str(self.dir / f"broker-{i}"),
                         "remote.log.manager.task.interval.ms": "1000",  # retention within a second
                         **common_remote,

@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
+from tiered.net import PLAINTEXT, Listener
+
 
 class TieredState(enum.Enum):
     """KIP-950's per-topic tiered storage state (DESIGN.md section 4). A topic that was never
@@ -76,14 +78,25 @@ class TopicMetadata:
 
 @dataclass(frozen=True)
 class BrokerRegistration:
+    """A broker as it registers: ``host:port`` is its gRPC endpoint (the controller's link, the
+    CLIs), ``kafka_endpoints`` its Kafka listeners as clients reach them (advertised)."""
+
     broker_id: int
     host: str
     port: int
     incarnation_id: uuid.UUID = field(default_factory=uuid.uuid4)
+    kafka_endpoints: tuple[Listener, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kafka_endpoints", tuple(self.kafka_endpoints))
 
     @property
     def endpoint(self) -> str:
         return f"{self.host}:{self.port}"
+
+    def kafka_endpoint(self, name: str = PLAINTEXT) -> Listener | None:
+        """The Kafka listener called ``name``, or None."""
+        return next((e for e in self.kafka_endpoints if e.name == name), None)
 
 
 class DeleteJobState(enum.Enum):

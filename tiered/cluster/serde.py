@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from tiered.cluster.model import (
     BrokerRegistration,
@@ -21,6 +21,7 @@ from tiered.cluster.model import (
     TieredState,
     TopicMetadata,
 )
+from tiered.net import Listener
 from tiered.rpc.v1 import metadata_pb2
 
 logger = logging.getLogger(__name__)
@@ -29,6 +30,8 @@ __all__ = [
     "apply_batch",
     "apply_record",
     "apply_records",
+    "broker_endpoints_from_proto",
+    "broker_endpoints_to_proto",
     "broker_registration_from_proto",
     "broker_registration_to_proto",
     "controller_epoch_record",
@@ -87,6 +90,16 @@ def tiered_state_from_proto(state: int) -> TieredState:
         raise ValueError(f"tiered state {state} is not ENABLED, DISABLING or DISABLED") from None
 
 
+def broker_endpoints_to_proto(endpoints: Iterable[Listener]) -> list[metadata_pb2.BrokerEndpoint]:
+    return [metadata_pb2.BrokerEndpoint(name=e.name, host=e.host, port=e.port) for e in endpoints]
+
+
+def broker_endpoints_from_proto(
+    endpoints: Iterable[metadata_pb2.BrokerEndpoint],
+) -> tuple[Listener, ...]:
+    return tuple(Listener(e.name, e.host, e.port) for e in endpoints)
+
+
 def broker_registration_to_proto(
     registration: BrokerRegistration,
 ) -> metadata_pb2.RegisterBrokerRecord:
@@ -95,6 +108,7 @@ def broker_registration_to_proto(
         host=registration.host,
         port=registration.port,
         incarnation_id=registration.incarnation_id.bytes,
+        kafka_endpoints=broker_endpoints_to_proto(registration.kafka_endpoints),
     )
 
 
@@ -106,6 +120,7 @@ def broker_registration_from_proto(
         host=record.host,
         port=record.port,
         incarnation_id=uuid_from_bytes(record.incarnation_id, "incarnation_id"),
+        kafka_endpoints=broker_endpoints_from_proto(record.kafka_endpoints),
     )
 
 

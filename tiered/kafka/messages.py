@@ -38,5 +38,13 @@ def nested(message_type: type[object], struct_name: str) -> type[Any]:
     return found
 
 
+# Per class, once: a Metadata answer for 100k topics builds 200k structs of a few classes.
+_FIELD_NAMES: dict[type[object], frozenset[str]] = {}
+
+
 def _field_names(entity_type: type[object]) -> frozenset[str]:
-    return frozenset(field.name for field in dataclasses.fields(entity_type))  # type: ignore[arg-type]
+    names = _FIELD_NAMES.get(entity_type)
+    if names is None:
+        fields = dataclasses.fields(entity_type)  # type: ignore[arg-type]
+        names = _FIELD_NAMES[entity_type] = frozenset(field.name for field in fields)
+    return names

@@ -1,12 +1,24 @@
 from tiered.rpc.v1 import broker_pb2 as _broker_pb2
 from tiered.rpc.v1 import metadata_pb2 as _metadata_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class ConfigOperation(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CONFIG_OPERATION_SET: _ClassVar[ConfigOperation]
+    CONFIG_OPERATION_DELETE: _ClassVar[ConfigOperation]
+    CONFIG_OPERATION_APPEND: _ClassVar[ConfigOperation]
+    CONFIG_OPERATION_SUBTRACT: _ClassVar[ConfigOperation]
+CONFIG_OPERATION_SET: ConfigOperation
+CONFIG_OPERATION_DELETE: ConfigOperation
+CONFIG_OPERATION_APPEND: ConfigOperation
+CONFIG_OPERATION_SUBTRACT: ConfigOperation
 
 class NewTopic(_message.Message):
     __slots__ = ("name", "partitions", "configs")
@@ -173,12 +185,16 @@ class DescribeConfigsRequest(_message.Message):
     def __init__(self, topic: _Optional[str] = ...) -> None: ...
 
 class DescribeConfigsResponse(_message.Message):
-    __slots__ = ("error", "entries")
+    __slots__ = ("error", "entries", "tiered_state", "tiered_epoch")
     ERROR_FIELD_NUMBER: _ClassVar[int]
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    TIERED_STATE_FIELD_NUMBER: _ClassVar[int]
+    TIERED_EPOCH_FIELD_NUMBER: _ClassVar[int]
     error: _broker_pb2.Error
     entries: _containers.RepeatedCompositeFieldContainer[ConfigEntry]
-    def __init__(self, error: _Optional[_Union[_broker_pb2.Error, _Mapping]] = ..., entries: _Optional[_Iterable[_Union[ConfigEntry, _Mapping]]] = ...) -> None: ...
+    tiered_state: _metadata_pb2.TieredState
+    tiered_epoch: int
+    def __init__(self, error: _Optional[_Union[_broker_pb2.Error, _Mapping]] = ..., entries: _Optional[_Iterable[_Union[ConfigEntry, _Mapping]]] = ..., tiered_state: _Optional[_Union[_metadata_pb2.TieredState, str]] = ..., tiered_epoch: _Optional[int] = ...) -> None: ...
 
 class AlterConfigsRequest(_message.Message):
     __slots__ = ("topic", "configs", "validate_only")
@@ -226,21 +242,71 @@ class AlterConfigsResponse(_message.Message):
     tiered_epoch: int
     def __init__(self, error: _Optional[_Union[_broker_pb2.Error, _Mapping]] = ..., tiered_state: _Optional[_Union[_metadata_pb2.TieredState, str]] = ..., tiered_epoch: _Optional[int] = ...) -> None: ...
 
+class ConfigAlteration(_message.Message):
+    __slots__ = ("name", "operation", "value")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    operation: ConfigOperation
+    value: str
+    def __init__(self, name: _Optional[str] = ..., operation: _Optional[_Union[ConfigOperation, str]] = ..., value: _Optional[str] = ...) -> None: ...
+
+class TopicConfigAlteration(_message.Message):
+    __slots__ = ("topic", "replace", "configs")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    REPLACE_FIELD_NUMBER: _ClassVar[int]
+    CONFIGS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    replace: bool
+    configs: _containers.RepeatedCompositeFieldContainer[ConfigAlteration]
+    def __init__(self, topic: _Optional[str] = ..., replace: _Optional[bool] = ..., configs: _Optional[_Iterable[_Union[ConfigAlteration, _Mapping]]] = ...) -> None: ...
+
+class AlterTopicConfigsRequest(_message.Message):
+    __slots__ = ("topics", "validate_only")
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[TopicConfigAlteration]
+    validate_only: bool
+    def __init__(self, topics: _Optional[_Iterable[_Union[TopicConfigAlteration, _Mapping]]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+
+class AlterTopicConfigsResult(_message.Message):
+    __slots__ = ("topic", "error", "tiered_state", "tiered_epoch")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    TIERED_STATE_FIELD_NUMBER: _ClassVar[int]
+    TIERED_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    error: _broker_pb2.Error
+    tiered_state: _metadata_pb2.TieredState
+    tiered_epoch: int
+    def __init__(self, topic: _Optional[str] = ..., error: _Optional[_Union[_broker_pb2.Error, _Mapping]] = ..., tiered_state: _Optional[_Union[_metadata_pb2.TieredState, str]] = ..., tiered_epoch: _Optional[int] = ...) -> None: ...
+
+class AlterTopicConfigsResponse(_message.Message):
+    __slots__ = ("results", "error")
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[AlterTopicConfigsResult]
+    error: _broker_pb2.Error
+    def __init__(self, results: _Optional[_Iterable[_Union[AlterTopicConfigsResult, _Mapping]]] = ..., error: _Optional[_Union[_broker_pb2.Error, _Mapping]] = ...) -> None: ...
+
 class DescribeClusterRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class BrokerDescription(_message.Message):
-    __slots__ = ("broker_id", "host", "port", "fenced")
+    __slots__ = ("broker_id", "host", "port", "fenced", "kafka_endpoints")
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
     PORT_FIELD_NUMBER: _ClassVar[int]
     FENCED_FIELD_NUMBER: _ClassVar[int]
+    KAFKA_ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
     broker_id: int
     host: str
     port: int
     fenced: bool
-    def __init__(self, broker_id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., fenced: _Optional[bool] = ...) -> None: ...
+    kafka_endpoints: _containers.RepeatedCompositeFieldContainer[_metadata_pb2.BrokerEndpoint]
+    def __init__(self, broker_id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., fenced: _Optional[bool] = ..., kafka_endpoints: _Optional[_Iterable[_Union[_metadata_pb2.BrokerEndpoint, _Mapping]]] = ...) -> None: ...
 
 class DescribeClusterResponse(_message.Message):
     __slots__ = ("controller_id", "controller_epoch", "controller_endpoint", "metadata_mode", "brokers", "error")
@@ -257,6 +323,38 @@ class DescribeClusterResponse(_message.Message):
     brokers: _containers.RepeatedCompositeFieldContainer[BrokerDescription]
     error: _broker_pb2.Error
     def __init__(self, controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., controller_endpoint: _Optional[str] = ..., metadata_mode: _Optional[str] = ..., brokers: _Optional[_Iterable[_Union[BrokerDescription, _Mapping]]] = ..., error: _Optional[_Union[_broker_pb2.Error, _Mapping]] = ...) -> None: ...
+
+class DescribeMetadataRequest(_message.Message):
+    __slots__ = ("topics", "all_topics")
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    ALL_TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedScalarFieldContainer[str]
+    all_topics: bool
+    def __init__(self, topics: _Optional[_Iterable[str]] = ..., all_topics: _Optional[bool] = ...) -> None: ...
+
+class TopicPlacement(_message.Message):
+    __slots__ = ("name", "topic_id", "replicas", "error")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    topic_id: bytes
+    replicas: _containers.RepeatedScalarFieldContainer[int]
+    error: _broker_pb2.Error
+    def __init__(self, name: _Optional[str] = ..., topic_id: _Optional[bytes] = ..., replicas: _Optional[_Iterable[int]] = ..., error: _Optional[_Union[_broker_pb2.Error, _Mapping]] = ...) -> None: ...
+
+class DescribeMetadataResponse(_message.Message):
+    __slots__ = ("error", "cluster_id", "brokers", "topics")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
+    BROKERS_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    error: _broker_pb2.Error
+    cluster_id: str
+    brokers: _containers.RepeatedCompositeFieldContainer[BrokerDescription]
+    topics: _containers.RepeatedCompositeFieldContainer[TopicPlacement]
+    def __init__(self, error: _Optional[_Union[_broker_pb2.Error, _Mapping]] = ..., cluster_id: _Optional[str] = ..., brokers: _Optional[_Iterable[_Union[BrokerDescription, _Mapping]]] = ..., topics: _Optional[_Iterable[_Union[TopicPlacement, _Mapping]]] = ...) -> None: ...
 
 class RegisterBrokerRequest(_message.Message):
     __slots__ = ("registration",)

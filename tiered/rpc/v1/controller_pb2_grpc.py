@@ -69,6 +69,16 @@ class AdminServiceStub:
                 request_serializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.DescribeClusterRequest.SerializeToString,
                 response_deserializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.DescribeClusterResponse.FromString,
                 _registered_method=True)
+        self.DescribeMetadata = channel.unary_unary(
+                '/tiered.v1.AdminService/DescribeMetadata',
+                request_serializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.DescribeMetadataRequest.SerializeToString,
+                response_deserializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.DescribeMetadataResponse.FromString,
+                _registered_method=True)
+        self.AlterTopicConfigs = channel.unary_unary(
+                '/tiered.v1.AdminService/AlterTopicConfigs',
+                request_serializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.AlterTopicConfigsRequest.SerializeToString,
+                response_deserializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.AlterTopicConfigsResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -116,6 +126,18 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeMetadata(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AlterTopicConfigs(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -153,6 +175,16 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.DescribeCluster,
                     request_deserializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.DescribeClusterRequest.FromString,
                     response_serializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.DescribeClusterResponse.SerializeToString,
+            ),
+            'DescribeMetadata': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeMetadata,
+                    request_deserializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.DescribeMetadataRequest.FromString,
+                    response_serializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.DescribeMetadataResponse.SerializeToString,
+            ),
+            'AlterTopicConfigs': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterTopicConfigs,
+                    request_deserializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.AlterTopicConfigsRequest.FromString,
+                    response_serializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.AlterTopicConfigsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -344,6 +376,60 @@ class AdminService:
             '/tiered.v1.AdminService/DescribeCluster',
             tiered_dot_rpc_dot_v1_dot_controller__pb2.DescribeClusterRequest.SerializeToString,
             tiered_dot_rpc_dot_v1_dot_controller__pb2.DescribeClusterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeMetadata(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tiered.v1.AdminService/DescribeMetadata',
+            tiered_dot_rpc_dot_v1_dot_controller__pb2.DescribeMetadataRequest.SerializeToString,
+            tiered_dot_rpc_dot_v1_dot_controller__pb2.DescribeMetadataResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterTopicConfigs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tiered.v1.AdminService/AlterTopicConfigs',
+            tiered_dot_rpc_dot_v1_dot_controller__pb2.AlterTopicConfigsRequest.SerializeToString,
+            tiered_dot_rpc_dot_v1_dot_controller__pb2.AlterTopicConfigsResponse.FromString,
             options,
             channel_credentials,
             insecure,

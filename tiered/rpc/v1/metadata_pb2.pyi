@@ -29,17 +29,29 @@ PENDING: DeleteJobState
 RUNNING: DeleteJobState
 DONE: DeleteJobState
 
+class BrokerEndpoint(_message.Message):
+    __slots__ = ("name", "host", "port")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    host: str
+    port: int
+    def __init__(self, name: _Optional[str] = ..., host: _Optional[str] = ..., port: _Optional[int] = ...) -> None: ...
+
 class RegisterBrokerRecord(_message.Message):
-    __slots__ = ("broker_id", "host", "port", "incarnation_id")
+    __slots__ = ("broker_id", "host", "port", "incarnation_id", "kafka_endpoints")
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
     PORT_FIELD_NUMBER: _ClassVar[int]
     INCARNATION_ID_FIELD_NUMBER: _ClassVar[int]
+    KAFKA_ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
     broker_id: int
     host: str
     port: int
     incarnation_id: bytes
-    def __init__(self, broker_id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., incarnation_id: _Optional[bytes] = ...) -> None: ...
+    kafka_endpoints: _containers.RepeatedCompositeFieldContainer[BrokerEndpoint]
+    def __init__(self, broker_id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., incarnation_id: _Optional[bytes] = ..., kafka_endpoints: _Optional[_Iterable[_Union[BrokerEndpoint, _Mapping]]] = ...) -> None: ...
 
 class TopicRecord(_message.Message):
     __slots__ = ("name", "topic_id", "replicas")

@@ -1,0 +1,145 @@
+"""The cluster as the Kafka APIs of a broker see it: live brokers with their Kafka endpoints and
+topics with their placement, read from the active controller's image (AdminService
+DescribeMetadata, which asks no broker: cheap with 100k topics).
+
+A listing of every topic is kept for ``max_age_s`` and shared by every request meanwhile (many
+clients refreshing metadata at once cost the controller one call); requests for named topics use
+a fresh listing when there is one, else ask for those names alone. A topic created or deleted
+through this broker drops the listing (``invalidate``), so its own clients see the change at
+once; others see it within ``max_age_s``, as Kafka brokers learn metadata a moment late.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from broker.admin_forwarder import ControllerAdmin
+from tiered.cluster.serde import broker_endpoints_from_proto, uuid_from_bytes
+from tiered.errors import ErrorCode, TieredError
+from tiered.net import PLAINTEXT, Listener
+from tiered.rpc.status import error_from_proto
+from tiered.rpc.v1 import controller_pb2 as pb
+
+__all__ = ["ClusterView", "KafkaCluster", "TopicPlacement"]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicPlacement:
+    name: str
+    topic_id: uuid.UUID
+    replicas: tuple[int, ...]  # replicas[p]: the broker hosting (leading) partition p
+
+
+@dataclass(frozen=True)
+class KafkaCluster:
+    """One answer of the controller: the live brokers that have a Kafka listener, and topics."""
+
+    cluster_id: str
+    brokers: Mapping[int, Listener]
+    topics: Mapping[str, TopicPlacement | TieredError]  # by name; an asked-for name may fail
+
+    @property
+    def controller_id(self) -> int:
+        """The live broker Kafka clients send admin requests to: the lowest id (any broker
+        forwards them to the active controller); -1 when none is live."""
+        return min(self.brokers, default=-1)
+
+    def by_id(self, topic_id: uuid.UUID) -> TopicPlacement | None:
+        return next(
+            (
+                t
+                for t in self.topics.values()
+                if isinstance(t, TopicPlacement) and t.topic_id == topic_id
+            ),
+            None,
+        )
+
+
+def _unknown_topic(name: str) -> TieredError:
+    return TieredError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+
+
+def _cluster_from_proto(response: pb.DescribeMetadataResponse) -> KafkaCluster:
+    brokers: dict[int, Listener] = {}
+    for broker in response.brokers:
+        endpoint = next(
+            (e for e in broker_endpoints_from_proto(broker.kafka_endpoints) if e.name == PLAINTEXT),
+            None,
+        )
+        if endpoint is not None:
+            brokers[broker.broker_id] = endpoint
+    topics: dict[str, TopicPlacement | TieredError] = {}
+    for topic in response.topics:
+        error = error_from_proto(topic.error)
+        topics[topic.name] = error or TopicPlacement(
+            topic.name, uuid_from_bytes(topic.topic_id, "topic_id"), tuple(topic.replicas)
+        )
+    return KafkaCluster(response.cluster_id, brokers, topics)
+
+
+class ClusterView:
+    """Metadata for the Kafka APIs, through ``controller``. Thread-safe."""
+
+    def __init__(
+        self,
+        controller: ControllerAdmin,
+        max_age_s: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._controller = controller
+        self._max_age_s = max_age_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._listing_lock = threading.Lock()  # one listing call at a time
+        self._listing: tuple[float, KafkaCluster] | None = None
+        self._generation = 0  # raised by invalidate
+
+    def everything(self) -> KafkaCluster:
+        """Every topic. Raises ``TieredError`` when the controller cannot say."""
+        fresh = self._fresh_listing()
+        if fresh is not None:
+            return fresh
+        with self._listing_lock:
+            fresh = self._fresh_listing()  # another thread may have listed meanwhile
+            if fresh is not None:
+                return fresh
+            with self._lock:
+                started, generation = self._clock(), self._generation
+            cluster = self._describe(pb.DescribeMetadataRequest(all_topics=True))
+            with self._lock:
+                if generation == self._generation:  # else it may predate a change: not kept
+                    self._listing = (started, cluster)
+            return cluster
+
+    def topics(self, names: Sequence[str]) -> KafkaCluster:
+        """The named topics (each a placement or its error, such as UNKNOWN_TOPIC_OR_PARTITION)
+        and the live brokers. Raises ``TieredError`` when the controller cannot say."""
+        fresh = self._fresh_listing()
+        if fresh is not None:
+            topics = {n: fresh.topics.get(n) or _unknown_topic(n) for n in names}
+            return KafkaCluster(fresh.cluster_id, fresh.brokers, topics)
+        return self._describe(pb.DescribeMetadataRequest(topics=list(dict.fromkeys(names))))
+
+    def invalidate(self) -> None:
+        """Forget the listing (a topic was created or deleted through this broker)."""
+        with self._lock:
+            self._listing = None
+            self._generation += 1
+
+    def _fresh_listing(self) -> KafkaCluster | None:
+        with self._lock:
+            listing = self._listing
+        if listing is None or self._clock() - listing[0] > self._max_age_s:
+            return None
+        return listing[1]
+
+    def _describe(self, request: pb.DescribeMetadataRequest) -> KafkaCluster:
+        response = self._controller.call("DescribeMetadata", request, pb.DescribeMetadataResponse)
+        error = error_from_proto(response.error)
+        if error is not None:
+            raise error
+        return _cluster_from_proto(response)

@@ -1,0 +1,236 @@
+"""Metadata, DescribeCluster and FindCoordinator: who is in the cluster and where things live.
+
+Replication factor 1: a partition's leader is the broker hosting it, its replicas and ISR that
+broker alone; a hosting broker that is not live (or has no Kafka listener) leaves the partition
+LEADER_NOT_AVAILABLE with the broker offline. Topics are never created by Metadata
+(``allow_auto_topic_creation`` is ignored, as with Kafka's ``auto.create.topics.enable=false``).
+The controller id Kafka clients see is a live broker (``KafkaCluster.controller_id``): any
+broker forwards admin requests to the active controller. When the controller cannot be reached
+the broker answers with itself alone and every named topic LEADER_NOT_AVAILABLE (retriable).
+
+A group coordinator is this broker (enough for a consumer with a ``group.id`` that assigns its
+partitions itself: consumer groups are not served); transactions are not served.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Collection
+from typing import Any
+
+from kio.schema.errors import ErrorCode as KafkaErrorCode
+from kio.static.protocol import ResponsePayload
+
+from broker.kafka.cluster_view import ClusterView, KafkaCluster, TopicPlacement
+from broker.kafka.convert import NO_THROTTLE, UNKNOWN_AUTHORIZED_OPERATIONS, kafka_error
+from broker.kafka.this_broker import ThisBroker
+from tiered.config import validate_topic_name
+from tiered.errors import ErrorCode, TieredError
+from tiered.kafka.handler import RequestContext, response_type_for
+from tiered.kafka.messages import build, nested
+
+__all__ = ["MetadataApi"]
+
+_GROUP, _TRANSACTION = 0, 1  # FindCoordinator key types
+_BROKERS = 1  # DescribeCluster endpoint_type
+
+
+class MetadataApi:
+    def __init__(self, view: ClusterView, this: ThisBroker) -> None:
+        self._view = view
+        self._this = this
+
+    # ------------------------------------------------------------------------------- Metadata
+
+    def metadata(self, request: Any, context: RequestContext) -> ResponsePayload:
+        response_type = response_type_for(request)
+        names, ids = _asked(request, context.api_version)
+        cluster = self._cluster(names, need_listing=names is None or bool(ids))
+        topics: list[Any] = []
+        if names is None:
+            listed = [t for t in cluster.topics.values() if isinstance(t, TopicPlacement)]
+            topics += [_topic(response_type, t, cluster.brokers) for t in listed]
+        else:
+            for name in names:
+                topics.append(_topic(response_type, _named(cluster, name), cluster.brokers, name))
+        for topic_id in ids:
+            found = cluster.by_id(topic_id)
+            if found is None:
+                topics.append(_unknown_id(response_type, topic_id))
+            else:
+                topics.append(_topic(response_type, found, cluster.brokers))
+        return build(
+            response_type,
+            throttle_time=NO_THROTTLE,
+            brokers=_brokers(nested(response_type, "MetadataResponseBroker"), "node_id", cluster),
+            cluster_id=cluster.cluster_id or None,
+            controller_id=cluster.controller_id,
+            topics=tuple(topics),
+            cluster_authorized_operations=UNKNOWN_AUTHORIZED_OPERATIONS,
+        )
+
+    def _cluster(self, names: list[str] | None, need_listing: bool) -> KafkaCluster:
+        try:
+            if need_listing or names is None:
+                return self._view.everything()
+            return self._view.topics([n for n in names if _valid_name(n)])
+        except TieredError as e:
+            unavailable = TieredError(
+                ErrorCode.LEADER_NOT_AVAILABLE, f"the controller cannot be reached: {e}"
+            )
+            return KafkaCluster(
+                "",
+                {self._this.node_id: self._this.endpoint},
+                dict.fromkeys(names or (), unavailable),
+            )
+
+    # ------------------------------------------------------------------------ DescribeCluster
+
+    def describe_cluster(self, request: Any, context: RequestContext) -> ResponsePayload:
+        response_type = response_type_for(request)
+        code, message = KafkaErrorCode.none, None
+        cluster = KafkaCluster("", {}, {})
+        if getattr(request, "endpoint_type", _BROKERS) != _BROKERS:
+            code = KafkaErrorCode.unsupported_endpoint_type
+            message = "a broker describes brokers only (endpoint_type 1)"
+        else:
+            try:
+                cluster = self._view.topics([])
+            except TieredError as e:
+                code, message = kafka_error(e)
+        return build(
+            response_type,
+            throttle_time=NO_THROTTLE,
+            error_code=code,
+            error_message=message,
+            endpoint_type=_BROKERS,
+            cluster_id=cluster.cluster_id,
+            controller_id=cluster.controller_id,
+            brokers=_brokers(nested(response_type, "DescribeClusterBroker"), "broker_id", cluster),
+            cluster_authorized_operations=UNKNOWN_AUTHORIZED_OPERATIONS,
+        )
+
+    # ------------------------------------------------------------------------ FindCoordinator
+
+    def find_coordinator(self, request: Any, context: RequestContext) -> ResponsePayload:
+        response_type = response_type_for(request)
+        key_type = int(request.key_type) if hasattr(request, "key_type") else _GROUP
+        code, message = KafkaErrorCode.none, None
+        if key_type == _TRANSACTION:
+            code, message = KafkaErrorCode.coordinator_not_available, "transactions are not served"
+        elif key_type != _GROUP:
+            code, message = KafkaErrorCode.invalid_request, f"key type {key_type}: valid: 0, 1"
+        found = code is KafkaErrorCode.none
+        answer = {
+            "node_id": self._this.node_id if found else -1,
+            "host": self._this.endpoint.host if found else "",
+            "port": self._this.endpoint.port if found else -1,
+            "error_code": code,
+            "error_message": message,
+        }
+        if not hasattr(request, "coordinator_keys"):  # v0 to v3: one key
+            return build(response_type, throttle_time=NO_THROTTLE, **answer)
+        coordinator_type = nested(response_type, "Coordinator")
+        return build(
+            response_type,
+            throttle_time=NO_THROTTLE,
+            coordinators=tuple(
+                build(coordinator_type, key=key, **answer) for key in request.coordinator_keys
+            ),
+        )
+
+
+def _brokers(broker_type: type[Any], id_field: str, cluster: KafkaCluster) -> tuple[Any, ...]:
+    """The live brokers' Kafka endpoints, by id."""
+    return tuple(
+        build(broker_type, **{id_field: broker_id}, host=e.host, port=e.port, rack=None)
+        for broker_id, e in sorted(cluster.brokers.items())
+    )
+
+
+def _asked(request: Any, version: int) -> tuple[list[str] | None, list[uuid.UUID]]:
+    """(names, ids) a Metadata request asks for; names None for every topic (a null array, or
+    an empty one in v0)."""
+    if request.topics is None or (version == 0 and not request.topics):
+        return None, []
+    names = [t.name for t in request.topics if t.name is not None]
+    ids = [
+        t.topic_id
+        for t in request.topics
+        if t.name is None and getattr(t, "topic_id", None) is not None
+    ]
+    return list(dict.fromkeys(names)), list(dict.fromkeys(ids))
+
+
+def _valid_name(name: str) -> bool:
+    try:
+        validate_topic_name(name)
+    except TieredError:
+        return False
+    return True
+
+
+def _named(cluster: KafkaCluster, name: str) -> TopicPlacement | TieredError:
+    try:
+        validate_topic_name(name)
+    except TieredError as e:
+        return e
+    found = cluster.topics.get(name)
+    return found or TieredError(
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist"
+    )
+
+
+def _topic(
+    response_type: type[Any],
+    topic: TopicPlacement | TieredError,
+    live: Collection[int],
+    name: str | None = None,
+) -> Any:
+    topic_type = nested(response_type, "MetadataResponseTopic")
+    if isinstance(topic, TieredError):
+        return build(
+            topic_type,
+            error_code=kafka_error(topic)[0],
+            name=name,
+            topic_id=None,
+            is_internal=False,
+            partitions=(),
+            topic_authorized_operations=UNKNOWN_AUTHORIZED_OPERATIONS,
+        )
+    partition_type = nested(response_type, "MetadataResponsePartition")
+    return build(
+        topic_type,
+        error_code=KafkaErrorCode.none,
+        name=topic.name,
+        topic_id=topic.topic_id,
+        is_internal=False,
+        partitions=tuple(
+            build(
+                partition_type,
+                error_code=KafkaErrorCode.none
+                if b in live
+                else KafkaErrorCode.leader_not_available,
+                partition_index=p,
+                leader_id=b if b in live else -1,
+                leader_epoch=0,  # replication factor 1: the leader never changes
+                replica_nodes=(b,),
+                isr_nodes=(b,) if b in live else (),
+                offline_replicas=() if b in live else (b,),
+            )
+            for p, b in enumerate(topic.replicas)
+        ),
+        topic_authorized_operations=UNKNOWN_AUTHORIZED_OPERATIONS,
+    )
+
+
+def _unknown_id(response_type: type[Any], topic_id: uuid.UUID) -> Any:
+    return build(
+        nested(response_type, "MetadataResponseTopic"),
+        error_code=KafkaErrorCode.unknown_topic_id,
+        name=None,
+        topic_id=topic_id,
+        is_internal=False,
+        partitions=(),
+        topic_authorized_operations=UNKNOWN_AUTHORIZED_OPERATIONS,
+    )

@@ -1,0 +1,78 @@
+"""A real cluster shared by a module's Kafka protocol tests (one per metadata mode), and what
+those tests share: clients on its Kafka listeners, a poll for a topic's tiered state."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka.admin import AdminClient as ConfluentAdmin
+
+from tests.support.cluster import Cluster, kafka_address
+from tests.support.kafka_wire import WireClient
+from tests.support.zookeeper import fresh_chroot
+
+MODES = ("kraft", "zookeeper")
+QUIET = {"log_level": 3}  # librdkafka: errors only
+MAX_REQUEST_BYTES = 1024 * 1024  # the brokers' socket.request.max.bytes
+
+
+@contextlib.contextmanager
+def shared_cluster(request: pytest.FixtureRequest, root: Path) -> Iterator[Cluster]:
+    """A started two-broker cluster in ``request.param``'s metadata mode, for a module-scoped
+    fixture; the processes' logs are printed if a test of the module failed."""
+    mode = request.param
+    with contextlib.ExitStack() as stack:
+        zk_connect = None
+        if mode == "zookeeper":
+            server = request.getfixturevalue("zookeeper_server")
+            zk_connect = stack.enter_context(fresh_chroot(server, "tiered-kafka"))
+        cluster = Cluster(
+            root,
+            mode,
+            zk_connect,
+            broker_extra={"socket.request.max.bytes": str(MAX_REQUEST_BYTES)},
+        )
+        failed_before = request.session.testsfailed
+        try:
+            cluster.start()
+            yield cluster
+        finally:
+            if request.session.testsfailed > failed_before:
+                print(cluster.dump_logs())
+            cluster.close()
+
+
+def kafka_bootstrap(cluster: Cluster, broker_id: int | None = None) -> str:
+    """Every broker's Kafka listener, or one broker's."""
+    if broker_id is None:
+        return cluster.kafka_bootstrap
+    return kafka_address(cluster.brokers[broker_id].properties)
+
+
+def confluent_admin(cluster: Cluster, broker_id: int | None = None) -> ConfluentAdmin:
+    return ConfluentAdmin({"bootstrap.servers": kafka_bootstrap(cluster, broker_id), **QUIET})
+
+
+def wire_client(cluster: Cluster, broker_id: int) -> WireClient:
+    """A raw connection to a broker's Kafka listener; close it (or use ``connected``)."""
+    host, _, port = kafka_bootstrap(cluster, broker_id).rpartition(":")
+    return WireClient((host, int(port)))
+
+
+@contextlib.contextmanager
+def connected(cluster: Cluster, broker_id: int) -> Iterator[WireClient]:
+    client = wire_client(cluster, broker_id)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def result_error(future: Any, timeout_s: float = 30.0) -> Any:
+    """The KafkaError a confluent-kafka future failed with, or None."""
+    error = future.exception(timeout_s)
+    return None if error is None else error.args[0]

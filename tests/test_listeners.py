@@ -1,0 +1,121 @@
+"""``listeners`` and ``advertised.listeners``: Kafka's NAME://host:port lists (tiered.net) and
+what the broker's config makes of them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from broker.config import BrokerConfig
+from tiered.cluster.model import BrokerRegistration
+from tiered.cluster.serde import broker_registration_from_proto, broker_registration_to_proto
+from tiered.cluster.zk_znodes import decode_broker_registration, encode_broker_registration
+from tiered.net import (
+    GRPC,
+    PLAINTEXT,
+    Listener,
+    advertised_listeners,
+    parse_listener,
+    parse_listeners,
+)
+
+
+def broker_config(tmp_path: Path, **extra: str) -> BrokerConfig:
+    return BrokerConfig.from_properties({"node.id": "1", "log.dirs": str(tmp_path), **extra})
+
+
+def test_a_listener_list_is_read_by_name_and_a_bare_address_is_grpc() -> None:
+    found = parse_listeners(" GRPC://127.0.0.1:9091 , plaintext://h:9092,")
+    assert found == {
+        GRPC: Listener(GRPC, "127.0.0.1", 9091),
+        PLAINTEXT: Listener(PLAINTEXT, "h", 9092),
+    }
+    assert parse_listeners("127.0.0.1:1") == {GRPC: Listener(GRPC, "127.0.0.1", 1)}
+    assert str(found[PLAINTEXT]) == "PLAINTEXT://h:9092" and found[PLAINTEXT].address == "h:9092"
+
+
+@pytest.mark.parametrize(
+    ("value", "fragments"),
+    [
+        ("SSL://h:1,GRPC://h:2", ["listeners", "SSL", "not supported yet", "NAME://host:port"]),
+        ("SASL_SSL://h:1", ["SASL_SSL listeners are not supported yet"]),
+        ("FOO://h:1", ["unknown listener name", "'FOO://h:1'", "PLAINTEXT"]),
+        ("GRPC://h:1,GRPC://h:2", ["names listener GRPC twice"]),
+        ("PLAINTEXT://h", ["'PLAINTEXT://h' is not NAME://host:port"]),
+        ("GRPC://h:70000", ["is not NAME://host:port"]),
+        (" , ", ["listeners is empty"]),
+    ],
+)
+def test_bad_listener_lists_name_the_key_and_the_expected_form(
+    value: str, fragments: list[str]
+) -> None:
+    with pytest.raises(ValueError) as rejected:
+        parse_listeners(value)
+    assert all(f in str(rejected.value) for f in fragments), rejected.value
+
+
+def test_advertised_listeners_replace_the_bound_address_per_name() -> None:
+    bound = parse_listeners("GRPC://0.0.0.0:9091,PLAINTEXT://127.0.0.1:9092")
+    advertised = advertised_listeners(bound, "GRPC://broker-1.example:9091")
+    assert advertised[GRPC] == Listener(GRPC, "broker-1.example", 9091)
+    assert advertised[PLAINTEXT] == bound[PLAINTEXT]
+    with pytest.raises(ValueError, match=r"clients cannot connect to '0\.0\.0\.0:9091'"):
+        advertised_listeners(bound, None)
+    with pytest.raises(ValueError, match=r"advertised\.listeners names PLAINTEXT"):
+        advertised_listeners(parse_listeners("h:1"), "PLAINTEXT://h:2")
+
+
+def test_the_controller_takes_its_grpc_address_as_before() -> None:
+    assert parse_listener("127.0.0.1:9093") == ("127.0.0.1", 9093)
+    assert parse_listener("GRPC://h:1") == ("h", 1)
+    assert parse_listener("PLAINTEXT://h:2") == ("h", 2)  # a gRPC-only config of old
+    with pytest.raises(ValueError, match="listeners='x' is not valid"):
+        parse_listener("x")
+
+
+def test_a_broker_has_a_grpc_and_a_kafka_listener(tmp_path: Path) -> None:
+    config = broker_config(
+        tmp_path,
+        listeners="GRPC://127.0.0.1:9091,PLAINTEXT://127.0.0.1:0",
+        **{"socket.request.max.bytes": "4096", "num.io.threads": "3"},
+    )
+    assert (config.host, config.port) == ("127.0.0.1", 9091)
+    assert config.kafka is not None
+    assert (config.kafka.host, config.kafka.port) == ("127.0.0.1", 0)
+    assert (config.kafka.max_request_bytes, config.kafka.handler_threads) == (4096, 3)
+    assert config.kafka_advertised == Listener(PLAINTEXT, "127.0.0.1", 0)  # 0: the port bound
+    old = broker_config(tmp_path, listeners="127.0.0.1:9091")
+    assert (old.host, old.port, old.kafka) == ("127.0.0.1", 9091, None)
+
+
+@pytest.mark.parametrize(
+    ("listeners", "fragment"),
+    [
+        ("PLAINTEXT://127.0.0.1:9092", "has no gRPC listener"),
+        ("GRPC://127.0.0.1:0", "has no gRPC listener"),
+        ("GRPC://h:1,SSL://h:2", "SSL listeners are not supported yet"),
+    ],
+)
+def test_a_broker_without_a_grpc_listener_is_refused(
+    tmp_path: Path, listeners: str, fragment: str
+) -> None:
+    with pytest.raises(ValueError) as rejected:
+        broker_config(tmp_path, listeners=listeners)
+    assert fragment in str(rejected.value) and "listeners" in str(rejected.value)
+
+
+def test_a_registration_carries_the_kafka_endpoints_both_ways() -> None:
+    registration = BrokerRegistration(
+        3, "127.0.0.1", 9091, kafka_endpoints=[Listener(PLAINTEXT, "broker-3.example", 9092)]
+    )
+    assert (
+        broker_registration_from_proto(broker_registration_to_proto(registration)) == registration
+    )
+    data = encode_broker_registration(registration)
+    assert b'"endpoints":["PLAINTEXT://broker-3.example:9092"]' in data  # Kafka's znode field
+    assert decode_broker_registration(3, data) == registration
+    assert registration.kafka_endpoint() == Listener(PLAINTEXT, "broker-3.example", 9092)
+    # A znode written before brokers had Kafka listeners: none.
+    old = decode_broker_registration(3, b'{"version":5,"host":"h","port":1}')
+    assert old.kafka_endpoints == () and old.kafka_endpoint() is None
