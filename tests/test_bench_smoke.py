@@ -183,3 +183,30 @@ def test_failover_bench_small(tmp_path: Path) -> None:
     for result in document["results"]:
         assert result["problems"] == [], result
         assert result["all_disabled_s"] >= result["first_disabled_s"] > 0
+
+
+def test_kafka_protocol_bench_small(tmp_path: Path) -> None:
+    document = run_quick(
+        "kafka_protocol.py",
+        tmp_path / "k.json",
+        "--size-mb",
+        "8",
+        "--workdir",
+        str(tmp_path / "work"),
+        timeout_s=300,
+    )
+    assert document["ok"] is True and document["failures"] == []
+    results, missing = document["results"], document["kafka_missing"]
+    phases = ["floor_produce", "floor_fetch", "grpc_produce", "grpc_produce_tiered"]
+    phases += ["grpc_fetch_local", "grpc_fetch_remote"]
+    if "produce" not in missing:
+        phases += ["kafka_produce", "kafka_produce_tiered"]
+    if "fetch" not in missing:
+        phases += ["kafka_fetch_local", "kafka_fetch_remote"]
+    for phase in phases:
+        assert results[phase]["problems"] == [], phase
+        assert results[phase]["mb_per_s"] > 0, phase
+    assert results["workload"]["records"] == 8 * 1024
+    # per path against the floor (and Kafka against gRPC): produce, local and remote fetch
+    rows = 3 + (2 if "produce" not in missing else 0) + (4 if "fetch" not in missing else 0)
+    check_summary(document, rows=rows)
