@@ -17,7 +17,7 @@ import logging
 import shutil
 import threading
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from broker.assignment_journal import AssignmentJournal
@@ -125,6 +125,7 @@ class BrokerAgent:
         # Assignment and stop requests arrive from the controller's pushes and from the metadata
         # follower at once; they are applied one at a time (as Kafka's replicaStateChangeLock).
         self._state_change_lock = threading.RLock()
+        self._append_listeners: list[Callable[[TopicIdPartition, int], None]] = []
         self._restore_assignments()
 
     # ----------------------------------------------------------------------------- assignment
@@ -368,6 +369,11 @@ class BrokerAgent:
                 del self._by_name[(tp.topic, tp.partition)]
         log.info("Removed %s and its local log", tp)
 
+    def hosted_by_name(self, topic: str, partition: int) -> HostedPartition | None:
+        """The partition of the topic named ``topic`` if hosted here (the Kafka APIs address
+        partitions by name), else None."""
+        return self._hosted_by_name(topic, partition)
+
     def hosted(self, topic_id: uuid.UUID, partition: int) -> HostedPartition:
         found = self._partitions.get((topic_id, partition))
         if found is None:
@@ -379,6 +385,11 @@ class BrokerAgent:
         return found
 
     # ----------------------------------------------------------------------------- data path
+
+    def on_append(self, listener: Callable[[TopicIdPartition, int], None]) -> None:
+        """Calls ``listener(partition, bytes appended)`` after every append that wrote records,
+        on the appending thread (a Kafka Fetch waiting for data wakes up); it must not block."""
+        self._append_listeners.append(listener)
 
     def produce(
         self,
@@ -397,6 +408,9 @@ class BrokerAgent:
             info = hosted.log.append_batches(records, leader_epoch)
         if info.rolled and self.rlm is not None:
             self.rlm.trigger_copy(hosted.topic_id_partition)
+        if not info.duplicate:
+            for listener in self._append_listeners:
+                listener(hosted.topic_id_partition, len(records))
         return info
 
     def fetch(

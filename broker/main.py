@@ -59,7 +59,7 @@ class Closeable(Protocol):
 
 def start_kafka_listener(
     config: BrokerConfig, agent: BrokerAgent, controller: ControllerAdmin
-) -> tuple[KafkaServer, ThisBroker] | None:
+) -> tuple[KafkaServer, ThisBroker, BrokerKafkaHandler] | None:
     """Binds the Kafka listener (PLAINTEXT in ``listeners``), None without one; raises OSError
     if the bind fails."""
     if config.kafka is None or config.kafka_advertised is None:
@@ -72,14 +72,15 @@ def start_kafka_listener(
             for d in agent.describe_log_dirs()
         ]
 
-    server = KafkaServer(
-        BrokerKafkaHandler(this, controller, local_partitions),
-        config.kafka,
-        ApiVersionRegistry(),
-    )
-    server.start()
+    handler = BrokerKafkaHandler(this, controller, local_partitions, agent)
+    server = KafkaServer(handler, config.kafka, ApiVersionRegistry())
+    try:
+        server.start()
+    except OSError:
+        handler.close()
+        raise
     this.bound_to(server.address[1])
-    return server, this
+    return server, this, handler
 
 
 def registration_of(config: BrokerConfig, this: ThisBroker | None) -> BrokerRegistration:
@@ -177,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         if kafka is not None:
             kafka[0].stop()
+            kafka[2].close()
         server.stop(0).wait()
         agent.close()
         return 1
@@ -191,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         link.close()
     if kafka is not None:
         kafka[0].stop()
+        kafka[2].close()
     server.stop(GRACE_S).wait()
     controller.close()
     agent.close()

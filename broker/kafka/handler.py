@@ -6,8 +6,9 @@ the module that answers it.
 - ``topics_api``: CreateTopics, DeleteTopics; ``config_api``: DescribeConfigs, AlterConfigs,
   IncrementalAlterConfigs; all forwarded to the active controller (``ControllerAdmin``);
 - ``log_dirs_api``: DescribeLogDirs, from this broker's own partitions;
-- ``not_served``: Produce, Fetch, ListOffsets, InitProducerId until the log holds Kafka record
-  batches (``data`` below: pass the real ones then).
+- the record APIs, on this broker's logs (``BrokerAgent``): ``produce_api`` (Produce),
+  ``fetch_api`` (Fetch, long polls waiting in ``fetch_waits``), ``offsets_api`` (ListOffsets),
+  ``producer_ids`` (InitProducerId); ``partitions`` finds the partitions they name.
 
 Requests and responses are kio's; what crosses to the controller is protobuf, converted in those
 modules; domain rules stay with the controller and ``tiered.config``.
@@ -16,31 +17,32 @@ modules; domain rules stay with the controller and ``tiered.config``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from typing import Protocol
+
+from kio.static.protocol import ResponsePayload
 
 from broker.admin_forwarder import ControllerAdmin
 from broker.kafka.cluster_view import ClusterView
 from broker.kafka.config_api import ConfigApi
+from broker.kafka.fetch_api import FetchApi, Reader
+from broker.kafka.fetch_waits import FetchWaits
 from broker.kafka.log_dirs_api import LocalPartition, LogDirsApi
 from broker.kafka.metadata_api import MetadataApi
-from broker.kafka.not_served import NotServedYet
+from broker.kafka.offsets_api import ListOffsetsApi, TimestampSearch
+from broker.kafka.partitions import HostingAgent, PartitionLookup
+from broker.kafka.produce_api import Appender, ProduceApi
+from broker.kafka.producer_ids import InitProducerIdApi, ProducerIdBlocks
 from broker.kafka.this_broker import ThisBroker
 from broker.kafka.topics_api import TopicsApi
-from tiered.kafka.handler import HandlerResult, RequestContext
+from tiered.api import TopicIdPartition
 
-__all__ = ["BrokerKafkaHandler", "DataApis"]
+__all__ = ["BrokerKafkaHandler", "DataAgent"]
 
 
-class DataApis(Protocol):
-    """The record APIs (the log's side of the broker)."""
+class DataAgent(HostingAgent, Appender, Reader, TimestampSearch, Protocol):
+    """What the record APIs use of ``BrokerAgent``."""
 
-    def produce(self, request: Any, context: RequestContext) -> HandlerResult: ...
-
-    def fetch(self, request: Any, context: RequestContext) -> HandlerResult: ...
-
-    def list_offsets(self, request: Any, context: RequestContext) -> HandlerResult: ...
-
-    def init_producer_id(self, request: Any, context: RequestContext) -> HandlerResult: ...
+    def on_append(self, listener: Callable[[TopicIdPartition, int], None]) -> None: ...
 
 
 class BrokerKafkaHandler:
@@ -49,7 +51,7 @@ class BrokerKafkaHandler:
         this: ThisBroker,
         controller: ControllerAdmin,
         local_partitions: Callable[[], Iterable[LocalPartition]],
-        data: DataApis | None = None,
+        agent: DataAgent,
         metadata_max_age_s: float = 1.0,
     ) -> None:
         view = ClusterView(controller, metadata_max_age_s)
@@ -57,7 +59,9 @@ class BrokerKafkaHandler:
         topics = TopicsApi(controller, view)
         configs = ConfigApi(controller, this)
         log_dirs = LogDirsApi(this.log_dir, local_partitions)
-        data = data or NotServedYet()
+        partitions = PartitionLookup(agent, view, this.node_id)
+        self._waits: FetchWaits[ResponsePayload | None] = FetchWaits()
+        agent.on_append(lambda tp, size: self._waits.appended((tp.topic_id, tp.partition), size))
         self.metadata = cluster.metadata
         self.describe_cluster = cluster.describe_cluster
         self.find_coordinator = cluster.find_coordinator
@@ -67,7 +71,14 @@ class BrokerKafkaHandler:
         self.alter_configs = configs.alter_configs
         self.incremental_alter_configs = configs.incremental_alter_configs
         self.describe_log_dirs = log_dirs.describe_log_dirs
-        self.produce = data.produce
-        self.fetch = data.fetch
-        self.list_offsets = data.list_offsets
-        self.init_producer_id = data.init_producer_id
+        self.produce = ProduceApi(agent, partitions).produce
+        self.fetch = FetchApi(agent, partitions, self._waits).fetch
+        self.list_offsets = ListOffsetsApi(agent, partitions).list_offsets
+        self.init_producer_id = InitProducerIdApi(
+            ProducerIdBlocks(this.node_id, this.log_dir)
+        ).init_producer_id
+
+    def close(self) -> None:
+        """Answers no more waiting fetches (their connections close); call once the listener
+        has stopped."""
+        self._waits.close()

@@ -42,7 +42,7 @@ PRODUCE_KEY = 0
 DEFAULT_API_VERSIONS: Mapping[int, tuple[int, int]] = {
     0: (3, 11),  # Produce
     1: (4, 12),  # Fetch
-    2: (1, 9),  # ListOffsets (v8 adds earliest-local -4)
+    2: (1, 8),  # ListOffsets (v8 adds earliest-local -4; v9's latest-tiered -5 is not served)
     3: (0, 12),  # Metadata
     10: (0, 6),  # FindCoordinator
     18: (0, 4),  # ApiVersions
