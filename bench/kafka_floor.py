@@ -24,8 +24,10 @@ the phase's CPU time is read.
 
 from __future__ import annotations
 
+import datetime
 import os
 import random
+import resource
 import socket
 import struct
 import subprocess
@@ -39,7 +41,16 @@ from types import TracebackType
 from typing import Any
 
 from crc32c import crc32c
+from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.fetch.v12.response import FetchResponse
+from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+from kio.schema.response_header.v1.header import ResponseHeader
+from kio.schema.types import TopicName
+from kio.serial import entity_reader
+from kio.static.primitive import i16, i32, i64
 
+from tests.support.kafka_wire import encode_request
 from tiered.kafka.record_batch import iter_batches
 from tiered.kafka.records import Record, build_batch
 from tiered.rpc.v1 import broker_pb2 as pb
@@ -64,6 +75,7 @@ ACK_BYTES = 64
 FETCH_REQUEST_BYTES = 96
 FETCH_RESPONSE_OVERHEAD = 80
 READY = "floor listening on port "
+CPU = "floor server CPU seconds "
 
 
 # ----------------------------------------------------------------------------- the records
@@ -116,7 +128,7 @@ def build_workload(size_bytes: int) -> Workload:
     return Workload(records, per_batch, batches, checksum, timestamp_ms)
 
 
-# ----------------------------------------------------------------------------- socket helpers
+# ----------------------------------------------------------------------------- the wire
 
 
 def _recv_exactly(sock: socket.socket, view: memoryview) -> bool:
@@ -132,30 +144,62 @@ def _recv_exactly(sock: socket.socket, view: memoryview) -> bool:
     return True
 
 
-def _read_frame(sock: socket.socket, buffer: bytearray) -> memoryview | None:
-    """The next length-prefixed frame's body (a view of ``buffer``), None at end of stream."""
+def _read_frame(sock: socket.socket) -> bytearray | None:
+    """The next length-prefixed frame's body, None at the end of the stream."""
     prefix = bytearray(LENGTH.size)
     if not _recv_exactly(sock, memoryview(prefix)):
         return None
-    (size,) = LENGTH.unpack(prefix)
-    if size > len(buffer):
-        raise ValueError(f"a {size}-byte frame does not fit the {len(buffer)}-byte buffer")
-    body = memoryview(buffer)[:size]
-    if not _recv_exactly(sock, body):
+    body = bytearray(LENGTH.unpack(prefix)[0])
+    if not _recv_exactly(sock, memoryview(body)):
         raise EOFError("connection closed between a frame's length and its body")
     return body
 
 
-# ----------------------------------------------------------------------------- servers
+Request = tuple[bytes, bytes]
+"""A request frame as its head (size prefix, header, fields) and a body sent as it is."""
 
 
-def _serve_produce(conn: socket.socket, path: Path, max_frame: int) -> None:
-    buffer = bytearray(max_frame)
-    ack = bytes(ACK_BYTES)
+def exchange(
+    port: int, requests: Sequence[Request], in_flight: int
+) -> tuple[float, list[bytearray]]:
+    """Sends the requests over one loopback connection, up to ``in_flight`` unanswered (as a
+    producer's max.in.flight.requests.per.connection; a consumer has one fetch in flight), and
+    reads a length-prefixed answer to each; (seconds from the first send to the last answer,
+    the answers' bodies)."""
+    answers: list[bytearray] = []
+
+    def answer() -> None:
+        frame = _read_frame(sock)
+        if frame is None:
+            raise EOFError(f"the server closed the connection after {len(answers)} answers")
+        answers.append(frame)
+
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        pending = 0
+        start = time.perf_counter()
+        for head, body in requests:
+            if pending == in_flight:
+                answer()
+                pending -= 1
+            sock.sendall(head)
+            sock.sendall(body)
+            pending += 1
+        for _ in range(pending):
+            answer()
+        seconds = time.perf_counter() - start
+    return seconds, answers
+
+
+# ----------------------------------------------------------------------------- the floor server
+
+
+def _serve_produce(conn: socket.socket, path: Path) -> None:
+    ack = LENGTH.pack(ACK_BYTES) + bytes(ACK_BYTES)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        while (frame := _read_frame(conn, buffer)) is not None:
-            batch = frame[PRODUCE_REQUEST_OVERHEAD:]
+        while (frame := _read_frame(conn)) is not None:
+            batch = memoryview(frame)[PRODUCE_REQUEST_OVERHEAD:]
             written = 0
             while written < len(batch):
                 written += os.write(fd, batch[written:])
@@ -166,11 +210,10 @@ def _serve_produce(conn: socket.socket, path: Path, max_frame: int) -> None:
 
 
 def _serve_fetch(conn: socket.socket, path: Path) -> None:
-    buffer = bytearray(FETCH_REQUEST_BYTES)
     header = bytes(FETCH_RESPONSE_OVERHEAD)
     fd = os.open(path, os.O_RDONLY)
     try:
-        while (frame := _read_frame(conn, buffer)) is not None:
+        while (frame := _read_frame(conn)) is not None:
             position, length = FILE_RANGE.unpack_from(frame)
             data = os.pread(fd, length, position)
             conn.sendall(LENGTH.pack(len(header) + len(data)) + header)
@@ -180,24 +223,30 @@ def _serve_fetch(conn: socket.socket, path: Path) -> None:
 
 
 def serve(argv: Sequence[str]) -> None:
-    """The server process: ``produce PATH MAX_FRAME`` or ``fetch PATH``. Prints ``READY`` and
-    the port, serves one connection until the client closes it, then exits."""
+    """The server process: ``produce PATH`` or ``fetch PATH``. Prints ``READY`` and the port,
+    serves one connection until the client closes it, prints ``CPU`` and the CPU seconds
+    serving it took, then exits."""
     kind, path = argv[0], Path(argv[1])
     with socket.create_server(("127.0.0.1", 0)) as listener:
         print(f"{READY}{listener.getsockname()[1]}", flush=True)
         conn, _ = listener.accept()
     with conn:
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if kind == "produce":
-            _serve_produce(conn, path, int(argv[2]))
-        else:
-            _serve_fetch(conn, path)
+        before = _cpu_seconds()
+        (_serve_produce if kind == "produce" else _serve_fetch)(conn, path)
+    print(f"{CPU}{_cpu_seconds() - before}", flush=True)
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 class FloorServer:
-    """A floor server process (``kind`` produce or fetch on ``path``) and a connection to it."""
+    """A floor server process (``kind`` produce or fetch on ``path``); once its client has
+    closed the connection and the context is left, ``cpu_s`` is the CPU it used serving it."""
 
-    def __init__(self, kind: str, path: Path, max_frame: int = 0) -> None:
+    def __init__(self, kind: str, path: Path) -> None:
         code = "import sys; from bench.kafka_floor import serve; serve(sys.argv[1:])"
         inherited = os.environ.get("PYTHONPATH")
         env = {
@@ -205,7 +254,7 @@ class FloorServer:
             "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), inherited])),
         }
         self.process = subprocess.Popen(
-            [sys.executable, "-c", code, kind, str(path), str(max_frame)],
+            [sys.executable, "-c", code, kind, str(path)],
             stdout=subprocess.PIPE,
             text=True,
             env=env,
@@ -215,8 +264,8 @@ class FloorServer:
         if not line.startswith(READY):
             self.process.kill()
             raise RuntimeError(f"the floor server did not start: {line!r}")
-        self.sock = socket.create_connection(("127.0.0.1", int(line[len(READY) :])))
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.port = int(line[len(READY) :])
+        self.cpu_s = 0.0
 
     def __enter__(self) -> FloorServer:
         return self
@@ -224,7 +273,9 @@ class FloorServer:
     def __exit__(
         self, kind: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self.sock.close()
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        self.cpu_s = float(line[len(CPU) :]) if line.startswith(CPU) else 0.0
         try:
             self.process.wait(30)
         except subprocess.TimeoutExpired:
@@ -232,35 +283,9 @@ class FloorServer:
             self.process.wait()
 
 
-# ----------------------------------------------------------------------------- clients
-
-
-def produce(path: Path, batches: Sequence[bytes], in_flight: int) -> float:
-    """Sends every batch as a produce frame, up to ``in_flight`` unanswered (as a producer's
-    max.in.flight.requests.per.connection); the seconds from the first send to the last ack.
-    The server appends the batches to ``path``."""
-    max_frame = PRODUCE_REQUEST_OVERHEAD + max(len(b) for b in batches)
-    ack = memoryview(bytearray(ACK_BYTES))
-    padding = bytes(PRODUCE_REQUEST_OVERHEAD)
-    with FloorServer("produce", path, max_frame) as server:
-        sock = server.sock
-        pending = 0
-        start = time.perf_counter()
-        for batch in batches:
-            if pending == in_flight:
-                _recv_exactly(sock, ack)
-                pending -= 1
-            sock.sendall(LENGTH.pack(len(padding) + len(batch)) + padding)
-            sock.sendall(batch)
-            pending += 1
-        for _ in range(pending):
-            _recv_exactly(sock, ack)
-        return time.perf_counter() - start
-
-
 def fetch_ranges(batch_sizes: Sequence[int], max_bytes: int) -> list[tuple[int, int]]:
-    """The file ranges fetches of ``max_bytes`` return: whole batches while they fit, at least
-    one (KIP-74), as the broker answers."""
+    """The (position, length) ranges fetches of ``max_bytes`` return: whole batches while they
+    fit, at least one (KIP-74), as the broker answers."""
     ranges: list[tuple[int, int]] = []
     position = length = 0
     for size in batch_sizes:
@@ -271,28 +296,6 @@ def fetch_ranges(batch_sizes: Sequence[int], max_bytes: int) -> list[tuple[int, 
     if length:
         ranges.append((position, length))
     return ranges
-
-
-def fetch(path: Path, ranges: Sequence[tuple[int, int]]) -> tuple[float, int, int]:
-    """Fetches each range of ``path``, one request at a time; (seconds, bytes received without
-    the response headers, their CRC32C)."""
-    largest = FETCH_RESPONSE_OVERHEAD + max(length for _, length in ranges)
-    buffer = bytearray(largest)
-    padding = bytes(FETCH_REQUEST_BYTES - FILE_RANGE.size)
-    received = checksum = 0
-    with FloorServer("fetch", path) as server:
-        sock = server.sock
-        start = time.perf_counter()
-        for position, length in ranges:
-            request = FILE_RANGE.pack(position, length) + padding
-            sock.sendall(LENGTH.pack(len(request)) + request)
-            frame = _read_frame(sock, buffer)
-            if frame is None:
-                raise EOFError("the floor fetch server closed the connection")
-            data = frame[FETCH_RESPONSE_OVERHEAD:]
-            received += len(data)
-            checksum = crc32c(data, checksum)
-        return time.perf_counter() - start, received, checksum
 
 
 # ----------------------------------------------------------------------------- floor phases
@@ -311,30 +314,34 @@ def failed(problem: str) -> Checked:
 
 
 def floor_produce(path: Path, workload: Workload) -> Checked:
-    seconds = produce(path, workload.batches, IN_FLIGHT)
+    padding = bytes(PRODUCE_REQUEST_OVERHEAD)
+    requests = [(LENGTH.pack(len(padding) + len(b)) + padding, b) for b in workload.batches]
+    with FloorServer("produce", path) as server:
+        seconds, answers = exchange(server.port, requests, IN_FLIGHT)
 
     def check() -> list[str]:
-        if path.read_bytes() == b"".join(workload.batches):
+        if len(answers) == len(requests) and path.read_bytes() == b"".join(workload.batches):
             return []
         return [f"the floor file holds {path.stat().st_size} bytes, not the batches sent"]
 
-    return figures(seconds, workload, requests=len(workload.batches)), check
+    return figures(seconds, workload, requests=len(requests), server_cpu_s=server.cpu_s), check
 
 
 def floor_fetch(path: Path, workload: Workload) -> Checked:
     ranges = fetch_ranges([len(b) for b in workload.batches], FETCH_MAX_BYTES)
-    seconds, received, checksum = fetch(path, ranges)
+    padding = bytes(FETCH_REQUEST_BYTES - FILE_RANGE.size)
+    head = LENGTH.pack(FETCH_REQUEST_BYTES)
+    requests = [(head + FILE_RANGE.pack(*r) + padding, b"") for r in ranges]
+    with FloorServer("fetch", path) as server:
+        seconds, answers = exchange(server.port, requests, 1)
 
     def check() -> list[str]:
-        expected = crc32c(b"".join(workload.batches))
-        if received == workload.batch_bytes and checksum == expected:
+        data = b"".join(memoryview(a)[FETCH_RESPONSE_OVERHEAD:] for a in answers)
+        if data == b"".join(workload.batches):
             return []
-        return [
-            f"the floor fetch got {received} bytes (crc {checksum:#x}), expected "
-            f"{workload.batch_bytes} (crc {expected:#x})"
-        ]
+        return [f"the floor fetch got {len(data)} bytes, not the {workload.batch_bytes} written"]
 
-    return figures(seconds, workload, requests=len(ranges)), check
+    return figures(seconds, workload, requests=len(ranges), server_cpu_s=server.cpu_s), check
 
 
 # ----------------------------------------------------------------------------- gRPC phases
@@ -439,3 +446,90 @@ def list_offsets(stub: pb_grpc.BrokerServiceStub, partition: Partition) -> pb.Pa
     if response.error.code:
         raise RuntimeError(f"ListOffsets {partition.name}: {response.error}")
     return response.offsets
+
+
+# ----------------------------------------------------------------------------- bare Kafka client
+# The floor's client against the broker's Kafka listener: pre-encoded requests for the same
+# batches, no client library. What the broker alone costs, next to the floor's server.
+
+
+def bare_kafka_produce(port: int, stub: Any, partition: Partition, workload: Workload) -> Checked:
+    """ProduceRequest v9 (acks 1) frames, one batch each, ``IN_FLIGHT`` unanswered."""
+    requests = [
+        (
+            encode_request(
+                ProduceRequest(
+                    acks=i16(1),
+                    timeout=datetime.timedelta(seconds=STALL_S),
+                    topic_data=(
+                        TopicProduceData(
+                            name=TopicName(partition.name),
+                            partition_data=(PartitionProduceData(index=i32(0), records=batch),),
+                        ),
+                    ),
+                ),
+                n,
+            ),
+            b"",
+        )
+        for n, batch in enumerate(workload.batches)
+    ]
+    seconds, _ = exchange(port, requests, IN_FLIGHT)
+    # Answers are not decoded: the log must end at the record count and hold the same batches.
+    return figures(seconds, workload, requests=len(requests)), lambda: [
+        *check_end(stub, partition, workload),
+        *grpc_fetch(stub, partition, workload, remote=False)[1](),
+    ]
+
+
+def fetch_request(topic: str, offset: int, correlation_id: int) -> bytes:
+    return encode_request(
+        FetchRequest(
+            max_wait=datetime.timedelta(milliseconds=500),
+            min_bytes=i32(1),
+            max_bytes=i32(FETCH_MAX_BYTES),
+            topics=(
+                FetchTopic(
+                    topic=TopicName(topic),
+                    partitions=(
+                        FetchPartition(
+                            partition=i32(0),
+                            fetch_offset=i64(offset),
+                            partition_max_bytes=i32(FETCH_MAX_BYTES),
+                        ),
+                    ),
+                ),
+            ),
+            forgotten_topics_data=(),
+        ),
+        correlation_id,
+    )
+
+
+def bare_kafka_fetch(port: int, partition: Partition, workload: Workload) -> Checked:
+    """FetchRequest v12 frames, one at a time, each at the offset after the last whole batch
+    of the previous answer (decoded with kio, as any client must)."""
+    blobs: list[bytes] = []
+    offset = 0
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        start = time.perf_counter()
+        while offset < workload.records:
+            sock.sendall(fetch_request(partition.name, offset, len(blobs)))
+            frame = _read_frame(sock)
+            if frame is None:
+                return failed(f"the broker closed the connection fetching {partition.name}")
+            answer = bytes(frame)  # kio reads from read-only buffers
+            _, header_size = entity_reader(ResponseHeader)(answer, 0)
+            response, _ = entity_reader(FetchResponse)(answer, header_size)
+            data = response.responses[0].partitions[0]
+            records = data.records or b""
+            headers = list(iter_batches(records, verify=False, allow_truncated_tail=True))
+            if data.error_code != ErrorCode.none or not headers:
+                return failed(f"bare Kafka fetch {partition.name} at {offset}: {data.error_code}")
+            blobs.append(records)
+            offset = headers[-1].last_offset + 1
+        seconds = time.perf_counter() - start
+    return figures(seconds, workload, requests=len(blobs)), lambda: check_fetched(
+        blobs, workload, partition.name
+    )

@@ -6,41 +6,47 @@ mode: an active controller, a standby and ONE broker, each a separate process; t
 every append). The records: ``--size-mb`` MiB (1024; ``--quick`` 32) of 1 KiB values, no keys,
 each value's first 8 bytes its index (the rest the same bytes), one partition per topic.
 
-Measured, in this order, with ``os.sync()`` (untimed) before each phase:
+Measured, in this order, with ``os.sync()`` (untimed) before each phase (the baselines are in
+``bench/kafka_floor.py``):
 
 1. *floor produce*: the batches of 2 as length-prefixed frames of a ProduceRequest's size to a
-   bare loopback server in another process that appends each batch to a file, fsyncs and acks
-   (``bench/kafka_floor.py``, which holds the baselines: the records, the floor, the gRPC path);
+   bare loopback server in another process that appends each batch to a file, fsyncs and acks;
 2. *gRPC produce*: the same records as record batches v2 (``tiered.kafka.records.build_batch``,
    as many 1 KiB records as fit in the producer's ``batch.size``), one ``BrokerService.Produce``
    at a time (a produce answer tells the next batch's offsets), to a topic without tiering;
 3. *Kafka produce*: a confluent-kafka ``Producer`` (``PRODUCER`` settings, in the JSON), one
-   ``produce()`` per record, until ``flush()`` returns with every record acknowledged;
+   ``produce()`` per record, until ``flush()`` returns with every record acknowledged; then
+   *bare client*: the floor's client sending pre-encoded ProduceRequests of the batches of 2 to
+   the broker's Kafka listener (the broker's cost without a client library's);
 4. *floor fetch*: the floor file read back in the ranges a fetch of ``FETCH_MAX_BYTES`` returns
    (whole batches), one request at a time, by a server that ``pread``s and sends them;
 5. *gRPC local fetch*: ``Fetch`` from offset 0 with ``max_bytes`` ``FETCH_MAX_BYTES``, one at a
    time, the next offset after the last whole batch received;
 6. *Kafka local fetch*: a confluent-kafka ``Consumer`` (``group.id`` set, auto-commit off)
-   ``assign()``ed at offset 0, ``consume()`` until every record is seen, a checksum of each value;
-7. remote reads: two tiered topics (segments of 1/16 of the data, ``local.retention.bytes`` 1) get
-   the same records the same two ways (timed too, with the copier running: *produce to a tiered
-   topic*), then a segment of padding records each (gRPC) so that the last data segment rolls;
-   the bench polls ListOffsets until the local log start offset is past the data on both (every
-   data segment copied to remote storage and deleted locally), then times *gRPC remote fetch*
-   (every answer ``from_remote``) and *Kafka remote fetch* as in 5 and 6.
+   ``assign()``ed at offset 0, ``consume()`` until every record is seen, a checksum of each
+   value; then *bare client*: FetchRequests encoded and answers decoded with kio, one at a time;
+7. remote reads: two tiered topics (segments of 1/16 of the data, ``local.retention.bytes`` 1)
+   get the same records through gRPC and Kafka (timed too, with the copier running: *produce to
+   a tiered topic*), then a segment of padding records each (gRPC) so that the last data
+   segment rolls; the bench polls ListOffsets until the local log start offset is past the data
+   on both (every data segment copied to remote storage and deleted locally), then times the
+   fetches of 5 and 6 from offset 0 (every gRPC answer ``from_remote``).
 
 Kafka produce and fetch are probed first with one record. When the broker does not serve one of
 them, its Kafka phases are skipped and ``kafka_missing`` in the JSON says why; the summary then
 holds the gRPC and floor rows only. (If only produce is missing, the Kafka consumer reads the
-gRPC path's topics: the same records.) Each phase records the CPU seconds the broker and this
-process used; ``--profile`` samples the broker with py-spy in each phase (summarised in the JSON).
+gRPC path's topics: the same records.) Each phase records the CPU seconds its server (the broker,
+or the floor's server process) and its client (this process: librdkafka's threads included) used:
+on a busy machine they say more than the wall-clock figures. ``--profile`` samples the broker with
+py-spy in each phase (summarised in the JSON).
 
 Verified, exiting 1 on a mismatch (timings are never asserted): every produce answered without
 error at contiguous offsets, ending at the record count; every Kafka record delivered; each
 consumer saw every record once (count, first and last offset, no gap) and the CRC32C of every
-value in order equals the produced one; each gRPC fetch returned, at contiguous offsets, exactly
-the batches produced (record count and the batch CRC32C, which covers every value byte); the
-floor's file and its fetched bytes have the batches' size and CRC32C.
+value in order equals the produced one; each gRPC and bare-client fetch returned, at contiguous
+offsets, exactly the batches produced (record count and the batch CRC32C, which covers every
+value byte), as does the bare client's topic after its produce; the floor's file and the bytes
+fetched from it are the batches.
 
 MB/s = 10^6 bytes of record values per second (the same bytes for every path). ratio = MB/s /
 the floor's MB/s: the share of the floor's throughput (higher is better). Goals, reported and not
@@ -91,6 +97,8 @@ from bench.kafka_floor import (
     Checked,
     Partition,
     Workload,
+    bare_kafka_fetch,
+    bare_kafka_produce,
     build_workload,
     check_end,
     figures,
@@ -140,6 +148,8 @@ QUIET = {"log_level": 3}  # librdkafka: errors only
 PROBE_QUIET = {"log_level": 0}
 PROBE_TIMEOUT_MS = 10_000
 GRPC_CHANNEL = [("grpc.max_receive_message_length", 4 * FETCH_MAX_BYTES)]
+
+TOPICS = ("grpc-local", "kafka-local", "bare-local", "grpc-tiered", "kafka-tiered", "probe")
 
 Log = Callable[[str], None]
 
@@ -192,7 +202,10 @@ def kafka_consume(bootstrap: str, topic: str, workload: Workload) -> Checked:
         consumer.assign([TopicPartition(topic, 0, 0)])
         start = progress = time.perf_counter()
         while seen < workload.records and time.perf_counter() - progress < STALL_S:
-            for message in consumer.consume(num_messages=10_000, timeout=1.0):
+            # No more than what is left: consume() waits out its timeout for a count not
+            # yet fetched, and the log may hold nothing more.
+            wanted = min(10_000, workload.records - seen)
+            for message in consumer.consume(num_messages=wanted, timeout=1.0):
                 if message.error() is not None:
                     errors.append(str(message.error()))
                     continue
@@ -279,9 +292,8 @@ def kafka_batches(stub: pb_grpc.BrokerServiceStub, partition: Partition) -> dict
 
 class Meter:
     """Runs a phase after an untimed ``os.sync()`` and files its figures under the phase's name
-    in ``results``, with the CPU seconds the broker and this process used (not the floor
-    server's), the load average after it, py-spy's summary with ``--profile``, and then the
-    problems its check found."""
+    in ``results``, with the CPU seconds its server and its client used, the load average after
+    it, py-spy's summary with ``--profile``, and then the problems its check found."""
 
     def __init__(
         self, broker_pid: int, profile: bool, directory: Path, log: Log, results: dict[str, Any]
@@ -299,9 +311,11 @@ class Meter:
             profiler = Profiler({"broker": self.broker_pid}, self.directory, phase, 100)
         broker_before, own_before = cpu_seconds(self.broker_pid), own_cpu_seconds()
         result, check = run()
-        result["cpu_s"] = {
-            "broker": round(cpu_seconds(self.broker_pid) - broker_before, 2),
-            "bench": round(own_cpu_seconds() - own_before, 2),
+        broker_s, client_s = cpu_seconds(self.broker_pid) - broker_before, own_cpu_seconds()
+        floor_server_s = result.pop("server_cpu_s", None)
+        result["cpu_s"] = {  # the server: the broker, or the floor's server process
+            "server": round(broker_s if floor_server_s is None else floor_server_s, 3),
+            "client": round(client_s - own_before, 3),
         }
         result["load_average_after"] = load_average()
         if profiler is not None:
@@ -386,11 +400,12 @@ def run(args: argparse.Namespace, workdir: Path, log: Log) -> dict[str, Any]:
         channel = open_channel(grpc_address(broker.properties), options=GRPC_CHANNEL)
         stub = pb_grpc.BrokerServiceStub(channel)
         bootstrap = kafka_address(broker.properties)
+        kafka_port = int(bootstrap.rpartition(":")[2])
         measure = Meter(broker.process.pid, args.profile, workdir, log, results)
         tiered = tiered_configs(workload)
         topics = {
             name: make_topic(cluster, stub, name, tiered if name.endswith("tiered") else {})
-            for name in ("grpc-local", "kafka-local", "grpc-tiered", "kafka-tiered", "probe")
+            for name in TOPICS
         }
         missing = results["kafka_missing"] = probe_kafka(bootstrap, stub, topics["probe"], workload)
         for what, why in missing.items():
@@ -407,6 +422,13 @@ def run(args: argparse.Namespace, workdir: Path, log: Log) -> dict[str, Any]:
                     lambda: kafka_produce(bootstrap, stub, kafka_topic, workload),
                 )
                 results[f"kafka_produce{suffix}"]["batches"] = kafka_batches(stub, kafka_topic)
+                if kind == "local":
+                    measure(
+                        "kafka_produce_bare",
+                        lambda: bare_kafka_produce(
+                            kafka_port, stub, topics["bare-local"], workload
+                        ),
+                    )
 
         def fetch(kind: str, where: str) -> None:
             remote = where == "remote"
@@ -415,6 +437,10 @@ def run(args: argparse.Namespace, workdir: Path, log: Log) -> dict[str, Any]:
             if "fetch" not in missing:
                 measure(
                     f"kafka_fetch_{where}", lambda: kafka_consume(bootstrap, kafka_topic, workload)
+                )
+                measure(  # the gRPC topic holds the workload's batches, as bare fetches expect
+                    f"kafka_fetch_{where}_bare",
+                    lambda: bare_kafka_fetch(kafka_port, grpc_topic, workload),
                 )
 
         measure("floor_produce", lambda: floor_produce(floor_file, workload))
@@ -442,10 +468,14 @@ def run(args: argparse.Namespace, workdir: Path, log: Log) -> dict[str, Any]:
 FLOOR_PRODUCE = "floor: loopback socket server, append + fsync per request"
 FLOOR_FETCH = "floor: loopback socket server, pread + send per request"
 # (figure, phase, baseline phase, its label, goal as a share of the floor's MB/s)
+BARE = "bare client: pre-encoded requests, no client library"
 ROWS: tuple[tuple[str, str, str, str, float | None], ...] = (
     ("Kafka produce (confluent-kafka)", "kafka_produce", "floor_produce", FLOOR_PRODUCE, 0.5),
     ("Kafka fetch, local log", "kafka_fetch_local", "floor_fetch", FLOOR_FETCH, 0.5),
     ("Kafka fetch, remote storage", "kafka_fetch_remote", "floor_fetch", FLOOR_FETCH, 0.4),
+    (f"Kafka produce, {BARE}", "kafka_produce_bare", "floor_produce", FLOOR_PRODUCE, None),
+    (f"Kafka fetch, local log, {BARE}", "kafka_fetch_local_bare", "floor_fetch", FLOOR_FETCH, None),
+    (f"Kafka fetch, remote, {BARE}", "kafka_fetch_remote_bare", "floor_fetch", FLOOR_FETCH, None),
     ("gRPC Produce, same batches", "grpc_produce", "floor_produce", FLOOR_PRODUCE, None),
     ("gRPC Fetch, local log", "grpc_fetch_local", "floor_fetch", FLOOR_FETCH, None),
     ("gRPC Fetch, remote storage", "grpc_fetch_remote", "floor_fetch", FLOOR_FETCH, None),
@@ -490,11 +520,11 @@ def print_table(results: dict[str, Any], log: Log) -> None:
                 f"{result['mb_per_s']:,.1f}",
                 f"{result['seconds']:.2f}",
                 share,
-                cpu["broker"],
-                cpu["bench"],
+                cpu["server"],
+                cpu["client"],
             ]
         )
-    log(format_table(["phase", "MB/s", "s", "of floor", "broker CPU s", "bench CPU s"], rows))
+    log(format_table(["phase", "MB/s", "s", "of floor", "server CPU s", "client CPU s"], rows))
     for what, why in results.get("kafka_missing", {}).items():
         log(f"Kafka {what}: MISSING ({why})")
 
