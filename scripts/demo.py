@@ -22,9 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import re
-import shlex
 import signal
 import subprocess
 import sys
@@ -36,6 +34,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn
+
+from demo_output import (
+    RECORD_BYTES,
+    elapsed_text,
+    explain,
+    human_bytes,
+    say,
+    show_command,
+    write_records,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = REPO / ".venv" / "bin"
@@ -52,7 +60,6 @@ DEFAULT_RECORDS = 24_000
 MIN_RECORDS = 1_500  # each partition tiers >= MIN_SEGMENTS and expires some local segments
 MORE_RECORDS = 1_500  # after the re-enable: enough to push the local log start past them
 MIN_SEGMENTS = 10
-RECORD_BYTES = 100
 # The console producer sends each request as one Kafka record batch, and a batch never spans
 # segments: batches of ~33 records fill a 4 KiB segment each.
 RECORDS_PER_BATCH = 33
@@ -63,31 +70,10 @@ TIERING_TIMEOUT_S = 120.0
 COMMAND_TIMEOUT_S = 300.0
 
 
-# The Kafka client step: what an operator would type into ``python -`` (argv[1]: the brokers'
-# Kafka listeners). It turns tiered storage off with IncrementalAlterConfigs, which returns once
-# DISABLING is persisted, then follows DescribeConfigs' read-only entries until DISABLED.
-KAFKA_ADMIN_SNIPPET = """\
-import sys, time
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
-
-admin = AdminClient({"bootstrap.servers": sys.argv[1]})
-SET = AlterConfigOpType.SET
-off = ConfigResource("topic", "orders", incremental_configs=[
-    ConfigEntry("remote.log.disable.policy", "retain", incremental_operation=SET),
-    ConfigEntry("remote.storage.enable", "false", incremental_operation=SET)])
-admin.incremental_alter_configs([off])[off].result(30)
-print("IncrementalAlterConfigs: done")
-keys = ("remote.storage.enable", "remote.log.tiered.state", "remote.log.tiered.epoch")
-shown, deadline = "", time.monotonic() + 60
-while "DISABLED" not in shown and time.monotonic() < deadline:
-    topic = ConfigResource("topic", "orders")
-    configs = admin.describe_configs([topic])[topic].result(30)
-    line = " ".join(f"{k}={configs[k].value}" for k in keys)
-    if line != shown:
-        print("DescribeConfigs:", line)
-        shown = line
-    time.sleep(0.1)
-"""
+# The Kafka client step: a script the demo shows as typed into ``python -`` (argv[1]: the
+# brokers' Kafka listeners). It turns tiered storage off with IncrementalAlterConfigs, which
+# returns once DISABLING is persisted, then follows DescribeConfigs until DISABLED.
+KAFKA_ADMIN_SCRIPT = Path(__file__).resolve().parent / "demo_kafka_admin.py"
 
 
 class DemoError(Exception):
@@ -100,65 +86,6 @@ class SignalledError(Exception):
 
 def _interrupt(signum: int, _frame: FrameType | None) -> NoReturn:
     raise SignalledError(signal.Signals(signum).name)
-
-
-# --------------------------------------------------------------------------------- output
-
-_TTY = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-
-
-def _style(code: str, text: str) -> str:
-    return f"\033[{code}m{text}\033[0m" if _TTY else text
-
-
-def say(text: str = "") -> None:
-    """A line of the demo's own narration, flushed before any subprocess writes."""
-    print(text, flush=True)
-
-
-def explain(*lines: str) -> None:
-    """The narration before a step: a blank line, then comment lines."""
-    say()
-    for line in lines:
-        comment(line)
-
-
-def comment(text: str) -> None:
-    say(_style("36", f"# {text}"))
-
-
-def show_command(args: Sequence[str], suffix: str = "") -> None:
-    say(_style("1", "$ " + shlex.join(args) + suffix))
-
-
-def human_bytes(n: int) -> str:
-    if n < 1024:
-        return f"{n}B"
-    if n < 1024 * 1024:
-        return f"{n / 1024:.0f}K"
-    return f"{n / 1024 / 1024:.1f}M"
-
-
-def elapsed_text(seconds: float) -> str:
-    minutes, secs = divmod(round(seconds), 60)
-    return f"{minutes}m {secs:02d}s" if minutes else f"{secs}s"
-
-
-# --------------------------------------------------------------------------------- records
-
-
-def write_records(path: Path, first: int, count: int, seed: int) -> None:
-    """``count`` order lines of about RECORD_BYTES bytes, numbered from ``first``."""
-    rng = random.Random(seed)
-    lines = []
-    for i in range(first, first + count):
-        line = (
-            f"order-{i:06d} customer=c{rng.randrange(10_000):04d} item=sku-{rng.randrange(1000):03d}"
-            f" qty={rng.randrange(1, 10)} price={rng.randrange(100, 100_000) / 100:.2f} note="
-        )
-        line += "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(40))
-        lines.append(line[:RECORD_BYTES])
-    path.write_text("\n".join(lines) + "\n")
 
 
 # --------------------------------------------------------------------------------- the demo
@@ -600,7 +527,9 @@ class Demo:
             "shows the tiered state (DISABLING until every broker acked, then DISABLED).",
         )
         kafka_out = self.run(
-            ["python", "-", self.kafka_bootstrap], heredoc=KAFKA_ADMIN_SNIPPET, capture=True
+            ["python", "-", self.kafka_bootstrap],
+            heredoc=KAFKA_ADMIN_SCRIPT.read_text(),
+            capture=True,
         )
         check(
             "remote.log.tiered.state=DISABLED remote.log.tiered.epoch=2" in kafka_out,

@@ -214,6 +214,9 @@ def test_kafka_python_creates_describes_alters_and_deletes(cluster: Cluster, top
         described = admin.describe_configs([resource], config_filter="all")["topic"][topic]
         assert described["retention.ms"]["value"] == "3600000"
         assert described["remote.log.tiered.state"]["value"] == "ENABLED"
+        broker = PythonConfigResource(ConfigResourceType.BROKER, "1")
+        static = admin.describe_configs([broker], config_filter="all")["broker"]["1"]
+        assert static["node.id"]["value"] == "1" and static["node.id"]["read_only"]
         resource = PythonConfigResource(
             ConfigResourceType.TOPIC,
             topic,

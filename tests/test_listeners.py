@@ -3,11 +3,14 @@ what the broker's config makes of them."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from broker.config import BrokerConfig
+from tests.support.processes import REPO
 from tiered.cluster.model import BrokerRegistration
 from tiered.cluster.serde import broker_registration_from_proto, broker_registration_to_proto
 from tiered.cluster.zk_znodes import decode_broker_registration, encode_broker_registration
@@ -119,3 +122,29 @@ def test_a_registration_carries_the_kafka_endpoints_both_ways() -> None:
     # A znode written before brokers had Kafka listeners: none.
     old = decode_broker_registration(3, b'{"version":5,"host":"h","port":1}')
     assert old.kafka_endpoints == () and old.kafka_endpoint() is None
+
+
+@pytest.mark.parametrize(
+    ("listeners", "fragments"),
+    [
+        ("PLAINTEXT://127.0.0.1:9092", ["has no gRPC listener", "GRPC://127.0.0.1:9091"]),
+        ("GRPC://127.0.0.1:9091,SASL_SSL://127.0.0.1:9093", ["not supported yet"]),
+    ],
+)
+def test_the_broker_refuses_such_listeners_at_start(
+    tmp_path: Path, listeners: str, fragments: list[str]
+) -> None:
+    config = tmp_path / "broker.properties"
+    config.write_text(f"node.id=1\nlog.dirs={tmp_path / 'logs'}\nlisteners={listeners}\n")
+    started = subprocess.run(
+        [sys.executable, "-m", "broker.main", "--config", str(config)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert started.returncode == 2
+    [line] = started.stderr.splitlines()
+    assert line.startswith("INVALID_CONFIG: listeners")
+    assert all(fragment in line for fragment in fragments), line

@@ -78,6 +78,10 @@ class BrokerKafkaHandler:
             ProducerIdBlocks(this.node_id, this.log_dir)
         ).init_producer_id
 
+    def waiting_fetches(self) -> int:
+        """Fetches waiting for data now."""
+        return self._waits.waiting()
+
     def close(self) -> None:
         """Answers no more waiting fetches (their connections close); call once the listener
         has stopped."""

@@ -4,7 +4,7 @@ those tests share: clients on its Kafka listeners, a poll for a topic's tiered s
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +21,14 @@ MAX_REQUEST_BYTES = 1024 * 1024  # the brokers' socket.request.max.bytes
 
 
 @contextlib.contextmanager
-def shared_cluster(request: pytest.FixtureRequest, root: Path) -> Iterator[Cluster]:
+def shared_cluster(
+    request: pytest.FixtureRequest,
+    root: Path,
+    broker_overrides: Mapping[int, Mapping[str, str]] | None = None,
+) -> Iterator[Cluster]:
     """A started two-broker cluster in ``request.param``'s metadata mode, for a module-scoped
-    fixture; the processes' logs are printed if a test of the module failed."""
+    fixture (``broker_overrides``: more properties of a broker, by id); the processes' logs are
+    printed if a test of the module failed."""
     mode = request.param
     with contextlib.ExitStack() as stack:
         zk_connect = None
@@ -36,6 +41,8 @@ def shared_cluster(request: pytest.FixtureRequest, root: Path) -> Iterator[Clust
             zk_connect,
             broker_extra={"socket.request.max.bytes": str(MAX_REQUEST_BYTES)},
         )
+        for broker_id, properties in (broker_overrides or {}).items():
+            cluster.brokers[broker_id].properties.update(properties)
         failed_before = request.session.testsfailed
         try:
             cluster.start()
@@ -44,6 +51,19 @@ def shared_cluster(request: pytest.FixtureRequest, root: Path) -> Iterator[Clust
             if request.session.testsfailed > failed_before:
                 print(cluster.dump_logs())
             cluster.close()
+
+
+def module_cluster(prefix: str) -> Any:
+    """A module-scoped ``cluster`` fixture: one shared cluster per metadata mode."""
+
+    @pytest.fixture(scope="module", params=MODES)
+    def cluster(
+        request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    ) -> Iterator[Cluster]:
+        with shared_cluster(request, tmp_path_factory.mktemp(f"{prefix}-{request.param}")) as c:
+            yield c
+
+    return cluster
 
 
 def kafka_bootstrap(cluster: Cluster, broker_id: int | None = None) -> str:
