@@ -368,7 +368,8 @@ def move_to_remote(
     stub: Any, partitions: Sequence[Partition], workload: Workload, segment_bytes: int, log: Log
 ) -> dict[str, Any]:
     """Pads each partition with a segment's worth of records (the last data segment rolls), then
-    polls until its local log start offset is past the data; returns the seconds waited."""
+    polls until its local log start offset is past the data: the padding, the seconds waited
+    and the problems producing it."""
     padding_count = segment_bytes // RECORD_BYTES + workload.per_batch
     padding = make_batches(workload.records, padding_count, workload.per_batch, 0)
     problems: list[str] = []
