@@ -183,3 +183,31 @@ def test_failover_bench_small(tmp_path: Path) -> None:
     for result in document["results"]:
         assert result["problems"] == [], result
         assert result["all_disabled_s"] >= result["first_disabled_s"] > 0
+
+
+def test_kafka_protocol_bench_small(tmp_path: Path) -> None:
+    document = run_quick(
+        "kafka_protocol.py",
+        tmp_path / "k.json",
+        "--size-mb",
+        "8",
+        "--workdir",
+        str(tmp_path / "work"),
+        timeout_s=300,
+    )
+    assert document["ok"] is True and document["failures"] == []
+    assert document["kafka_missing"] == {}  # the broker serves Kafka produce and fetch
+    results = document["results"]
+    phases = ["floor_produce", "floor_fetch", "kafka_produce_bare", "grpc_produce_tiered"]
+    phases += ["kafka_produce_tiered"]
+    for path in ("grpc", "kafka"):
+        phases += [f"{path}_produce", f"{path}_fetch_local", f"{path}_fetch_remote"]
+    phases += ["kafka_fetch_local_bare", "kafka_fetch_remote_bare"]
+    for phase in phases:
+        assert results[phase]["problems"] == [], phase
+        assert results[phase]["mb_per_s"] > 0, phase
+    assert results["workload"]["records"] == 8 * 1024
+    assert results["move_to_remote"]["problems"] == []
+    # Kafka, its bare client and gRPC against the floor, and Kafka against gRPC: produce, local
+    # and remote fetch each
+    check_summary(document, rows=12)
