@@ -269,3 +269,22 @@ def write_json(path: Path | str, document: object) -> Path:
     tmp.write_text(json.dumps(document, indent=2, sort_keys=False) + "\n", encoding="utf-8")
     tmp.replace(target)
     return target
+
+
+def finish_run(
+    out_path: Path | str,
+    document: object,
+    runtime_s: float,
+    failures: Sequence[str],
+    print_table: Callable[[], None],
+    log: Callable[[str], None],
+) -> int:
+    """The end every cluster benchmark shares: writes the results JSON, prints the table, the
+    runtime and the first failures; returns the exit code (1 only when a check failed)."""
+    out = write_json(out_path, document)
+    log("")
+    print_table()
+    log(f"runtime {runtime_s:.0f} s; {'ok' if not failures else 'FAILED'}; results in {out}")
+    for failure in failures[:20]:
+        log(f"  {failure}")
+    return 0 if not failures else 1

@@ -96,6 +96,7 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
 from bench.common import (
     RESULTS_DIR,
     code_fingerprint,
+    finish_run,
     format_seconds,
     format_table,
     load_average,
@@ -103,7 +104,6 @@ from bench.common import (
     summarize,
     summary_row,
     utc_now,
-    write_json,
 )
 from tests.support.cluster import Cluster
 from tests.support.zookeeper import ZooKeeperServer, start_kazoo_client
@@ -983,13 +983,9 @@ def main(argv: list[str] | None = None) -> int:
         "failures": failures,
         "ok": not failures,
     }
-    out = write_json(args.out, document)
-    log("")
-    print_table(results, log)
-    log(f"runtime {runtime_s:.0f} s; {'ok' if not failures else 'FAILED'}; results in {out}")
-    for failure in failures[:20]:
-        log(f"  {failure}")
-    return 0 if not failures else 1
+    return finish_run(
+        args.out, document, runtime_s, failures, lambda: print_table(results, log), log
+    )
 
 
 if __name__ == "__main__":

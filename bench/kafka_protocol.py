@@ -80,12 +80,12 @@ from bench import kafka_floor
 from bench.common import (
     RESULTS_DIR,
     code_fingerprint,
+    finish_run,
     format_table,
     load_average,
     machine_info,
     summary_row,
     utc_now,
-    write_json,
 )
 from bench.disable_throughput import Profiler, cpu_seconds, summarize_profile
 from bench.kafka_floor import (
@@ -613,13 +613,9 @@ def main(argv: list[str] | None = None) -> int:
         "failures": failures,
         "ok": not failures,
     }
-    out = write_json(args.out, document)
-    log("")
-    print_table(results, log)
-    log(f"runtime {runtime_s:.0f} s; {'ok' if not failures else 'FAILED'}; results in {out}")
-    for failure in failures[:20]:
-        log(f"  {failure}")
-    return 0 if not failures else 1
+    return finish_run(
+        args.out, document, runtime_s, failures, lambda: print_table(results, log), log
+    )
 
 
 if __name__ == "__main__":
