@@ -82,7 +82,7 @@ class BrokerServicer(pb_grpc.BrokerServiceServicer):
             )
             return pb.FetchResponse(
                 error=error_to_proto(None),
-                records=read.records,
+                records=bytes(read.records),
                 offsets=offsets_to_proto(self._agent.offsets(topic_id, partition)),
                 from_remote=remote,
             )

@@ -20,6 +20,7 @@ from tests.support.kafka_requests import (
     list_offsets,
     produce,
 )
+from tiered.kafka.handler import CloseConnectionError
 from tiered.kafka.record_batch import iter_batches
 from tiered.kafka.records import Record, build_batch, decode_batch
 
@@ -102,13 +103,17 @@ def test_acks(broker: LocalBroker) -> None:
     broker.host("t")
     assert broker.start(produce({("t", 0): batch(b"zero")}, acks=0)) is None  # no answer
     assert log_end(broker, "t") == 1
+    # acks=0 that failed anywhere: the client learns of it by the close, as from Kafka.
+    with pytest.raises(CloseConnectionError, match="nope-0: UNKNOWN_TOPIC_OR_PARTITION"):
+        broker.start(produce({("t", 0): batch(b"kept"), ("nope", 0): batch(b"x")}, acks=0))
+    assert log_end(broker, "t") == 2  # the partitions that succeeded keep their records
     answer = by_partition(broker.call(produce({("t", 0): batch(b"all")}, acks=-1)))[("t", 0)]
-    assert (answer.error_code, answer.base_offset) == (ErrorCode.none, 1)
+    assert (answer.error_code, answer.base_offset) == (ErrorCode.none, 2)
     bad = by_partition(broker.call(produce({("t", 0): batch(b"two")}, acks=2)))[("t", 0)]
     assert bad.error_code is ErrorCode.invalid_required_acks and "acks=2" in bad.error_message
     transactional = broker.call(produce({("t", 0): batch(b"tx")}, transactional_id="tx-1"))
     assert by_partition(transactional)[("t", 0)].error_code is ErrorCode.invalid_request
-    assert log_end(broker, "t") == 2
+    assert log_end(broker, "t") == 3
 
 
 def test_a_retried_idempotent_batch_is_answered_with_its_first_offsets(

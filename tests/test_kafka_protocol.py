@@ -21,11 +21,13 @@ from tiered.kafka.api_versions import DEFAULT_API_VERSIONS, ApiVersionRegistry
 from tiered.kafka.array_bounds import check_array_bounds
 from tiered.kafka.messages import build, has_field, nested
 from tiered.kafka.protocol import (
+    BY_REFERENCE_BYTES,
     FrameTooLargeError,
     RequestDecodeError,
     UnsupportedRequestError,
     decode_request,
     encode_response,
+    encode_response_chunks,
     frame_size,
 )
 
@@ -147,6 +149,52 @@ def test_flexible_responses_use_header_v1_with_tagged_fields() -> None:
     body, size = entity_reader(MetadataResponse)(frame, 9)
     assert body == response
     assert 9 + size == len(frame)
+
+
+@pytest.mark.parametrize("version", [4, 11, 12])  # legacy and compact records fields
+def test_large_records_are_sent_by_reference_and_the_frame_is_what_kio_writes(
+    version: int,
+) -> None:
+    response_type = REGISTRY.schema(1, version).response_type
+    big = memoryview(bytes(range(256)) * 600)  # 153,600 bytes
+    small = b"tiny records"
+
+    def partition(index: int, records: bytes | memoryview) -> object:
+        return build(
+            nested(response_type, "PartitionData"),
+            partition_index=index,
+            error_code=ErrorCode.none,
+            high_watermark=10,
+            last_stable_offset=10,
+            log_start_offset=0,
+            aborted_transactions=None,
+            preferred_read_replica=-1,
+            records=records,
+        )
+
+    response = build(
+        response_type,
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        session_id=0,
+        responses=(
+            build(
+                nested(response_type, "FetchableTopicResponse"),
+                topic="t",
+                partitions=(partition(0, big), partition(1, small), partition(2, big)),
+            ),
+        ),
+    )
+    chunks = encode_response_chunks(5, response)
+    assert [c for c in chunks if c is big] == [big, big]  # not copied
+    assert all(len(c) < BY_REFERENCE_BYTES for c in chunks if c is not big)
+    reference = io.BytesIO()
+    entity_writer(response.__header_schema__)(
+        reference, response.__header_schema__(correlation_id=i32(5))
+    )
+    entity_writer(response_type)(reference, response)
+    expected = struct.pack(">i", len(reference.getvalue())) + reference.getvalue()
+    assert b"".join(chunks) == expected == encode_response(5, response)
 
 
 def test_build_keeps_only_the_fields_a_version_has() -> None:

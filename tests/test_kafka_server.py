@@ -27,7 +27,7 @@ from tests.support.kafka_wire import (
     sample_message,
 )
 from tiered.kafka.api_versions import ApiVersionRegistry
-from tiered.kafka.handler import RequestContext
+from tiered.kafka.handler import CloseConnectionError, RequestContext, response_type_for
 from tiered.kafka.records import Record, build_batch
 from tiered.kafka.server import KafkaServer
 
@@ -176,12 +176,41 @@ def test_acks_zero_produce_gets_no_response_and_the_connection_keeps_serving() -
         assert handler.produced[0][1][0].record == Record(b"k", b"v", (("h", None),), 1)
 
 
-@pytest.mark.parametrize("fault", ["raises", "returns None", "wrong version"])
+def test_frames_larger_than_the_read_buffer_and_many_in_one_send_are_read_whole() -> None:
+    handler = OneTopicHandler()
+    request = produce_request(acks=1)
+    values = [bytes([i]) * size for i, size in enumerate([70_000, 1, 300_000, 65_536 - 200])]
+    frames = b""
+    for i, value in enumerate(values):
+        partition = request.topic_data[0].partition_data[0]
+        batch = build_batch([Record(b"k", value, (), 1)])
+        topic = type(request.topic_data[0])(
+            name="orders", partition_data=(type(partition)(index=0, records=batch),)
+        )
+        frames += encode_request(
+            type(request)(
+                transactional_id=None, acks=1, timeout=request.timeout, topic_data=(topic,)
+            ),
+            10 + i,
+        )
+        frames += encode_request(API_VERSIONS, 100 + i)
+    with serving(handler) as server:
+        client = WireClient(server.address)
+        client.send_raw(frames)  # arrives in whatever pieces TCP makes of 0.5 MB
+        for i in range(len(values)):
+            assert client.receive(response_type_for(request))[0] == 10 + i
+            assert client.receive(ApiVersionsResponse)[0] == 100 + i
+    assert [records[0].record.value for _, records in handler.produced] == values
+
+
+@pytest.mark.parametrize("fault", ["raises", "closes", "returns None", "wrong version"])
 def test_a_failing_handler_closes_only_its_connection(fault: str) -> None:
     class Faulty(OneTopicHandler):
         def metadata(self, request: Any, context: RequestContext) -> Any:
             if fault == "raises":
                 raise RuntimeError("storage is on fire")
+            if fault == "closes":
+                raise CloseConnectionError("the protocol's answer")
             if fault == "returns None":
                 return None
             return super().metadata(MetadataRequestV1(topics=None), context)

@@ -257,7 +257,7 @@ def test_remote_reads_return_whole_batches_and_find_timestamps(broker: Broker) -
             for j in range(10)
         ]
         log.append_batches(build_batch(records, Codec.GZIP if i % 2 else Codec.NONE), 0)
-    stored = log.read(0, 1 << 30).records
+    stored = bytes(log.read(0, 1 << 30).records)
     broker.lead(tp)
     broker.copy_now(tp)
     log.delete_local_segments_up_to(broker.finished(tp)[-1].end_offset + 1)
@@ -267,7 +267,7 @@ def test_remote_reads_return_whole_batches_and_find_timestamps(broker: Broker) -
         got = broker.rlm.read(tp, offset, 1)  # less than a batch: still its whole batch
         first = offset - offset % 10
         assert (got.first_offset, got.next_offset) == (first, first + 10)
-        assert got.records in stored  # the bytes as appended, not re-encoded
+        assert bytes(got.records) in stored  # the bytes as appended, not re-encoded
         assert [r.offset for r in decode(got.records)] == list(range(first, first + 10))
     found = broker.rlm.find_offset_by_timestamp(tp, 100_057)
     assert found is not None and (found.offset, found.timestamp_ms) == (57, 100_057)

@@ -52,7 +52,7 @@ class Reader(Protocol):
 class _Partition:
     index: int
     error: KafkaError | None = None
-    records: bytes = b""
+    records: bytes | memoryview = b""
     high_watermark: int = -1
     log_start_offset: int = -1
 

@@ -5,7 +5,8 @@ Kafka's rules, per partition: exactly one v2 batch (Produce v3+), unknown topics
 UNKNOWN_TOPIC_OR_PARTITION, partitions led elsewhere NOT_LEADER_OR_FOLLOWER, the log's own
 refusals (CORRUPT_MESSAGE, INVALID_RECORD, OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH)
 with their message. The replication factor is 1, so acks=-1 is answered as acks=1: once the
-batch is durable in the leader's log. acks=0 gets no answer at all. A retried idempotent batch
+batch is durable in the leader's log. acks=0 gets no answer at all, unless a partition failed:
+then the connection is closed, as Kafka does. A retried idempotent batch
 already in the log is answered NONE with the offsets it was first written at.
 """
 
@@ -21,7 +22,7 @@ from broker.hosted import HostedPartition
 from broker.kafka.convert import NO_THROTTLE, KafkaError
 from broker.kafka.partitions import PartitionLookup, guarded
 from broker.log import AppendInfo
-from tiered.kafka.handler import RequestContext, response_type_for
+from tiered.kafka.handler import CloseConnectionError, RequestContext, response_type_for
 from tiered.kafka.messages import build, nested
 from tiered.kafka.record_batch import RecordBatchError, parse_batch_header
 
@@ -59,6 +60,11 @@ class ProduceApi:
                 found = resolved[key]
                 results[key] = found if isinstance(found, tuple) else self._append(found, data)
         if acks == 0:
+            failed = {key: r for key, r in results.items() if isinstance(r, tuple)}
+            if failed:
+                # As Kafka's KafkaApis: an acks=0 producer learns of an error only by the close
+                # (it then refreshes its metadata and goes on).
+                raise CloseConnectionError(_describe_failures(failed))
             return None  # the client waits for nothing
         return _response(response_type_for(request), request, results)
 
@@ -69,6 +75,16 @@ class ProduceApi:
             return problem
         tp = hosted.topic_id_partition
         return guarded(lambda: self._agent.produce(tp.topic_id, tp.partition, records))
+
+
+def _describe_failures(failed: dict[tuple[str, int], KafkaError]) -> str:
+    shown = sorted(failed.items())[:3]
+    described = "; ".join(
+        f"{topic}-{index}: {code.name.upper()}: {message or code.name}"
+        for (topic, index), (code, message) in shown
+    )
+    more = f" (and {len(failed) - len(shown)} more)" if len(failed) > len(shown) else ""
+    return f"acks=0 produce failed for {described}{more}"
 
 
 def _request_error(request: Any, acks: int) -> KafkaError | None:

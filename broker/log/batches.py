@@ -48,9 +48,10 @@ ReadAt = Callable[[int, int], bytes]
 @dataclass(frozen=True, slots=True)
 class BatchRead:
     """Whole batches read from a log: ``records`` starts with the batch holding the offset asked
-    for (so it may begin below it) and ends with a whole batch."""
+    for (so it may begin below it) and ends with a whole batch. A read-only view into the bytes
+    read, so that a fetch sends them without copying; ``bytes(records)`` where bytes are needed."""
 
-    records: bytes
+    records: memoryview
     first_offset: int
     """Base offset of the first batch in ``records``."""
     next_offset: int
@@ -168,7 +169,7 @@ class BatchWalker:
         if last is None:
             return None
         at = self._load(first.position, end - first.position)
-        records = self._data[at : at + end - first.position]
+        records = memoryview(self._data)[at : at + end - first.position]
         return BatchRead(records, first.base_offset, last.last_offset + 1)
 
     def search_timestamp(

@@ -314,7 +314,7 @@ class Log:
                 raise OffsetOutOfRangeError(
                     f"offset {offset} outside the local log [{first_served}, {end}]"
                 )
-            parts: list[bytes] = []
+            parts: list[memoryview] = []
             first_offset = next_offset = offset
             budget = max_bytes
             for segment in self._segments[self._segment_index(offset) :]:
@@ -330,7 +330,8 @@ class Log:
                 # batch did not fit: the next segment's batches must not jump that gap.
                 if budget <= 0 or next_offset < segment.next_offset:
                     break
-            return BatchRead(b"".join(parts), first_offset, next_offset)
+            records = parts[0] if len(parts) == 1 else memoryview(b"".join(parts))
+            return BatchRead(records, first_offset, next_offset)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> TimestampOffset | None:
         """ListOffsets by timestamp over the local log, as Kafka's: the first record at or after

@@ -25,7 +25,7 @@ from kio.serial.readers import read_unsigned_varint
 __all__ = ["ArrayBoundsError", "check_array_bounds"]
 
 # (buffer, position, end) -> position after the value
-_Skip = Callable[[bytes, int, int], int]
+_Skip = Callable[[bytes | memoryview, int, int], int]
 
 _FIXED_SIZES = {
     "int8": 1,
@@ -52,7 +52,7 @@ class ArrayBoundsError(ValueError):
     """The frame claims more array elements (or bytes) than it holds."""
 
 
-def check_array_bounds(entity_type: type[Any], buffer: bytes, offset: int) -> int:
+def check_array_bounds(entity_type: type[Any], buffer: bytes | memoryview, offset: int) -> int:
     """Walk the ``entity_type`` message at ``offset`` and return the position after it.
 
     Raises ArrayBoundsError when an array count or a length runs past the end of ``buffer``,
@@ -98,7 +98,7 @@ def _compile_entity(entity_type: type[Any], nullable: bool) -> _Skip:
     if fixed_size is not None and not nullable:
         return functools.partial(_skip_fixed_then_tags, fixed_size, tagged)
 
-    def skip_entity(buffer: bytes, position: int, end: int) -> int:
+    def skip_entity(buffer: bytes | memoryview, position: int, end: int) -> int:
         if nullable:
             position = _advance(position, 1, end)
             if buffer[position - 1] == 0xFF:
@@ -113,12 +113,14 @@ def _compile_entity(entity_type: type[Any], nullable: bool) -> _Skip:
 
 
 def _skip_fixed_then_tags(
-    size: int, tagged: dict[int, _Skip], buffer: bytes, position: int, end: int
+    size: int, tagged: dict[int, _Skip], buffer: bytes | memoryview, position: int, end: int
 ) -> int:
     return _skip_tagged_fields(tagged, buffer, _advance(position, size, end), end)
 
 
-def _skip_tagged_fields(tagged: dict[int, _Skip], buffer: bytes, position: int, end: int) -> int:
+def _skip_tagged_fields(
+    tagged: dict[int, _Skip], buffer: bytes | memoryview, position: int, end: int
+) -> int:
     if position < end and buffer[position] == 0:  # the usual case: no tagged fields
         return position + 1
     count, size = read_unsigned_varint(buffer, position)
@@ -158,7 +160,7 @@ def _strip_optional(field_type: Any) -> tuple[Any, bool]:
 
 
 def _array_skipper(item: _Skip, item_size: int | None, flexible: bool) -> _Skip:
-    def skip_array(buffer: bytes, position: int, end: int) -> int:
+    def skip_array(buffer: bytes | memoryview, position: int, end: int) -> int:
         if flexible:
             encoded, size = read_unsigned_varint(buffer, position)
             position += size
@@ -190,21 +192,21 @@ def _primitive_skipper(kafka_type: str, flexible: bool) -> _Skip:
     return _skip_legacy_string if kafka_type == "string" else _skip_legacy_bytes
 
 
-def _skip_fixed(size: int, buffer: bytes, position: int, end: int) -> int:
+def _skip_fixed(size: int, buffer: bytes | memoryview, position: int, end: int) -> int:
     return _advance(position, size, end)
 
 
-def _skip_compact_bytes(buffer: bytes, position: int, end: int) -> int:
+def _skip_compact_bytes(buffer: bytes | memoryview, position: int, end: int) -> int:
     encoded, size = read_unsigned_varint(buffer, position)
     return _advance(position + size, max(encoded - 1, 0), end)
 
 
-def _skip_legacy_string(buffer: bytes, position: int, end: int) -> int:
+def _skip_legacy_string(buffer: bytes | memoryview, position: int, end: int) -> int:
     position = _advance(position, 2, end)
     return _advance(position, max(_INT16.unpack_from(buffer, position - 2)[0], 0), end)
 
 
-def _skip_legacy_bytes(buffer: bytes, position: int, end: int) -> int:
+def _skip_legacy_bytes(buffer: bytes | memoryview, position: int, end: int) -> int:
     position = _advance(position, 4, end)
     return _advance(position, max(_INT32.unpack_from(buffer, position - 4)[0], 0), end)
 

@@ -13,9 +13,11 @@ Returns vs raises:
   for any other API it is a handler bug and the connection is closed;
 - a ``concurrent.futures.Future`` resolving to either of the above: a delayed answer (a Fetch
   waiting for data up to max_wait_ms) that holds no worker thread while it waits;
-- an exception: logged, and the connection is closed (clients reconnect and retry). Expected
-  failures (unknown topic, invalid config, ...) are error codes inside the response, never
-  exceptions.
+- ``CloseConnectionError``: nothing is sent and the connection is closed, the protocol's own answer
+  in one case (an acks=0 Produce that failed: the client learns of it only by the close);
+- any other exception: logged as a bug, and the connection is closed (clients reconnect and
+  retry). Expected failures (unknown topic, invalid config, ...) are error codes inside the
+  response, never exceptions.
 ApiVersions is answered by the listener itself from its ApiVersionRegistry.
 """
 
@@ -28,9 +30,20 @@ from typing import Protocol, TypeAlias
 from kio.index import load_response_from_request
 from kio.static.protocol import RequestHeader, RequestPayload, ResponsePayload
 
-__all__ = ["HandlerResult", "KafkaHandler", "RequestContext", "response_type_for"]
+__all__ = [
+    "CloseConnectionError",
+    "HandlerResult",
+    "KafkaHandler",
+    "RequestContext",
+    "response_type_for",
+]
 
 HandlerResult: TypeAlias = ResponsePayload | Future[ResponsePayload | None] | None
+
+
+class CloseConnectionError(Exception):
+    """Raised by a handler whose answer is closing the connection; the message says why (it is
+    logged at INFO, without a traceback)."""
 
 
 @dataclass(frozen=True, slots=True)

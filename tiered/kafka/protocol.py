@@ -9,10 +9,9 @@ ProtocolError: the server's answer to it is closing the connection, as Kafka's i
 
 from __future__ import annotations
 
-import io
 import struct
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import IO, TypeAlias, TypeVar, cast
 
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
@@ -25,7 +24,9 @@ from tiered.kafka.api_versions import API_VERSIONS_KEY, ApiVersionRegistry, Unsu
 from tiered.kafka.array_bounds import ArrayBoundsError, check_array_bounds
 
 __all__ = [
+    "BY_REFERENCE_BYTES",
     "DEFAULT_MAX_REQUEST_BYTES",
+    "Chunk",
     "FrameTooLargeError",
     "ProtocolError",
     "Request",
@@ -33,6 +34,7 @@ __all__ = [
     "UnsupportedRequestError",
     "decode_request",
     "encode_response",
+    "encode_response_chunks",
     "frame_size",
 ]
 
@@ -41,6 +43,8 @@ DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.byte
 _KEY_AND_VERSION = struct.Struct(">hh")
 _FIRST_FLEXIBLE_API_VERSIONS = 3
 _T = TypeVar("_T")
+Chunk: TypeAlias = bytes | bytearray | memoryview
+BY_REFERENCE_BYTES = 32 * 1024  # a write this large is sent from where it lies, not copied
 _read_header_v1 = entity_reader(RequestHeaderV1)
 _read_header_v2 = entity_reader(RequestHeaderV2)
 
@@ -78,7 +82,7 @@ class Request:
         return int(self.header.request_api_version)
 
 
-def frame_size(prefix: bytes, max_request_bytes: int) -> int:
+def frame_size(prefix: bytes | memoryview, max_request_bytes: int) -> int:
     """The frame length a 4-byte prefix announces; raises FrameTooLargeError if out of range."""
     size: int = SIZE_PREFIX.unpack(prefix)[0]
     if size < 0 or size > max_request_bytes:
@@ -88,7 +92,7 @@ def frame_size(prefix: bytes, max_request_bytes: int) -> int:
     return size
 
 
-def decode_request(frame: bytes, registry: ApiVersionRegistry) -> Request:
+def decode_request(frame: bytes | memoryview, registry: ApiVersionRegistry) -> Request:
     """Decode one request frame (without its size prefix).
 
     Raises UnsupportedRequestError for an api key/version outside ``registry`` (any ApiVersions
@@ -120,7 +124,7 @@ def decode_request(frame: bytes, registry: ApiVersionRegistry) -> Request:
     return Request(header, body)
 
 
-def _decode(read: Reader[_T], frame: bytes, offset: int, what: str) -> tuple[_T, int]:
+def _decode(read: Reader[_T], frame: bytes | memoryview, offset: int, what: str) -> tuple[_T, int]:
     try:
         return read(frame, offset)
     except Exception as e:  # malformed input may surface as any decoding exception
@@ -128,14 +132,42 @@ def _decode(read: Reader[_T], frame: bytes, offset: int, what: str) -> tuple[_T,
 
 
 def encode_response(correlation_id: int, response: ResponsePayload) -> bytes:
+    """The full response frame as one bytes object (see ``encode_response_chunks``)."""
+    return b"".join(encode_response_chunks(correlation_id, response))
+
+
+def encode_response_chunks(correlation_id: int, response: ResponsePayload) -> list[Chunk]:
     """The full response frame: size prefix, response header (v0 or v1 as the schema says)
-    and body."""
-    buffer = io.BytesIO()
-    buffer.write(b"\x00\x00\x00\x00")
+    and body, as chunks to send in order. Record bytes of at least ``BY_REFERENCE_BYTES`` are
+    chunks of their own, by reference (a Fetch answer's records are not copied)."""
+    frame = _FrameBuffer()
+    buffer = cast("IO[bytes]", frame)  # kio's writers only call write()
     header_type = response.__header_schema__
     entity_writer(header_type)(buffer, header_type(correlation_id=i32(correlation_id)))
     entity_writer(type(response))(buffer, response)
-    view = buffer.getbuffer()
-    SIZE_PREFIX.pack_into(view, 0, len(view) - SIZE_PREFIX.size)
-    del view
-    return buffer.getvalue()
+    return frame.frame_chunks()
+
+
+class _FrameBuffer:
+    """The write side of a stream (all kio's writers use) that coalesces small writes and keeps
+    large ones by reference, behind a size prefix filled in at the end."""
+
+    def __init__(self) -> None:
+        self._prefix = self._small = bytearray(SIZE_PREFIX.size)
+        self._chunks: list[Chunk] = [self._small]
+        self._size = 0
+
+    def write(self, data: Chunk) -> int:
+        size = len(data)
+        self._size += size
+        if size < BY_REFERENCE_BYTES:
+            self._small += data
+        else:
+            self._chunks.append(data)
+            self._small = bytearray()
+            self._chunks.append(self._small)
+        return size
+
+    def frame_chunks(self) -> list[Chunk]:
+        SIZE_PREFIX.pack_into(self._prefix, 0, self._size)
+        return [c for c in self._chunks if c]

@@ -3,7 +3,8 @@
 Why asyncio plus a thread pool: thousands of mostly idle client connections cost a coroutine
 each instead of a thread each, while handlers (storage I/O, gRPC to the controller) are
 ordinary blocking code that runs on a bounded pool. Decoding, handling and encoding a request
-all run on the pool, so the event loop only moves bytes. Like Kafka's SocketServer, a
+run on the pool in one trip, so the event loop only moves bytes, and moves record bytes without
+copying them (``socket_io``). Like Kafka's SocketServer, a
 connection's requests are processed one at a time and answered in request order (a produce
 pipeline stays ordered); the reader stays ``pipeline_depth`` frames ahead so the next request
 is already buffered when the previous answer goes out. A handler that returns a Future (a
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -29,22 +31,23 @@ from typing import Final
 from kio.static.protocol import ResponsePayload
 
 from tiered.kafka.api_versions import API_VERSIONS_KEY, PRODUCE_KEY, ApiVersionRegistry
-from tiered.kafka.handler import HandlerResult, KafkaHandler, RequestContext
+from tiered.kafka.handler import CloseConnectionError, HandlerResult, KafkaHandler, RequestContext
 from tiered.kafka.protocol import (
     DEFAULT_MAX_REQUEST_BYTES,
-    SIZE_PREFIX,
+    Chunk,
     ProtocolError,
     Request,
     decode_request,
-    encode_response,
-    frame_size,
+    encode_response_chunks,
 )
+from tiered.kafka.socket_io import FrameReader, send_chunks
 
 __all__ = ["KafkaServer", "ListenerSettings"]
 
 log = logging.getLogger(__name__)
 
 _END: Final = None  # queue marker: the connection's input ended (EOF or a bad frame)
+_ACCEPT_RETRY_S = 0.1
 
 
 class _DropConnectionError(Exception):
@@ -89,7 +92,7 @@ class KafkaServer:
         )
         self._loop = asyncio.new_event_loop()
         self._thread: threading.Thread | None = None
-        self._server: asyncio.Server | None = None
+        self._listener: socket.socket | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._address: tuple[str, int] | None = None
 
@@ -130,44 +133,58 @@ class KafkaServer:
     def _run(self, bound: Future[tuple[str, int]]) -> None:
         asyncio.set_event_loop(self._loop)
         try:
-            self._server = self._loop.run_until_complete(
-                asyncio.start_server(
-                    self._on_connection,
-                    self._settings.host,
-                    self._settings.port,
-                    backlog=self._settings.backlog,
-                )
+            listener = socket.create_server(
+                (self._settings.host, self._settings.port),
+                family=socket.AF_INET6 if ":" in self._settings.host else socket.AF_INET,
+                backlog=self._settings.backlog,
             )
         except OSError as e:
             bound.set_exception(e)
             self._loop.close()
             return
-        host, port = self._server.sockets[0].getsockname()[:2]
+        listener.setblocking(False)
+        self._listener = listener
+        host, port = listener.getsockname()[:2]
         bound.set_result((host, port))
+        accepting = self._loop.create_task(self._accept(listener))
         try:
             self._loop.run_forever()
         finally:
+            accepting.cancel()
+            listener.close()
             self._loop.close()
 
     async def _shutdown(self) -> None:
-        if self._server is not None:
-            self._server.close()
+        if self._listener is not None:
+            self._listener.close()
         for task in list(self._connections):
             task.cancel()
         await asyncio.gather(*self._connections, return_exceptions=True)
 
-    async def _on_connection(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._connections.add(task)
-        peer = writer.get_extra_info("peername")
+    async def _accept(self, listener: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                sock, peer = await loop.sock_accept(listener)
+            except OSError as e:
+                if listener.fileno() < 0:
+                    return  # closed by stop()
+                # Out of file descriptors and the like: the clients already connected go on.
+                log.warning("kafka listener cannot accept a connection: %s", e)
+                await asyncio.sleep(_ACCEPT_RETRY_S)
+                continue
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            task = loop.create_task(self._serve_connection(sock, peer))
+            self._connections.add(task)
+            task.add_done_callback(self._connections.discard)
+
+    async def _serve_connection(self, sock: socket.socket, peer: object) -> None:
         client = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        frames: asyncio.Queue[bytes | None] = asyncio.Queue(self._settings.pipeline_depth)
+        frames: asyncio.Queue[memoryview | None] = asyncio.Queue(self._settings.pipeline_depth)
+        reader = FrameReader(sock, self._settings.max_request_bytes)
         reading = asyncio.create_task(self._read_frames(reader, frames, client))
         try:
-            await self._answer_in_order(frames, writer, client)
+            await self._answer_in_order(frames, sock, client)
         except (_DropConnectionError, ConnectionError):
             pass
         except asyncio.CancelledError:
@@ -176,18 +193,16 @@ class KafkaServer:
             log.exception("kafka connection from %s failed", client)
         finally:
             reading.cancel()
-            writer.close()
-            self._connections.discard(task)
+            await asyncio.gather(reading, return_exceptions=True)
+            sock.close()
 
     async def _read_frames(
-        self, reader: asyncio.StreamReader, frames: asyncio.Queue[bytes | None], client: str
+        self, reader: FrameReader, frames: asyncio.Queue[memoryview | None], client: str
     ) -> None:
         try:
             while True:
                 async with asyncio.timeout(self._settings.connections_max_idle_s):
-                    prefix = await reader.readexactly(SIZE_PREFIX.size)
-                    size = frame_size(prefix, self._settings.max_request_bytes)
-                    frame = await reader.readexactly(size)
+                    frame = await reader.read_frame()
                 await frames.put(frame)
         except TimeoutError:
             log.info("closing idle kafka connection from %s", client)
@@ -201,23 +216,28 @@ class KafkaServer:
         await frames.put(_END)
 
     async def _answer_in_order(
-        self, frames: asyncio.Queue[bytes | None], writer: asyncio.StreamWriter, client: str
+        self, frames: asyncio.Queue[memoryview | None], sock: socket.socket, client: str
     ) -> None:
         loop = asyncio.get_running_loop()
         while (frame := await frames.get()) is not _END:
-            request, result = await loop.run_in_executor(self._pool, self._handle, frame, client)
-            if isinstance(result, Future):
-                result = await asyncio.wrap_future(result)
-            if result is None:
-                if request.api_key != PRODUCE_KEY:
-                    log.error("kafka handler returned no %s response; closing", request.api_key)
-                    raise _DropConnectionError
-                continue
-            encoded = await loop.run_in_executor(self._pool, self._encode, request, result)
-            writer.write(encoded)
-            await writer.drain()
+            # Decoding, handling and encoding in one trip to the pool: a hop costs about as
+            # much as decoding a small request.
+            answer = await loop.run_in_executor(self._pool, self._answer, frame, client)
+            if isinstance(answer, _Delayed):
+                result = await asyncio.wrap_future(answer.result)
+                answer = await loop.run_in_executor(
+                    self._pool, self._encode, answer.request, result, client
+                )
+            if answer is not None:
+                await send_chunks(sock, answer)
 
-    def _handle(self, frame: bytes, client: str) -> tuple[Request, HandlerResult]:
+    def _answer(self, frame: memoryview, client: str) -> list[Chunk] | _Delayed | None:
+        request, result = self._handle(frame, client)
+        if isinstance(result, Future):
+            return _Delayed(request, result)
+        return self._encode(request, result, client)
+
+    def _handle(self, frame: memoryview, client: str) -> tuple[Request, HandlerResult]:
         try:
             request = decode_request(frame, self._registry)
         except ProtocolError as e:
@@ -230,24 +250,43 @@ class KafkaServer:
             result: HandlerResult = getattr(self._handler, name)(
                 request.body, RequestContext(request.header, client)
             )
+        except CloseConnectionError as e:
+            log.info("closing kafka connection from %s after %s: %s", client, name, e)
+            raise _DropConnectionError from e
         except Exception as e:
             log.exception("kafka %s handler failed for %s; closing the connection", name, client)
             raise _DropConnectionError from e
         return request, result
 
-    def _encode(self, request: Request, response: ResponsePayload) -> bytes:
+    def _encode(
+        self, request: Request, response: ResponsePayload | None, client: str
+    ) -> list[Chunk] | None:
+        if response is None:
+            if request.api_key != PRODUCE_KEY:
+                log.error("kafka handler returned no %s response; closing", request.api_key)
+                raise _DropConnectionError
+            return None
         if request.api_key != API_VERSIONS_KEY and (
             response.__api_key__ != request.api_key or response.__version__ != request.api_version
         ):
             log.error(
-                "kafka handler answered api %s v%s with %s; closing the connection",
+                "kafka handler answered api %s v%s with %s; closing the connection to %s",
                 request.api_key,
                 request.api_version,
                 type(response).__module__,
+                client,
             )
             raise _DropConnectionError
         try:
-            return encode_response(request.header.correlation_id, response)
+            return encode_response_chunks(request.header.correlation_id, response)
         except Exception as e:
             log.exception("kafka response for api %s does not encode", request.api_key)
             raise _DropConnectionError from e
+
+
+@dataclass(frozen=True, slots=True)
+class _Delayed:
+    """A handler's answer that is not ready yet (a long-poll Fetch)."""
+
+    request: Request
+    result: Future[ResponsePayload | None]
