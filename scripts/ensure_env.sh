@@ -3,8 +3,12 @@
 # there is nothing to do.
 #   - Debian packages: zookeeper (jars in /usr/share/java), a headless JRE,
 #     libslf4j-java (slf4j-simple.jar, the logging binding the test server uses).
+#   - kcat, and node with npm (Debian's nodejs, npm) when node is missing: clients the
+#     Kafka protocol tests drive (tests/test_kafka_more_clients.py).
 #   - .venv/ with `pip install -e '.[test]'`, redone only when pyproject.toml
 #     changes (its sha256 is stamped in .venv/.tiered-installed).
+#   - tests/js/node_modules/ (KafkaJS) with `npm ci`, redone only when
+#     tests/js/package-lock.json changes (stamped in node_modules/.tiered-installed).
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -42,6 +46,14 @@ fi
 if [ ! -x "$VENV/bin/python" ] && ! "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; then
     packages+=(python3-venv)
 fi
+if ! command -v kcat >/dev/null 2>&1; then
+    packages+=(kcat)
+fi
+if ! command -v node >/dev/null 2>&1; then
+    packages+=(nodejs npm)
+elif ! command -v npm >/dev/null 2>&1; then
+    packages+=(npm)
+fi
 if [ "${#packages[@]}" -gt 0 ]; then
     say "installing Debian packages: ${packages[*]}"
     as_root env DEBIAN_FRONTEND=noninteractive apt-get -q -o DPkg::Lock::Timeout=300 update
@@ -64,4 +76,19 @@ if [ "$want" != "$have" ]; then
     rm -f "$STAMP"
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[test]'
     printf '%s\n' "$want" >"$STAMP"
+fi
+
+# --- KafkaJS (tests/js) ------------------------------------------------------
+JS_DIR="$repo_root/tests/js"
+JS_STAMP="$JS_DIR/node_modules/.tiered-installed"
+want_js="$(sha256sum "$JS_DIR/package-lock.json" | cut -d' ' -f1)"
+have_js="$(cat "$JS_STAMP" 2>/dev/null || true)"
+if [ "$want_js" != "$have_js" ]; then
+    if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+        say "node and npm are needed for tests/js (KafkaJS) but are missing"
+        exit 1
+    fi
+    say "installing tests/js's packages (npm ci: KafkaJS)"
+    npm ci --prefix "$JS_DIR" --no-audit --no-fund --loglevel=error >&2
+    printf '%s\n' "$want_js" >"$JS_STAMP"
 fi

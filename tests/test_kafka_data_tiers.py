@@ -13,31 +13,24 @@ from confluent_kafka import KafkaError
 from confluent_kafka import TopicPartition as ConfluentPartition
 from kafka import TopicPartition as PythonPartition
 from kafka.errors import OffsetOutOfRangeError
-from kio.schema.errors import ErrorCode
 
-from tests.rlmm_support import poll_until
 from tests.support.cluster import Cluster
 from tests.support.kafka_clients import (
-    Message,
+    EARLIEST,
+    EARLIEST_LOCAL,
+    SMALL_BATCHES,
     alter_topic,
     confluent_consumer,
     confluent_produce,
     consume,
-    create_topic,
+    offset_of,
     python_consumer,
     sample,
+    tiered_with_remote_only_prefix,
     without_offsets,
 )
-from tests.support.kafka_cluster import connected, module_cluster
-from tests.support.kafka_requests import by_partition, list_offsets
+from tests.support.kafka_cluster import module_cluster
 from tiered.cluster.model import TieredState
-
-# Small segments, two of them kept locally: most of the log soon lives in remote storage only.
-TIERED = {"remote.storage.enable": "true", "segment.bytes": "2000", "local.retention.bytes": "4000"}
-# One record per batch, so that segments roll every few records.
-SMALL_BATCHES = {"linger.ms": 0, "batch.num.messages": 1}
-EARLIEST, EARLIEST_LOCAL = -2, -4
-
 
 cluster = module_cluster("kafka-tiers")
 
@@ -45,27 +38,6 @@ cluster = module_cluster("kafka-tiers")
 @pytest.fixture
 def topic() -> str:
     return f"r-{uuid.uuid4().hex[:8]}"
-
-
-def offset_of(cluster: Cluster, topic: str, timestamp: int) -> int:
-    leader = cluster.admin.describe_topic(topic, include_partition_state=False)
-    with connected(cluster, leader.partitions[0].leader) as wire:
-        answer = by_partition(wire.call(list_offsets({(topic, 0): timestamp})))[(topic, 0)]
-    assert answer.error_code is ErrorCode.none
-    return int(answer.offset)
-
-
-def tiered_with_remote_only_prefix(cluster: Cluster, topic: str, count: int) -> list[Message]:
-    """A tiered topic of ``count`` records whose first offsets have left the local log."""
-    create_topic(cluster, topic, **TIERED)
-    messages = sample(count, size=100)
-    confluent_produce(cluster, topic, messages, **SMALL_BATCHES)
-    poll_until(
-        lambda: offset_of(cluster, topic, EARLIEST_LOCAL) > count // 2,
-        timeout=60,
-        what=f"the local log start of {topic} to pass offset {count // 2}",
-    )
-    return messages
 
 
 def test_early_offsets_in_remote_storage_only_are_read_byte_exact(

@@ -4,9 +4,11 @@ DescribeMetadata, which asks no broker: cheap with 100k topics).
 
 A listing of every topic is kept for ``max_age_s`` and shared by every request meanwhile (many
 clients refreshing metadata at once cost the controller one call); requests for named topics use
-a fresh listing when there is one, else ask for those names alone. A topic created or deleted
-through this broker drops the listing (``invalidate``), so its own clients see the change at
-once; others see it within ``max_age_s``, as Kafka brokers learn metadata a moment late.
+a fresh listing when it has every name, else ask for those names alone, so that a topic created
+through another broker is known by name as soon as its creation was answered (kcat, say, gives
+up on a topic it is told does not exist). A topic created or deleted through this broker drops
+the listing (``invalidate``), so its own clients see the change at once; others see a deletion
+and the full listing within ``max_age_s``, as Kafka brokers learn metadata a moment late.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 
 from broker.admin_forwarder import ControllerAdmin
 from tiered.cluster.serde import broker_endpoints_from_proto, uuid_from_bytes
-from tiered.errors import ErrorCode, TieredError
+from tiered.errors import TieredError
 from tiered.net import PLAINTEXT, Listener
 from tiered.rpc.status import error_from_proto
 from tiered.rpc.v1 import controller_pb2 as pb
@@ -57,10 +59,6 @@ class KafkaCluster:
             ),
             None,
         )
-
-
-def _unknown_topic(name: str) -> TieredError:
-    return TieredError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
 
 
 def _cluster_from_proto(response: pb.DescribeMetadataResponse) -> KafkaCluster:
@@ -119,8 +117,8 @@ class ClusterView:
         """The named topics (each a placement or its error, such as UNKNOWN_TOPIC_OR_PARTITION)
         and the live brokers. Raises ``TieredError`` when the controller cannot say."""
         fresh = self._fresh_listing()
-        if fresh is not None:
-            topics = {n: fresh.topics.get(n) or _unknown_topic(n) for n in names}
+        if fresh is not None and all(n in fresh.topics for n in names):
+            topics = {n: fresh.topics[n] for n in names}
             return KafkaCluster(fresh.cluster_id, fresh.brokers, topics)
         return self._describe(pb.DescribeMetadataRequest(topics=list(dict.fromkeys(names))))
 

@@ -17,14 +17,27 @@ from confluent_kafka import TopicPartition as ConfluentPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as PythonPartition
+from kio.schema.errors import ErrorCode
 
 from tests.rlmm_support import poll_until
 from tests.support.cluster import Cluster
-from tests.support.kafka_cluster import QUIET, confluent_admin, kafka_bootstrap, result_error
+from tests.support.kafka_cluster import (
+    QUIET,
+    confluent_admin,
+    connected,
+    kafka_bootstrap,
+    result_error,
+)
+from tests.support.kafka_requests import by_partition, list_offsets
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 # An hour ago, fixed for the run: recent enough that retention.ms (7 days) keeps every record.
 T0 = int(time.time() * 1000) - 3_600_000
+# Small segments, two of them kept locally: most of the log soon lives in remote storage only.
+TIERED = {"remote.storage.enable": "true", "segment.bytes": "2000", "local.retention.bytes": "4000"}
+# One record per batch, so that segments roll every few records.
+SMALL_BATCHES = {"linger.ms": 0, "batch.num.messages": 1}
+EARLIEST, EARLIEST_LOCAL = -2, -4
 
 
 @dataclass(frozen=True)
@@ -68,6 +81,11 @@ def create_topic(cluster: Cluster, name: str, partitions: int = 1, **configs: st
     admin = confluent_admin(cluster)
     [future] = admin.create_topics([NewTopic(name, partitions, 1, config=configs)]).values()
     assert future.result(30) is None
+    wait_hosted(cluster, name)
+
+
+def wait_hosted(cluster: Cluster, name: str) -> None:
+    """Waits until the leaders of topic ``name`` host every partition."""
     topic = cluster.admin.describe_topic(name, include_partition_state=False)
     for p, placement in enumerate(topic.partitions):
         poll_until(
@@ -75,6 +93,29 @@ def create_topic(cluster: Cluster, name: str, partitions: int = 1, **configs: st
             timeout=30,
             what=f"partition {p} of {name} to be hosted",
         )
+
+
+def offset_of(cluster: Cluster, topic: str, timestamp: int) -> int:
+    """ListOffsets of partition 0 for ``timestamp`` (or -1, -2, -3, -4), on the wire."""
+    leader = cluster.admin.describe_topic(topic, include_partition_state=False)
+    with connected(cluster, leader.partitions[0].leader) as wire:
+        answer = by_partition(wire.call(list_offsets({(topic, 0): timestamp})))[(topic, 0)]
+    assert answer.error_code is ErrorCode.none
+    return int(answer.offset)
+
+
+def tiered_with_remote_only_prefix(cluster: Cluster, topic: str, count: int) -> list[Message]:
+    """A tiered topic of ``count`` records (one partition, produced by confluent-kafka) whose
+    first offsets have left the local log: only remote storage has them."""
+    create_topic(cluster, topic, **TIERED)
+    messages = sample(count, size=100)
+    confluent_produce(cluster, topic, messages, **SMALL_BATCHES)
+    poll_until(
+        lambda: offset_of(cluster, topic, EARLIEST_LOCAL) > count // 2,
+        timeout=60,
+        what=f"the local log start of {topic} to pass offset {count // 2}",
+    )
+    return messages
 
 
 def alter_topic(cluster: Cluster, name: str, **configs: str) -> None:

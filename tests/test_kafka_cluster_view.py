@@ -1,0 +1,65 @@
+"""The Kafka APIs' view of the cluster (broker/kafka/cluster_view.py): a listing of every topic
+shared for ``max_age_s``, and named topics that the listing does not have asked for by name."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from broker.kafka.cluster_view import ClusterView, TopicPlacement
+from tiered.errors import ErrorCode, TieredError
+from tiered.rpc.v1 import controller_pb2 as pb
+
+
+class FakeController:
+    """DescribeMetadata over a dict of topics (name -> replicas) that a test changes, as another
+    broker creating a topic would; records each request."""
+
+    def __init__(self) -> None:
+        self.topics: dict[str, tuple[int, ...]] = {}
+        self.ids: dict[str, uuid.UUID] = {}
+        self.requests: list[pb.DescribeMetadataRequest] = []
+
+    def create(self, name: str, *replicas: int) -> None:
+        self.topics[name] = replicas
+        self.ids[name] = uuid.uuid4()
+
+    def call(self, method: str, request: Any, response_type: Any) -> pb.DescribeMetadataResponse:
+        assert method == "DescribeMetadata"
+        self.requests.append(request)
+        names = sorted(self.topics) if request.all_topics else list(request.topics)
+        answer = pb.DescribeMetadataResponse(cluster_id="c")
+        for name in names:
+            placement = answer.topics.add(name=name)
+            if name in self.topics:
+                placement.topic_id = self.ids[name].bytes
+                placement.replicas.extend(self.topics[name])
+            else:
+                placement.error.code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.value
+                placement.error.message = f"topic {name!r} does not exist"
+        return answer
+
+
+def test_a_topic_created_elsewhere_is_known_by_name_while_the_listing_is_fresh() -> None:
+    controller = FakeController()
+    controller.create("old", 1)
+    now = [100.0]
+    view = ClusterView(controller, max_age_s=1.0, clock=lambda: now[0])  # type: ignore[arg-type]
+    assert set(view.everything().topics) == {"old"}
+    controller.create("new", 2, 1)  # through another broker: this one's listing is not dropped
+    now[0] += 0.5
+
+    assert view.topics(["old"]).topics["old"] == TopicPlacement("old", controller.ids["old"], (1,))
+    assert len(controller.requests) == 1  # the listing answered
+
+    found = view.topics(["old", "new"]).topics
+    assert found["new"] == TopicPlacement("new", controller.ids["new"], (2, 1))
+    assert found["old"] == TopicPlacement("old", controller.ids["old"], (1,))
+    assert list(controller.requests[-1].topics) == ["old", "new"]
+
+    missing = view.topics(["gone"]).topics["gone"]
+    assert isinstance(missing, TieredError)
+    assert missing.code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert len(controller.requests) == 3
+    assert set(view.everything().topics) == {"old"}  # the listing itself is still shared
+    assert len(controller.requests) == 3
