@@ -32,6 +32,11 @@ Measured, in this order, with ``os.sync()`` (untimed) before each phase (the bas
    on both (every data segment copied to remote storage and deleted locally), then times the
    fetches of 5 and 6 from offset 0 (every gRPC answer ``from_remote``).
 
+Phases 1-6 run ``--rounds`` times (3; ``--quick`` 1), floor and paths alternating (each produce
+round to empty topics and a new floor file), and so do the remote fetches: a disk or a machine
+whose speed drifts moves a path and its floor alike. Each figure is its median round; the JSON
+keeps every round's MB/s (``rounds_mb_per_s``) and every round's problems.
+
 Kafka produce and fetch are probed first with one record. When the broker does not serve one of
 them, its Kafka phases are skipped and ``kafka_missing`` in the JSON says why; the summary then
 holds the gRPC and floor rows only. (If only produce is missing, the Kafka consumer reads the
@@ -52,15 +57,14 @@ MB/s = 10^6 bytes of record values per second (the same bytes for every path). r
 the floor's MB/s: the share of the floor's throughput (higher is better). Goals, reported and not
 asserted: Kafka produce >= 0.5, local fetch >= 0.5, remote fetch >= 0.4.
 
-Usage: ``python bench/kafka_protocol.py [--quick] [--size-mb 1024] [--profile] [--workdir DIR]
-[--out PATH]`` (results default to ``bench/results/kafka_protocol.json``).
+Usage: ``python bench/kafka_protocol.py [--quick] [--size-mb 1024] [--rounds 3] [--profile]
+[--workdir DIR] [--out PATH]`` (results default to ``bench/results/kafka_protocol.json``).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
 import sys
 import tempfile
@@ -73,8 +77,6 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from crc32c import crc32c
 
 from bench import kafka_floor
 from bench.common import (
@@ -88,20 +90,26 @@ from bench.common import (
     utc_now,
 )
 from bench.disable_throughput import Profiler, cpu_seconds, summarize_profile
+from bench.kafka_clients import (
+    CONSUMER,
+    PRODUCER,
+    kafka_batches,
+    kafka_consume,
+    kafka_produce,
+    own_cpu_seconds,
+    probe_kafka,
+)
 from bench.kafka_floor import (
     BATCH_BYTES,
     FETCH_MAX_BYTES,
     IN_FLIGHT,
     RECORD_BYTES,
-    STALL_S,
     Checked,
     Partition,
     Workload,
     bare_kafka_fetch,
     bare_kafka_produce,
     build_workload,
-    check_end,
-    figures,
     floor_fetch,
     floor_produce,
     grpc_append,
@@ -109,11 +117,9 @@ from bench.kafka_floor import (
     grpc_produce,
     list_offsets,
     make_batches,
-    value,
 )
 from tests.rlmm_support import poll_until
 from tests.support.cluster import Cluster, grpc_address, kafka_address
-from tiered.kafka.record_batch import iter_batches
 from tiered.rpc.channels import open_channel
 from tiered.rpc.v1 import broker_pb2 as pb
 from tiered.rpc.v1 import broker_pb2_grpc as pb_grpc
@@ -122,173 +128,12 @@ DEFAULT_OUT = RESULTS_DIR / "kafka_protocol.json"
 MIB = 1024 * 1024
 QUICK_MB = 32
 REMOTE_TIMEOUT_S = 900.0
-PRODUCER: dict[str, Any] = {
-    "acks": "1",
-    "linger.ms": 10,
-    "batch.size": BATCH_BYTES,
-    "compression.type": "none",
-    "enable.idempotence": False,
-    "max.in.flight.requests.per.connection": IN_FLIGHT,
-    "message.max.bytes": 2 * BATCH_BYTES,
-    "queue.buffering.max.messages": 100_000,
-    "queue.buffering.max.kbytes": 256 * 1024,
-    "message.timeout.ms": 300_000,
-    "delivery.report.only.error": True,
-}
-CONSUMER: dict[str, Any] = {
-    "group.id": "bench-kafka-protocol",
-    "enable.auto.commit": False,
-    "max.partition.fetch.bytes": FETCH_MAX_BYTES,
-    "fetch.max.bytes": FETCH_MAX_BYTES,
-    "enable.partition.eof": False,
-    # librdkafka (>= 2.4) sleeps this long whenever its local queue is full, i.e. whenever the
-    # broker is faster than the application; its 1000 ms default made the same fetch take
-    # 1.7 s or 5.2 s at 1 GiB from one run to the next, a measure of that sleep, not the broker.
-    "fetch.queue.backoff.ms": 10,
-}
-QUIET = {"log_level": 3}  # librdkafka: errors only
-# A broker without Kafka produce/fetch answers in ways librdkafka logs as protocol errors, at
-# every retry: the probe keeps quiet, and says why in the JSON.
-PROBE_QUIET = {"log_level": 0}
-PROBE_TIMEOUT_MS = 10_000
 GRPC_CHANNEL = [("grpc.max_receive_message_length", 4 * FETCH_MAX_BYTES)]
-
 TOPICS = ("grpc-local", "kafka-local", "bare-local", "grpc-tiered", "kafka-tiered", "probe")
+ROUND_TOPICS = ("grpc-local", "kafka-local", "bare-local")
+ROUNDS = 3
 
 Log = Callable[[str], None]
-
-
-# ----------------------------------------------------------------------------- Kafka
-
-
-def kafka_produce(bootstrap: str, stub: Any, partition: Partition, workload: Workload) -> Checked:
-    errors: list[str] = []
-
-    def on_delivery(error: KafkaError | None, _message: Any) -> None:
-        if error is not None:  # delivery.report.only.error: only failures call back
-            errors.append(str(error))
-
-    producer = Producer(
-        {**PRODUCER, **QUIET, "bootstrap.servers": bootstrap, "on_delivery": on_delivery}
-    )
-    produce, poll, topic = producer.produce, producer.poll, partition.name
-    start = time.perf_counter()
-    for i in range(workload.records):
-        payload = value(i)
-        while True:
-            try:
-                produce(topic, payload, partition=0)
-                break
-            except BufferError:  # the producer's queue is full: serve deliveries, then retry
-                poll(0.005)
-    unsent = producer.flush(STALL_S)
-    seconds = time.perf_counter() - start
-
-    def check() -> list[str]:
-        problems = check_end(stub, partition, workload)
-        if errors or unsent:
-            problems.append(
-                f"Kafka produce to {topic}: {len(errors)} deliveries failed "
-                f"({errors[:1]}), {unsent} unacknowledged"
-            )
-        return problems
-
-    return figures(seconds, workload), check
-
-
-def kafka_consume(bootstrap: str, topic: str, workload: Workload) -> Checked:
-    """Reads every record in order (not the padding after them); a checksum of the values."""
-    consumer = Consumer({**CONSUMER, **QUIET, "bootstrap.servers": bootstrap})
-    seen = gaps = checksum = 0
-    first = last = -1
-    errors: list[str] = []
-    try:
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        start = progress = time.perf_counter()
-        while seen < workload.records and time.perf_counter() - progress < STALL_S:
-            # No more than what is left: consume() waits out its timeout for a count not
-            # yet fetched, and the log may hold nothing more.
-            wanted = min(10_000, workload.records - seen)
-            for message in consumer.consume(num_messages=wanted, timeout=1.0):
-                if message.error() is not None:
-                    errors.append(str(message.error()))
-                    continue
-                offset = message.offset()
-                if offset >= workload.records:
-                    continue
-                if offset != last + 1:
-                    gaps += 1
-                first = offset if first < 0 else first
-                last = offset
-                checksum = crc32c(message.value(), checksum)
-                seen += 1
-                progress = time.perf_counter()
-        seconds = time.perf_counter() - start
-    finally:
-        consumer.close()
-
-    def check() -> list[str]:
-        got = (seen, first, last, gaps, checksum)
-        expected = (workload.records, 0, workload.records - 1, 0, workload.values_crc)
-        if got == expected and not errors:
-            return []
-        return [
-            f"Kafka consume {topic}: (records, first, last, gaps, crc) {got}, expected "
-            f"{expected}; {len(errors)} errors {errors[:1]}"
-        ]
-
-    return figures(seconds, workload, records=seen), check
-
-
-def probe_kafka(
-    bootstrap: str, stub: pb_grpc.BrokerServiceStub, probe: Partition, workload: Workload
-) -> dict[str, str]:
-    """Whether the broker serves Kafka produce and fetch: {"produce"|"fetch": why not}."""
-    missing: dict[str, str] = {}
-    failed: list[str] = []
-    producer = Producer(
-        {
-            **PROBE_QUIET,
-            "bootstrap.servers": bootstrap,
-            "message.timeout.ms": PROBE_TIMEOUT_MS,
-            "on_delivery": lambda error, _m: failed.append(str(error)) if error else None,
-        }
-    )
-    producer.produce(probe.name, value(0), partition=0)
-    if producer.flush(PROBE_TIMEOUT_MS / 1000 + 5) or failed:
-        missing["produce"] = failed[0] if failed else "a produce was not answered"
-        problems = grpc_append(stub, probe, make_batches(0, 1, 1, workload.timestamp_ms), 0)
-        if problems:
-            raise RuntimeError(problems[0])
-    consumer = Consumer({**CONSUMER, **PROBE_QUIET, "bootstrap.servers": bootstrap})
-    try:
-        consumer.assign([TopicPartition(probe.name, 0, 0)])
-        deadline = time.monotonic() + PROBE_TIMEOUT_MS / 1000
-        got: list[Any] = []
-        while not got and time.monotonic() < deadline:
-            got = consumer.consume(num_messages=1, timeout=1.0)
-        if not got:
-            missing["fetch"] = f"no record fetched in {PROBE_TIMEOUT_MS / 1000:.0f} s"
-        elif got[0].error() is not None or got[0].value() != value(0):
-            missing["fetch"] = f"fetched {got[0].error() or 'another value'} at offset 0"
-    finally:
-        consumer.close()
-    return missing
-
-
-def kafka_batches(stub: pb_grpc.BrokerServiceStub, partition: Partition) -> dict[str, Any]:
-    """What the Kafka producer's batches look like in the log (the first fetch's worth)."""
-    response = stub.Fetch(
-        pb.FetchRequest(partition=partition.proto, offset=0, max_bytes=FETCH_MAX_BYTES), timeout=30
-    )
-    headers = list(iter_batches(response.records, verify=False, allow_truncated_tail=True))
-    if not headers:
-        return {}
-    return {
-        "sampled": len(headers),
-        "mean_bytes": sum(h.size for h in headers) / len(headers),
-        "mean_records": sum(h.records_count for h in headers) / len(headers),
-    }
 
 
 # ----------------------------------------------------------------------------- phases
@@ -297,7 +142,10 @@ def kafka_batches(stub: pb_grpc.BrokerServiceStub, partition: Partition) -> dict
 class Meter:
     """Runs a phase after an untimed ``os.sync()`` and files its figures under the phase's name
     in ``results``, with the CPU seconds its server and its client used, the load average after
-    it, py-spy's summary with ``--profile``, and then the problems its check found."""
+    it, py-spy's summary with ``--profile``, and then the problems its check found.
+
+    A phase run in several rounds is filed as its median round (by MB/s) with every round's
+    MB/s (``rounds_mb_per_s``) and every round's problems."""
 
     def __init__(
         self, broker_pid: int, profile: bool, directory: Path, log: Log, results: dict[str, Any]
@@ -307,6 +155,7 @@ class Meter:
         self.directory = directory
         self.log = log
         self.results = results
+        self.runs: dict[str, list[dict[str, Any]]] = {}
 
     def __call__(self, phase: str, run: Callable[[], Checked]) -> None:
         os.sync()
@@ -317,18 +166,36 @@ class Meter:
         result, check = run()
         broker_s, client_s = cpu_seconds(self.broker_pid) - broker_before, own_cpu_seconds()
         floor_server_s = result.pop("server_cpu_s", None)
+        client_process_s = result.pop("client_cpu_s", None)
         result["cpu_s"] = {  # the server: the broker, or the floor's server process
             "server": round(broker_s if floor_server_s is None else floor_server_s, 3),
-            "client": round(client_s - own_before, 3),
+            # the client: this process, or the client's own (the Kafka consumer's)
+            "client": round(
+                client_s - own_before if client_process_s is None else client_process_s, 3
+            ),
         }
         result["load_average_after"] = load_average()
         if profiler is not None:
             profiler.stop()
             result["profile"] = broker_profile(profiler.files["broker"])
         result["problems"] = check()
-        self.results[phase] = result
+        runs = self.runs.setdefault(phase, [])
+        runs.append(result)
+        self.results[phase] = median_run(runs)
         rate = f"{result['mb_per_s']:,.1f} MB/s" if "mb_per_s" in result else "no figure"
         self.log(f"  {phase}: {rate}; CPU s {result['cpu_s']}; problems {result['problems']}")
+
+
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run of median MB/s (the lower middle of an even count), with every run's MB/s and
+    problems."""
+    if len(runs) == 1:
+        return runs[0]
+    ranked = sorted(runs, key=lambda r: float(r.get("mb_per_s", 0.0)))
+    median = dict(ranked[(len(ranked) - 1) // 2])
+    median["rounds_mb_per_s"] = [r.get("mb_per_s") for r in runs]
+    median["problems"] = [p for r in runs for p in r["problems"]]
+    return median
 
 
 def broker_profile(path: Path) -> dict[str, Any]:
@@ -339,11 +206,6 @@ def broker_profile(path: Path) -> dict[str, Any]:
     waiting = "EpollSelector.select (selectors.py:"
     lines = path.read_text().splitlines()
     return summarize_profile(x for x in lines if waiting not in x.rsplit(";", 1)[-1])
-
-
-def own_cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 def make_topic(cluster: Cluster, stub: Any, name: str, configs: dict[str, str]) -> Partition:
@@ -423,27 +285,31 @@ def run(args: argparse.Namespace, workdir: Path, log: Log) -> dict[str, Any]:
             name: make_topic(cluster, stub, name, tiered if name.endswith("tiered") else {})
             for name in TOPICS
         }
+        for r in range(1, args.rounds):  # each produce round writes to empty topics
+            for name in ROUND_TOPICS:
+                topics[f"{name}@{r}"] = make_topic(cluster, stub, f"{name}-round-{r}", {})
         missing = results["kafka_missing"] = probe_kafka(bootstrap, stub, topics["probe"], workload)
         for what, why in missing.items():
             log(f"  Kafka {what} is not served: {why}")
         source = "kafka" if "produce" not in missing else "grpc"  # what the consumer reads
         floor_file = workdir / "floor.log"
 
-        def produce(kind: str, suffix: str) -> None:
-            grpc_topic, kafka_topic = topics[f"grpc-{kind}"], topics[f"kafka-{kind}"]
+        def produce(kind: str, suffix: str, round_: int = 0) -> None:
+            at = f"@{round_}" if round_ else ""
+            grpc_topic, kafka_topic = topics[f"grpc-{kind}{at}"], topics[f"kafka-{kind}{at}"]
             measure(f"grpc_produce{suffix}", lambda: grpc_produce(stub, grpc_topic, workload))
             if "produce" not in missing:
                 measure(
                     f"kafka_produce{suffix}",
                     lambda: kafka_produce(bootstrap, stub, kafka_topic, workload),
                 )
-                results[f"kafka_produce{suffix}"]["batches"] = kafka_batches(stub, kafka_topic)
+                if not round_:
+                    results[f"kafka_batches{suffix}"] = kafka_batches(stub, kafka_topic)
                 if kind == "local":
+                    bare_topic = topics[f"bare-local{at}"]
                     measure(
                         "kafka_produce_bare",
-                        lambda: bare_kafka_produce(
-                            kafka_port, stub, topics["bare-local"], workload
-                        ),
+                        lambda: bare_kafka_produce(kafka_port, stub, bare_topic, workload),
                     )
 
         def fetch(kind: str, where: str) -> None:
@@ -459,15 +325,23 @@ def run(args: argparse.Namespace, workdir: Path, log: Log) -> dict[str, Any]:
                     lambda: bare_kafka_fetch(kafka_port, grpc_topic, workload),
                 )
 
-        measure("floor_produce", lambda: floor_produce(floor_file, workload))
-        produce("local", "")
-        measure("floor_fetch", lambda: floor_fetch(floor_file, workload))
-        fetch("local", "local")
+        # Rounds alternate each path with its floor, so that a disk or a machine whose speed
+        # drifts during the run moves both alike; the median round of each is reported.
+        for r in range(args.rounds):
+            round_file = floor_file if r == 0 else workdir / f"floor-round-{r}.log"
+            measure("floor_produce", lambda path=round_file: floor_produce(path, workload))
+            if r:
+                round_file.unlink()
+            produce("local", "", r)
+        for _ in range(args.rounds):
+            measure("floor_fetch", lambda: floor_fetch(floor_file, workload))
+            fetch("local", "local")
         produce("tiered", "_tiered")
         with_data = [topics["grpc-tiered"]] + ([] if source == "grpc" else [topics["kafka-tiered"]])
         segment_bytes = int(tiered["segment.bytes"])
         results["move_to_remote"] = move_to_remote(stub, with_data, workload, segment_bytes, log)
-        fetch("tiered", "remote")
+        for _ in range(args.rounds):
+            fetch("tiered", "remote")
     except Exception:
         results["crashed"] = traceback.format_exc()
         log(f"CRASHED:\n{results['crashed']}")
@@ -549,11 +423,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size-mb", type=float, help="MiB of record values (default 1024)")
     parser.add_argument("--quick", action="store_true", help=f"{QUICK_MB} MiB (smoke test)")
+    parser.add_argument(
+        "--rounds", type=int, help=f"runs of each local phase (default {ROUNDS}; --quick 1)"
+    )
     parser.add_argument("--profile", action="store_true", help="py-spy the broker per phase")
     parser.add_argument("--workdir", type=Path, help="where the cluster and floor files go")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the JSON results file")
     args = parser.parse_args(argv)
     args.size_mb = args.size_mb or (QUICK_MB if args.quick else 1024)
+    args.rounds = args.rounds or (1 if args.quick else ROUNDS)
+    if args.rounds < 1:
+        parser.error(f"--rounds wants at least 1, got {args.rounds}")
     if args.size_mb * MIB < 4 * BATCH_BYTES:
         parser.error("--size-mb wants at least 4 (MiB): a few batches")
 
@@ -593,6 +473,7 @@ def main(argv: list[str] | None = None) -> int:
         "settings": {
             "size_mib": args.size_mb,
             "quick": args.quick,
+            "rounds": args.rounds,
             "profile": args.profile,
             "record": f"{RECORD_BYTES}-byte value, no key, no headers",
             "producer": PRODUCER,

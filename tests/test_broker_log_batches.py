@@ -5,6 +5,7 @@ refusal of the old record format."""
 
 from __future__ import annotations
 
+import os
 import random
 import struct
 import zlib
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from broker.log import Log, LogConfig, LogSegment, UnsupportedLogFormatError
+from broker.log.batches import DEFAULT_WINDOW_BYTES
 from broker.log.producer_state import BATCHES_TO_RETAIN, snapshot_path
 from tests.support.batches import batch, decode, unsynced_config
 from tiered.errors import ErrorCode, TieredError
@@ -109,6 +111,34 @@ def test_a_read_inside_a_batch_returns_that_whole_batch(tmp_path: Path) -> None:
     two = log.read(15, sizes[1] + sizes[2] + sizes[3] - 1)
     assert (two.first_offset, two.next_offset) == (10, 30)
     assert len(two.records) == sizes[1] + sizes[2]
+    log.close()
+
+
+def test_a_read_of_large_batches_reads_its_bytes_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index finds the batch before the one asked for; walking from there must not read a
+    whole answer's worth twice (only small header windows besides the answer itself)."""
+    log = Log.open(tmp_path, config(segment_bytes=BIG), clock=FakeClock())
+    value = bytes(200_000)
+    for i in range(12):
+        log.append_batches(build_batch([Record(None, value, (), i)] * 5, Codec.NONE), 0)
+    reads: list[int] = []
+    real_pread = os.pread
+
+    def counting_pread(fd: int, size: int, position: int) -> bytes:
+        reads.append(size)
+        return real_pread(fd, size, position)
+
+    monkeypatch.setattr(os, "pread", counting_pread)
+    offset, answers = 0, 0
+    while offset < log.log_end_offset:
+        got = log.read(offset, 3 * 1024 * 1024)
+        assert got.first_offset == offset
+        offset, answers = got.next_offset, answers + 1
+    big = [size for size in reads if size > DEFAULT_WINDOW_BYTES]
+    assert len(big) == answers and answers == 4  # three 1 MB batches per answer
+    assert sum(reads) < 1.1 * 12 * len(build_batch([Record(None, value, (), 0)] * 5))
     log.close()
 
 

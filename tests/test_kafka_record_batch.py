@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import struct
 
 import cramjam
@@ -20,6 +21,7 @@ from tiered.kafka.record_batch import (
     RecordBatchError,
     TimestampType,
     assign_offsets,
+    assigned_offsets_pieces,
     iter_batches,
     parse_batch_header,
     validate_produce_records,
@@ -104,6 +106,21 @@ def test_assign_offsets_rewrites_in_place_and_keeps_the_crc_valid(
     assert [c.offset for c in decode_batch(batch, rewritten)] == [
         base + i for i in range(len(records))
     ]
+
+
+def test_assigned_offsets_pieces_are_the_rewritten_batch_without_copying_its_records() -> None:
+    first, second = (
+        build_batch([Record(b"a", b"1", (), 5)]),
+        build_batch([Record(b"b", b"2", (), 6), Record(None, b"3", (), 7)], Codec.GZIP),
+    )
+    payload = memoryview(first + second)
+    header = dataclasses.replace(parse_batch_header(second), position=len(first))
+    head, rest = assigned_offsets_pieces(payload, header, 40, 3)
+    expected = bytearray(second)
+    assign_offsets(expected, parse_batch_header(second), 40, 3)
+    assert bytes(head) + bytes(rest) == expected
+    assert rest.obj is payload.obj  # a view of the payload, not a copy
+    assert payload.tobytes() == first + second  # the payload is untouched
 
 
 def test_log_append_time_batches_give_every_record_the_max_timestamp() -> None:

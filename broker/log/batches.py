@@ -19,6 +19,7 @@ from tiered.kafka.record_batch import (
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
     BatchHeader,
+    Buffer,
     CorruptRecordError,
     InvalidRecordError,
     parse_batch_header,
@@ -58,21 +59,21 @@ class BatchRead:
     """One past the last offset in ``records``: where the next read continues."""
 
 
-def prepare_produce(records: bytes | bytearray | memoryview) -> tuple[bytearray, list[BatchHeader]]:
+def prepare_produce(records: Buffer) -> tuple[memoryview, list[BatchHeader]]:
     """Checks a produce payload of one or more v2 batches, each by Kafka's produce rules
     (``validate_produce_records``; a producer's batch must also carry a sequence number), and
-    returns a writable copy of it with each batch's header (positions in that copy).
+    returns a view of it with each batch's header (positions in it). Nothing is copied: the
+    log writes each batch as ``assigned_offsets_pieces``.
 
     Raises ``RecordBatchError`` (its ``error_code`` CORRUPT_MESSAGE or INVALID_RECORD) for the
     first batch that breaks a rule, before anything is written.
     """
-    buffer = bytearray(records)  # offsets are rewritten in place: the caller's bytes stay as sent
-    if not buffer:
+    view = memoryview(records)
+    if not view:
         raise InvalidRecordError("a produce request needs at least one record batch")
-    view = memoryview(buffer)
     headers: list[BatchHeader] = []
     position = 0
-    while position < len(buffer):
+    while position < len(view):
         end = parse_batch_header(view, position).end
         header = validate_produce_records(view[position:end])
         if header.is_idempotent and header.base_sequence < 0:
@@ -82,7 +83,7 @@ def prepare_produce(records: bytes | bytearray | memoryview) -> tuple[bytearray,
             )
         headers.append(dataclasses.replace(header, position=position))
         position = end
-    return buffer, headers
+    return view, headers
 
 
 class BatchWalker:

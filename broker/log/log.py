@@ -43,7 +43,7 @@ from broker.log.segment import LOG_SUFFIX, OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFI
 from tiered.api import LogSegmentData
 from tiered.durable import TEMP_SUFFIX, atomic_write
 from tiered.errors import ErrorCode, TieredError
-from tiered.kafka.record_batch import RecordBatchError, assign_offsets
+from tiered.kafka.record_batch import RecordBatchError, assigned_offsets_pieces
 
 LOG_START_OFFSET_FILE = "log-start-offset-checkpoint"
 _MAX_SEGMENT_BYTES = 2**31 - 1  # positions in the offset index are u32; Kafka caps at int32 too
@@ -248,7 +248,7 @@ class Log:
         latest one raises ``ValueError``: a deposed leader must not write.
         """
         try:
-            buffer, headers = prepare_produce(records)
+            view, headers = prepare_produce(records)
         except RecordBatchError as e:
             raise TieredError(ErrorCode(e.error_code.value), str(e)) from e
         with self._lock:
@@ -270,20 +270,19 @@ class Log:
             if latest is None or leader_epoch > latest:
                 self._epochs.assign(leader_epoch, first)
             rolled = False
-            view = memoryview(buffer)
             for header in headers:
                 # One batch at a time, as Kafka's producers send them: each goes where it fits.
                 active = self._segments[-1]
                 if self._should_roll(active, header.size, header.last_offset_delta + 1):
                     active, rolled = self._roll_locked(), True
-                assign_offsets(buffer, header, active.next_offset, leader_epoch)
+                pieces = assigned_offsets_pieces(view, header, active.next_offset, leader_epoch)
                 stored = dataclasses.replace(
                     header,
                     position=0,
                     base_offset=active.next_offset,
                     partition_leader_epoch=leader_epoch,
                 )
-                active.append(view[header.position : header.end], [stored])
+                active.append(pieces, [stored])
                 self._producers.update([stored])
             if self._config.flush_every_append:
                 self._segments[-1].flush_data()

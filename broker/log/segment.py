@@ -25,7 +25,7 @@ from broker.log.batches import DEFAULT_WINDOW_BYTES, BatchRead, BatchWalker
 from broker.log.errors import CorruptSegmentError, UnsupportedLogFormatError
 from broker.log.segment_index import SegmentIndexes
 from tiered.durable import fsync_dir
-from tiered.kafka.record_batch import BatchHeader, RecordBatchError
+from tiered.kafka.record_batch import BatchHeader, Buffer, RecordBatchError
 
 LOG_SUFFIX = ".log"
 OFFSET_INDEX_SUFFIX = ".index"
@@ -196,27 +196,27 @@ class LogSegment:
 
     # ----------------------------------------------------------------------------- data path
 
-    def append(self, data: bytes | bytearray | memoryview, headers: Sequence[BatchHeader]) -> int:
-        """Writes ``data``, whole batches whose ``headers`` (positions in ``data``) carry their
-        final offsets, the first one :attr:`next_offset`; returns the position written at.
-        Not durable until :meth:`flush` or :meth:`flush_data`."""
+    def append(self, parts: Sequence[Buffer], headers: Sequence[BatchHeader]) -> int:
+        """Writes ``parts`` (in order: whole batches, possibly split anywhere into pieces, so a
+        batch's rewritten header goes beside its record bytes without copying them) whose
+        ``headers`` (positions in the joined parts) carry their final offsets, the first one
+        :attr:`next_offset`; returns the position written at. Not durable until :meth:`flush`
+        or :meth:`flush_data`."""
         self._check_open()
         if not headers or headers[0].base_offset != self._next_offset:
             raise ValueError(f"batches must start at offset {self._next_offset}")
         if headers[-1].last_offset - self._base_offset > _U32_MAX:
             raise ValueError(f"offset {headers[-1].last_offset} does not fit {self._base_offset}")
         position = self._size
-        if position + len(data) > _U32_MAX:
+        size = sum(len(part) for part in parts)
+        if position + size > _U32_MAX:
             raise ValueError(f"segment {self._base_offset} would exceed 4 GiB")
-        view = memoryview(data)
-        written = 0
-        while written < len(view):
-            # pwrite at our own size: a failed partial write is overwritten by the next append
-            # and never counted, so the segment never serves half a batch.
-            written += os.pwrite(self._log_fd, view[written:], position + written)
+        # pwrite at our own size: a failed partial write is overwritten by the next append
+        # and never counted, so the segment never serves half a batch.
+        _pwrite_all(self._log_fd, parts, position)
         for header in headers:
             self._index_batch(header, position + header.position, write=True)
-        self._size += len(view)
+        self._size += size
         self._next_offset = headers[-1].last_offset + 1
         return position
 
@@ -230,7 +230,7 @@ class LogSegment:
         offset = max(offset, self._base_offset)
         if offset >= self._next_offset:
             return None
-        walker = self._walker(max_bytes)
+        walker = self._walker()
         first = walker.find(self._indexes.lookup(offset), offset)
         if first is None:
             return None
@@ -306,10 +306,12 @@ class LogSegment:
     def _read_at(self, position: int, size: int) -> bytes:
         return os.pread(self._log_fd, size, position)
 
-    def _walker(self, max_bytes: int = 0) -> BatchWalker:
-        # A window past max_bytes: the batch holding the offset, usually a few KiB after the
-        # indexed position, and everything returned then come in one read.
-        return BatchWalker(self._read_at, self._size, max_bytes + DEFAULT_WINDOW_BYTES)
+    def _walker(self) -> BatchWalker:
+        # Headers are walked in small windows: the index finds the batch *before* the one
+        # holding an offset (its entries are keyed by last offsets, as Kafka's), which may be
+        # a MiB long, so a window sized for the whole answer would be read twice. The answer
+        # itself is then one read from its first batch (BatchWalker.read).
+        return BatchWalker(self._read_at, self._size, DEFAULT_WINDOW_BYTES)
 
     def _reset_state(self) -> None:
         self._size = 0
@@ -409,3 +411,16 @@ class LogSegment:
                 f"{self.log_path}: batch at {header.position} holds offsets "
                 f"{header.base_offset}..{header.last_offset}, {self._next_offset} expected"
             )
+
+
+def _pwrite_all(fd: int, parts: Sequence[Buffer], position: int) -> None:
+    """``os.pwritev`` until every byte of ``parts`` is written at ``position``."""
+    views = [memoryview(part) for part in parts if len(part)]
+    while views:
+        written = os.pwritev(fd, views, position)
+        position += written
+        while views and written >= len(views[0]):
+            written -= len(views[0])
+            views.pop(0)
+        if written:
+            views[0] = views[0][written:]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import IO, TypeAlias, TypeVar, cast
+from typing import IO, TypeVar, cast
 
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
@@ -22,11 +22,11 @@ from kio.static.protocol import RequestHeader, RequestPayload, ResponsePayload
 
 from tiered.kafka.api_versions import API_VERSIONS_KEY, ApiVersionRegistry, UnsupportedApiError
 from tiered.kafka.array_bounds import ArrayBoundsError, check_array_bounds
+from tiered.kafka.record_batch import Buffer
 
 __all__ = [
     "BY_REFERENCE_BYTES",
     "DEFAULT_MAX_REQUEST_BYTES",
-    "Chunk",
     "FrameTooLargeError",
     "ProtocolError",
     "Request",
@@ -43,7 +43,6 @@ DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.byte
 _KEY_AND_VERSION = struct.Struct(">hh")
 _FIRST_FLEXIBLE_API_VERSIONS = 3
 _T = TypeVar("_T")
-Chunk: TypeAlias = bytes | bytearray | memoryview
 BY_REFERENCE_BYTES = 32 * 1024  # a write this large is sent from where it lies, not copied
 _read_header_v1 = entity_reader(RequestHeaderV1)
 _read_header_v2 = entity_reader(RequestHeaderV2)
@@ -136,7 +135,7 @@ def encode_response(correlation_id: int, response: ResponsePayload) -> bytes:
     return b"".join(encode_response_chunks(correlation_id, response))
 
 
-def encode_response_chunks(correlation_id: int, response: ResponsePayload) -> list[Chunk]:
+def encode_response_chunks(correlation_id: int, response: ResponsePayload) -> list[Buffer]:
     """The full response frame: size prefix, response header (v0 or v1 as the schema says)
     and body, as chunks to send in order. Record bytes of at least ``BY_REFERENCE_BYTES`` are
     chunks of their own, by reference (a Fetch answer's records are not copied)."""
@@ -154,10 +153,10 @@ class _FrameBuffer:
 
     def __init__(self) -> None:
         self._prefix = self._small = bytearray(SIZE_PREFIX.size)
-        self._chunks: list[Chunk] = [self._small]
+        self._chunks: list[Buffer] = [self._small]
         self._size = 0
 
-    def write(self, data: Chunk) -> int:
+    def write(self, data: Buffer) -> int:
         size = len(data)
         self._size += size
         if size < BY_REFERENCE_BYTES:
@@ -168,6 +167,6 @@ class _FrameBuffer:
             self._chunks.append(self._small)
         return size
 
-    def frame_chunks(self) -> list[Chunk]:
+    def frame_chunks(self) -> list[Buffer]:
         SIZE_PREFIX.pack_into(self._prefix, 0, self._size)
         return [c for c in self._chunks if c]

@@ -12,10 +12,12 @@ CORRUPT_MESSAGE (Kafka's CorruptRecordException), a well-framed batch that break
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TypeAlias
 
 from crc32c import crc32c
 from kio.schema.errors import ErrorCode
@@ -26,11 +28,13 @@ __all__ = [
     "BATCH_HEADER_SIZE",
     "LOG_OVERHEAD",
     "BatchHeader",
+    "Buffer",
     "CorruptRecordError",
     "InvalidRecordError",
     "RecordBatchError",
     "TimestampType",
     "assign_offsets",
+    "assigned_offsets_pieces",
     "iter_batches",
     "parse_batch_header",
     "validate_produce_records",
@@ -43,6 +47,7 @@ _HEADER = struct.Struct(">qiibIhiqqqhii")
 BATCH_HEADER_SIZE = _HEADER.size  # 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes batchLength does not count
 _OFFSET_AND_EPOCH = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
+Buffer: TypeAlias = bytes | bytearray | memoryview
 _BATCH_LENGTH = struct.Struct(">i")
 _MAGIC_POSITION = 16
 _CRC_END = 21  # the CRC covers attributes .. end of batch
@@ -259,3 +264,17 @@ def assign_offsets(
         buffer, header.position, base_offset, header.batch_length, partition_leader_epoch
     )
     return base_offset + header.last_offset_delta + 1
+
+
+def assigned_offsets_pieces(
+    batch: memoryview, header: BatchHeader, base_offset: int, partition_leader_epoch: int
+) -> tuple[bytearray, memoryview]:
+    """The batch at ``header.position`` in ``batch`` as two pieces to write one after the other:
+    a copy of its first bytes with ``assign_offsets`` applied, and the rest as it came (CRC
+    range included), so that stamping a batch copies a few bytes rather than the batch."""
+    split = header.position + _OFFSET_AND_EPOCH.size
+    head = bytearray(batch[header.position : split])
+    assign_offsets(
+        head, dataclasses.replace(header, position=0), base_offset, partition_leader_epoch
+    )
+    return head, batch[split : header.end]

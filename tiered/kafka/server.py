@@ -34,12 +34,12 @@ from tiered.kafka.api_versions import API_VERSIONS_KEY, PRODUCE_KEY, ApiVersionR
 from tiered.kafka.handler import CloseConnectionError, HandlerResult, KafkaHandler, RequestContext
 from tiered.kafka.protocol import (
     DEFAULT_MAX_REQUEST_BYTES,
-    Chunk,
     ProtocolError,
     Request,
     decode_request,
     encode_response_chunks,
 )
+from tiered.kafka.record_batch import Buffer
 from tiered.kafka.socket_io import FrameReader, send_chunks
 
 __all__ = ["KafkaServer", "ListenerSettings"]
@@ -231,7 +231,7 @@ class KafkaServer:
             if answer is not None:
                 await send_chunks(sock, answer)
 
-    def _answer(self, frame: memoryview, client: str) -> list[Chunk] | _Delayed | None:
+    def _answer(self, frame: memoryview, client: str) -> list[Buffer] | _Delayed | None:
         request, result = self._handle(frame, client)
         if isinstance(result, Future):
             return _Delayed(request, result)
@@ -260,7 +260,7 @@ class KafkaServer:
 
     def _encode(
         self, request: Request, response: ResponsePayload | None, client: str
-    ) -> list[Chunk] | None:
+    ) -> list[Buffer] | None:
         if response is None:
             if request.api_key != PRODUCE_KEY:
                 log.error("kafka handler returned no %s response; closing", request.api_key)

@@ -14,6 +14,7 @@ import socket
 from collections.abc import Sequence
 
 from tiered.kafka.protocol import SIZE_PREFIX, frame_size
+from tiered.kafka.record_batch import Buffer
 
 __all__ = ["FrameReader", "send_chunks"]
 
@@ -91,9 +92,7 @@ class FrameReader:
             self._end += got
 
 
-async def send_chunks(
-    sock: socket.socket, chunks: Sequence[bytes | bytearray | memoryview]
-) -> None:
+async def send_chunks(sock: socket.socket, chunks: Sequence[Buffer]) -> None:
     """Sends ``chunks`` in order (``encode_response_chunks`` already coalesced the small ones)."""
     loop = asyncio.get_running_loop()
     for chunk in chunks:
