@@ -22,9 +22,12 @@ Measured, in this order, with ``os.sync()`` (untimed) before each phase (the bas
    (whole batches), one request at a time, by a server that ``pread``s and sends them;
 5. *gRPC local fetch*: ``Fetch`` from offset 0 with ``max_bytes`` ``FETCH_MAX_BYTES``, one at a
    time, the next offset after the last whole batch received;
-6. *Kafka local fetch*: a confluent-kafka ``Consumer`` (``group.id`` set, auto-commit off)
-   ``assign()``ed at offset 0, ``consume()`` until every record is seen, a checksum of each
-   value; then *bare client*: FetchRequests encoded and answers decoded with kio, one at a time;
+6. *stub fetch* (``bench/kafka_stub.py``): the consumer below reading the floor's file from a
+   stub broker (this listener, no log: the consumer's own ceiling on this machine); then *Kafka
+   local fetch*: a confluent-kafka ``Consumer`` in a process of its own (``group.id`` set,
+   auto-commit off) ``assign()``ed at offset 0, ``consume()`` until every record is seen, a
+   checksum of each value; then *bare client*: FetchRequests encoded and answers decoded with
+   kio, one at a time;
 7. remote reads: two tiered topics (segments of 1/16 of the data, ``local.retention.bytes`` 1)
    get the same records through gRPC and Kafka (timed too, with the copier running: *produce to
    a tiered topic*), then a segment of padding records each (gRPC) so that the last data
@@ -118,6 +121,7 @@ from bench.kafka_floor import (
     list_offsets,
     make_batches,
 )
+from bench.kafka_stub import stub_consume
 from tests.rlmm_support import poll_until
 from tests.support.cluster import Cluster, grpc_address, kafka_address
 from tiered.rpc.channels import open_channel
@@ -335,6 +339,8 @@ def run(args: argparse.Namespace, workdir: Path, log: Log) -> dict[str, Any]:
             produce("local", "", r)
         for _ in range(args.rounds):
             measure("floor_fetch", lambda: floor_fetch(floor_file, workload))
+            if "fetch" not in missing:
+                measure("kafka_fetch_stub", lambda: stub_consume(floor_file, workload))
             fetch("local", "local")
         produce("tiered", "_tiered")
         with_data = [topics["grpc-tiered"]] + ([] if source == "grpc" else [topics["kafka-tiered"]])
@@ -359,6 +365,7 @@ FLOOR_PRODUCE = "floor: loopback socket server, append + fsync per request"
 FLOOR_FETCH = "floor: loopback socket server, pread + send per request"
 # (figure, phase, baseline phase, its label, goal as a share of the floor's MB/s)
 BARE = "bare client: pre-encoded requests, no client library"
+STUB = "the same consumer against a stub broker serving the floor file (its ceiling)"
 ROWS: tuple[tuple[str, str, str, str, float | None], ...] = (
     ("Kafka produce (confluent-kafka)", "kafka_produce", "floor_produce", FLOOR_PRODUCE, 0.5),
     ("Kafka fetch, local log", "kafka_fetch_local", "floor_fetch", FLOOR_FETCH, 0.5),
@@ -372,6 +379,15 @@ ROWS: tuple[tuple[str, str, str, str, float | None], ...] = (
     ("Kafka produce", "kafka_produce", "grpc_produce", "gRPC Produce, same batches", None),
     ("Kafka fetch, local log", "kafka_fetch_local", "grpc_fetch_local", "gRPC Fetch", None),
     ("Kafka fetch, remote storage", "kafka_fetch_remote", "grpc_fetch_remote", "gRPC Fetch", None),
+    ("Kafka fetch, local log", "kafka_fetch_local", "kafka_fetch_stub", STUB, None),
+    ("Kafka fetch, remote storage", "kafka_fetch_remote", "kafka_fetch_stub", STUB, None),
+    (
+        "confluent-kafka against the stub broker",
+        "kafka_fetch_stub",
+        "floor_fetch",
+        FLOOR_FETCH,
+        None,
+    ),
 )
 
 

@@ -204,7 +204,7 @@ def test_kafka_protocol_bench_small(tmp_path: Path) -> None:
     phases += ["kafka_produce_tiered"]
     for path in ("grpc", "kafka"):
         phases += [f"{path}_produce", f"{path}_fetch_local", f"{path}_fetch_remote"]
-    phases += ["kafka_fetch_local_bare", "kafka_fetch_remote_bare"]
+    phases += ["kafka_fetch_local_bare", "kafka_fetch_remote_bare", "kafka_fetch_stub"]
     for phase in phases:
         assert results[phase]["problems"] == [], phase
         assert results[phase]["mb_per_s"] > 0, phase
@@ -214,5 +214,5 @@ def test_kafka_protocol_bench_small(tmp_path: Path) -> None:
     assert results["workload"]["records"] == 8 * 1024
     assert results["move_to_remote"]["problems"] == []
     # Kafka, its bare client and gRPC against the floor, and Kafka against gRPC: produce, local
-    # and remote fetch each
-    check_summary(document, rows=12)
+    # and remote fetch each; Kafka fetches against the stub broker, the stub against the floor
+    check_summary(document, rows=15)
