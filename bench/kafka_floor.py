@@ -247,24 +247,7 @@ class FloorServer:
     closed the connection and the context is left, ``cpu_s`` is the CPU it used serving it."""
 
     def __init__(self, kind: str, path: Path) -> None:
-        code = "import sys; from bench.kafka_floor import serve; serve(sys.argv[1:])"
-        inherited = os.environ.get("PYTHONPATH")
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), inherited])),
-        }
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", code, kind, str(path)],
-            stdout=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        if not line.startswith(READY):
-            self.process.kill()
-            raise RuntimeError(f"the floor server did not start: {line!r}")
-        self.port = int(line[len(READY) :])
+        self.process, self.port = spawn_server("bench.kafka_floor", [kind, str(path)], READY)
         self.cpu_s = 0.0
 
     def __enter__(self) -> FloorServer:
@@ -273,14 +256,45 @@ class FloorServer:
     def __exit__(
         self, kind: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        self.cpu_s = float(line[len(CPU) :]) if line.startswith(CPU) else 0.0
-        try:
-            self.process.wait(30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        self.cpu_s = finish_server(self.process, CPU)
+
+
+def spawn_server(
+    module: str, argv: Sequence[str], ready: str, *, stdin: bool = False
+) -> tuple[subprocess.Popen[str], int]:
+    """Starts ``MODULE.serve(argv)`` in a process of its own (the checkout importable) and
+    returns it with the port it printed after ``ready``; ``stdin`` gives it a pipe to close."""
+    code = f"import sys; from {module} import serve; serve(sys.argv[1:])"
+    inherited = os.environ.get("PYTHONPATH")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), inherited]))}
+    process = subprocess.Popen(
+        [sys.executable, "-c", code, *argv],
+        stdin=subprocess.PIPE if stdin else None,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    if not line.startswith(ready):
+        process.kill()
+        raise RuntimeError(f"{module} did not start: {line!r}")
+    return process, int(line[len(ready) :])
+
+
+def finish_server(process: subprocess.Popen[str], cpu: str) -> float:
+    """Closes the server's stdin (if it has one), waits for it to end and returns the CPU
+    seconds it printed after ``cpu`` (0 if it printed none)."""
+    assert process.stdout is not None
+    if process.stdin is not None:
+        process.stdin.close()
+    line = process.stdout.readline()
+    try:
+        process.wait(30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    return float(line[len(cpu) :]) if line.startswith(cpu) else 0.0
 
 
 def fetch_ranges(batch_sizes: Sequence[int], max_bytes: int) -> list[tuple[int, int]]:

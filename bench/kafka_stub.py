@@ -19,7 +19,6 @@ import bisect
 import os
 import resource
 import struct
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,7 +28,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from bench.kafka_clients import kafka_consume
-from bench.kafka_floor import REPO_ROOT, Checked, Workload
+from bench.kafka_floor import Checked, Workload, finish_server, spawn_server
 from tests.support.kafka_wire import NO_THROTTLE, OneTopicHandler
 from tiered.kafka.api_versions import ApiVersionRegistry
 from tiered.kafka.handler import RequestContext, response_type_for
@@ -59,26 +58,7 @@ class StubBroker:
     """The stub process serving ``path``; ``cpu_s`` once the context is left."""
 
     def __init__(self, path: Path) -> None:
-        code = "import sys; from bench.kafka_stub import serve; serve(sys.argv[1:])"
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join(
-                filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])
-            ),
-        }
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", code, str(path)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        if not line.startswith(READY):
-            self.process.kill()
-            raise RuntimeError(f"the stub broker did not start: {line!r}")
-        self.port = int(line[len(READY) :])
+        self.process, self.port = spawn_server("bench.kafka_stub", [str(path)], READY, stdin=True)
         self.cpu_s = 0.0
 
     def __enter__(self) -> StubBroker:
@@ -87,15 +67,7 @@ class StubBroker:
     def __exit__(
         self, kind: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self.process.stdin.close()
-        line = self.process.stdout.readline()
-        self.cpu_s = float(line[len(CPU) :]) if line.startswith(CPU) else 0.0
-        try:
-            self.process.wait(30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        self.cpu_s = finish_server(self.process, CPU)
 
 
 def serve(argv: Sequence[str]) -> None:
@@ -104,11 +76,16 @@ def serve(argv: Sequence[str]) -> None:
     server = KafkaServer(handler, ListenerSettings(), ApiVersionRegistry(_REGISTRY))
     server.start()
     handler.port = server.address[1]
+    before = _cpu_seconds()  # serving only, not the copy the handler made
     print(f"{READY}{handler.port}", flush=True)
     sys.stdin.read()  # until the bench closes our stdin
     server.stop()
+    print(f"{CPU}{_cpu_seconds() - before}", flush=True)
+
+
+def _cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    print(f"{CPU}{usage.ru_utime + usage.ru_stime}", flush=True)
+    return usage.ru_utime + usage.ru_stime
 
 
 class FloorFileHandler(OneTopicHandler):
