@@ -30,20 +30,19 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from demo_output import (
     RECORD_BYTES,
     elapsed_text,
     explain,
-    human_bytes,
     say,
     show_command,
     write_records,
 )
+from demo_topics import Topic
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = REPO / ".venv" / "bin"
@@ -89,51 +88,6 @@ def _interrupt(signum: int, _frame: FrameType | None) -> NoReturn:
 
 
 # --------------------------------------------------------------------------------- the demo
-
-
-@dataclass(frozen=True)
-class Partition:
-    partition: int
-    log_start_offset: int
-    local_log_start_offset: int
-    log_end_offset: int
-    remote_segment_count: int
-    remote_log_size_bytes: int
-    remote_delete_state: str
-
-
-@dataclass(frozen=True)
-class Topic:
-    tiered_state: str
-    tiered_epoch: int
-    partitions: tuple[Partition, ...]
-
-    @classmethod
-    def from_json(cls, raw: dict[str, Any]) -> Topic:
-        return cls(
-            tiered_state=raw["tiered_state"],
-            tiered_epoch=raw["tiered_epoch"],
-            partitions=tuple(
-                Partition(
-                    partition=p["partition"],
-                    log_start_offset=p["log_start_offset"],
-                    local_log_start_offset=p["local_log_start_offset"],
-                    log_end_offset=p["log_end_offset"],
-                    remote_segment_count=p["remote_segment_count"],
-                    remote_log_size_bytes=p["remote_log_size_bytes"],
-                    remote_delete_state=p["remote_delete_state"] or "",
-                )
-                for p in sorted(raw["partitions"], key=lambda p: p["partition"])
-            ),
-        )
-
-    def progress(self) -> str:
-        """One compact line: per partition remote segments/bytes and the local log start."""
-        return " | ".join(
-            f"p{p.partition} {p.remote_segment_count:>3} seg/{human_bytes(p.remote_log_size_bytes)}"
-            f" local from {p.local_log_start_offset}"
-            for p in self.partitions
-        )
 
 
 def check(condition: bool, message: str) -> None:

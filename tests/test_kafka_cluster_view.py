@@ -63,3 +63,30 @@ def test_a_topic_created_elsewhere_is_known_by_name_while_the_listing_is_fresh()
     assert len(controller.requests) == 3
     assert set(view.everything().topics) == {"old"}  # the listing itself is still shared
     assert len(controller.requests) == 3
+
+
+def test_a_missing_name_is_asked_for_once_per_unknown_max_age() -> None:
+    controller = FakeController()
+    now = [100.0]
+    view = ClusterView(  # type: ignore[arg-type]
+        controller, max_age_s=1.0, clock=lambda: now[0], unknown_max_age_s=0.25
+    )
+    view.everything()
+    for _ in range(50):  # a client retrying a topic that does not exist
+        missing = view.topics(["gone"]).topics["gone"]
+        assert isinstance(missing, TieredError)
+        assert missing.code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert len(controller.requests) == 2  # the listing, then one lookup by name
+
+    controller.create("gone", 1)  # created through another broker
+    now[0] += 0.3
+    assert view.topics(["gone"]).topics["gone"] == TopicPlacement(
+        "gone", controller.ids["gone"], (1,)
+    )
+    assert len(controller.requests) == 3
+
+    view.topics(["typo"])
+    view.invalidate()  # a create or delete through this broker forgets what was missing
+    view.everything()
+    view.topics(["typo"])
+    assert list(controller.requests[-1].topics) == ["typo"]

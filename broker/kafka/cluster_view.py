@@ -8,7 +8,10 @@ a fresh listing when it has every name, else ask for those names alone, so that 
 through another broker is known by name as soon as its creation was answered (kcat, say, gives
 up on a topic it is told does not exist). A topic created or deleted through this broker drops
 the listing (``invalidate``), so its own clients see the change at once; others see a deletion
-and the full listing within ``max_age_s``, as Kafka brokers learn metadata a moment late.
+and the full listing within ``max_age_s``, as Kafka brokers learn metadata a moment late. A name
+the controller said does not exist is answered so again for ``unknown_max_age_s`` (0.25 s)
+without asking, so that a client retrying a missing topic in a loop does not become a loop of
+controller calls.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from dataclasses import dataclass
 
 from broker.admin_forwarder import ControllerAdmin
 from tiered.cluster.serde import broker_endpoints_from_proto, uuid_from_bytes
-from tiered.errors import TieredError
+from tiered.errors import ErrorCode, TieredError
 from tiered.net import PLAINTEXT, Listener
 from tiered.rpc.status import error_from_proto
 from tiered.rpc.v1 import controller_pb2 as pb
@@ -79,6 +82,9 @@ def _cluster_from_proto(response: pb.DescribeMetadataResponse) -> KafkaCluster:
     return KafkaCluster(response.cluster_id, brokers, topics)
 
 
+_MAX_UNKNOWN_NAMES = 10_000
+
+
 class ClusterView:
     """Metadata for the Kafka APIs, through ``controller``. Thread-safe."""
 
@@ -87,9 +93,16 @@ class ClusterView:
         controller: ControllerAdmin,
         max_age_s: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
+        unknown_max_age_s: float = 0.25,
     ) -> None:
         self._controller = controller
         self._max_age_s = max_age_s
+        self._unknown_max_age_s = unknown_max_age_s
+        # name -> (when, error): names the controller said do not exist. A client asking for
+        # one in a loop (a deleted topic, a typo) costs the controller one call per name per
+        # ``unknown_max_age_s`` rather than one per request; short, so that a topic created
+        # through another broker right after is soon known here.
+        self._unknown: dict[str, tuple[float, TieredError]] = {}
         self._clock = clock
         self._lock = threading.Lock()
         self._listing_lock = threading.Lock()  # one listing call at a time
@@ -117,16 +130,51 @@ class ClusterView:
         """The named topics (each a placement or its error, such as UNKNOWN_TOPIC_OR_PARTITION)
         and the live brokers. Raises ``TieredError`` when the controller cannot say."""
         fresh = self._fresh_listing()
-        if fresh is not None and all(n in fresh.topics for n in names):
-            topics = {n: fresh.topics[n] for n in names}
-            return KafkaCluster(fresh.cluster_id, fresh.brokers, topics)
-        return self._describe(pb.DescribeMetadataRequest(topics=list(dict.fromkeys(names))))
+        if fresh is not None:
+            known = {n: fresh.topics[n] for n in names if n in fresh.topics}
+            known.update(self._recently_unknown([n for n in names if n not in known]))
+            if len(known) == len(set(names)):
+                return KafkaCluster(fresh.cluster_id, fresh.brokers, known)
+        with self._lock:
+            started = self._clock()
+        cluster = self._describe(pb.DescribeMetadataRequest(topics=list(dict.fromkeys(names))))
+        with self._lock:
+            if len(self._unknown) > _MAX_UNKNOWN_NAMES:  # names asked once each, e.g. typos
+                self._unknown = {
+                    n: e
+                    for n, e in self._unknown.items()
+                    if started - e[0] <= self._unknown_max_age_s
+                }
+            for name, topic in cluster.topics.items():
+                if (
+                    isinstance(topic, TieredError)
+                    and topic.code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                ):
+                    self._unknown[name] = (started, topic)
+                else:
+                    self._unknown.pop(name, None)
+        return cluster
 
     def invalidate(self) -> None:
         """Forget the listing (a topic was created or deleted through this broker)."""
         with self._lock:
             self._listing = None
+            self._unknown.clear()
             self._generation += 1
+
+    def _recently_unknown(self, names: Sequence[str]) -> dict[str, TieredError]:
+        """Those of ``names`` the controller said do not exist within ``unknown_max_age_s``."""
+        now, found = self._clock(), {}
+        with self._lock:
+            for name in names:
+                entry = self._unknown.get(name)
+                if entry is None:
+                    continue
+                if now - entry[0] > self._unknown_max_age_s:
+                    del self._unknown[name]  # expired entries go when next asked for
+                else:
+                    found[name] = entry[1]
+        return found
 
     def _fresh_listing(self) -> KafkaCluster | None:
         with self._lock:

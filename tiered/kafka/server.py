@@ -93,6 +93,7 @@ class KafkaServer:
         self._loop = asyncio.new_event_loop()
         self._thread: threading.Thread | None = None
         self._listener: socket.socket | None = None
+        self._accepting: asyncio.Task[None] | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._address: tuple[str, int] | None = None
 
@@ -146,15 +147,17 @@ class KafkaServer:
         self._listener = listener
         host, port = listener.getsockname()[:2]
         bound.set_result((host, port))
-        accepting = self._loop.create_task(self._accept(listener))
+        self._accepting = self._loop.create_task(self._accept(listener))
         try:
             self._loop.run_forever()
         finally:
-            accepting.cancel()
             listener.close()
             self._loop.close()
 
     async def _shutdown(self) -> None:
+        if self._accepting is not None:  # before the close: no accept waits on a closed socket
+            self._accepting.cancel()
+            await asyncio.gather(self._accepting, return_exceptions=True)
         if self._listener is not None:
             self._listener.close()
         for task in list(self._connections):
@@ -167,8 +170,6 @@ class KafkaServer:
             try:
                 sock, peer = await loop.sock_accept(listener)
             except OSError as e:
-                if listener.fileno() < 0:
-                    return  # closed by stop()
                 # Out of file descriptors and the like: the clients already connected go on.
                 log.warning("kafka listener cannot accept a connection: %s", e)
                 await asyncio.sleep(_ACCEPT_RETRY_S)
