@@ -19,6 +19,8 @@ from tiered.kafka.record_batch import Buffer
 __all__ = ["FrameReader", "send_chunks"]
 
 _READ_BUFFER_BYTES = 64 * 1024
+# A large frame's buffer starts this big (a typical producer batch fits) and doubles as needed.
+_EAGER_FRAME_BYTES = 1024 * 1024
 
 
 class FrameReader:
@@ -61,18 +63,31 @@ class FrameReader:
             frame = bytes(self._view[self._start : self._start + size])
             self._start += size
             return memoryview(frame)
-        frame_buffer = bytearray(size)
-        target = memoryview(frame_buffer)
+        return await self._read_large(size)
+
+    async def _read_large(self, size: int) -> memoryview:
+        """A frame larger than the read buffer, received straight into a buffer of its own
+        that grows with what arrives (at most doubling): a client announcing 100 MB and
+        sending a trickle holds about what it sent, not what it announced."""
+        frame = bytearray(min(size, _EAGER_FRAME_BYTES))
         have = self.buffered
-        target[:have] = self._view[self._start : self._end]
+        frame[:have] = self._view[self._start : self._end]
         self._start = self._end = 0
         loop = asyncio.get_running_loop()
         while have < size:
-            got = await loop.sock_recv_into(self._sock, target[have:])
+            if have == len(frame):
+                frame.extend(bytes(min(len(frame), size - len(frame))))
+            view = memoryview(frame)
+            target = view[have:]
+            try:
+                got = await loop.sock_recv_into(self._sock, target)
+            finally:  # released at once: the next resize needs the buffer unexported
+                target.release()
+                view.release()
             if got == 0:
-                raise asyncio.IncompleteReadError(bytes(target[:have]), size)
+                raise asyncio.IncompleteReadError(bytes(frame[:have]), size)
             have += got
-        return target.toreadonly()
+        return memoryview(frame).toreadonly()
 
     async def _fill(self, wanted: int) -> None:
         """Makes at least ``wanted`` (<= the buffer's size) unread bytes buffered."""
