@@ -33,6 +33,7 @@ from tiered.cluster.model import BrokerRegistration
 from tiered.daemon_logging import announce, configure_daemon_logging
 from tiered.kafka.api_versions import ApiVersionRegistry
 from tiered.kafka.server import KafkaServer
+from tiered.net import GRPC_EXCLUSIVE_PORT, bind_grpc_port
 from tiered.properties import load_properties
 from tiered.rlmm.backend import StorageBackendError
 from tiered.rpc.v1 import broker_pb2_grpc as pb_grpc
@@ -141,14 +142,17 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:  # e.g. an RSM or RLMM setting that the plugin rejects
         print(f"INVALID_CONFIG: {e}", file=sys.stderr)
         return 2
-    server = grpc.server(ThreadPoolExecutor(max_workers=32), maximum_concurrent_rpcs=256)
+    server = grpc.server(
+        ThreadPoolExecutor(max_workers=32),
+        maximum_concurrent_rpcs=256,
+        options=[GRPC_EXCLUSIVE_PORT],
+    )
     pb_grpc.add_BrokerServiceServicer_to_server(BrokerServicer(agent), server)  # type: ignore[no-untyped-call]
     endpoint = ControllerEndpoint()
     controller = ControllerAdmin(endpoint.get)
     controller_grpc.add_AdminServiceServicer_to_server(AdminForwarder(controller), server)  # type: ignore[no-untyped-call]
     address = f"{config.host}:{config.port}"
-    if server.add_insecure_port(address) == 0:
-        print(f"cannot listen on {address}", file=sys.stderr)
+    if not bind_grpc_port(server, address):
         agent.close()
         return 1
     server.start()

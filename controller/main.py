@@ -25,6 +25,7 @@ from controller.servicer import AdminServicer, ControllerServicer
 from controller.store import MetadataStoreError
 from tiered import failpoints
 from tiered.daemon_logging import announce, configure_daemon_logging
+from tiered.net import GRPC_EXCLUSIVE_PORT, bind_grpc_port
 from tiered.properties import load_properties
 from tiered.rpc.v1 import controller_pb2_grpc as pb_grpc
 
@@ -61,14 +62,14 @@ def main(argv: list[str] | None = None) -> int:
     server = grpc.server(
         ThreadPoolExecutor(max_workers=64),
         maximum_concurrent_rpcs=512,
-        options=MESSAGE_SIZE_OPTIONS,  # a metadata snapshot of 100k topics is ~14 MB
+        # a metadata snapshot of 100k topics is ~14 MB
+        options=[*MESSAGE_SIZE_OPTIONS, GRPC_EXCLUSIVE_PORT],
     )
     pb_grpc.add_AdminServiceServicer_to_server(AdminServicer(controller.admin), server)  # type: ignore[no-untyped-call]
     pb_grpc.add_ControllerServiceServicer_to_server(  # type: ignore[no-untyped-call]
         ControllerServicer(controller.brokers, controller.term, store, stopping), server
     )
-    if server.add_insecure_port(config.endpoint) == 0:
-        print(f"cannot listen on {config.endpoint}", file=sys.stderr)
+    if not bind_grpc_port(server, config.endpoint):
         store.close()
         return 1
     server.start()

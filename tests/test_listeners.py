@@ -3,6 +3,7 @@ what the broker's config makes of them."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +23,7 @@ from tiered.net import (
     parse_listener,
     parse_listeners,
 )
+from tiered.zookeeper_server import free_port
 
 
 def broker_config(tmp_path: Path, **extra: str) -> BrokerConfig:
@@ -148,3 +150,27 @@ def test_the_broker_refuses_such_listeners_at_start(
     [line] = started.stderr.splitlines()
     assert line.startswith("INVALID_CONFIG: listeners")
     assert all(fragment in line for fragment in fragments), line
+
+
+def test_a_grpc_port_already_in_use_stops_the_broker_instead_of_sharing_it(tmp_path: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:  # another daemon's port
+        port = taken.getsockname()[1]
+        config = tmp_path / "broker.properties"
+        config.write_text(
+            f"node.id=1\nlog.dirs={tmp_path / 'logs'}\nlisteners=GRPC://127.0.0.1:{port}\n"
+        )
+        started = subprocess.run(
+            [sys.executable, "-m", "broker.main", "--config", str(config)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert started.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in started.stderr
+
+
+def test_free_port_never_hands_out_a_port_twice() -> None:
+    ports = [free_port() for _ in range(300)]
+    assert len(set(ports)) == len(ports)

@@ -15,11 +15,15 @@ names, per listener, the address registered for clients when it differs from the
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import grpc
+
 __all__ = [
     "GRPC",
+    "GRPC_EXCLUSIVE_PORT",
     "KAFKA_LISTENER_NAMES",
     "PLAINTEXT",
     "Listener",
@@ -31,6 +35,26 @@ __all__ = [
 GRPC = "GRPC"
 PLAINTEXT = "PLAINTEXT"
 KAFKA_LISTENER_NAMES: tuple[str, ...] = (PLAINTEXT,)
+# gRPC servers bind with SO_REUSEPORT by default: a second daemon given a port already in use
+# would share it silently, each answering some of the calls. Off, the bind fails and says so.
+GRPC_EXCLUSIVE_PORT = ("grpc.so_reuseport", 0)
+
+
+def bind_grpc_port(server: grpc.Server, address: str) -> bool:
+    """Binds ``server`` (made with ``GRPC_EXCLUSIVE_PORT``) to ``address``; False, having said
+    why on stderr, when it cannot (in use, not an address of this host). grpcio returns 0 for
+    some failures and raises RuntimeError for others."""
+    try:
+        bound = server.add_insecure_port(address)
+    except RuntimeError as e:
+        print(f"cannot listen on {address}: {e}", file=sys.stderr)
+        return False
+    if bound == 0:
+        print(f"cannot listen on {address}", file=sys.stderr)
+        return False
+    return True
+
+
 _NOT_YET = ("SSL", "SASL_SSL", "SASL_PLAINTEXT")
 _EXPECTED = "a comma list of NAME://host:port with NAME GRPC (or no NAME://) or PLAINTEXT"
 _UNROUTABLE = ("", "0.0.0.0", "::", "[::]")
