@@ -138,14 +138,7 @@ def test_the_broker_refuses_such_listeners_at_start(
 ) -> None:
     config = tmp_path / "broker.properties"
     config.write_text(f"node.id=1\nlog.dirs={tmp_path / 'logs'}\nlisteners={listeners}\n")
-    started = subprocess.run(
-        [sys.executable, "-m", "broker.main", "--config", str(config)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    started = run_broker(config)
     assert started.returncode == 2
     [line] = started.stderr.splitlines()
     assert line.startswith("INVALID_CONFIG: listeners")
@@ -159,14 +152,7 @@ def test_a_grpc_port_already_in_use_stops_the_broker_instead_of_sharing_it(tmp_p
         config.write_text(
             f"node.id=1\nlog.dirs={tmp_path / 'logs'}\nlisteners=GRPC://127.0.0.1:{port}\n"
         )
-        started = subprocess.run(
-            [sys.executable, "-m", "broker.main", "--config", str(config)],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        started = run_broker(config)
     assert started.returncode == 1
     assert f"cannot listen on 127.0.0.1:{port}" in started.stderr
 
@@ -174,3 +160,15 @@ def test_a_grpc_port_already_in_use_stops_the_broker_instead_of_sharing_it(tmp_p
 def test_free_port_never_hands_out_a_port_twice() -> None:
     ports = [free_port() for _ in range(300)]
     assert len(set(ports)) == len(ports)
+
+
+def run_broker(config: Path) -> subprocess.CompletedProcess[str]:
+    """A broker process that is expected to refuse to start."""
+    return subprocess.run(
+        [sys.executable, "-m", "broker.main", "--config", str(config)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
