@@ -26,12 +26,16 @@ from tiered.kafka.protocol import (
     RequestDecodeError,
     UnsupportedRequestError,
     decode_request,
-    encode_response,
     encode_response_chunks,
     frame_size,
 )
 
 REGISTRY = ApiVersionRegistry()
+
+
+def encode_response(correlation_id: int, response: object) -> bytes:
+    """The whole response frame as the listener sends it, in one piece."""
+    return b"".join(encode_response_chunks(correlation_id, response))  # type: ignore[arg-type]
 
 
 def frame_of(request: object, correlation_id: int = 7, client_id: str | None = "c") -> bytes:

@@ -33,7 +33,6 @@ __all__ = [
     "RequestDecodeError",
     "UnsupportedRequestError",
     "decode_request",
-    "encode_response",
     "encode_response_chunks",
     "frame_size",
 ]
@@ -128,11 +127,6 @@ def _decode(read: Reader[_T], frame: bytes | memoryview, offset: int, what: str)
         return read(frame, offset)
     except Exception as e:  # malformed input may surface as any decoding exception
         raise RequestDecodeError(f"{what} does not decode: {type(e).__name__}: {e}") from e
-
-
-def encode_response(correlation_id: int, response: ResponsePayload) -> bytes:
-    """The full response frame as one bytes object (see ``encode_response_chunks``)."""
-    return b"".join(encode_response_chunks(correlation_id, response))
 
 
 def encode_response_chunks(correlation_id: int, response: ResponsePayload) -> list[Buffer]:
