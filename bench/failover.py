@@ -113,9 +113,9 @@ from tests.support.processes import process_state
 from tiered import failpoints
 from tiered.admin import AdminClient
 from tiered.cluster.model import TieredState
+from tiered.ports import free_port
 from tiered.rpc.v1 import broker_pb2 as pb
 from tiered.rpc.v1 import broker_pb2_grpc as pb_grpc
-from tiered.zookeeper_server import free_port
 
 DEFAULT_OUT = RESULTS_DIR / "failover.json"
 DEFAULT_TOPICS = 10_000

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from tests.support.fake_admin import FakeAdminServer, FakeAdminService
-from tests.support.zookeeper import free_port
 from tiered.admin import AdminClient, ControllerRetry
 from tiered.cli import configs as configs_cli
 from tiered.cli import topics as topics_cli
@@ -27,6 +26,7 @@ from tiered.cli.common import (
 )
 from tiered.cluster.model import TieredState
 from tiered.errors import ErrorCode, TieredError
+from tiered.ports import free_port
 
 TIERED = {"remote.storage.enable": "true"}
 

@@ -19,12 +19,12 @@ import pytest
 from tests.rlmm_support import poll_until
 from tests.support.cluster import Cluster, grpc_address, running_cluster
 from tests.support.processes import REPO
-from tests.support.zookeeper import free_port
 from tiered.admin import PartitionDescription
 from tiered.cli.consumer import parse_offset, resolve_offset
 from tiered.cli.partition_client import Offsets
 from tiered.cli.producer import LineReader
 from tiered.errors import ErrorCode, TieredError
+from tiered.ports import free_port
 
 BIN = Path(sys.executable).parent
 SEGMENTS = {"segment.bytes": "2000"}

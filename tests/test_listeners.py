@@ -23,7 +23,7 @@ from tiered.net import (
     parse_listener,
     parse_listeners,
 )
-from tiered.zookeeper_server import free_port
+from tiered.ports import free_port
 
 
 def broker_config(tmp_path: Path, **extra: str) -> BrokerConfig:

@@ -13,10 +13,10 @@ import pytest
 from broker.controller_link import KRaftControllerLink
 from tests.rlmm_support import poll_until
 from tests.support.processes import DaemonProcess
-from tests.support.zookeeper import free_port
 from tiered.admin import AdminClient
 from tiered.api import TopicIdPartition
 from tiered.cluster.model import BrokerRegistration
+from tiered.ports import free_port
 
 
 @pytest.fixture

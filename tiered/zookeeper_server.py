@@ -36,7 +36,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -44,6 +43,7 @@ from types import TracebackType
 from typing import IO, Self
 
 from tiered.daemon_logging import log_tail
+from tiered.ports import free_port
 
 __all__ = [
     "DEFAULT_CLASSPATH",
@@ -56,7 +56,6 @@ __all__ = [
     "check_requirements",
     "find_java",
     "four_letter_word",
-    "free_port",
     "is_serving",
     "missing_requirements",
 ]
@@ -82,31 +81,10 @@ ENSURE_ENV_HINT = (
 _PR_SET_PDEATHSIG = 1
 _POLL_INTERVAL = 0.02
 _LOG_TAIL_LINES = 60
-_FREE_PORT_ATTEMPTS = 100
 
 
 class ZooKeeperError(RuntimeError):
     """A ZooKeeper server could not be started or stopped, or cannot run on this machine."""
-
-
-_handed_out: set[tuple[str, int]] = set()
-_handed_out_lock = threading.Lock()
-
-
-def free_port(host: str = HOST) -> int:
-    """A TCP port on ``host`` that is free right now and that this process has not handed out
-    before: the kernel may offer a port again as soon as it is closed, and two daemons of one
-    cluster laid out together must not be given the same one. Raises ``OSError`` if no such
-    port turns up."""
-    for _ in range(_FREE_PORT_ATTEMPTS):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.bind((host, 0))
-            port: int = sock.getsockname()[1]
-        with _handed_out_lock:
-            if (host, port) not in _handed_out:
-                _handed_out.add((host, port))
-                return port
-    raise OSError(f"no free port on {host} in {_FREE_PORT_ATTEMPTS} tries")
 
 
 def four_letter_word(host: str, port: int, command: str, timeout: float = 1.0) -> str:

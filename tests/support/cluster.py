@@ -13,12 +13,12 @@ import pytest
 from tests.rlmm_support import poll_until
 from tests.support.batches import one_batch_each
 from tests.support.processes import DaemonProcess
-from tests.support.zookeeper import free_port
 from tiered import rlmm
 from tiered.admin import AdminClient, TopicDescription
 from tiered.api import RemoteLogSegmentMetadata, RemoteResourceNotFoundException, TopicIdPartition
 from tiered.cluster.model import TieredState
 from tiered.net import GRPC, PLAINTEXT, parse_listeners
+from tiered.ports import free_port
 from tiered.rpc.v1 import broker_pb2 as pb
 from tiered.rpc.v1 import broker_pb2_grpc as pb_grpc
 from tiered.rpc.v1 import records_pb2

@@ -27,7 +27,6 @@ from tiered.zookeeper_server import (
     ZooKeeperError,
     ZooKeeperServer,
     four_letter_word,
-    free_port,
     is_serving,
 )
 
@@ -41,7 +40,6 @@ __all__ = [
     "ZooKeeperError",
     "ZooKeeperServer",
     "four_letter_word",
-    "free_port",
     "fresh_chroot",
     "is_serving",
     "start_kazoo_client",

@@ -38,6 +38,7 @@ from tiered.admin import AdminClient
 from tiered.cli.common import run
 from tiered.daemon_logging import log_tail
 from tiered.errors import ErrorCode, TieredError
+from tiered.ports import free_port
 from tiered.zookeeper_server import ZooKeeperError, ZooKeeperServer
 
 START_TIMEOUT_S = 60.0
@@ -45,10 +46,6 @@ ZOOKEEPER = "zookeeper"  # the managed ZooKeeper's name: pid file, log, config, 
 ZOOKEEPER_START_TIMEOUT_S = 30.0
 ZOOKEEPER_TICK_MS = 500
 ZOOKEEPER_MAX_SESSION_TIMEOUT_MS = 60_000
-
-
-def _free_port() -> int:
-    return zookeeper_server.free_port("127.0.0.1")
 
 
 def _alive(pid: int) -> bool:
@@ -101,10 +98,10 @@ class LocalCluster:
             self.check_zookeeper_requirements()  # before anything is written
         layout = {
             "metadata": metadata,
-            "zookeeper": f"127.0.0.1:{_free_port()}" if managed else zookeeper,
+            "zookeeper": f"127.0.0.1:{free_port()}" if managed else zookeeper,
             "zookeeper_managed": managed,
-            "controllers": [_free_port(), _free_port()],
-            "brokers": [_free_port() for _ in range(brokers)],
+            "controllers": [free_port(), free_port()],
+            "brokers": [free_port() for _ in range(brokers)],
         }
         self._add_kafka_listeners(layout)
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -115,7 +112,7 @@ class LocalCluster:
     def _add_kafka_listeners(layout: dict[str, Any]) -> None:
         """A Kafka listener port per broker, and ``kafka_bootstrap_servers`` (DESIGN.md section
         10: ``HOST:PORT,...`` in broker-id order)."""
-        layout["kafka_brokers"] = [_free_port() for _ in layout["brokers"]]
+        layout["kafka_brokers"] = [free_port() for _ in layout["brokers"]]
         layout["kafka_bootstrap_servers"] = ",".join(
             f"127.0.0.1:{port}" for port in layout["kafka_brokers"]
         )
