@@ -8,16 +8,20 @@ SHELL := /bin/bash
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help test demo soak lint bench proto env
+.PHONY: help test test-fast demo soak lint bench proto env
 
 help:
 	@echo "Quickstart:"
 	@echo "  make test   # set up .venv and ZooKeeper, run lint, type checks and tests"
 	@echo "  make demo   # a real local cluster: tier a topic, disable it (delete policy), re-enable it"
+	@echo "  make test-fast  # the tests that start no process (about a minute)"
 	@echo "Other targets: lint bench proto env soak (random faults for TIERED_SOAK_SECONDS per mode)"
 
 test:
 	bash scripts/test.sh $(PYTEST_ARGS)
+
+test-fast:
+	TIERED_FAST=1 bash scripts/test.sh -m 'not processes and not soak' $(PYTEST_ARGS)
 
 demo:
 	bash scripts/demo.sh

@@ -1,8 +1,61 @@
-"""Hooks for every test directory (tests/ and system_tests/)."""
+"""Hooks for every test directory (tests/ and system_tests/).
+
+The ``processes`` marker is a contract the fast target relies on (``make test-fast`` deselects
+it): a test that starts a process (ZooKeeper, Spark, a daemon, a CLI, a Kafka client tool) carries
+it. System tests, tests using the ZooKeeper fixtures and tests parametrized with the
+``zookeeper`` backend or mode get it automatically; any other test that
+starts one needs ``pytestmark = pytest.mark.processes`` (or the decorator). A test without the
+marker that starts a process fails, naming the command, so the marker stays true.
+"""
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
 import pytest
+
+PROCESSES = "processes"
+_PROCESS_FIXTURES = frozenset({"zookeeper_server", "zk_connect", "kazoo_client", "system_cluster"})
+_SYSTEM_TESTS = Path(__file__).resolve().parent / "system_tests"
+
+_running: list[pytest.Item] = []  # the test whose setup, call or teardown is under way
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        in_system_tests = _SYSTEM_TESTS in Path(str(item.path)).resolve().parents
+        uses_processes = _PROCESS_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+        callspec = getattr(item, "callspec", None)
+        on_zookeeper = callspec is not None and "zookeeper" in callspec.params.values()
+        if in_system_tests or uses_processes or on_zookeeper:
+            item.add_marker(PROCESSES)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    _running.append(item)
+    try:
+        return (yield)
+    finally:
+        _running.remove(item)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    original_init = subprocess.Popen.__init__
+
+    def checked_init(self: subprocess.Popen[Any], args: Any, *rest: Any, **kwargs: Any) -> None:
+        item = _running[-1] if _running else None
+        if item is not None and item.get_closest_marker(PROCESSES) is None:
+            raise AssertionError(
+                f"{item.nodeid} starts a process ({str(args)[:120]}) but is not marked "
+                f"'{PROCESSES}': add `pytestmark = pytest.mark.{PROCESSES}` to its module"
+            )
+        original_init(self, args, *rest, **kwargs)
+
+    subprocess.Popen.__init__ = checked_init  # type: ignore[method-assign]
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

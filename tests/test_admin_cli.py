@@ -467,6 +467,7 @@ def test_topics_usage_errors_exit_2(argv: list[str]) -> None:
     assert info.value.code == 2
 
 
+@pytest.mark.processes
 def test_console_script_in_a_subprocess(fake: FakeAdminServer) -> None:
     script = Path(sys.executable).with_name("tiered-topics")
     assert script.exists(), "run `.venv/bin/pip install -e . --no-deps` for the console scripts"

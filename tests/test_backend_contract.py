@@ -662,6 +662,7 @@ def test_operations_after_close_raise_metadata_store_error(
 # -- backend-specific ----------------------------------------------------------------------------
 
 
+@pytest.mark.processes
 @pytest.mark.zookeeper
 def test_zookeeper_down_gives_metadata_store_error(tmp_path: Path) -> None:
     from tiered.rlmm.zookeeper_backend import ZooKeeperBackend
@@ -855,6 +856,7 @@ def test_create_backend_builds_a_working_zookeeper_backend(zk_connect: str) -> N
         manager.close()
 
 
+@pytest.mark.processes
 def test_sqlite_manager_does_not_import_kazoo(tmp_path: Path) -> None:
     script = (
         "import sys, tiered.rlmm\n"

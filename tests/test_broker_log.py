@@ -554,6 +554,7 @@ def _read_acknowledged(proc: subprocess.Popen[bytes], want: int, deadline: float
     return acked
 
 
+@pytest.mark.processes
 def test_kill_9_loses_no_acknowledged_record(tmp_path: Path) -> None:
     log_dir = tmp_path / "partition-0"
     proc = subprocess.Popen(

@@ -22,6 +22,8 @@ from tiered.api import LogSegmentData, RemoteLogSegmentMetadata, TopicIdPartitio
 from tiered.cluster.model import DeleteJob, DeleteJobState
 from tiered.rlmm.manager import StoreRemoteLogMetadataManager
 
+pytestmark = pytest.mark.processes
+
 FAST_PATH_MAX = 40
 OBJECTS_PER_SEGMENT = 4  # log, offset index, time index, leader epochs
 

@@ -24,6 +24,8 @@ from tiered.admin import AdminClient
 from tiered.cli.cluster import START_TIMEOUT_S, LocalCluster
 from tiered.cluster import zk_paths
 
+pytestmark = pytest.mark.processes
+
 ZK_CLUSTER_PROCESSES = ("broker-1", "broker-2", "controller-0", "controller-1", "zookeeper")
 
 

@@ -26,6 +26,8 @@ from tiered.cli.producer import LineReader
 from tiered.errors import ErrorCode, TieredError
 from tiered.ports import free_port
 
+pytestmark = pytest.mark.processes
+
 BIN = Path(sys.executable).parent
 SEGMENTS = {"segment.bytes": "2000"}
 # Local retention keeps ~2 segments: most of the log is in remote storage only.

@@ -21,6 +21,8 @@ from tiered.admin import AdminClient, TopicDescription
 from tiered.cluster.model import TieredState
 from tiered.errors import ErrorCode, TieredError
 
+pytestmark = pytest.mark.processes
+
 TIERED = {"remote.storage.enable": "true", "segment.bytes": "2000"}
 
 

@@ -18,6 +18,8 @@ from tests.support.processes import REPO
 from tiered.admin import TopicDescription
 from tiered.cluster.model import TieredState
 
+pytestmark = pytest.mark.processes
+
 # Local retention keeps ~2 segments, so most of the log is in remote storage only.
 TIERED = {"remote.storage.enable": "true", "segment.bytes": "2000", "local.retention.bytes": "4000"}
 DELETE = {"remote.log.disable.policy": "delete", "remote.storage.enable": "false"}

@@ -17,6 +17,8 @@ import pytest
 
 from tests.support.processes import REPO
 
+pytestmark = pytest.mark.processes
+
 RECORDS = 3000  # ~100 segments a partition: tiers >= 10 of them, on the bulk delete's fast path
 DEMO_TIMEOUT_S = 240
 

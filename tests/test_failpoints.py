@@ -18,6 +18,8 @@ from tests.rlmm_support import poll_until
 from tests.support.processes import process_state
 from tiered import failpoints
 
+pytestmark = pytest.mark.processes
+
 
 @pytest.fixture(autouse=True)
 def disarmed() -> Iterator[None]:

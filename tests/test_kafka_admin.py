@@ -40,6 +40,8 @@ from tests.support.kafka_cluster import (
 )
 from tiered.cluster.model import TieredState
 
+pytestmark = pytest.mark.processes
+
 TIERED = {"remote.storage.enable": "true"}
 TIMEOUT = datetime.timedelta(seconds=30)
 

@@ -47,6 +47,8 @@ from tests.support.kafka_requests import (
 )
 from tiered.kafka.records import Record, build_batch
 
+pytestmark = pytest.mark.processes
+
 PRODUCE_KEY = 0
 
 

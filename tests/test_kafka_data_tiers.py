@@ -32,6 +32,8 @@ from tests.support.kafka_clients import (
 from tests.support.kafka_cluster import module_cluster
 from tiered.cluster.model import TieredState
 
+pytestmark = pytest.mark.processes
+
 cluster = module_cluster("kafka-tiers")
 
 

@@ -51,6 +51,8 @@ from tests.support.kcat import (
 from tiered.cluster.model import TieredState
 from tiered.kafka.record_batch import BatchHeader, iter_batches
 
+pytestmark = pytest.mark.processes
+
 TIERED = {"remote.storage.enable": "true"}
 STATE = "remote.log.tiered.state"
 

@@ -29,6 +29,8 @@ from tests.support.kafka_cluster import (
 from tests.support.kafka_wire import WireClient, encode_request, sample_message
 from tiered.kafka.api_versions import ApiVersionRegistry
 
+pytestmark = pytest.mark.processes
+
 REGISTRY = ApiVersionRegistry()  # what the brokers advertise
 API_VERSIONS = ApiVersionsRequest(client_software_name="fuzz", client_software_version="1")
 KEPT = "kept"

@@ -866,6 +866,7 @@ def _elect_blocked_until_stopped(store: KRaftMetadataStore) -> None:
         store.create_topic(topic(0))
 
 
+@pytest.mark.processes
 def test_a_standby_takes_over_when_the_holder_is_killed(
     store_dir: Path, stores: list[KRaftMetadataStore], holders: list[Holder]
 ) -> None:
@@ -893,6 +894,7 @@ def test_a_standby_takes_over_when_the_holder_is_killed(
     assert (store_dir / LOCK_FILE).read_text().strip() == str(os.getpid())
 
 
+@pytest.mark.processes
 def test_kill_9_while_writing_loses_no_acknowledged_write(
     store_dir: Path, stores: list[KRaftMetadataStore], holders: list[Holder]
 ) -> None:

@@ -133,6 +133,7 @@ def test_a_registration_carries_the_kafka_endpoints_both_ways() -> None:
         ("GRPC://127.0.0.1:9091,SASL_SSL://127.0.0.1:9093", ["not supported yet"]),
     ],
 )
+@pytest.mark.processes
 def test_the_broker_refuses_such_listeners_at_start(
     tmp_path: Path, listeners: str, fragments: list[str]
 ) -> None:
@@ -145,6 +146,7 @@ def test_the_broker_refuses_such_listeners_at_start(
     assert all(fragment in line for fragment in fragments), line
 
 
+@pytest.mark.processes
 def test_a_grpc_port_already_in_use_stops_the_broker_instead_of_sharing_it(tmp_path: Path) -> None:
     with socket.create_server(("127.0.0.1", 0)) as taken:  # another daemon's port
         port = taken.getsockname()[1]

@@ -18,6 +18,8 @@ from tiered.api import TopicIdPartition
 from tiered.cluster.model import BrokerRegistration
 from tiered.ports import free_port
 
+pytestmark = pytest.mark.processes
+
 
 @pytest.fixture
 def controller(tmp_path: Path) -> Iterator[DaemonProcess]:

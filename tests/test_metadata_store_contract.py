@@ -616,6 +616,7 @@ def test_zookeeper_delete_job_znode(zookeeper_factory: StoreFactory, zk_connect:
     assert zookeeper_factory.open().load().delete_jobs == {job.key: running}
 
 
+@pytest.mark.processes
 def test_zookeeper_reads_the_json_delete_jobs_of_earlier_versions(
     zookeeper_factory: StoreFactory,
 ) -> None:
@@ -673,6 +674,7 @@ def test_zookeeper_reads_the_json_delete_jobs_of_earlier_versions(
         store.load()
 
 
+@pytest.mark.processes
 def test_zookeeper_a_failed_job_create_leaves_the_topic_unchanged(
     zookeeper_factory: StoreFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -706,6 +708,7 @@ def test_zookeeper_a_failed_job_create_leaves_the_topic_unchanged(
     assert image.delete_jobs == {job.key: job}
 
 
+@pytest.mark.processes
 def test_zookeeper_a_failed_topic_change_writes_no_job(zookeeper_factory: StoreFactory) -> None:
     from controller.store.zookeeper import ZooKeeperMetadataStore
 

@@ -33,6 +33,8 @@ from tiered.api import DeleteOutcome
 from tiered.retry import ExponentialBackoff
 from tiered.rsm import FsspecRemoteStorageManager
 
+pytestmark = pytest.mark.processes
+
 FAST_BACKOFF = ExponentialBackoff(initial_s=0.001, max_s=0.002)
 
 

@@ -16,7 +16,7 @@ from kazoo.client import KazooClient, KazooState
 
 from tests.support.zookeeper import ZooKeeperError, ZooKeeperServer, start_kazoo_client
 
-pytestmark = pytest.mark.zookeeper
+pytestmark = [pytest.mark.zookeeper, pytest.mark.processes]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEADLINE = 20.0

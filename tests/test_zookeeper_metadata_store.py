@@ -28,7 +28,7 @@ from tiered.cluster.zk_registration import (
     read_active_controller,
 )
 
-pytestmark = pytest.mark.zookeeper
+pytestmark = [pytest.mark.zookeeper, pytest.mark.processes]
 
 ENDPOINT = "127.0.0.1:9091"
 
