@@ -147,8 +147,10 @@ def test_a_layout_without_kafka_listeners_gains_them(tmp_path: Path) -> None:
         f"127.0.0.1:{ports[0]},127.0.0.1:{ports[1]}"
     )
     assert json.loads((tmp_path / "cluster.json").read_text()) == layout
-    [(_, _, broker_1), _] = LocalCluster(tmp_path).processes(layout)[2:]
-    assert broker_1["listeners"] == f"GRPC://127.0.0.1:3,PLAINTEXT://127.0.0.1:{ports[0]}"
+    broker_1 = next(s for s in LocalCluster(tmp_path).profile(layout) if s.name == "broker-1")
+    assert (
+        broker_1.properties["listeners"] == f"GRPC://127.0.0.1:3,PLAINTEXT://127.0.0.1:{ports[0]}"
+    )
 
 
 def test_up_fails_at_once_naming_a_broker_that_could_not_start(tmp_path: Path) -> None:
