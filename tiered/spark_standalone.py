@@ -81,7 +81,6 @@ class SparkDaemon:
     when it serves."""
 
     main_class = ""
-    role = ""
 
     def __init__(
         self,
@@ -257,7 +256,6 @@ class SparkMaster(SparkDaemon):
     (``/json/``: workers and applications) on ``web_port``."""
 
     main_class = MASTER_CLASS
-    role = "spark-master"
 
     def __init__(
         self,
@@ -289,9 +287,6 @@ class SparkMaster(SparkDaemon):
     def describe(self) -> str:
         return f"the Spark master on {self.url}"
 
-    def state(self) -> dict[str, Any] | None:
-        return master_state(self.web_url)
-
 
 class SparkWorker(SparkDaemon):
     """A worker offering ``cores`` cores and ``memory`` to executors, registered with the master
@@ -299,7 +294,6 @@ class SparkWorker(SparkDaemon):
     ``port`` with its own web UI on ``web_port``; executors run under ``work_dir``."""
 
     main_class = WORKER_CLASS
-    role = "spark-worker"
 
     def __init__(
         self,
