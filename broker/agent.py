@@ -37,12 +37,16 @@ from tiered.api import (
 )
 from tiered.config import validate_topic_configs, validate_topic_name
 from tiered.errors import ErrorCode, TieredError
+from tiered.retry import ExponentialBackoff
 
 log = logging.getLogger(__name__)
 
 # How long changes applied from the metadata log wait to be persisted together (a burst of
 # metadata batches then costs one append to the assignment journal, not one each).
 _PERSIST_DELAY_S = 0.05
+PERSIST_BACKOFF = ExponentialBackoff(initial_s=0.1, max_s=5.0, jitter=0.2)
+"""Between failed background persists (a full or failing disk): soon at first, then no busier
+than the log's own retries."""
 
 
 @dataclass(frozen=True)
@@ -122,6 +126,7 @@ class BrokerAgent:
         self._persist_wanted = threading.Event()
         self._closed = threading.Event()
         self._persister: threading.Thread | None = None
+        self.persist_backoff = PERSIST_BACKOFF
         # Assignment and stop requests arrive from the controller's pushes and from the metadata
         # follower at once; they are applied one at a time (as Kafka's replicaStateChangeLock).
         self._state_change_lock = threading.RLock()
@@ -273,6 +278,7 @@ class BrokerAgent:
         self._persist_wanted.set()
 
     def _persist_later(self) -> None:
+        failures = 0
         while True:
             self._persist_wanted.wait()
             if self._closed.wait(_PERSIST_DELAY_S):
@@ -280,11 +286,14 @@ class BrokerAgent:
             self._persist_wanted.clear()
             try:
                 self._persist_assignments()
+                failures = 0
                 continue
             except OSError:
-                log.exception("Could not persist the assignments; retrying in 1s")
+                delay_s = self.persist_backoff.delay_s(failures)
+                failures += 1
+                log.exception("Could not persist the assignments; retrying in %.2fs", delay_s)
                 self._persist_wanted.set()
-            self._closed.wait(1.0)
+            self._closed.wait(delay_s)
 
     def _persist_assignments(self) -> None:
         """Appends the entries of the partitions touched since the last call. One writer at a
