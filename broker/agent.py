@@ -25,7 +25,8 @@ from broker.config import BrokerConfig, TopicConfig
 from broker.hosted import HostedPartition, PartitionKey, PartitionStop, entry_from_journal
 from broker.log import AppendInfo, BatchRead, Log, TimestampOffset
 from broker.rlm.manager import RemoteLogManager
-from broker.tiering import PartitionTiering
+from broker.rlm.partition_tiering import PartitionTiering
+from broker.tiering import TieringDriver
 from tiered import failpoints
 from tiered import rlmm as rlmm_factory
 from tiered import rsm as rsm_factory
@@ -106,12 +107,12 @@ class BrokerAgent:
         self.config = config
         config.log_dir.mkdir(parents=True, exist_ok=True)
         self.rlm: RemoteLogManager | None = None
-        self._tiering: PartitionTiering | None = None
+        self._tiering: TieringDriver | None = None
         if config.remote_storage_enabled:
             self.rlm = RemoteLogManager(
                 config.rlm, rlmm_factory.create(config.rlmm), rsm_factory.create(config.rsm)
             )
-            self._tiering = PartitionTiering(self.rlm)
+            self._tiering = TieringDriver(self.rlm)
         self._partitions: dict[PartitionKey, HostedPartition] = {}
         # (topic name, partition) -> its key: the local directory a partition owns
         self._by_name: dict[tuple[str, int], PartitionKey] = {}
@@ -261,7 +262,11 @@ class BrokerAgent:
                 return hosted, False
             directory = self.config.log_dir / f"{tp.topic}-{tp.partition}"
             hosted = HostedPartition(
-                tp, Log.open(directory, topic_config.log), topic_config, configs, tiered_epoch
+                tp,
+                Log.open(directory, topic_config.log),
+                topic_config,
+                configs,
+                PartitionTiering(tp, tiered_epoch),
             )
             self._partitions[key] = hosted
             self._by_name[(tp.topic, tp.partition)] = key
@@ -328,10 +333,9 @@ class BrokerAgent:
             tp = restored.topic_id_partition
             try:
                 hosted, _ = self._host(tp, restored.configs, restored.tiered_epoch)
-                hosted.stopped_policy = restored.stopped_policy  # as persisted before the crash
-                hosted.tiered = bool(restored.tiered)
+                restored.restore(hosted)  # as persisted before the crash
                 if self._tiering is not None:
-                    self._tiering.restore(hosted, recorded=restored.tiered is not None)
+                    self._tiering.restore(hosted)
             except (ValueError, TieredError) as error:
                 log.error("Could not restore %s: %s", tp, error)
         self._touched.clear()  # as the journal holds them
