@@ -1,5 +1,6 @@
 """A partition's tiering state on a broker (broker.rlm.partition_tiering): its events, the one
-table of valid transitions, and its round trip through the assignment journal's entries."""
+table of valid transitions, its round trip through the assignment journal's entries, and how
+broker.tiering's driver hands it to the RemoteLogManager."""
 
 from __future__ import annotations
 
@@ -13,15 +14,18 @@ import pytest
 from broker.config import TopicConfig
 from broker.hosted import HostedPartition, RestoredPartition, entry_from_journal
 from broker.log import Log
+from broker.rlm.manager import RemoteLogManager, TieredPartition
 from broker.rlm.partition_tiering import (
     InvalidTieringTransition,
     PartitionTiering,
     TieringConfigs,
     TieringState,
 )
+from broker.tiering import TieringDriver
 from tests.support.processes import REPO
-from tiered.api import TopicIdPartition
+from tiered.api import RemoteStorageException, TopicIdPartition
 from tiered.config import RemoteLogDisablePolicy
+from tiered.errors import ErrorCode, TieredError
 
 RETAIN = RemoteLogDisablePolicy.RETAIN
 DELETE = RemoteLogDisablePolicy.DELETE
@@ -198,3 +202,52 @@ def test_the_rlm_tasks_do_not_depend_on_the_manager_that_schedules_them() -> Non
     }
     assert "broker.rlm.model" in imported  # what it may import is seen
     assert not {name for name in imported if name.startswith("broker.rlm.manager")}
+
+
+class FakeRlm:
+    """What the TieringDriver asks of a RemoteLogManager; ``failing`` stops fail."""
+
+    def __init__(self) -> None:
+        self.led: dict[TopicIdPartition, TieredPartition] = {}
+        self.stops: list[tuple[TieringState, int]] = []
+        self.resumed: list[TopicIdPartition] = []
+        self.failing = False
+
+    def is_leading(self, tp: TopicIdPartition) -> bool:
+        return tp in self.led
+
+    def on_leadership_change(self, leaders: list[TieredPartition]) -> None:
+        self.led.update({p.topic_id_partition: p for p in leaders})
+
+    def update_retention(self, tp: TopicIdPartition, retention: object) -> None:
+        pass
+
+    def apply_stop(self, tps: list[TopicIdPartition]) -> dict[TopicIdPartition, Exception | None]:
+        tiering = self.led[tps[0]].tiering
+        self.stops.append(at(tiering))
+        return {tps[0]: RemoteStorageException("a copy still runs") if self.failing else None}
+
+    def resume_copying(self, tps: list[TopicIdPartition]) -> None:
+        self.resumed.extend(tp for tp in tps if tp in self.led)
+
+
+def test_the_driver_leads_with_the_one_tiering_and_a_failed_stop_is_carried_out_again() -> None:
+    rlm = FakeRlm()
+    driver = TieringDriver(cast(RemoteLogManager, rlm))
+    hosted = hosted_partition(tiering(), {"remote.storage.enable": "true"})
+    tp = hosted.topic_id_partition
+    driver.start(hosted, None)
+    assert rlm.led[tp].tiering is hosted.tiering  # read by both, never copied
+    rlm.failing = True
+    with pytest.raises(TieredError) as raised:
+        driver.stop(hosted, 1, DELETE)
+    assert raised.value.code is ErrorCode.KAFKA_STORAGE_ERROR
+    # The stop is recorded (the fence is up); the controller's repeat carries it out.
+    assert at(hosted.tiering) == (TieringState.STOPPED_DELETE, 1)
+    rlm.failing = False
+    driver.stop(hosted, 1, DELETE)
+    assert rlm.stops == [(TieringState.STOPPED_DELETE, 1)] * 2
+    # The re-enable resumes the copying the RemoteLogManager leads.
+    hosted.config = TopicConfig.from_configs({"remote.storage.enable": "true"})
+    driver.reconfigure(hosted, 1)
+    assert rlm.resumed == [tp] and at(hosted.tiering) == (TieringState.COPYING, 1)

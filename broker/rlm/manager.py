@@ -408,10 +408,12 @@ class RemoteLogManager:
         each led partition's tiering, then :meth:`apply_stop`. Idempotent per (partition,
         epoch), and a no-op for an epoch older than one already applied; a partition not led
         here has nothing to stop."""
-        led = [tp for tp in partitions if tp in self._partitions]
-        for tp in led:
-            self._partitions[tp].tiering.handle_disable_remote_topic(tiered_epoch, policy)
-        return self.apply_stop(led)
+        partitions = list(partitions)
+        for tp in partitions:
+            state = self._partitions.get(tp)
+            if state is not None:
+                state.tiering.handle_disable_remote_topic(tiered_epoch, policy)
+        return self.apply_stop(partitions)
 
     def apply_stop(
         self, partitions: Iterable[TopicIdPartition]

@@ -14,8 +14,10 @@ NOT_TIERED      hosting                STOPPED_RETAIN / _DELETE     the topic wa
                                                                     acked before hosting
 NOT_TIERED      assignment             COPYING, COPY_PAUSED         first tiered now
 COPYING         assignment             COPY_PAUSED                  ``remote.log.copy.disable``
-COPY_PAUSED,    reenable               COPYING                      copying resumes at the
-STOPPED_*                                                           partition's epoch (or later)
+COPY_PAUSED,    reenable               COPYING                      an assignment not older
+STOPPED_*                                                           than the stop allows copying
+                                                                    again: it resumes at the
+                                                                    partition's epoch (or later)
 any             disable_remote_topic   STOPPED_RETAIN / _DELETE     DisableRemoteTopic(E): epoch
                                                                     raised to E; a stop older
                                                                     than a recorded one is a no-op
