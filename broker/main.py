@@ -156,6 +156,15 @@ def main(argv: list[str] | None = None) -> int:
     if not bind_grpc_port(server, address):
         agent.close()
         return 1
+    metrics = None
+    if config.metrics_port is not None:
+        try:
+            metrics = serve_metrics(agent, config.host, config.metrics_port)
+        except MetricsEndpointError as e:
+            print(e, file=sys.stderr)
+            agent.close()
+            return 1
+        announce(f"broker {config.node_id} metrics on {metrics.url}")
     server.start()
     try:
         kafka = start_kafka_listener(config, agent, controller)
@@ -170,19 +179,6 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if kafka is not None:
         announce(f"broker {config.node_id} kafka listener on {kafka[1].endpoint}")
-    metrics = None
-    if config.metrics_port is not None:
-        try:
-            metrics = serve_metrics(agent, config.host, config.metrics_port)
-        except MetricsEndpointError as e:
-            print(e, file=sys.stderr)
-            if kafka is not None:
-                kafka[0].stop()
-                kafka[2].close()
-            server.stop(0).wait()
-            agent.close()
-            return 1
-        announce(f"broker {config.node_id} metrics on {metrics.url}")
     try:
         link = start_controller_link(
             config, agent, registration_of(config, None if kafka is None else kafka[1])

@@ -76,16 +76,15 @@ def main(argv: list[str] | None = None) -> int:
     pb_grpc.add_ControllerServiceServicer_to_server(  # type: ignore[no-untyped-call]
         ControllerServicer(controller.brokers, controller.term, store, stopping), server
     )
-    endpoint = None
-    try:
-        if not bind_grpc_port(server, config.endpoint):
-            return _gave_up(store, bulk_delete)
-        if config.metrics_port is not None:
-            endpoint = serve_metrics(controller, config.metrics_host, config.metrics_port)
-    except MetricsEndpointError as e:
-        print(e, file=sys.stderr)
+    if not bind_grpc_port(server, config.endpoint):
         return _gave_up(store, bulk_delete)
-    if endpoint is not None:
+    endpoint = None
+    if config.metrics_port is not None:
+        try:
+            endpoint = serve_metrics(controller, config.metrics_host, config.metrics_port)
+        except MetricsEndpointError as e:
+            print(e, file=sys.stderr)
+            return _gave_up(store, bulk_delete)
         announce(f"controller {config.node_id} metrics on {endpoint.url}")
     server.start()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import socket
 import threading
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -16,20 +15,28 @@ from pathlib import Path
 
 import grpc
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
-from prometheus_client.registry import CollectorRegistry
 
 from controller.config import ControllerConfig
 from controller.controller import Controller
 from controller.disablement import DisablementQueue
 from controller.jobs.wiring import ObservedDeleteEngine
 from controller.metrics import ControllerMetrics, ControllerStateCollector
-from controller.request_metrics import AdminRequestMetrics, error_names, error_paths
+from controller.request_metrics import AdminRequestMetrics
 from controller.servicer import AdminServicer
 from controller.store.kraft import KRaftMetadataStore
 from controller.unfinished_jobs import UnfinishedDeleteJobs, objects_remaining
 from tests.rlmm_support import poll_until
 from tests.support.controller import running_controller
+from tests.support.metrics import (
+    BULK_DELETE,
+    CHANNEL,
+    CONTROLLER,
+    REQUESTS,
+    Samples,
+    collect,
+    figure,
+    scrape,
+)
 from tiered.admin import AdminClient
 from tiered.api import DeleteOutcome, RemoteObjectDeleter
 from tiered.cluster.model import (
@@ -42,27 +49,9 @@ from tiered.cluster.model import (
 )
 from tiered.errors import ErrorCode, TieredError
 from tiered.metrics_endpoint import MetricsEndpoint, MetricsEndpointError
-from tiered.rpc.status import error_to_proto
+from tiered.rpc.status import counting_errors, error_to_proto
 from tiered.rpc.v1 import controller_pb2 as pb
 from tiered.rpc.v1 import controller_pb2_grpc as pb_grpc
-
-CONTROLLER = "kafka_controller_kafkacontroller_"
-CHANNEL = "kafka_controller_controllerchannelmanager_"
-BULK_DELETE = "kafka_controller_bulkdelete_"
-REQUESTS = "kafka_network_requestmetrics_"
-
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-def collect(*collectors: object) -> Samples:
-    registry = CollectorRegistry(auto_describe=False)
-    for collector in collectors:
-        registry.register(collector)  # type: ignore[arg-type]
-    return {
-        (sample.name, frozenset(sample.labels.items())): sample.value
-        for family in registry.collect()
-        for sample in family.samples
-    }
 
 
 def of(controller: Controller) -> Samples:
@@ -70,10 +59,6 @@ def of(controller: Controller) -> Samples:
         controller.metrics.registry,
         ControllerStateCollector(controller.term, controller.disablements, controller.delete_jobs),
     )
-
-
-def figure(samples: Samples, name: str, **labels: str) -> float | None:
-    return samples.get((name, frozenset(labels.items())))
 
 
 def topic(name: str, state: TieredState, replicas: tuple[int, ...] = (1,)) -> TopicMetadata:
@@ -335,20 +320,14 @@ def test_deleted_and_failed_objects_are_counted_from_each_delete() -> None:
 # ------------------------------------------------------------------------ admin requests
 
 
-def test_error_fields_are_found_wherever_a_response_carries_them() -> None:
-    paths = error_paths(pb.AlterTopicConfigsResponse.DESCRIPTOR)
-    assert sorted(".".join(f.name for f in p) for p in paths) == ["error", "results.error"]
+def test_errors_made_for_responses_are_counted_while_a_call_is_answered() -> None:
     unknown = TieredError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "no")
-    response = pb.AlterTopicConfigsResponse(
-        results=[
-            pb.AlterTopicConfigsResult(topic="a", error=error_to_proto(unknown)),
-            pb.AlterTopicConfigsResult(topic="b", error=error_to_proto(None)),
-            pb.AlterTopicConfigsResult(topic="c", error=error_to_proto(unknown)),
-        ],
-        error=error_to_proto(None),
-    )
-    assert error_names(response, paths) == {"UNKNOWN_TOPIC_OR_PARTITION": 2}
-    assert error_names(pb.AlterTopicConfigsResponse(), paths) == {}
+    error_to_proto(unknown)  # nobody counts
+    with counting_errors() as counted:
+        for error in (unknown, None, unknown, TieredError(ErrorCode.INVALID_CONFIG, "bad")):
+            error_to_proto(error)
+    error_to_proto(unknown)  # the block ended
+    assert counted == {"UNKNOWN_TOPIC_OR_PARTITION": 2, "INVALID_CONFIG": 1}
 
 
 def test_admin_requests_are_counted_by_request_and_error_at_the_edge(
@@ -419,10 +398,10 @@ def test_the_endpoint_serves_its_collectors_and_names_the_key_of_a_port_in_use()
     metrics.store_written(0.003)
     endpoint = MetricsEndpoint("127.0.0.1", 0, [metrics.registry])
     try:
-        with urllib.request.urlopen(endpoint.url, timeout=10) as response:
-            text = response.read().decode()
-        families = {f.name for f in text_string_to_metric_families(text)}
-        assert CONTROLLER + "metadatastorewritelatencyms" in families
+        served = scrape(endpoint.url)
+        assert (
+            figure(served, CONTROLLER + "metadatastorewritelatencyms_count", store="zookeeper") == 1
+        )
         with pytest.raises(
             MetricsEndpointError, match=rf"127\.0\.0\.1:{endpoint.port} \(metrics\.port\)"
         ):
