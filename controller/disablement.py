@@ -86,17 +86,17 @@ class DisablementQueue:
         if pending is None:
             return
         for broker, partitions in pending.owed.items():
-            self._entries_acked(broker, len(partitions))
-            self._owes_no_more(broker, topic)
+            self._owe_fewer(broker, len(partitions))
+            self._owe_nothing_for(broker, topic)
 
-    def _entries_acked(self, broker: int, count: int) -> None:
+    def _owe_fewer(self, broker: int, count: int) -> None:
         left = self._entries[broker] - count
         if left:
             self._entries[broker] = left
         else:
             del self._entries[broker]
 
-    def _owes_no_more(self, broker: int, topic: str) -> None:
+    def _owe_nothing_for(self, broker: int, topic: str) -> None:
         names = self._by_broker.get(broker)
         if names is not None:
             names.pop(topic, None)
@@ -139,10 +139,10 @@ class DisablementQueue:
         if partitions is None or entry.partition not in partitions:
             return None
         partitions.discard(entry.partition)
-        self._entries_acked(broker, 1)
+        self._owe_fewer(broker, 1)
         if not partitions:
             del pending.owed[broker]
-            self._owes_no_more(broker, entry.topic)
+            self._owe_nothing_for(broker, entry.topic)
         if pending.owed:
             return None
         del self._topics[entry.topic]

@@ -1,7 +1,8 @@
 """The controller's Prometheus endpoint scraped over HTTP from real controller and broker processes,
 in both metadata modes: the active controller and the standby, a disable held up by a paused
 broker (DISABLING, entries pending, failed and retried requests) then completed (DISABLED, the
-bulk delete's objects), admin errors by name, and metadata-store writes."""
+bulk delete's objects), admin errors by name, and metadata-store writes; and a daemon whose
+metrics port is taken refusing to start."""
 
 from __future__ import annotations
 
@@ -146,18 +147,19 @@ def test_figures_follow_a_disable_held_up_by_a_broker(cluster: Cluster) -> None:
     assert figure(scrape(standby), CONTROLLER + "activecontrollercount") == 0
 
 
-def test_a_metrics_port_in_use_stops_the_start_naming_the_key(tmp_path: Path) -> None:
+@pytest.mark.parametrize("module", ["controller.main", "broker.main"])
+def test_a_metrics_port_in_use_stops_the_start_naming_the_key(tmp_path: Path, module: str) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        config = tmp_path / "controller.properties"
+        config = tmp_path / "daemon.properties"
         config.write_text(
-            f"node.id=100\nlisteners=127.0.0.1:{free_port()}\n"
-            f"metadata.log.dir={tmp_path / 'meta'}\nmetrics.port={port}\n"
+            f"node.id=100\nlisteners=127.0.0.1:{free_port()}\nmetrics.port={port}\n"
+            f"metadata.log.dir={tmp_path / 'meta'}\nlog.dirs={tmp_path / 'log'}\n"
         )
         result = subprocess.run(
-            [sys.executable, "-m", "controller.main", "--config", str(config)],
+            [sys.executable, "-m", module, "--config", str(config)],
             cwd=REPO,
             check=False,
             capture_output=True,
