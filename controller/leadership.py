@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Protocol
 
@@ -35,11 +36,17 @@ class Term:
     """The active controller's term. ``image`` and everything derived from it may be read or
     changed only under ``lock``; the image changes only after ``persist`` returned."""
 
-    def __init__(self, node_id: int, store: MetadataStore) -> None:
+    def __init__(
+        self,
+        node_id: int,
+        store: MetadataStore,
+        write_timed: Callable[[float], None] = lambda seconds: None,
+    ) -> None:
         self.lock = threading.RLock()
         self.image = MetadataImage()
         self._node_id = node_id
         self._store = store
+        self._write_timed = write_timed  # told each write's duration (the metrics' histogram)
         self._epoch: int | None = None
         self._stepping_down = threading.Event()
 
@@ -66,6 +73,7 @@ class Term:
     def persist(self, write: Callable[[], None]) -> None:
         """Runs a store write. A failure leaves its outcome unknown, so this controller steps
         down (the next one reloads the truth) and NOT_CONTROLLER is raised for a retry."""
+        started = time.monotonic()
         try:
             write()
         except MetadataStoreError as e:
@@ -74,6 +82,8 @@ class Term:
                 ErrorCode.NOT_CONTROLLER,
                 f"the metadata store write failed ({e}); the controller is stepping down, retry",
             ) from e
+        finally:
+            self._write_timed(time.monotonic() - started)
 
     def step_down(self) -> None:
         """Something showed that another controller is active: stop serving soon."""
