@@ -10,13 +10,17 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from kazoo.client import KazooClient
+
 from system_tests.conftest import ClusterFactory
-from system_tests.harness import TIERED, SystemCluster
+from system_tests.harness import RLMM_CHROOT, TIERED, SystemCluster
 from tests.rlmm_support import poll_until
 from tests.support.zookeeper import start_kazoo_client
 from tiered.admin import TopicDescription
+from tiered.api import RemoteLogSegmentId, RemoteLogSegmentState
 from tiered.cluster import zk_paths
 from tiered.cluster.model import TieredState
+from tiered.rlmm import keys
 from tiered.zookeeper import FOLLOWER, QuorumPeer
 
 ELECTION_TIMEOUT_S = 30
@@ -37,22 +41,44 @@ def _kill_the_leader(cluster: SystemCluster) -> QuorumPeer:
 
 def _rejoin(cluster: SystemCluster, member: QuorumPeer) -> None:
     """Starts the killed member again: it follows the survivors' leader and serves what was
-    written while it was down."""
+    written while it was down (the controller epoch, topics and delete jobs, the RLMM's
+    partitions)."""
     assert cluster.ensemble is not None
     member.start()
     assert member.mode() == FOLLOWER
     cluster.ensemble.wait_until_formed()
     everyone = start_kazoo_client(cluster.ensemble.connect_string)
     direct = start_kazoo_client(member.connect_string)
+
+    def view(client: KazooClient) -> tuple[object, ...]:
+        client.sync("/")
+        return (
+            client.get(zk_paths.CONTROLLER_EPOCH)[0],
+            sorted(client.get_children(zk_paths.BROKER_TOPICS)),
+            sorted(client.get_children(zk_paths.DELETE_JOBS)),
+            sorted(client.get_children(f"{RLMM_CHROOT}/{keys.ROOT}")),
+        )
+
     try:
-        everyone.sync("/")
-        direct.sync("/")
-        for path in (zk_paths.CONTROLLER_EPOCH, zk_paths.BROKER_TOPICS, zk_paths.DELETE_JOBS):
-            assert direct.exists(path) == everyone.exists(path), path
+        # Polled: the cluster may write between the two reads.
+        poll_until(lambda: view(direct) == view(everyone), timeout=30, what=f"{member} to catch up")
     finally:
         for client in (everyone, direct):
             client.stop()
             client.close()
+
+
+def _finished_segments(
+    cluster: SystemCluster, topics: list[TopicDescription]
+) -> set[RemoteLogSegmentId]:
+    """The ids of every segment the RLMM lists as COPY_SEGMENT_FINISHED."""
+    return {
+        segment.remote_log_segment_id
+        for topic in topics
+        for partition in range(len(topic.partitions))
+        for segment in cluster.remote_segments(topic, partition)
+        if segment.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+    }
 
 
 def test_zookeeper_leader_killed_mid_disabling(system_cluster: ClusterFactory) -> None:
@@ -131,6 +157,7 @@ def test_zookeeper_leader_killed_mid_tiering(system_cluster: ClusterFactory) -> 
             timeout=60,
             what="every partition to be tiering",
         )
+        finished_before = _finished_segments(cluster, topics)
         # Copies and their RLMM writes are in flight on every broker at the kill.
         killed = _kill_the_leader(cluster)
         cluster.ensemble.wait_until_formed(timeout=ELECTION_TIMEOUT_S)
@@ -144,6 +171,8 @@ def test_zookeeper_leader_killed_mid_tiering(system_cluster: ClusterFactory) -> 
             what="every partition to tier two more segments after the election",
         )
     assert cluster.ledger.count() > 0
+    # Nothing expires here (no retention set): every segment finished before the kill stays.
+    assert finished_before <= _finished_segments(cluster, topics)
     _rejoin(cluster, killed)
     cluster.check_invariants()
     cluster.check_no_zombie_writes()
