@@ -130,7 +130,7 @@ def test_a_restarted_member_rejoins_with_what_it_missed(
     zookeeper_ensemble.wait_until_formed(timeout=30)
     client.create("/written-while-down", b"missed")
 
-    member.start()
+    zookeeper_ensemble.start([member.server_id])  # only what is missing
 
     assert member.pid != pid and member.port == port
     assert member.mode() == FOLLOWER  # the survivors' leader stays
