@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
 
 from controller.admin_operations import AdminOperations
 from controller.broker_registry import BrokerRegistry
@@ -37,7 +38,7 @@ class Controller:
         self.config = config
         self.store = store
         self.term = Term(config.node_id, store)
-        self.delete_jobs = DeleteJobSupervisor(self.term, store, jobs)
+        self.delete_jobs = DeleteJobSupervisor(self.term, store, jobs, self._brokers_owing_removal)
         self.disablements = DisableCompletion(self.term, store, self.delete_jobs)
         self.brokers = BrokerRegistry(config, store, self.term, self.disablements)
         self._log_dirs = LogDirsClient()
@@ -54,6 +55,10 @@ class Controller:
         )
         self.leadership = Leadership(config.node_id, config.endpoint, store, self.term, self)
         self._requeued = 0
+
+    def _brokers_owing_removal(self, topic_id: uuid.UUID) -> list[int]:
+        # The registry is built after the supervisor (through DisableCompletion it needs it).
+        return self.brokers.brokers_owing_removal(topic_id)
 
     @property
     def active_epoch(self) -> int | None:

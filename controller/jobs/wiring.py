@@ -8,7 +8,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 
-from controller.jobs.runner import BulkDeleteUnsupportedError, DeleteJobRunner, bulk_deleter_of
+from controller.jobs.runner import (
+    BulkDeleteUnsupportedError,
+    DeleteJobRunner,
+    JobHold,
+    bulk_deleter_of,
+    never_held,
+)
 from controller.jobs.spark_delete import BulkObjectDeleter, SparkSessionProvider
 from tiered import rlmm as rlmm_factory
 from tiered import rsm as rsm_factory
@@ -39,8 +45,10 @@ class BulkDelete:
             self.spark, fast_path_max_objects=int(remote.get(FAST_PATH_KEY, "2000"))
         )
 
-    def runner(self, persist: Callable[[DeleteJob], None]) -> DeleteJobRunner:
-        return DeleteJobRunner(self.rlmm, self.storage, self.engine, persist)
+    def runner(
+        self, persist: Callable[[DeleteJob], None], hold: JobHold = never_held
+    ) -> DeleteJobRunner:
+        return DeleteJobRunner(self.rlmm, self.storage, self.engine, persist, hold=hold)
 
     def close(self) -> None:
         self.spark.stop()
