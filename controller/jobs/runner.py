@@ -157,7 +157,8 @@ class DeleteJobRunner:
         self._clock = clock
         self._hold = hold
         self._hold_backoff = hold_backoff or ExponentialBackoff(0.1, 2.0)
-        self._holds: dict[tuple[object, int], int] = {}  # times each job was held in a row
+        # each held job: how many times in a row, and why (the last time)
+        self._holds: dict[tuple[object, int], tuple[int, str]] = {}
         self._cond = threading.Condition()
         self._queue: deque[DeleteJob] = deque()
         self._latest: dict[tuple[object, int], DeleteJob] = {}
@@ -197,9 +198,12 @@ class DeleteJobRunner:
         self._queue.append(job)
 
     def progress(self, job: DeleteJob) -> DeleteJob:
-        """The freshest view of a job (in-memory progress runs ahead of the durable one)."""
+        """The freshest view of a job (in-memory progress runs ahead of the durable one); a held
+        job shows why as its last error."""
         with self._cond:
-            return self._latest.get(job.key, job)
+            latest = self._latest.get(job.key, job)
+            held = self._holds.get(job.key)
+            return latest if held is None else replace(latest, last_error=held[1])
 
     # ----------------------------------------------------------------------------- worker
 
@@ -236,8 +240,8 @@ class DeleteJobRunner:
                         self._queue.append(failed)
 
     def _held(self, job: DeleteJob) -> bool:
-        """Asks ``hold``; a held job goes back to the queue, its reason shown as its last error
-        (in memory: waiting is no failure and costs no attempt)."""
+        """Asks ``hold``; a held job goes back to the queue, shown with its reason as its last
+        error (in memory only: waiting is no failure and costs no attempt)."""
         try:
             reason = self._hold(job)
         except Exception as e:  # e.g. a deposed term: try again later
@@ -246,7 +250,8 @@ class DeleteJobRunner:
             if reason is None:
                 self._holds.pop(job.key, None)
                 return False
-            held = self._holds[job.key] = self._holds.get(job.key, 0) + 1
+            held = self._holds.get(job.key, (0, ""))[0] + 1
+            self._holds[job.key] = (held, reason)
             if held == 1:
                 log.info(
                     "Delete job of %s below tiered epoch %d: %s",
@@ -255,7 +260,6 @@ class DeleteJobRunner:
                     reason,
                 )
             if not self._stopping:
-                self._latest[job.key] = replace(job, last_error=reason)
                 self._not_before[job.key] = time.monotonic() + self._hold_backoff.delay_s(held)
                 self._queue.append(job)
             return True
