@@ -25,6 +25,8 @@ from tiered.admin import TopicDescription
 from tiered.api import RemoteResourceNotFoundException, TopicIdPartition
 from tiered.cluster.model import TieredState
 
+pytestmark = pytest.mark.processes
+
 # Local retention keeps ~2 segments, so most of the log is in remote storage only.
 TIERED = {"remote.storage.enable": "true", "segment.bytes": "2000", "local.retention.bytes": "4000"}
 # A broker paused by a test stays live (unfenced) this long: the job waits for it meanwhile.
@@ -121,8 +123,7 @@ def test_delete_topics_through_kafka_removes_every_epoch(cluster: Cluster) -> No
     assert future.result(30) is None
     wait_until_remote_data_gone(cluster, topic)
     assert "orders" not in {t.name for t in cluster.admin.describe_topics()}
-    log = "".join(cluster.active_controller().output)
-    assert "Delete job of orders below tiered epoch 2 done" in log
+    cluster.active_controller().wait_for_line("Delete job of orders below tiered epoch 2 done")
 
 
 def test_cli_delete_shows_the_job_and_spares_a_topic_recreated_under_the_name(
@@ -221,6 +222,6 @@ def test_a_controller_killed_mid_job_leaves_it_to_the_standby(cluster: Cluster) 
     armed.wait_stopped_at(point)
     _fail_over(armed, standby)
     wait_until_remote_data_gone(cluster, topic)
-    log = "".join(standby.output_since_start())
-    assert "Delete job of trades below tiered epoch 1: attempt 2" in log  # resumed, not restarted
+    # The job was resumed (the dead controller's attempt was the first), not started over.
+    standby.wait_for_line("Delete job of trades below tiered epoch 1: attempt 2")
     armed.start()  # back, as a standby
