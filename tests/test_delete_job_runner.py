@@ -18,9 +18,16 @@ from tiered.api import (
     DeleteOutcome,
     RemoteLogSegmentMetadata,
     RemoteObjectDeleter,
+    RemoteResourceNotFoundException,
     TopicIdPartition,
 )
-from tiered.cluster.model import DeleteJob, DeleteJobState, PartitionDeleteProgress
+from tiered.cluster.model import (
+    DeleteJob,
+    DeleteJobState,
+    PartitionDeleteProgress,
+    TieredState,
+    TopicMetadata,
+)
 from tiered.retry import ExponentialBackoff
 from tiered.rsm import FsspecRemoteStorageManager, layout
 
@@ -236,3 +243,84 @@ def test_a_resumed_job_skips_finished_partitions(remote: Remote) -> None:
     assert job.progress[1].done and job.progress[1].segments_deleted == 3
     assert remote.listed(1) == []
     assert len(remote.listed(0)) == 3  # a finished partition is not looked at again
+
+
+def deleted_topic_job(remote: Remote, last_epoch: int) -> DeleteJob:
+    topic = TopicMetadata(remote.topic, remote.topic_id, (1,) * remote.partitions)
+    return DeleteJob.of_deleted_topic(topic.with_tiered_state(TieredState.ENABLED, last_epoch))
+
+
+def metadata_removed(remote: Remote, partition: int) -> bool:
+    try:
+        remote.controller.remote_partition_delete_state(remote.tps()[partition])
+    except RemoteResourceNotFoundException:
+        return True
+    return False
+
+
+def test_a_deleted_topics_job_waits_for_its_hold_then_deletes_every_epoch(remote: Remote) -> None:
+    for p in range(2):
+        remote.copy(p, 3, tiered_epoch=0)
+        remote.copy(p, 2, tiered_epoch=1)  # disabled with retain, re-enabled: a second epoch
+    job = deleted_topic_job(remote, last_epoch=1)
+    assert job.tiered_epoch == 2 and job.topic_deleted
+    brokers_let_go = threading.Event()
+    persisted = Persisted()
+    runner = DeleteJobRunner(
+        remote.controller,
+        remote.storage,
+        GatedDeleter(),
+        persisted,
+        backoff=ExponentialBackoff(0.01, 0.05),
+        hold=lambda j: None if brokers_let_go.is_set() else "waiting for brokers [1]",
+        hold_backoff=ExponentialBackoff(0.01, 0.05),
+    )
+    runner.start([job])
+    try:
+        poll_until(
+            lambda: runner.progress(job).last_error == "waiting for brokers [1]",
+            timeout=10,
+            what="the job to be held",
+        )
+        assert persisted.jobs == []  # held: no attempt, nothing listed
+        assert (len(remote.objects(0)), len(remote.objects(1))) == (2 * 3 * 4, 2 * 2 * 4)
+        brokers_let_go.set()
+        poll_until(
+            lambda: bool(persisted.jobs) and persisted.last.state is DeleteJobState.DONE,
+            timeout=30,
+            what="the job to finish",
+        )
+    finally:
+        runner.stop()
+    assert persisted.last.attempts == 1  # waiting cost no attempt, and was no error
+    assert all(j.last_error == "" for j in persisted.jobs)
+    assert persisted.last.objects_deleted == persisted.last.objects_total == 2 * 5 * 4
+    assert remote.objects(0) == remote.objects(1) == []
+    assert all(metadata_removed(remote, p) for p in range(2))  # DELETE_PARTITION_FINISHED
+
+
+def test_a_copy_landing_after_the_listing_is_deleted_by_the_next_attempt(remote: Remote) -> None:
+    for p in range(2):
+        remote.copy(p, 2, tiered_epoch=0)
+    job = deleted_topic_job(remote, last_epoch=0)
+    deleter, persisted = GatedDeleter(), Persisted()
+    deleter.gate = threading.Event()
+    runner = runner_for(remote, deleter, persisted)
+    runner.start([job])
+    try:
+        assert deleter.entered.wait(30)  # listed; a broker still copying lands one more
+        late = remote.copy(0, 1, tiered_epoch=0)
+        deleter.gate.set()
+        poll_until(
+            lambda: bool(persisted.jobs) and persisted.last.state is DeleteJobState.DONE,
+            timeout=30,
+            what="the job to finish",
+        )
+    finally:
+        deleter.gate.set()
+        runner.stop()
+    assert any("appeared after the listing" in j.last_error for j in persisted.jobs)
+    assert persisted.last.attempts == 2
+    assert persisted.last.progress[0].objects_deleted == (2 + len(late)) * 4
+    assert remote.objects(0) == []
+    assert all(metadata_removed(remote, p) for p in range(2))

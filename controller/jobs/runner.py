@@ -15,6 +15,11 @@ controller simply runs again from its last persisted progress:
 Progress (objects listed and deleted, segments, partitions done) is persisted in the controller's
 metadata store after each step. Data stamped E or later is never listed nor touched.
 
+A deleted topic's job (every epoch: E is one past the topic's last) may be held back before it
+lists (``hold``: the controller waits for the brokers to drop the partitions), and it lists again
+after deleting: an object a late copy uploaded meanwhile fails the attempt, and the next attempt
+deletes it, so the job is DONE only when a listing found nothing left.
+
 The job reaches remote storage only through the configured RemoteStorageManager's
 :class:`~tiered.api.RemoteStorageBulkDeleter` capability, and the RLMM through
 :class:`~tiered.api.BulkDeleteRemoteLogMetadataManager`. With an RSM lacking the capability every
@@ -72,6 +77,20 @@ def bulk_deleter_of(storage: RemoteStorageManager) -> RemoteStorageBulkDeleter:
     )
 
 
+# Why a job must wait before its next attempt, or None when it may run (called from the
+# runner's thread, before each attempt).
+JobHold = Callable[[DeleteJob], str | None]
+
+
+def never_held(job: DeleteJob) -> str | None:
+    return None
+
+
+class ObjectsLeftError(RemoteStorageException):
+    """Objects or segments of a deleted topic were found after the job deleted what it listed
+    (a copy that was still running when the job listed); the next attempt deletes them."""
+
+
 class DeleteEngine(Protocol):
     """Deletes handles with a storage plugin's deleter (:class:`BulkObjectDeleter`)."""
 
@@ -127,6 +146,8 @@ class DeleteJobRunner:
         persist: Callable[[DeleteJob], None],
         backoff: ExponentialBackoff | None = None,
         clock: Callable[[], float] = time.time,
+        hold: JobHold = never_held,
+        hold_backoff: ExponentialBackoff | None = None,
     ) -> None:
         self._rlmm = rlmm
         self._storage = storage
@@ -134,6 +155,10 @@ class DeleteJobRunner:
         self._persist = persist
         self._backoff = backoff or ExponentialBackoff(1.0, 60.0)
         self._clock = clock
+        self._hold = hold
+        self._hold_backoff = hold_backoff or ExponentialBackoff(0.1, 2.0)
+        # each held job: how many times in a row, and why (the last time)
+        self._holds: dict[tuple[object, int], tuple[int, str]] = {}
         self._cond = threading.Condition()
         self._queue: deque[DeleteJob] = deque()
         self._latest: dict[tuple[object, int], DeleteJob] = {}
@@ -173,9 +198,12 @@ class DeleteJobRunner:
         self._queue.append(job)
 
     def progress(self, job: DeleteJob) -> DeleteJob:
-        """The freshest view of a job (in-memory progress runs ahead of the durable one)."""
+        """The freshest view of a job (in-memory progress runs ahead of the durable one); a held
+        job shows why as its last error."""
         with self._cond:
-            return self._latest.get(job.key, job)
+            latest = self._latest.get(job.key, job)
+            held = self._holds.get(job.key)
+            return latest if held is None else replace(latest, last_error=held[1])
 
     # ----------------------------------------------------------------------------- worker
 
@@ -187,6 +215,8 @@ class DeleteJobRunner:
                 if self._stopping:
                     return
                 job = self._next()
+            if self._held(job):
+                continue
             try:
                 self.run_job(job)
             except Exception as e:  # the job stays RUNNING and is retried with backoff
@@ -208,6 +238,31 @@ class DeleteJobRunner:
                         delay = self._backoff.delay_s(failed.attempts)
                         self._not_before[job.key] = time.monotonic() + delay
                         self._queue.append(failed)
+
+    def _held(self, job: DeleteJob) -> bool:
+        """Asks ``hold``; a held job goes back to the queue, shown with its reason as its last
+        error (in memory only: waiting is no failure and costs no attempt)."""
+        try:
+            reason = self._hold(job)
+        except Exception as e:  # e.g. a deposed term: try again later
+            reason = f"{type(e).__name__}: {e}"
+        with self._cond:
+            if reason is None:
+                self._holds.pop(job.key, None)
+                return False
+            held = self._holds.get(job.key, (0, ""))[0] + 1
+            self._holds[job.key] = (held, reason)
+            if held == 1:
+                log.info(
+                    "Delete job of %s below tiered epoch %d: %s",
+                    job.topic,
+                    job.tiered_epoch,
+                    reason,
+                )
+            if not self._stopping:
+                self._not_before[job.key] = time.monotonic() + self._hold_backoff.delay_s(held)
+                self._queue.append(job)
+            return True
 
     def _ready(self) -> bool:
         now = time.monotonic()
@@ -289,9 +344,13 @@ class DeleteJobRunner:
                 f"{result.failed} of {len(handles)} objects could not be deleted "
                 f"(first: {sorted(failed)[:3]})"
             )
+        if job.topic_deleted:
+            self._check_nothing_left(storage, job, work)
 
         for item in work:
             self._finish_partition(item)
+            if job.topic_deleted:
+                self._check_metadata_removed(item.tp)
             p = item.tp.partition
             progress[p] = replace(progress[p], segments_deleted=len(item.segments), done=True)
             job = self._save(replace(job, progress=tuple(progress[q] for q in sorted(progress))))
@@ -305,6 +364,39 @@ class DeleteJobRunner:
             sum(p.segments_deleted for p in job.progress),
         )
         return job
+
+    @staticmethod
+    def _check_nothing_left(
+        storage: RemoteStorageBulkDeleter, job: DeleteJob, work: Sequence[_PartitionWork]
+    ) -> None:
+        """Lists each partition again: ``ObjectsLeftError`` if an object appeared since the
+        first listing (the partitions stay unfinished, so the next attempt deletes it)."""
+        left = {
+            item.tp.partition: n
+            for item in work
+            if (
+                n := sum(
+                    len(b) for b in storage.list_objects_below_epoch(item.tp, job.tiered_epoch)
+                )
+            )
+        }
+        if left:
+            raise ObjectsLeftError(
+                f"objects of the deleted topic appeared after the listing (partition: count "
+                f"{left}); deleting them in the next attempt"
+            )
+
+    def _check_metadata_removed(self, tp: TopicIdPartition) -> None:
+        """``ObjectsLeftError`` unless DELETE_PARTITION_FINISHED removed the partition's metadata
+        (it stays when segments were added after the listing)."""
+        try:
+            self._rlmm.remote_partition_delete_state(tp)
+        except RemoteResourceNotFoundException:
+            return
+        raise ObjectsLeftError(
+            f"partition {tp}: segments of the deleted topic were added after the listing; "
+            "deleting them in the next attempt"
+        )
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
