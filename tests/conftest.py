@@ -1,4 +1,5 @@
-"""Shared fixtures: one real ZooKeeper server per test run, one chroot per test."""
+"""Shared fixtures: one real ZooKeeper server per test run, one chroot per test; one S3 endpoint
+(moto server) per test run, one bucket per test."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 from kazoo.client import KazooClient
 
+from tests.support.s3 import s3_endpoint, s3_store  # noqa: F401 - fixtures
 from tests.support.zookeeper import ZooKeeperServer, fresh_chroot, start_kazoo_client
 
 

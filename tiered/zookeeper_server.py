@@ -28,20 +28,18 @@ The JVM always runs in its own session, so a terminal's Ctrl-C does not reach it
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import shutil
-import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
 
+from tiered.child_process import death_signal_preexec
 from tiered.daemon_logging import log_tail
 from tiered.ports import free_port
 
@@ -78,7 +76,6 @@ ENSURE_ENV_HINT = (
     "run scripts/ensure_env.sh (it installs Debian's zookeeper, default-jre-headless and "
     "libslf4j-java)"
 )
-_PR_SET_PDEATHSIG = 1
 _POLL_INTERVAL = 0.02
 _LOG_TAIL_LINES = 60
 
@@ -139,27 +136,6 @@ def check_requirements(
         raise ZooKeeperError(
             f"cannot run ZooKeeper: missing {', '.join(missing)}; {ENSURE_ENV_HINT}"
         )
-
-
-def _death_signal_preexec() -> Callable[[], None] | None:
-    """Build a ``preexec_fn`` that asks the kernel to SIGTERM the child when we die."""
-    if not sys.platform.startswith("linux"):
-        return None
-    # Resolve prctl before fork: the child should do as little as possible.
-    libc = ctypes.CDLL(None, use_errno=True)
-    prctl = libc.prctl
-    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-    prctl.restype = ctypes.c_int
-    parent_pid = os.getpid()
-
-    def preexec() -> None:
-        if prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
-        # The parent may have died between fork and prctl: nobody would signal us.
-        if os.getppid() != parent_pid:
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    return preexec
 
 
 class ZooKeeperServer:
@@ -417,7 +393,7 @@ class ZooKeeperServer:
         self._log_offset = log.tell()
         log.write(f"---- starting: {' '.join(command)}\n".encode())
         log.flush()
-        preexec = _death_signal_preexec() if self.die_with_parent else None
+        preexec = death_signal_preexec() if self.die_with_parent else None
         started = time.monotonic()
         try:
             process = subprocess.Popen(
