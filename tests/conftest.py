@@ -8,7 +8,12 @@ from collections.abc import Iterator
 import pytest
 from kazoo.client import KazooClient
 
-from tests.support.s3 import s3_endpoint, s3_store  # noqa: F401 - fixtures
+from tests.support.s3 import (  # noqa: F401 - fixtures
+    _s3_session_proxy,
+    s3_endpoint,
+    s3_proxy,
+    s3_store,
+)
 from tests.support.zookeeper import ZooKeeperServer, fresh_chroot, start_kazoo_client
 
 

@@ -1,6 +1,7 @@
 """A real S3 endpoint for tests: one moto server per test run (``tiered.s3_endpoint``), a fresh
-bucket per test, the remote storage config that reaches it (directly or through a
-:class:`~tests.support.s3_fault_proxy.S3FaultProxy`) with credentials from a credentials file.
+bucket per test, the remote storage config that reaches it (directly or through the run's
+:class:`~tests.support.s3_fault_proxy.S3FaultProxy`, whose plan and counts each test starts
+afresh) with credentials from a credentials file.
 
 The fixtures are registered in tests/conftest.py; tests that use them are marked ``s3``.
 """
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.s3_fault_proxy import FaultPlan, S3FaultProxy
 from tiered.rsm.s3 import S3Credentials, S3Settings, ensure_bucket
 from tiered.s3_endpoint import S3Endpoint, write_credentials_file
 
@@ -25,6 +27,7 @@ __all__ = [
     "S3Store",
     "new_store",
     "s3_endpoint",
+    "s3_proxy",
     "s3_store",
 ]
 
@@ -89,7 +92,7 @@ def new_store(endpoint: S3Endpoint, directory: Path) -> S3Store:
     bucket = f"tiered-{uuid.uuid4().hex[:16]}"
     credentials_file = write_credentials_file(directory / "s3-credentials", TEST_CREDENTIALS)
     store = S3Store(endpoint.url, bucket, "cluster/remote", credentials_file)
-    ensure_bucket(store.settings)
+    ensure_bucket(store.settings, store.fs)
     return store
 
 
@@ -110,3 +113,17 @@ def s3_store(s3_endpoint: S3Endpoint, tmp_path: Path) -> S3Store:
     if not s3_endpoint.is_running:
         pytest.fail("the session S3 endpoint is down (did a test stop it?)")
     return new_store(s3_endpoint, tmp_path)
+
+
+@pytest.fixture(scope="session")
+def _s3_session_proxy(s3_endpoint: S3Endpoint) -> Iterator[S3FaultProxy]:
+    with S3FaultProxy(s3_endpoint.url, seed=22) as proxy:
+        yield proxy
+
+
+@pytest.fixture
+def s3_proxy(_s3_session_proxy: S3FaultProxy) -> S3FaultProxy:
+    """The fault proxy in front of the shared endpoint, with no faults and zero counts."""
+    _s3_session_proxy.set_plan(FaultPlan())
+    _s3_session_proxy.reset_counts()
+    return _s3_session_proxy

@@ -10,9 +10,11 @@ and, if the :class:`FaultPlan` covers that operation, may get, each at its own r
 - a connection reset (TCP RST, no answer) *after* being forwarded: the request took effect and
   the client cannot know, as when a connection breaks under a real store;
 - for ``DeleteObjects``, per-key errors: some keys are taken out of the forwarded request (they
-  stay stored) and answered as ``SlowDown`` errors in the result, as S3 does per key.
+  stay stored) and answered as errors in the result (``SlowDown`` unless the plan names another
+  code), as S3 does per key.
 
-Decisions come from one ``random.Random(seed)``. The plan can be replaced while the proxy runs
+Decisions come from one ``random.Random(seed)``, unless a test queued exact faults for the next
+covered requests (:meth:`S3FaultProxy.inject_next`). The plan can be replaced while the proxy runs
 (:meth:`S3FaultProxy.set_plan`), e.g. to turn faults on mid-run. The proxy counts what it saw and
 injected (:attr:`S3FaultProxy.requests`, :attr:`S3FaultProxy.injected`), records every
 DeleteObjects request (:attr:`S3FaultProxy.delete_requests`) and the access key ids that signed
@@ -25,6 +27,7 @@ serves as many concurrent connections as thread pools and Spark executors open.
 from __future__ import annotations
 
 import base64
+import collections
 import contextlib
 import dataclasses
 import hashlib
@@ -38,12 +41,12 @@ import time
 import uuid
 import xml.etree.ElementTree as ET
 import zlib
-from collections import Counter
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Self
 from urllib.parse import parse_qs, urlsplit
+from xml.sax.saxutils import escape
 
 __all__ = ["DeleteObjectsRequest", "FaultPlan", "S3FaultProxy"]
 
@@ -55,6 +58,7 @@ _HOP_BY_HOP = frozenset(
 _ERROR_MESSAGES = {
     "SlowDown": (503, "Please reduce your request rate."),
     "InternalError": (500, "We encountered an internal error. Please try again."),
+    "AccessDenied": (403, "Access Denied"),
 }
 
 
@@ -67,6 +71,7 @@ class FaultPlan:
     reset_rate: float = 0.0
     latency_s: float = 0.0
     delete_key_error_rate: float = 0.0
+    delete_key_error_code: str = "SlowDown"
     operations: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
@@ -119,7 +124,7 @@ def error_body(code: str, resource: str) -> bytes:
     return (
         '<?xml version="1.0" encoding="UTF-8"?>\n'
         f"<Error><Code>{code}</Code><Message>{message}</Message>"
-        f"<Resource>{resource}</Resource><RequestId>{uuid.uuid4().hex}</RequestId></Error>"
+        f"<Resource>{escape(resource)}</Resource><RequestId>{uuid.uuid4().hex}</RequestId></Error>"
     ).encode()
 
 
@@ -133,11 +138,12 @@ class S3FaultProxy:
         self.upstream = (parts.hostname, parts.port)
         self._plan = plan or FaultPlan()
         self._random = random.Random(seed)
+        self._queued: collections.deque[str] = collections.deque()
         self._lock = threading.Lock()
-        self.requests: Counter[str] = Counter()
-        self.injected: Counter[str] = Counter()
+        self.requests: collections.Counter[str] = collections.Counter()
+        self.injected: collections.Counter[str] = collections.Counter()
         self.delete_requests: list[DeleteObjectsRequest] = []
-        self.access_key_ids: Counter[str] = Counter()
+        self.access_key_ids: collections.Counter[str] = collections.Counter()
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.proxy = self
         self._thread = threading.Thread(
@@ -163,12 +169,22 @@ class S3FaultProxy:
         with self._lock:
             self._plan = new
 
+    def inject_next(self, *faults: str) -> None:
+        """The next covered requests get these faults (``SlowDown``, ``InternalError``,
+        ``reset`` or ``none``), one each, before the rates apply again."""
+        unknown = set(faults) - {"SlowDown", "InternalError", "reset", "none"}
+        if unknown:
+            raise ValueError(f"unknown faults {sorted(unknown)}")
+        with self._lock:
+            self._queued.extend(faults)
+
     def reset_counts(self) -> None:
         with self._lock:
             self.requests.clear()
             self.injected.clear()
             self.delete_requests.clear()
             self.access_key_ids.clear()
+            self._queued.clear()
 
     def close(self) -> None:
         self._server.shutdown()
@@ -197,8 +213,14 @@ class S3FaultProxy:
                 self.access_key_ids[found.group(1)] += 1
             if not plan.covers(operation):
                 return plan, None
+            fault: str | None = None
+            if self._queued:
+                queued = self._queued.popleft()
+                fault = None if queued == "none" else queued
+                if fault is not None:
+                    self.injected[fault] += 1
+                return plan, fault
             draw = self._random.random()
-            fault = None
             for name, rate in (
                 ("SlowDown", plan.slow_down_rate),
                 ("InternalError", plan.internal_error_rate),
@@ -217,7 +239,7 @@ class S3FaultProxy:
             return []
         with self._lock:
             failed = [k for k in keys if self._random.random() < plan.delete_key_error_rate]
-            self.injected["key SlowDown"] += len(failed)
+            self.injected[f"key {plan.delete_key_error_code}"] += len(failed)
             return failed
 
     def _record_delete(self, request: DeleteObjectsRequest) -> None:
@@ -293,14 +315,14 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if failed_keys and len(failed_keys) == len(delete_keys):
             status, answer_headers = 200, {"Content-Type": "application/xml"}
-            answer = _with_key_errors(_empty_delete_result(), failed_keys)
+            answer = _with_key_errors(_empty_delete_result(), failed_keys, plan)
         else:
             if failed_keys:
                 body = _without_keys(body, set(failed_keys))
                 _fix_checksums(headers, body)
             status, answer_headers, answer = self._forward(headers, body)
             if failed_keys:
-                answer = _with_key_errors(answer, failed_keys)
+                answer = _with_key_errors(answer, failed_keys, plan)
         if fault == "reset":
             self._reset()
             return
@@ -389,15 +411,15 @@ def _empty_delete_result() -> bytes:
     return f'<?xml version="1.0" encoding="UTF-8"?><DeleteResult xmlns="{S3_NAMESPACE}"/>'.encode()
 
 
-def _with_key_errors(answer: bytes, keys: list[str]) -> bytes:
+def _with_key_errors(answer: bytes, keys: list[str], plan: FaultPlan) -> bytes:
     root = ET.fromstring(answer)
     namespace = root.tag[: root.tag.index("}") + 1] if root.tag.startswith("{") else ""
     for key in keys:
         error = ET.SubElement(root, f"{namespace}Error")
         for name, text in (
             ("Key", key),
-            ("Code", "SlowDown"),
-            ("Message", _ERROR_MESSAGES["SlowDown"][1]),
+            ("Code", plan.delete_key_error_code),
+            ("Message", _ERROR_MESSAGES.get(plan.delete_key_error_code, ("", "injected"))[1]),
         ):
             ET.SubElement(error, f"{namespace}{name}").text = text
     ET.register_namespace("", S3_NAMESPACE)

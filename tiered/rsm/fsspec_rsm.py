@@ -56,6 +56,7 @@ from tiered.rsm.custom_metadata import SegmentLocation, encode_custom_metadata
 from tiered.rsm.fsspec_delete import DEFAULT_DELETE_THREADS, FsspecObjectDeleter
 from tiered.rsm.s3 import (
     S3Settings,
+    describe_error,
     error_code,
     is_s3_url,
     is_transient,
@@ -114,7 +115,7 @@ class FsspecRemoteStorageManager(RemoteStorageManager, RemoteStorageBulkDeleter)
         self._closed = False
         self._deleter: FsspecObjectDeleter | S3ObjectDeleter
         self._transient: Callable[[Exception], bool]
-        self._redact: Callable[[str], str]
+        self._describe: Callable[[BaseException], str]
         if is_s3_url(root):
             settings = s3 if s3 is not None else s3_settings_from_config(root, {})
             self._fs: Any = settings.filesystem(pool_connections=delete_threads)
@@ -122,7 +123,7 @@ class FsspecRemoteStorageManager(RemoteStorageManager, RemoteStorageBulkDeleter)
             self._local = False
             self._deleter = S3ObjectDeleter(settings, delete_threads, retry)
             self._transient = is_transient
-            self._redact = settings.redact
+            self._describe = lambda error: settings.redact(describe_error(error))
             return
         try:
             fs, path = fsspec.core.url_to_fs(root)
@@ -137,7 +138,7 @@ class FsspecRemoteStorageManager(RemoteStorageManager, RemoteStorageBulkDeleter)
         self._deleter = FsspecObjectDeleter(root, delete_threads, simulated_delete_latency_s)
         # A local filesystem's errors (a full disk, a missing file) do not heal in seconds.
         self._transient = lambda error: False
-        self._redact = lambda text: text
+        self._describe = lambda error: f"{type(error).__name__}: {error}"
 
     @property
     def root(self) -> str:
@@ -204,7 +205,7 @@ class FsspecRemoteStorageManager(RemoteStorageManager, RemoteStorageBulkDeleter)
             if isinstance(e, Exception):
                 raise RemoteStorageException(
                     f"copy of segment {segment} to {self._path(prefix)}.* failed: "
-                    f"{type(e).__name__}: {self._redact(str(e))}"
+                    f"{self._describe(e)}"
                 ) from e
             raise
         return encode_custom_metadata(
@@ -371,7 +372,7 @@ class FsspecRemoteStorageManager(RemoteStorageManager, RemoteStorageBulkDeleter)
                 what,
                 path,
                 tries_so_far,
-                self._redact(f"{type(error).__name__}: {error}"),
+                self._describe(error),
                 delay_s,
             )
 
@@ -386,7 +387,7 @@ class FsspecRemoteStorageManager(RemoteStorageManager, RemoteStorageBulkDeleter)
         except Exception as e:
             attempts = f" after {tries} attempts" if tries > 1 else ""
             raise RemoteStorageException(
-                f"{what} failed at {path}{attempts}: {type(e).__name__}: {self._redact(str(e))}"
+                f"{what} failed at {path}{attempts}: {self._describe(e)}"
             ) from e
 
     def _write_object(self, key: str, source: str | bytes, written: list[str]) -> None:

@@ -21,8 +21,11 @@ no file shared with the controller). They never appear in a repr, a log line or 
 texts built from remote errors go through :meth:`S3Settings.redact`.
 
 One retry loop: s3fs retries SlowDown and connection errors itself and botocore retries again
-underneath; both are set to a single attempt here, and the callers retry transient errors
-(:func:`is_transient`) with their :class:`~tiered.retry.RetryPolicy`.
+underneath; both are set to a single attempt here (s3fs's ``retries`` attribute, botocore's
+``total_max_attempts``), and the callers retry transient errors (:func:`is_transient`) with
+their :class:`~tiered.retry.RetryPolicy`. Below them aiohttp resends an idempotent request (GET,
+PUT, DELETE) once, at once, when its connection breaks before the answer: that is how a client
+recovers a pooled connection the server had closed, not a backoff, and it stays.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import asyncio
 import configparser
 import os
 import re
+import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +51,7 @@ __all__ = [
     "TRANSIENT_ERROR_CODES",
     "S3Credentials",
     "S3Settings",
+    "describe_error",
     "ensure_bucket",
     "error_code",
     "is_s3_url",
@@ -144,6 +149,7 @@ class S3Settings:
 
         credentials = self.credentials
         fs = S3FileSystem(
+            session=_botocore_session(),
             endpoint_url=self.endpoint_url,
             key=credentials.access_key_id if credentials else None,
             secret=credentials.secret_access_key if credentials else None,
@@ -161,6 +167,22 @@ class S3Settings:
         return fs
 
 
+_sessions: dict[int, Any] = {}
+_sessions_lock = threading.Lock()
+
+
+def _botocore_session() -> Any:
+    """One aiobotocore session per process: each loads botocore's S3 model (a costly parse)
+    once for all the clients made from it. Credentials are given to each client, not to it."""
+    from aiobotocore.session import AioSession  # noqa: PLC0415 - only where S3 is used
+
+    with _sessions_lock:
+        session = _sessions.get(os.getpid())
+        if session is None:
+            session = _sessions[os.getpid()] = AioSession()
+        return session
+
+
 def is_s3_url(root: str) -> bool:
     return urlsplit(root.strip()).scheme.lower() in S3_SCHEMES
 
@@ -176,12 +198,12 @@ def _text(config: Mapping[str, object], key: str) -> str | None:
 def s3_settings_from_config(root: str, config: Mapping[str, object]) -> S3Settings:
     """The settings of ``root`` (an ``s3://`` URL) and the ``remote.storage.s3.*`` keys;
     ``ValueError`` names the offending key (and never shows a credential)."""
-    parts = urlsplit(root.strip())
-    if parts.username is not None or parts.password is not None:
+    if "@" in root:  # user:secret@bucket; a secret may hold "/", so the URL is not parsed
         raise ValueError(
-            f"{ROOT_CONFIG} must not carry credentials; give them in {CREDENTIALS_FILE_CONFIG} "
-            "or the AWS environment variables"
+            f"{ROOT_CONFIG} must not carry credentials (it holds '@'); give them in "
+            f"{CREDENTIALS_FILE_CONFIG} or the AWS environment variables"
         )
+    parts = urlsplit(root.strip())
     bucket = parts.netloc
     if not bucket:
         raise ValueError(f"{ROOT_CONFIG}={root!r} names no bucket; expected s3://BUCKET[/PREFIX]")
@@ -300,6 +322,18 @@ def error_code(error: BaseException) -> str | None:
     return None
 
 
+def describe_error(error: BaseException) -> str:
+    """One line about a failed S3 call: S3's error code, HTTP status and message when S3
+    answered (s3fs's translated ``OSError`` keeps only the message), else the exception."""
+    for e in _chain(error):
+        response = getattr(e, "response", None)
+        if isinstance(response, dict):
+            details = response.get("Error", {})
+            status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            return f"{details.get('Code')} (HTTP {status}): {details.get('Message', '')}"
+    return f"{type(error).__name__}: {error}"
+
+
 def is_transient(error: BaseException) -> bool:
     """Whether an S3 call that raised ``error`` may succeed if repeated: throttling (503
     SlowDown), 5xx answers and broken connections or timeouts. A missing object, a denied
@@ -332,11 +366,12 @@ def is_transient(error: BaseException) -> bool:
     return False
 
 
-def ensure_bucket(settings: S3Settings) -> bool:
-    """Creates the bucket of ``settings`` unless it exists; True if this call created it.
+def ensure_bucket(settings: S3Settings, fs: Any = None) -> bool:
+    """Creates the bucket of ``settings`` (with ``fs``, a filesystem of those settings, if
+    given) unless it exists; True if this call created it.
     Outside us-east-1 the bucket's region is stated (S3 rejects a ``LocationConstraint`` of
     us-east-1, which s3fs's ``mkdir`` sends when given that region)."""
-    fs = settings.filesystem(pool_connections=1)
+    fs = fs if fs is not None else settings.filesystem(pool_connections=1)
     kwargs: dict[str, Any] = {"Bucket": settings.bucket}
     if settings.region and settings.region != "us-east-1":
         kwargs["CreateBucketConfiguration"] = {"LocationConstraint": settings.region}

@@ -26,7 +26,7 @@ from typing import Any
 from tiered.api import DeleteOutcome, RemoteObjectDeleter, RemoteStorageException
 from tiered.retry import RetryPolicy
 from tiered.rsm.fsspec_delete import DEFAULT_DELETE_THREADS
-from tiered.rsm.s3 import TRANSIENT_ERROR_CODES, S3Settings, is_transient
+from tiered.rsm.s3 import TRANSIENT_ERROR_CODES, S3Settings, describe_error, is_transient
 from tiered.rsm.settings import DEFAULT_RETRY_POLICY
 
 __all__ = ["MAX_KEYS_PER_REQUEST", "S3ObjectDeleter"]
@@ -113,7 +113,7 @@ class S3ObjectDeleter(RemoteObjectDeleter):
                     },
                 )
             except Exception as e:
-                last_error = f"{pending[0]}: {type(e).__name__}: {self.settings.redact(str(e))}"
+                last_error = f"{pending[0]}: {self.settings.redact(describe_error(e))}"
                 if is_transient(e):
                     logger.debug("DeleteObjects of %d keys failed, retrying: %s", len(pending), e)
                     continue
