@@ -101,7 +101,7 @@ class S3Credentials:
     access_key_id: str
     secret_access_key: str
     session_token: str | None = None
-    source: str = "given"
+    source: str = field(default="given", compare=False)
 
     def __repr__(self) -> str:
         return f"S3Credentials(from {self.source})"
