@@ -14,13 +14,14 @@ import pytest
 
 from broker.kafka.config_entries import broker_entries
 from controller import main as controller_main
+from tests.support.remote_tree import TOPIC, build_tree
 from tests.support.s3 import TEST_CREDENTIALS, S3Store
 from tests.support.s3_fault_proxy import FaultPlan, S3FaultProxy
 from tests.test_rsm_fsspec import LOG, TP, segment_data, segment_meta
 from tiered import rsm
-from tiered.api import DeleteOutcome, RemoteStorageException
+from tiered.api import DeleteOutcome, RemoteStorageException, TopicIdPartition
 from tiered.ports import free_port
-from tiered.rsm import FsspecRemoteStorageManager, S3Credentials, S3ObjectDeleter
+from tiered.rsm import FsspecRemoteStorageManager, S3Credentials, S3ObjectDeleter, fsspec_rsm
 
 pytestmark = pytest.mark.s3
 
@@ -377,3 +378,19 @@ def test_a_deleter_that_gives_up_reports_every_key_still_there(
     assert outcome.first_error is not None and "SlowDown" in outcome.first_error
     assert s3_proxy.requests["DeleteObjects"] == 4
     assert s3_store.keys() == set(handles)
+
+
+def test_listings_follow_every_page(
+    s3_store: S3Store, s3_proxy: S3FaultProxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fsspec_rsm, "LIST_BATCH_SIZE", 7)
+    topic_id = uuid.uuid4()
+    keys = build_tree(s3_store, topic_id, partitions=(0,), epochs=(0, 1, 2), segments=4)
+    storage = storage_of(s3_store.config(s3_proxy.url))
+    s3_proxy.set_plan(FaultPlan(list_page_size=3, slow_down_rate=0.2))
+    tp = TopicIdPartition(topic_id, TOPIC, 0)
+    assert storage.list_tiered_epochs(tp) == [0, 1, 2]
+    batches = list(storage.list_objects_below_epoch(tp, 2))
+    assert [len(b) for b in batches] == [7, 7, 2, 7, 7, 2]  # 16 objects an epoch
+    assert [h for b in batches for h in b] == sorted(keys[(0, 0)]) + sorted(keys[(0, 1)])
+    assert s3_proxy.requests["ListObjectsV2"] >= 2 * 16 // 3  # pages of 3 keys

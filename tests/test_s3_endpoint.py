@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.rlmm_support import poll_until
+from tests.test_rsm_fsspec import LOG, segment_data, segment_meta
+from tiered import rsm
 from tiered.rsm.s3 import read_credentials_file
 from tiered.s3_endpoint import (
     ENDPOINT_CREDENTIALS,
@@ -62,3 +64,25 @@ def test_credentials_files_round_trip(tmp_path: Path) -> None:
     path = write_credentials_file(tmp_path / "credentials", ENDPOINT_CREDENTIALS, profile="x")
     assert path.stat().st_mode & 0o777 == 0o600
     assert read_credentials_file(path, "x") == ENDPOINT_CREDENTIALS
+
+
+@pytest.mark.parametrize("region", ["us-east-1", "eu-west-1"])
+def test_buckets_and_objects_in_a_region(
+    s3_endpoint: S3Endpoint, tmp_path: Path, region: str
+) -> None:
+    # s3fs's mkdir sends LocationConstraint=us-east-1, which S3 (and moto) refuse: the helper
+    # states a location only outside us-east-1.
+    bucket = f"tiered-{region}"
+    s3_endpoint.create_bucket(bucket, region=region)
+    credentials = write_credentials_file(tmp_path / "credentials", ENDPOINT_CREDENTIALS)
+    storage = rsm.create(
+        {
+            "remote.storage.root": f"s3://{bucket}/p",
+            "remote.storage.s3.endpoint.url": s3_endpoint.url,
+            "remote.storage.s3.region": region,
+            "remote.storage.s3.credentials.file": str(credentials),
+        }
+    )
+    meta = segment_meta()
+    storage.copy_log_segment_data(meta, segment_data(tmp_path))
+    assert storage.fetch_log_segment(meta, 0, 9) == LOG[:10]

@@ -11,7 +11,9 @@ and, if the :class:`FaultPlan` covers that operation, may get, each at its own r
   the client cannot know, as when a connection breaks under a real store;
 - for ``DeleteObjects``, per-key errors: some keys are taken out of the forwarded request (they
   stay stored) and answered as errors in the result (``SlowDown`` unless the plan names another
-  code), as S3 does per key.
+  code), as S3 does per key;
+- for listings (``ListObjectsV2``), a page size (``max-keys``) forced on the request, so that a
+  few objects take several pages.
 
 Decisions come from one ``random.Random(seed)``, unless a test queued exact faults for the next
 covered requests (:meth:`S3FaultProxy.inject_next`). The plan can be replaced while the proxy runs
@@ -45,7 +47,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Self
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit
 from xml.sax.saxutils import escape
 
 __all__ = ["DeleteObjectsRequest", "FaultPlan", "S3FaultProxy"]
@@ -72,6 +74,7 @@ class FaultPlan:
     latency_s: float = 0.0
     delete_key_error_rate: float = 0.0
     delete_key_error_code: str = "SlowDown"
+    list_page_size: int | None = None
     operations: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
@@ -300,6 +303,9 @@ class _Handler(BaseHTTPRequestHandler):
         if plan.covers(operation) and plan.latency_s > 0:
             time.sleep(plan.latency_s)  # the injected latency itself
         headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
+        target = self.path
+        if operation == "ListObjectsV2" and plan.list_page_size and plan.covers(operation):
+            target = _with_page_size(target, plan.list_page_size)
         failed_keys: list[str] = []
         delete_keys: list[str] = []
         if operation == "DeleteObjects":
@@ -320,7 +326,7 @@ class _Handler(BaseHTTPRequestHandler):
             if failed_keys:
                 body = _without_keys(body, set(failed_keys))
                 _fix_checksums(headers, body)
-            status, answer_headers, answer = self._forward(headers, body)
+            status, answer_headers, answer = self._forward(target, headers, body)
             if failed_keys:
                 answer = _with_key_errors(answer, failed_keys, plan)
         if fault == "reset":
@@ -328,11 +334,13 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._answer(status, answer_headers, answer)
 
-    def _forward(self, headers: dict[str, str], body: bytes) -> tuple[int, dict[str, str], bytes]:
+    def _forward(
+        self, target: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, dict[str, str], bytes]:
         connection = http.client.HTTPConnection(*self.server.proxy.upstream, timeout=60)
         try:
             headers["Content-Length"] = str(len(body))
-            connection.request(self.command, self.path, body=body, headers=headers)
+            connection.request(self.command, target, body=body, headers=headers)
             response = connection.getresponse()
             answer = response.read()
             kept = {k: v for k, v in response.getheaders() if k.lower() not in _HOP_BY_HOP}
@@ -367,8 +375,11 @@ class _Handler(BaseHTTPRequestHandler):
             super().finish()
 
 
-def _tag(name: str) -> str:
-    return f"{{{S3_NAMESPACE}}}{name}"
+def _with_page_size(target: str, page_size: int) -> str:
+    """The request target with ``max-keys`` set (moto does not check signatures)."""
+    parts = urlsplit(target)
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "max-keys"]
+    return parts._replace(query=urlencode([*query, ("max-keys", str(page_size))])).geturl()
 
 
 def _delete_keys(body: bytes) -> list[str]:
