@@ -21,7 +21,13 @@ from tests.test_rsm_fsspec import LOG, TP, segment_data, segment_meta
 from tiered import rsm
 from tiered.api import DeleteOutcome, RemoteStorageException, TopicIdPartition
 from tiered.ports import free_port
-from tiered.rsm import FsspecRemoteStorageManager, S3Credentials, S3ObjectDeleter, fsspec_rsm
+from tiered.rsm import (
+    FsspecRemoteStorageManager,
+    S3Credentials,
+    S3ObjectDeleter,
+    fsspec_rsm,
+    layout,
+)
 
 pytestmark = pytest.mark.s3
 
@@ -309,6 +315,17 @@ def test_a_copy_that_gives_up_removes_what_it_stored(
     assert "after 3 attempts" in str(info.value)
     assert s3_proxy.requests["PutObject"] >= 3  # aiohttp resends a PUT whose connection broke
     assert s3_store.keys() == stored_before  # the failed copy's object is gone again
+    # Throttled to the end: the error names the segment, the object and S3's last answer.
+    s3_proxy.set_plan(FaultPlan(slow_down_rate=1.0, operations=frozenset({"PutObject"})))
+    with pytest.raises(RemoteStorageException) as info:
+        storage.copy_log_segment_data(meta, segment_data(tmp_path))
+    message = str(info.value)
+    assert (
+        str(meta.remote_log_segment_id) in message
+        and f"{layout.segment_prefix(meta)}.index" in message
+    )
+    assert "after 3 attempts: SlowDown (HTTP 503)" in message
+    assert s3_store.keys() == stored_before
 
 
 def test_delete_requests_carry_at_most_1000_keys(s3_store: S3Store, s3_proxy: S3FaultProxy) -> None:

@@ -203,9 +203,10 @@ class FsspecRemoteStorageManager(RemoteStorageManager, RemoteStorageBulkDeleter)
         except BaseException as e:
             self._remove_quietly(written)
             if isinstance(e, Exception):
+                # A RemoteStorageException already names the object and its last error.
+                detail = str(e) if isinstance(e, RemoteStorageException) else self._describe(e)
                 raise RemoteStorageException(
-                    f"copy of segment {segment} to {self._path(prefix)}.* failed: "
-                    f"{self._describe(e)}"
+                    f"copy of segment {segment} to {self._path(prefix)}.* failed: {detail}"
                 ) from e
             raise
         return encode_custom_metadata(
