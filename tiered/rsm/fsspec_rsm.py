@@ -118,7 +118,7 @@ class FsspecRemoteStorageManager(RemoteStorageManager, RemoteStorageBulkDeleter)
         self._describe: Callable[[BaseException], str]
         if is_s3_url(root):
             settings = s3 if s3 is not None else s3_settings_from_config(root, {})
-            self._fs: Any = settings.filesystem(pool_connections=delete_threads)
+            self._fs: Any = settings.filesystem()
             self._root = settings.root_path
             self._local = False
             self._deleter = S3ObjectDeleter(settings, delete_threads, retry)

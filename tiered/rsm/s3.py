@@ -74,6 +74,8 @@ ENV_SECRET_KEY = "AWS_SECRET_ACCESS_KEY"
 ENV_SESSION_TOKEN = "AWS_SESSION_TOKEN"
 
 S3_SCHEMES = ("s3", "s3a")
+DEFAULT_POOL_CONNECTIONS = 32
+"""A broker's copier, expiration and reader threads share its storage's connections."""
 TRANSIENT_ERROR_CODES = frozenset(
     {
         "SlowDown",
@@ -121,7 +123,6 @@ class S3Settings:
     endpoint_url: str | None = None
     region: str | None = None
     credentials: S3Credentials | None = None  # None: botocore's chain where the code runs
-    max_pool_connections: int = field(default=32, compare=False)
 
     def __repr__(self) -> str:
         return (
@@ -142,9 +143,10 @@ class S3Settings:
                 text = text.replace(secret, _HIDDEN)
         return text
 
-    def filesystem(self, *, pool_connections: int | None = None) -> Any:
+    def filesystem(self, *, pool_connections: int = DEFAULT_POOL_CONNECTIONS) -> Any:
         """A new s3fs filesystem for these settings, with its own and botocore's retries off and
-        no listings cache (other processes write the same prefixes)."""
+        no listings cache (other processes write the same prefixes); ``pool_connections``: the
+        HTTP connections it keeps, one per thread that may use it at once."""
         from s3fs import S3FileSystem  # noqa: PLC0415 - s3fs only where S3 is used
 
         credentials = self.credentials
@@ -158,7 +160,7 @@ class S3Settings:
             config_kwargs={
                 # botocore's retries: one attempt in all ("total_max_attempts" counts the first).
                 "retries": {"total_max_attempts": 1, "mode": "standard"},
-                "max_pool_connections": pool_connections or self.max_pool_connections,
+                "max_pool_connections": pool_connections,
             },
             use_listings_cache=False,
             skip_instance_cache=True,  # this instance alone gets the setting below
