@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from broker import main as broker_main
 from broker.kafka.config_entries import broker_entries
 from controller import main as controller_main
 from tests.support.remote_tree import TOPIC, build_tree
@@ -168,19 +169,24 @@ def test_half_the_environment_pair_is_named(
     assert SECRET not in str(info.value)
 
 
-def test_the_controller_refuses_a_bad_credentials_file_as_invalid_config(
-    s3_store: S3Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("daemon", ["controller", "broker"])
+def test_a_daemon_refuses_a_bad_credentials_file_as_invalid_config(
+    s3_store: S3Store, tmp_path: Path, capsys: pytest.CaptureFixture[str], daemon: str
 ) -> None:
     credentials = _credentials_file(tmp_path, f"[default]\naws_secret_access_key={SECRET}\n")
-    properties = tmp_path / "controller.properties"
+    properties = tmp_path / f"{daemon}.properties"
+    own = {
+        "controller": {"node.id": "100", "metadata.log.dir": str(tmp_path / "metadata")},
+        "broker": {"node.id": "1", "log.dirs": str(tmp_path / "logs")},
+    }[daemon]
     lines = {
-        "node.id": "100",
-        "metadata.log.dir": str(tmp_path / "metadata"),
+        **own,
         "listeners": f"127.0.0.1:{free_port()}",
         **s3_store.config(**{CREDENTIALS_FILE: credentials}),
     }
     properties.write_text("".join(f"{k}={v}\n" for k, v in lines.items()), encoding="utf-8")
-    assert controller_main.main(["--config", str(properties)]) == 2
+    main = controller_main.main if daemon == "controller" else broker_main.main
+    assert main(["--config", str(properties)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("INVALID_CONFIG: ")
     assert CREDENTIALS_FILE in err and "lacks aws_access_key_id" in err
