@@ -80,13 +80,13 @@ def check_overrides(files: ClusterFiles, layout: Layout) -> None:
     """INVALID_REQUEST if ``--controller-config`` or ``--broker-config`` names a key the
     cluster sets itself (its addresses, ids, paths and links): overrides add settings, they do
     not move a process."""
+    own_keys = {
+        CONTROLLER: controller_properties(files, layout, 0).keys(),
+        BROKER: broker_properties(files, layout, 1).keys(),
+    }
     for role, flag in OVERRIDE_FLAGS.items():
         given = layout.get(f"{role}_config", {})
-        own = (
-            controller_properties(files, layout, 0)
-            if role == CONTROLLER
-            else (broker_properties(files, layout, 1))
-        )
+        own = own_keys[role]
         taken = sorted(set(given) & set(own))
         if taken:
             raise TieredError(

@@ -294,17 +294,7 @@ def spark_specs(files: ClusterFiles, layout: Layout) -> list[ProcessSpec]:
         start_timeout=SPARK_START_TIMEOUT_S,
         die_with_parent=False,
     )
-    specs = [
-        ProcessSpec(
-            SPARK_MASTER,
-            SPARK_MASTER,
-            stage=1,
-            ports={"client": master.port, "web": master.web_port},
-            marker=MASTER_CLASS,
-            launch=lambda: _launch_spark(master),
-            serving=master.is_serving,
-        )
-    ]
+    specs = [_spark_spec(SPARK_MASTER, SPARK_MASTER, 1, MASTER_CLASS, master)]
     for i, ports in enumerate(layout["spark_workers"], start=1):
         name = f"{SPARK_WORKER}-{i}"
         worker = SparkWorker(
@@ -320,26 +310,29 @@ def spark_specs(files: ClusterFiles, layout: Layout) -> list[ProcessSpec]:
             start_timeout=SPARK_START_TIMEOUT_S,
             die_with_parent=False,
         )
-        specs.append(
-            ProcessSpec(
-                name,
-                SPARK_WORKER,
-                stage=2,
-                ports={"client": worker.port, "web": worker.web_port},
-                marker=WORKER_CLASS,
-                launch=lambda daemon=worker: _launch_spark(daemon),  # type: ignore[misc]
-                serving=worker.is_serving,
-            )
-        )
+        specs.append(_spark_spec(name, SPARK_WORKER, 2, WORKER_CLASS, worker))
     return specs
 
 
-def _launch_spark(daemon: SparkMaster | SparkWorker) -> None:
-    try:
-        daemon.launch()
-    except SparkError as e:
-        raise TieredError(ErrorCode.UNKNOWN_SERVER_ERROR, str(e)) from e
-    daemon.detach()
+def _spark_spec(
+    name: str, role: str, stage: int, marker: str, daemon: SparkMaster | SparkWorker
+) -> ProcessSpec:
+    def launch() -> None:
+        try:
+            daemon.launch()
+        except SparkError as e:
+            raise TieredError(ErrorCode.UNKNOWN_SERVER_ERROR, str(e)) from e
+        daemon.detach()
+
+    return ProcessSpec(
+        name,
+        role,
+        stage=stage,
+        ports={"client": daemon.port, "web": daemon.web_port},
+        marker=marker,
+        launch=launch,
+        serving=daemon.is_serving,
+    )
 
 
 def spark_properties(layout: Layout) -> dict[str, str]:
