@@ -351,8 +351,8 @@ class Demo:
         explain(
             "Disable tiered storage with the delete policy. --wait follows DISABLING (tiered_epoch "
             "1, until every",
-            f"broker acked), the bulk delete of the {objects} remote objects ({how}),",
-            "and DISABLED.",
+            f"broker acked), the bulk delete of the {objects} remote objects, and DISABLED.",
+            f"The bulk delete is {how}.",
         )
         self.run(
             self.admin(
@@ -369,7 +369,7 @@ class Demo:
         )
         line = self.cluster.delete_job_log_line()
         if line:
-            say(f"  controller log: {line.split(': ', 1)[-1]}")
+            say(f"  controller log: {line}")
         for application in self.cluster.spark_applications():
             say(f"  Spark master's application: {application}")
 
