@@ -13,8 +13,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import boto3
-
 FAST_PATH_KEY = "bulk.delete.fast.path.max.objects"
 DEFAULT_FAST_PATH_MAX_OBJECTS = 2000  # the controller's default (README, "Bulk delete")
 _EPOCH = re.compile(r"/(te=\d+)/")
@@ -62,6 +60,8 @@ class ClusterView:
         root = self.remote["remote.storage.root"]
         if not self.on_s3:
             return [str(path) for path in Path(root).rglob("*") if path.is_file()]
+        import boto3  # noqa: PLC0415 - only the distributed profile lists S3 (moto brings it)
+
         bucket, _, prefix = root.removeprefix("s3://").partition("/")
         credentials = configparser.ConfigParser()
         credentials.read(self.remote["remote.storage.s3.credentials.file"])
