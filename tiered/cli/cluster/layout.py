@@ -8,15 +8,13 @@ contract (DESIGN.md sections 10 to 12): ``kafka_bootstrap_servers``, ``zookeeper
 from __future__ import annotations
 
 import json
-import random
-import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tiered.errors import ErrorCode, TieredError
-from tiered.ports import LOOPBACK
+from tiered.ports import LOOPBACK, free_port
 
 Layout = dict[str, Any]
 
@@ -92,36 +90,6 @@ class ClusterRequest:
 
 def address(port: int) -> str:
     return f"{LOOPBACK}:{port}"
-
-
-EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
-LOWEST_PORT = 10_000
-_PORT_ATTEMPTS = 200
-_handed_out: set[int] = set()
-
-
-def free_port() -> int:
-    """A loopback port free now, below the kernel's ephemeral range (where the kernel picks the
-    local port of every outgoing connection): a port is chosen on the first ``up`` and bound
-    later, seconds later for the last daemons, and one in the ephemeral range may be taken by
-    a connection meanwhile. ``OSError`` if none turns up."""
-    try:
-        first_ephemeral = int(EPHEMERAL_RANGE_FILE.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        first_ephemeral = 32768  # Linux's default range starts there
-    ports = range(LOWEST_PORT, max(first_ephemeral, LOWEST_PORT + 1000))
-    for _ in range(_PORT_ATTEMPTS):
-        port = random.choice(ports)
-        if port in _handed_out:
-            continue
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            try:
-                probe.bind((LOOPBACK, port))
-            except OSError:
-                continue
-        _handed_out.add(port)
-        return port
-    raise OSError(f"no free port on {LOOPBACK} in {ports} after {_PORT_ATTEMPTS} tries")
 
 
 def managed_zookeeper(request: ClusterRequest) -> bool:
