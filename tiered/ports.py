@@ -1,11 +1,12 @@
-"""Free TCP ports for processes laid out together (a local cluster, a test's servers)."""
+"""Free TCP ports for processes laid out together (a local cluster, a test's servers), and whether
+something listens on one."""
 
 from __future__ import annotations
 
 import socket
 import threading
 
-__all__ = ["LOOPBACK", "free_port"]
+__all__ = ["LOOPBACK", "accepts_connections", "free_port"]
 
 LOOPBACK = "127.0.0.1"
 _ATTEMPTS = 100
@@ -28,3 +29,12 @@ def free_port(host: str = LOOPBACK) -> int:
                 _handed_out.add((host, port))
                 return port
     raise OSError(f"no free port on {host} in {_ATTEMPTS} tries")
+
+
+def accepts_connections(port: int, host: str = LOOPBACK, timeout_s: float = 1.0) -> bool:
+    """Whether something listens on ``host:port`` (a TCP connection is accepted)."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
