@@ -1,4 +1,5 @@
-"""Free TCP ports for processes laid out together (a local cluster, a test's servers)."""
+"""Free TCP ports for processes laid out together (a local cluster, a test's servers), and whether
+something listens on one."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import socket
 import threading
 from pathlib import Path
 
-__all__ = ["LOOPBACK", "free_port"]
+__all__ = ["LOOPBACK", "accepts_connections", "free_port"]
 
 LOOPBACK = "127.0.0.1"
 EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
@@ -49,3 +50,12 @@ def free_port(host: str = LOOPBACK) -> int:
             _handed_out.add((host, port))
         return port
     raise OSError(f"no free port on {host} in {ports} after {_ATTEMPTS} tries")
+
+
+def accepts_connections(port: int, host: str = LOOPBACK, timeout_s: float = 1.0) -> bool:
+    """Whether something listens on ``host:port`` (a TCP connection is accepted)."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
