@@ -24,6 +24,7 @@ from tests.support.zookeeper import ZooKeeperServer, is_serving, start_kazoo_cli
 from tiered import zookeeper
 from tiered.admin import AdminClient
 from tiered.cli.cluster import START_TIMEOUT_S, ClusterRequest, LocalCluster, build_parser
+from tiered.cli.cluster.daemons import ClusterFiles
 from tiered.cluster import zk_paths
 from tiered.errors import TieredError
 from tiered.spark_standalone import master_state
@@ -486,3 +487,34 @@ def test_help_reads_like_the_other_clis() -> None:
     for name, command in subcommands.items():
         for action in command._actions:
             assert action.help, (name, action.option_strings)
+
+
+def test_a_recorded_pid_counts_only_for_the_process_of_this_cluster(tmp_path: Path) -> None:
+    """A pid file whose pid now belongs to a daemon of the same kind but of another cluster
+    (pids are reused) is not taken for this cluster's process: markers are config paths."""
+    files = ClusterFiles(tmp_path / "cluster")
+    other_config = tmp_path / "other" / "config" / "broker-1.properties"
+
+    def sleeper(config: Path) -> subprocess.Popen[bytes]:
+        code = "import time; time.sleep(60)"
+        return subprocess.Popen(
+            [sys.executable, "-c", code, "broker.main", "--config", str(config)]
+        )
+
+    for config, ours in ((other_config, False), (files.config_file("broker-1"), True)):
+        process = sleeper(config)
+        try:
+            files.pid_file("broker-1").parent.mkdir(parents=True, exist_ok=True)
+            files.pid_file("broker-1").write_text(f"{process.pid}\n")
+            poll_until(
+                lambda p=process, c=config: (
+                    str(c).encode() in Path(f"/proc/{p.pid}/cmdline").read_bytes()
+                ),
+                timeout=10,
+                what="the sleeper's command line",
+            )
+            found = files.running("broker-1", str(files.config_file("broker-1")))
+            assert found == (process.pid if ours else None)
+        finally:
+            process.kill()
+            process.wait()

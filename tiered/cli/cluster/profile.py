@@ -199,7 +199,9 @@ def _python_daemon(
         role,
         stage=DAEMON_STAGE,
         ports=ports,
-        marker=module,
+        # The config's path names this cluster's directory: a pid reused by a daemon of another
+        # cluster (or of this one's previous run) is not taken for this one.
+        marker=str(files.config_file(name)),
         launch=launch,
         serving=serving,
         properties=properties,

@@ -32,7 +32,6 @@ from tiered.spark_standalone import (
     SparkWorker,
 )
 from tiered.zookeeper import (
-    QUORUM_MAIN_CLASS,
     PeerPorts,
     ZooKeeperEnsemble,
     ZooKeeperError,
@@ -118,7 +117,7 @@ def zookeeper_specs(files: ClusterFiles, layout: Layout) -> list[ProcessSpec]:
             ZOOKEEPER,
             stage=0,
             ports={"client": server.port},
-            marker=zookeeper.MAIN_CLASS,
+            marker=_zoo_cfg(files, ZOOKEEPER),
             launch=launch,
             serving=lambda: server.is_serving(timeout=0.5),
         )
@@ -161,7 +160,7 @@ class _EnsembleLauncher:
         missing = [
             member.server_id
             for member in self._ensemble.members
-            if self._files.running(member_name(member.server_id), QUORUM_MAIN_CLASS) is None
+            if self._files.running(*_member_files(self._files, member.server_id)) is None
         ]
         check_zookeeper_requirements()
         try:
@@ -171,6 +170,17 @@ class _EnsembleLauncher:
         finally:
             self._launched.update(missing)
         self._ensemble.detach()
+
+
+def _zoo_cfg(files: ClusterFiles, name: str) -> str:
+    """A ZooKeeper member's config path: its command line's marker, unique to this cluster."""
+    return str(files.config_file(name, "cfg"))
+
+
+def _member_files(files: ClusterFiles, server_id: int) -> tuple[str, str]:
+    """An ensemble member's name and marker."""
+    name = member_name(server_id)
+    return name, _zoo_cfg(files, name)
 
 
 def _ensemble_specs(files: ClusterFiles, layout: Layout) -> list[ProcessSpec]:
@@ -186,7 +196,7 @@ def _ensemble_specs(files: ClusterFiles, layout: Layout) -> list[ProcessSpec]:
                 "quorum": member.ports.quorum,
                 "election": member.ports.election,
             },
-            marker=QUORUM_MAIN_CLASS,
+            marker=_zoo_cfg(files, member_name(member.server_id)),
             launch=lambda server_id=member.server_id: launcher.launch(server_id),  # type: ignore[misc]
             serving=lambda member=member: member.is_serving(timeout=0.5),  # type: ignore[misc]
         )
