@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient as KafkaAdmin
@@ -21,8 +22,9 @@ from tests.support.processes import REPO
 from tests.support.zookeeper import ZooKeeperServer, is_serving, start_kazoo_client
 from tiered import zookeeper_server
 from tiered.admin import AdminClient
-from tiered.cli.cluster import START_TIMEOUT_S, LocalCluster
+from tiered.cli.cluster import START_TIMEOUT_S, LocalCluster, build_parser
 from tiered.cluster import zk_paths
+from tiered.spark_standalone import master_state
 
 pytestmark = pytest.mark.processes
 
@@ -149,8 +151,10 @@ def test_a_layout_without_kafka_listeners_gains_them(tmp_path: Path) -> None:
         f"127.0.0.1:{ports[0]},127.0.0.1:{ports[1]}"
     )
     assert json.loads((tmp_path / "cluster.json").read_text()) == layout
-    [(_, _, broker_1), _] = LocalCluster(tmp_path).processes(layout)[2:]
-    assert broker_1["listeners"] == f"GRPC://127.0.0.1:3,PLAINTEXT://127.0.0.1:{ports[0]}"
+    broker_1 = next(s for s in LocalCluster(tmp_path).profile(layout) if s.name == "broker-1")
+    assert (
+        broker_1.properties["listeners"] == f"GRPC://127.0.0.1:3,PLAINTEXT://127.0.0.1:{ports[0]}"
+    )
 
 
 def test_up_fails_at_once_naming_a_broker_that_could_not_start(tmp_path: Path) -> None:
@@ -290,3 +294,127 @@ def test_an_external_zookeeper_is_neither_started_nor_stopped(
     assert down.returncode == 0, down.stderr
     assert down.stdout.strip() == "stopped: broker-1, controller-0, controller-1"
     assert zookeeper_server.is_running and zookeeper_server.is_serving()
+
+
+# ----------------------------------------------------------------------------- Spark, status
+
+
+def _status(data: Path) -> tuple[int, dict[str, Any]]:
+    result = cluster_cli("status", "--data-dir", str(data), "--format", "json")
+    assert result.stderr == ""
+    return result.returncode, json.loads(result.stdout)
+
+
+def test_spark_daemons_are_started_recorded_reported_restarted_and_stopped(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "cluster"
+    local = LocalCluster(data)
+    try:
+        up = cluster_cli("up", "--data-dir", str(data), "--brokers", "1", "--spark-workers", "2")
+        assert up.returncode == 0, up.stderr
+        assert "started: spark-master, spark-worker-1, spark-worker-2, controller-0" in up.stderr
+        layout = json.loads((data / "cluster.json").read_text())
+        master, web = layout["spark_master"], layout["spark_master_web"]
+        assert master.startswith("spark://127.0.0.1:") and web.startswith("http://127.0.0.1:")
+        state = master_state(web)
+        assert state is not None and state["aliveworkers"] == 2
+        properties = (data / "config" / "controller-1.properties").read_text()
+        assert f"spark.master={master}\n" in properties
+        assert "spark.cores.max=2\n" in properties
+        for name in ("spark-master", "spark-worker-1", "spark-worker-2"):
+            assert (data / "logs" / f"{name}.log").exists()
+            assert local.running(name) is not None  # the JVMs outlived `up`: daemons
+
+        code, status = _status(data)
+        assert code == 0
+        by_name = {p["name"]: p for p in status["processes"]}
+        assert list(by_name) == [
+            "spark-master", "spark-worker-1", "spark-worker-2",
+            "controller-0", "controller-1", "broker-1",
+        ]  # fmt: skip
+        assert {p["role"] for p in status["processes"]} == {
+            "spark-master",
+            "spark-worker",
+            "controller",
+            "broker",
+        }
+        assert all(p["alive"] and p["pid"] == local.running(n) for n, p in by_name.items())
+        assert by_name["spark-master"]["ports"] == {
+            "client": int(master.rpartition(":")[2]),
+            "web": int(web.rpartition(":")[2]),
+        }
+        assert by_name["broker-1"]["ports"] == {
+            "client": layout["brokers"][0],
+            "kafka": layout["kafka_brokers"][0],
+        }
+        assert all(
+            isinstance(port, int) for p in status["processes"] for port in p["ports"].values()
+        )
+        assert status["active_controller"] in ("controller-0", "controller-1")
+        text = cluster_cli("status", "--data-dir", str(data))
+        assert text.returncode == 0
+        assert text.stdout.splitlines()[0].split() == ["NAME", "ROLE", "PID", "ALIVE", "PORTS"]
+        assert f"active controller: {status['active_controller']}" in text.stdout
+
+        killed = by_name["spark-worker-2"]["pid"]
+        os.killpg(killed, signal.SIGKILL)  # the worker and its process group
+        poll_until(lambda: local.running("spark-worker-2") is None, what="worker 2 to die")
+        code, status = _status(data)
+        assert code == 1
+        assert [p["name"] for p in status["processes"] if not p["alive"]] == ["spark-worker-2"]
+        assert {p["name"]: p["pid"] for p in status["processes"]}["spark-worker-2"] == killed
+
+        again = cluster_cli("up", "--data-dir", str(data), "--brokers", "1")
+        assert again.returncode == 0, again.stderr
+        assert "started: spark-worker-2\n" in again.stderr  # and nothing else
+        assert {n: local.running(n) for n in by_name if n != "spark-worker-2"} == {
+            n: p["pid"] for n, p in by_name.items() if n != "spark-worker-2"
+        }
+        poll_until(
+            lambda: (master_state(web) or {}).get("aliveworkers") == 2,
+            what="the restarted worker registered with the master",
+        )
+        assert _status(data)[0] == 0
+
+        mismatch = cluster_cli("up", "--data-dir", str(data), "--spark-workers", "3")
+        assert mismatch.returncode == 1
+        assert mismatch.stderr.startswith("INVALID_REQUEST: --spark-workers 3 does not match")
+
+        pids = {n: local.running(n) for n in by_name}
+        down = cluster_cli("down", "--data-dir", str(data))
+        assert down.returncode == 0, down.stderr
+        assert down.stdout.strip() == (
+            "stopped: broker-1, controller-0, controller-1, spark-worker-1, spark-worker-2, "
+            "spark-master"
+        )
+        assert [n for n, pid in pids.items() if pid is not None and not _gone(pid)] == []
+        assert master_state(web) is None
+        code, status = _status(data)  # a dead cluster still prints its table
+        assert code == 1 and status["active_controller"] is None
+        assert not any(p["alive"] for p in status["processes"])
+    finally:
+        local.down()
+
+
+def test_status_of_a_directory_without_a_cluster_is_an_error(tmp_path: Path) -> None:
+    result = cluster_cli("status", "--data-dir", str(tmp_path))
+    assert result.returncode == 1
+    assert result.stderr.startswith("INVALID_REQUEST: no cluster in ")
+
+
+def test_help_reads_like_the_other_clis() -> None:
+    parser = build_parser()
+    text = parser.format_help()
+    assert "``" not in text and ".. " not in text and "ensure_env" not in text
+    assert text.count("\n\n") >= 3
+    description = text.split("\n\n")[1]
+    assert "\n" not in description.strip()  # one line of purpose
+    for flag in ("--data-dir", "--brokers", "--metadata", "--zookeeper", "--spark-workers"):
+        assert f"\n  {flag} " in text, flag
+    assert "examples:\n  tiered-cluster up --data-dir" in text
+    subcommands = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    assert set(subcommands) == {"up", "down", "status"}
+    for name, command in subcommands.items():
+        for action in command._actions:
+            assert action.help, (name, action.option_strings)

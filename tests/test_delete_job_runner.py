@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -104,7 +104,12 @@ class GatedDeleter:
         self.fail_next = 0
         self.calls: list[int] = []
 
-    def delete(self, deleter: RemoteObjectDeleter, keys: Sequence[str]) -> DeleteOutcome:
+    def delete(
+        self,
+        deleter: RemoteObjectDeleter,
+        keys: Sequence[str],
+        on_progress: Callable[[Sequence[str]], None] | None = None,
+    ) -> DeleteOutcome:
         self.calls.append(len(keys))
         self.entered.set()
         if self.gate is not None:
@@ -112,7 +117,7 @@ class GatedDeleter:
         if self.fail_next:
             self.fail_next -= 1
             raise RuntimeError("injected: the delete job's executor died")
-        return self.inner.delete(deleter, keys)
+        return self.inner.delete(deleter, keys, on_progress)
 
 
 class Persisted:

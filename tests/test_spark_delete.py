@@ -242,7 +242,7 @@ def test_the_shipped_task_needs_the_storage_plugin_not_the_controller(
     spark_delete._ship_by_value()
     keys = build_tree(tmp_path / "remote", uuid.uuid4(), partitions=(0,), epochs=(0,))[(0, 0)]
     deleter = FsspecRemoteStorageManager(str(tmp_path / "remote"), delete_threads=4)
-    task = functools.partial(spark_delete._delete_slice, deleter.object_deleter(), None)
+    task = functools.partial(spark_delete._delete_slice, deleter.object_deleter(), None, None)
     (tmp_path / "task.pickle").write_bytes(cloudpickle.dumps(task))
     (tmp_path / "keys").write_text("\n".join([*keys, "absent.log"]), encoding="utf-8")
     script = (
@@ -250,7 +250,7 @@ def test_the_shipped_task_needs_the_storage_plugin_not_the_controller(
         "sys.modules['controller'] = None  # any import of it fails\n"
         "task = pickle.loads(open(sys.argv[1], 'rb').read())\n"
         "keys = open(sys.argv[2]).read().split('\\n')\n"
-        "[outcome] = task(iter(keys))\n"
+        "[outcome] = task(iter([(0, keys)]))\n"
         "print(outcome.deleted, outcome.missing, outcome.failed_handles)\n"
         "print(json.dumps(sorted(sys.modules)))\n"
     )

@@ -75,7 +75,12 @@ def bulk_deleter_of(storage: RemoteStorageManager) -> RemoteStorageBulkDeleter:
 class DeleteEngine(Protocol):
     """Deletes handles with a storage plugin's deleter (:class:`BulkObjectDeleter`)."""
 
-    def delete(self, deleter: RemoteObjectDeleter, handles: Sequence[str]) -> DeleteOutcome: ...
+    def delete(
+        self,
+        deleter: RemoteObjectDeleter,
+        handles: Sequence[str],
+        on_progress: Callable[[Sequence[str]], None] | None = None,
+    ) -> DeleteOutcome: ...
 
 
 @dataclass
@@ -83,6 +88,34 @@ class _PartitionWork:
     tp: TopicIdPartition
     segments: list[RemoteLogSegmentMetadata]
     handles: list[str]
+
+
+class _LiveProgress:
+    """Counts, per partition, the objects the engine reports gone while it deletes (a Spark job
+    reports each finished slice), so that a describe shows a large delete advance."""
+
+    def __init__(
+        self, job: DeleteJob, work: Sequence[_PartitionWork], observe: Callable[[DeleteJob], None]
+    ) -> None:
+        self._job = job
+        self._partition_of = {h: item.tp.partition for item in work for h in item.handles}
+        self._observe = observe
+        self._gone: set[str] = set()
+        self._counts: dict[int, int] = {}
+        self._lock = threading.Lock()
+
+    def objects_gone(self, handles: Sequence[str]) -> None:
+        with self._lock:
+            for handle in handles:
+                partition = self._partition_of.get(handle)
+                if partition is not None and handle not in self._gone:
+                    self._gone.add(handle)
+                    self._counts[partition] = self._counts.get(partition, 0) + 1
+            progress = tuple(
+                replace(p, objects_deleted=p.objects_deleted + self._counts.get(p.partition, 0))
+                for p in self._job.progress
+            )
+            self._observe(replace(self._job, progress=progress))
 
 
 class DeleteJobRunner:
@@ -194,6 +227,11 @@ class DeleteJobRunner:
                 return self._latest.get(job.key, job)
         raise AssertionError("no job is ready")
 
+    def _observe(self, job: DeleteJob) -> None:
+        """Progress seen within a step: shown by :meth:`progress`, persisted with the step."""
+        with self._cond:
+            self._latest[job.key] = job
+
     def _save(self, job: DeleteJob) -> DeleteJob:
         self._persist(job)
         with self._cond:
@@ -235,7 +273,8 @@ class DeleteJobRunner:
         failpoints.hit("controller.delete_job.listed")
 
         handles = [h for item in work for h in item.handles]
-        result = self._engine.delete(storage.object_deleter(), handles)
+        live = _LiveProgress(job, work, self._observe)
+        result = self._engine.delete(storage.object_deleter(), handles, live.objects_gone)
         failed = set(result.failed_handles)
         for item in work:
             p = item.tp.partition

@@ -80,12 +80,83 @@ def _take_failure_token(tokens_dir: str) -> bool:
 def _delete_slice(
     deleter: RemoteObjectDeleter,
     fail_task_tokens_dir: str | None,
-    handles: Iterable[str],
+    finished: Any,
+    slices: Iterable[tuple[int, list[str]]],
 ) -> Iterator[DeleteOutcome]:
-    """The function each Spark task runs on its slice of handles: one small outcome back."""
-    if fail_task_tokens_dir is not None and _take_failure_token(fail_task_tokens_dir):
-        raise RuntimeError(f"injected task failure (test hook, {fail_task_tokens_dir})")
-    yield deleter.delete_objects(list(handles))
+    """The function each Spark task runs on its numbered slice of handles: one small outcome
+    back, and the slice's failed handles added to the ``finished`` accumulator (if any), which
+    the driver reads while the job runs."""
+    for index, handles in slices:
+        if fail_task_tokens_dir is not None and _take_failure_token(fail_task_tokens_dir):
+            raise RuntimeError(f"injected task failure (test hook, {fail_task_tokens_dir})")
+        outcome = deleter.delete_objects(handles)
+        if finished is not None:
+            finished.add({index: outcome.failed_handles})
+        yield outcome
+
+
+class _FinishedSlices:
+    """Spark accumulator parameter: slice index to the slice's failed handles. Spark merges the
+    updates of successful tasks only, each once, as they finish; a merge makes a new dict, so
+    the driver's progress thread reads a complete one."""
+
+    def zero(self, value: dict[int, tuple[str, ...]]) -> dict[int, tuple[str, ...]]:
+        return {}
+
+    def addInPlace(  # noqa: N802 - PySpark's AccumulatorParam names it so
+        self, value: dict[int, tuple[str, ...]], update: dict[int, tuple[str, ...]]
+    ) -> dict[int, tuple[str, ...]]:
+        return {**value, **update}
+
+
+ProgressCallback = Callable[[Sequence[str]], None]
+"""Told, from a driver thread while a Spark job runs, the handles of each finished slice that
+are gone (deleted or already missing). A handle may be told again by a retry."""
+
+PROGRESS_INTERVAL_S = 0.5
+
+
+class _ProgressReporter:
+    """Reads a job's ``finished`` accumulator every :data:`PROGRESS_INTERVAL_S` on its own
+    thread and tells ``on_progress`` of each newly finished slice; :meth:`close` reports what
+    is left and stops it. A failing callback is logged, never fatal to the job."""
+
+    def __init__(
+        self, finished: Any, slices: Sequence[list[str]], on_progress: ProgressCallback
+    ) -> None:
+        self._finished = finished
+        self._slices = slices
+        self._on_progress = on_progress
+        self._told: set[int] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bulk-delete-progress", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(PROGRESS_INTERVAL_S):
+            self._report()
+
+    def _report(self) -> None:
+        finished: dict[int, tuple[str, ...]] = self._finished.value
+        for index in sorted(finished.keys() - self._told):
+            self._told.add(index)
+            failed = set(finished[index])
+            try:
+                self._on_progress([h for h in self._slices[index] if h not in failed])
+            except Exception:
+                logger.exception("bulk delete progress callback failed")
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._report()
+
+
+def split_slices(handles: Sequence[str], slices: int) -> list[list[str]]:
+    """``handles`` in ``slices`` contiguous slices of nearly equal size (none empty)."""
+    count = max(1, min(slices, len(handles)))
+    n = len(handles)
+    return [list(handles[i * n // count : (i + 1) * n // count]) for i in range(count)]
 
 
 def default_slices(key_count: int, default_parallelism: int) -> int:
@@ -112,12 +183,14 @@ def delete_with_spark(
     *,
     slices: int | None = None,
     fail_task_tokens_dir: str | None = None,
+    on_progress: ProgressCallback | None = None,
 ) -> DeleteOutcome:
-    """Deletes ``handles`` with a Spark job: ``parallelize(handles, slices)``, then in each Spark
-    partition one ``deleter.delete_objects`` call on its slice. Only the outcomes (counts and
-    failed handles) come back to the driver, summed. ``slices`` defaults to
+    """Deletes ``handles`` with a Spark job: the handles cut into ``slices`` slices, one Spark
+    partition each, and in each one ``deleter.delete_objects`` call on its slice. Only the
+    outcomes (counts and failed handles) come back to the driver, summed. ``slices`` defaults to
     :func:`default_slices`. A Spark failure (a task failing more often than Spark retries it, or
-    a deleter raising) raises the Spark exception.
+    a deleter raising) raises the Spark exception. ``on_progress`` hears of each slice done
+    while the job runs (see :data:`ProgressCallback`).
 
     Test hook ``fail_task_tokens_dir``: a directory readable by the executors whose files each
     make one task raise before deleting anything (the file is removed: N files, N failed tasks)."""
@@ -130,12 +203,19 @@ def delete_with_spark(
     elif slices < 1:
         raise ValueError(f"slices must be >= 1, got {slices}")
     _ship_by_value()
-    task = functools.partial(_delete_slice, deleter, fail_task_tokens_dir)
+    parts = split_slices(handle_list, slices)
+    finished = sc.accumulator({}, _FinishedSlices()) if on_progress is not None else None
+    task = functools.partial(_delete_slice, deleter, fail_task_tokens_dir, finished)
+    reporter = _ProgressReporter(finished, parts, on_progress) if on_progress is not None else None
     sc.setJobDescription(f"{APP_NAME}: {len(handle_list)} objects with {deleter!r}")
     try:
-        outcomes = sc.parallelize(handle_list, slices).mapPartitions(task).collect()
+        # One element per Spark partition: slice i is partition i, as the progress reads it.
+        numbered = sc.parallelize(list(enumerate(parts)), len(parts))
+        outcomes = numbered.mapPartitions(task).collect()
     finally:
         sc.setJobDescription(None)
+        if reporter is not None:
+            reporter.close()
     return sum(outcomes, DeleteOutcome())
 
 
@@ -145,12 +225,15 @@ def delete_with_spark(
 class SparkSessionProvider:
     """One long-lived SparkSession, started on the first :meth:`get` (thread-safe; start-up takes
     seconds, so share one provider per process). Settings from NOTES.md: ``PYSPARK_PYTHON`` and
-    ``PYSPARK_DRIVER_PYTHON`` default to this interpreter (workers otherwise run the system
-    python), ``SPARK_LOCAL_IP`` to 127.0.0.1, no UI, no console progress bar, Spark's log4j2 at
-    warn. ``master`` is set only when given, or else when neither ``conf`` (``spark.master``) nor
-    a ``spark-submit`` launch provides one: then it is ``local[*]``. ``conf`` entries are applied
-    last (``spark.driver.extraJavaOptions`` / ``spark.executor.extraJavaOptions`` given there are
-    kept, after the log4j2 option)."""
+    ``PYSPARK_DRIVER_PYTHON`` default to this interpreter, and so does ``spark.pyspark.python``
+    (the Python that executors run, on a standalone cluster's workers too: the system python
+    would lack the ``tiered`` library), ``SPARK_LOCAL_IP`` to 127.0.0.1, no UI, no console
+    progress bar, Spark's log4j2 at warn. On a ``spark://`` master the rest comes with ``conf``
+    (``spark.cores.max``, ``spark.executor.memory``, ``spark.driver.host``: ``tiered-cluster up``
+    writes them in the controllers' properties). ``master`` is set only when given, or else
+    when neither ``conf`` (``spark.master``) nor a ``spark-submit`` launch provides one: then it
+    is ``local[*]``. ``conf`` entries are applied last (``spark.driver.extraJavaOptions`` /
+    ``spark.executor.extraJavaOptions`` given there are kept, after the log4j2 option)."""
 
     def __init__(self, master: str | None = None, conf: Mapping[str, str] | None = None) -> None:
         self._master = master
@@ -197,6 +280,7 @@ class SparkSessionProvider:
         settings = {
             "spark.ui.enabled": "false",
             "spark.ui.showConsoleProgress": "false",
+            "spark.pyspark.python": os.environ["PYSPARK_PYTHON"],
             **self._conf,
         }
         for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
@@ -275,8 +359,15 @@ class BulkObjectDeleter:
         self._tokens_dir = fail_task_tokens_dir
         self._sleep = sleep
 
-    def delete(self, deleter: RemoteObjectDeleter, handles: Sequence[str]) -> DeleteOutcome:
-        """Deletes ``handles`` (duplicates once) with ``deleter``; see the class docstring."""
+    def delete(
+        self,
+        deleter: RemoteObjectDeleter,
+        handles: Sequence[str],
+        on_progress: ProgressCallback | None = None,
+    ) -> DeleteOutcome:
+        """Deletes ``handles`` (duplicates once) with ``deleter``; see the class docstring.
+        ``on_progress`` hears of the handles gone while a Spark job runs (not on the fast
+        path, which is quick)."""
         pending = list(dict.fromkeys(handles))
         requested = len(pending)
         if not pending:
@@ -288,7 +379,7 @@ class BulkObjectDeleter:
             if attempt > 0:
                 self._sleep(self._backoff.delay_s(attempt - 1))
             try:
-                last = self._attempt(deleter, pending, attempt)
+                last = self._attempt(deleter, pending, attempt, on_progress)
             except Exception as e:
                 if attempt == self._retries:
                     raise BulkDeleteError(
@@ -325,7 +416,11 @@ class BulkObjectDeleter:
         return result
 
     def _attempt(
-        self, deleter: RemoteObjectDeleter, handles: list[str], attempt: int
+        self,
+        deleter: RemoteObjectDeleter,
+        handles: list[str],
+        attempt: int,
+        on_progress: ProgressCallback | None = None,
     ) -> DeleteOutcome:
         use_spark = len(handles) > self._fast_path_max
         path = "Spark" if use_spark else "fast path (in process)"
@@ -337,6 +432,7 @@ class BulkObjectDeleter:
                 handles,
                 slices=self._slices,
                 fail_task_tokens_dir=self._tokens_dir,
+                on_progress=on_progress,
             )
         else:
             outcome = deleter.delete_objects(handles)

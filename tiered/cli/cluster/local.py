@@ -1,0 +1,137 @@
+"""A local cluster of separate processes under one data directory: ``up`` starts what is not
+running, stage by stage, and returns once it serves; ``down`` stops every recorded process."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from tiered.cli.cluster import layout as layouts
+from tiered.cli.cluster.daemons import ClusterFiles
+from tiered.cli.cluster.layout import Layout
+from tiered.cli.cluster.profile import (
+    BROKER,
+    STOP_ORDER,
+    ControllerProbe,
+    ProcessSpec,
+    bootstrap,
+    check_zookeeper_requirements,
+    local_profile,
+)
+from tiered.daemon_logging import log_tail
+from tiered.errors import ErrorCode, TieredError
+
+START_TIMEOUT_S = 60.0
+
+
+class LocalCluster:
+    def __init__(self, data_dir: Path) -> None:
+        self.files = ClusterFiles(data_dir)
+        self.dir = self.files.dir
+        self.layout_file = self.dir / layouts.FILE_NAME
+
+    def layout(
+        self, brokers: int, metadata: str, zookeeper: str | None, spark_workers: int | None = None
+    ) -> Layout:
+        """The cluster's processes and ports: created on the first ``up``, reused after."""
+        found = layouts.load(self.layout_file)
+        if found is not None:
+            layouts.check_spark_workers(found, spark_workers)
+            return found
+        managed = metadata == "zookeeper" and not zookeeper
+        if managed:
+            check_zookeeper_requirements()  # before anything is written
+        layout = layouts.create(
+            brokers, metadata, zookeeper, spark_workers or 0, managed_zk=managed
+        )
+        layouts.save(self.layout_file, layout)
+        return layout
+
+    def profile(self, layout: Layout, probe: ControllerProbe | None = None) -> list[ProcessSpec]:
+        return local_profile(self.files, layout, probe or ControllerProbe(bootstrap(layout)))
+
+    def running(self, name: str) -> int | None:
+        """The pid of the cluster's process ``name`` if it runs."""
+        layout = layouts.load(self.layout_file)
+        specs = {s.name: s for s in self.profile(layout)} if layout is not None else {}
+        spec = specs.get(name)
+        return self.files.running(name, spec.marker if spec is not None else None)
+
+    def up(
+        self, brokers: int, metadata: str, zookeeper: str | None, spark_workers: int | None = None
+    ) -> str:
+        """Start every process of the cluster that is not running, stage by stage, each stage
+        waited for before the next; return the controllers' bootstrap address once the cluster
+        serves."""
+        layout = self.layout(brokers, metadata, zookeeper, spark_workers)
+        probe = ControllerProbe(bootstrap(layout))
+        started: list[str] = []
+        try:
+            specs = self.profile(layout, probe)
+            for stage in sorted({s.stage for s in specs}):
+                in_stage = [s for s in specs if s.stage == stage]
+                for spec in in_stage:
+                    if self.files.running(spec.name, spec.marker) is None:
+                        spec.launch()
+                        started.append(spec.name)
+                self._wait_until_serving(in_stage, probe)
+        finally:
+            probe.close()
+            print(
+                f"started: {', '.join(started)}" if started else "everything was already running",
+                file=sys.stderr,
+            )
+        return bootstrap(layout)
+
+    def _wait_until_serving(self, specs: Sequence[ProcessSpec], probe: ControllerProbe) -> None:
+        """Returns once every spec serves; fails at once, with the end of its log, if one of
+        them exits meanwhile (a broker that cannot start would otherwise show only as a
+        timeout)."""
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            self._fail_if_exited(specs)
+            waiting = [s.name for s in specs if not s.serving()]
+            if not waiting:
+                return
+            if time.monotonic() >= deadline:
+                last = probe.last_error
+                raise TieredError(
+                    ErrorCode.REQUEST_TIMED_OUT,
+                    f"the cluster did not serve within {START_TIMEOUT_S:.0f}s: waiting for "
+                    f"{', '.join(waiting)}" + (f", last error: {last}" if last else "") + "; "
+                    f"see {self.dir / 'logs'}",
+                )
+            time.sleep(0.2)
+
+    def _fail_if_exited(self, specs: Sequence[ProcessSpec]) -> None:
+        for spec in specs:
+            if self.files.running(spec.name, spec.marker) is None:
+                log_file = self.files.log_file(spec.name)
+                raise TieredError(
+                    ErrorCode.BROKER_NOT_AVAILABLE
+                    if spec.role == BROKER
+                    else ErrorCode.UNKNOWN_SERVER_ERROR,
+                    f"{spec.name} exited while the cluster was starting; the end of {log_file}:\n"
+                    + log_tail(log_file, 15),
+                )
+
+    def down(self, timeout_s: float = 30.0) -> list[str]:
+        """Stop every recorded process (brokers, controllers, Spark, then the managed ZooKeeper):
+        SIGTERM, SIGKILL after ``timeout_s``. Returns the names of those that were running."""
+        layout = layouts.load(self.layout_file)
+        specs = {s.name: s for s in self.profile(layout)} if layout is not None else {}
+        names = sorted({*specs, *self.files.recorded_names()})
+
+        def rank(name: str) -> tuple[int, str]:
+            spec = specs.get(name)
+            role = spec.role if spec is not None else name.rsplit("-", 1)[0]
+            return (STOP_ORDER.index(role) if role in STOP_ORDER else len(STOP_ORDER), name)
+
+        stopped = []
+        for name in sorted(names, key=rank):
+            spec = specs.get(name)
+            if self.files.stop(name, spec.marker if spec is not None else None, timeout_s):
+                stopped.append(name)
+        return stopped

@@ -1,0 +1,350 @@
+"""A Spark standalone cluster (a master and workers) run with pyspark's bundled ``spark-class``:
+for tests and for ``tiered-cluster up``. The bulk delete job submits to its master as
+``spark://HOST:PORT`` (DESIGN.md sections 8 and 12).
+
+``SPARK_HOME`` is pyspark's install directory: its wheel ships ``bin/spark-class`` and the jars,
+so nothing beyond pyspark and a JRE is needed. Each daemon is one JVM (``spark-class`` execs
+it) listening on ``127.0.0.1`` on ports chosen once, with its output in a log file and, if asked,
+its pid in a pid file. A master counts as started once its web UI's ``/json/`` page answers
+``ALIVE``; a worker once that page lists it as an ALIVE worker (registered).
+
+As for :class:`tiered.zookeeper_server.ZooKeeperServer`: ``die_with_parent`` (default on) has the
+kernel SIGTERM the JVM when the thread that started it dies, so a killed test run leaves no JVM
+behind; a daemon that outlives its starter (``tiered-cluster up``) turns it off and calls
+``detach()`` after ``start()``. Each JVM runs in its own session (a terminal's Ctrl-C does not
+reach it); a worker's executors run in the worker's process group, so :meth:`SparkDaemon.kill`
+takes them down with it, as the loss of the worker's machine would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import IO, Any, Self
+
+from tiered.daemon_logging import log_tail
+from tiered.ports import LOOPBACK, free_port
+from tiered.zookeeper_server import _death_signal_preexec, find_java
+
+__all__ = [
+    "MASTER_CLASS",
+    "WORKER_CLASS",
+    "SparkDaemon",
+    "SparkError",
+    "SparkMaster",
+    "SparkWorker",
+    "master_state",
+    "spark_home",
+]
+
+MASTER_CLASS = "org.apache.spark.deploy.master.Master"
+WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
+DAEMON_MEMORY = "512m"
+"""Heap of the master and worker JVMs (Spark's default, 1g, is for big clusters)."""
+_POLL_INTERVAL_S = 0.1
+_LOG_TAIL_LINES = 40
+
+
+class SparkError(RuntimeError):
+    """A Spark daemon could not be started, or cannot run on this machine."""
+
+
+def spark_home() -> Path:
+    """pyspark's install directory, which holds ``bin/spark-class`` and the jars."""
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or spec.origin is None:
+        raise SparkError("cannot run Spark: pyspark is not installed in this Python environment")
+    return Path(spec.origin).parent
+
+
+def master_state(web_url: str, timeout_s: float = 2.0) -> dict[str, Any] | None:
+    """The master's ``/json/`` page (status, workers, active and completed applications), or
+    None when nothing answers at ``web_url``."""
+    try:
+        with urllib.request.urlopen(f"{web_url}/json/", timeout=timeout_s) as response:
+            state: dict[str, Any] = json.loads(response.read())
+    except (OSError, ValueError):
+        return None
+    return state
+
+
+class SparkDaemon:
+    """One Spark JVM started through ``spark-class MAIN_CLASS ARGS``; subclasses say which and
+    when it serves."""
+
+    main_class = ""
+
+    def __init__(
+        self,
+        *,
+        log_path: Path | str,
+        pid_file: Path | str | None = None,
+        start_timeout: float = 60.0,
+        stop_timeout: float = 10.0,
+        die_with_parent: bool = True,
+    ) -> None:
+        self.log_path = Path(log_path).resolve()
+        self.pid_file = Path(pid_file).resolve() if pid_file is not None else None
+        self.start_timeout = start_timeout
+        self.stop_timeout = stop_timeout
+        self.die_with_parent = die_with_parent
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+        self._started_at = 0.0
+
+    # -- what subclasses provide -----------------------------------------------
+
+    def arguments(self) -> list[str]:
+        raise NotImplementedError
+
+    def is_serving(self) -> bool:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+    # -- lifecycle -------------------------------------------------------------
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    @property
+    def is_running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def command(self) -> list[str]:
+        return [str(spark_home() / "bin" / "spark-class"), self.main_class, *self.arguments()]
+
+    def start(self) -> None:
+        """Start the JVM and wait until it serves; ``SparkError`` (the JVM killed) if it exits
+        first or does not serve within ``start_timeout``."""
+        self.launch()
+        try:
+            self.wait_until_serving()
+        except BaseException:
+            self.kill()
+            raise
+
+    def launch(self) -> None:
+        """Start the JVM without waiting (start several, then :meth:`wait_until_serving` each)."""
+        if self.is_running:
+            raise SparkError(f"{self.describe()} is already running")
+        if find_java() is None:
+            raise SparkError("cannot run Spark: no java in $JAVA_HOME/bin nor on PATH")
+        command = self.command()
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")  # noqa: SIM115 - kept open while the JVM runs
+        log.write(f"---- starting: {' '.join(command)}\n".encode())
+        log.flush()
+        environment = {
+            **os.environ,
+            "SPARK_HOME": str(spark_home()),
+            "SPARK_LOCAL_IP": LOOPBACK,
+            "SPARK_DAEMON_MEMORY": DAEMON_MEMORY,
+        }
+        preexec = _death_signal_preexec() if self.die_with_parent else None
+        try:
+            process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=environment,
+                start_new_session=True,
+                preexec_fn=preexec,  # noqa: PLW1509 - needed for PDEATHSIG
+            )
+        except BaseException:
+            log.close()
+            raise
+        self._process, self._log = process, log
+        self._started_at = time.monotonic()
+        if self.pid_file is not None:
+            self.pid_file.parent.mkdir(parents=True, exist_ok=True)
+            self.pid_file.write_text(f"{process.pid}\n", encoding="utf-8")
+
+    def wait_until_serving(self) -> None:
+        """Return once the launched JVM serves; ``SparkError`` if it exits first or does not
+        serve within ``start_timeout`` of its launch."""
+        process = self._process
+        if process is None:
+            raise SparkError(f"{self.describe()} was not launched")
+        deadline = self._started_at + self.start_timeout
+        while not self.is_serving():
+            code = process.poll()
+            if code is not None:
+                raise SparkError(
+                    f"{self.describe()} exited with code {code} during startup; "
+                    f"log {self.log_path}:\n{self.log_tail()}"
+                )
+            if time.monotonic() >= deadline:
+                raise SparkError(
+                    f"{self.describe()} not serving after {self.start_timeout:g}s; "
+                    f"log {self.log_path}:\n{self.log_tail()}"
+                )
+            time.sleep(_POLL_INTERVAL_S)
+
+    def stop(self) -> None:
+        """SIGTERM the JVM (a worker then stops its executors), SIGKILL its process group after
+        ``stop_timeout``; wait either way."""
+        process = self._process
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=self.stop_timeout)
+            except subprocess.TimeoutExpired:
+                self._kill_group(process)
+        self._forget_process(remove_pid_file=process is not None)
+
+    def kill(self) -> None:
+        """SIGKILL the JVM and everything in its process group (a worker's executors and their
+        Python workers): the loss of a machine, no clean shutdown."""
+        process = self._process
+        if process is not None and process.poll() is None:
+            self._kill_group(process)
+        self._forget_process(remove_pid_file=process is not None)
+
+    def detach(self) -> int | None:
+        """Leave the JVM running on its own and forget it; return its pid (see the module
+        docstring)."""
+        pid = self.pid
+        self._forget_process(remove_pid_file=False)
+        return pid
+
+    def close(self) -> None:
+        self.stop()
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
+        return log_tail(self.log_path, lines)
+
+    # -- internals -------------------------------------------------------------
+
+    @staticmethod
+    def _kill_group(process: subprocess.Popen[bytes]) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)  # its own session: the group is its pid
+        process.wait()
+
+    def _forget_process(self, *, remove_pid_file: bool) -> None:
+        if remove_pid_file and self.pid_file is not None:
+            with contextlib.suppress(OSError):
+                self.pid_file.unlink()
+        self._process = None
+        if self._log is not None:
+            with contextlib.suppress(OSError):
+                self._log.close()
+            self._log = None
+
+
+class SparkMaster(SparkDaemon):
+    """The standalone master: ``spark://127.0.0.1:PORT`` for applications and workers, its web UI
+    (``/json/``: workers and applications) on ``web_port``."""
+
+    main_class = MASTER_CLASS
+
+    def __init__(
+        self,
+        *,
+        log_path: Path | str,
+        port: int | None = None,
+        web_port: int | None = None,
+        **options: Any,
+    ) -> None:
+        super().__init__(log_path=log_path, **options)
+        self.port = port if port is not None else free_port()
+        self.web_port = web_port if web_port is not None else free_port()
+
+    @property
+    def url(self) -> str:
+        return f"spark://{LOOPBACK}:{self.port}"
+
+    @property
+    def web_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.web_port}"
+
+    def arguments(self) -> list[str]:
+        return ["--host", LOOPBACK, "--port", str(self.port), "--webui-port", str(self.web_port)]
+
+    def is_serving(self) -> bool:
+        state = master_state(self.web_url, timeout_s=1.0)
+        return state is not None and state.get("status") == "ALIVE"
+
+    def describe(self) -> str:
+        return f"the Spark master on {self.url}"
+
+
+class SparkWorker(SparkDaemon):
+    """A worker offering ``cores`` cores and ``memory`` to executors, registered with the master
+    at ``master_url`` (whose web UI at ``master_web_url`` tells when it is), listening on
+    ``port`` with its own web UI on ``web_port``; executors run under ``work_dir``."""
+
+    main_class = WORKER_CLASS
+
+    def __init__(
+        self,
+        *,
+        master_url: str,
+        master_web_url: str,
+        work_dir: Path | str,
+        log_path: Path | str,
+        port: int | None = None,
+        web_port: int | None = None,
+        cores: int = 1,
+        memory: str = "1g",
+        **options: Any,
+    ) -> None:
+        super().__init__(log_path=log_path, **options)
+        self.master_url = master_url
+        self.master_web_url = master_web_url
+        self.work_dir = Path(work_dir).resolve()
+        self.port = port if port is not None else free_port()
+        self.web_port = web_port if web_port is not None else free_port()
+        self.cores = cores
+        self.memory = memory
+
+    def arguments(self) -> list[str]:
+        return [
+            "--host", LOOPBACK,
+            "--port", str(self.port),
+            "--webui-port", str(self.web_port),
+            "--cores", str(self.cores),
+            "--memory", self.memory,
+            "--work-dir", str(self.work_dir),
+            self.master_url,
+        ]  # fmt: skip
+
+    @property
+    def web_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.web_port}"
+
+    def is_serving(self) -> bool:
+        """Registered: the master lists this worker's id (from the worker's own ``/json/``;
+        a killed predecessor on the same port has another id) as ALIVE."""
+        own = master_state(self.web_url, timeout_s=1.0)
+        state = master_state(self.master_web_url, timeout_s=1.0)
+        return (
+            own is not None
+            and state is not None
+            and any(
+                worker.get("id") == own.get("id") and worker.get("state") == "ALIVE"
+                for worker in state.get("workers", [])
+            )
+        )
+
+    def describe(self) -> str:
+        return f"the Spark worker on {LOOPBACK}:{self.port} (master {self.master_url})"
