@@ -14,7 +14,8 @@ Every fsspec or OS failure is raised as ``RemoteStorageException``; a missing re
 subclass ``RemoteResourceNotFoundException``.
 
 Bulk deletion (:class:`~tiered.api.RemoteStorageBulkDeleter`): the handles are the object keys
-relative to the root, listed under the partition's ``te=N/`` prefixes; the deleter is a
+relative to the root, derived from segment metadata by the layout or listed under the partition's
+``te=N/`` prefixes; the deleter is a
 :class:`~tiered.rsm.fsspec_delete.FsspecObjectDeleter` (a thread pool of
 ``remote.storage.delete.threads``).
 """
@@ -24,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -237,6 +238,19 @@ class FsspecRemoteStorageManager(RemoteStorageManager, RemoteStorageBulkDeleter)
                 continue  # removed since it was listed: nothing left to list
             for start in range(0, len(keys), LIST_BATCH_SIZE):
                 yield keys[start : start + LIST_BATCH_SIZE]
+
+    def object_handles_of(self, segments: Sequence[RemoteLogSegmentMetadata]) -> list[str]:
+        """The keys (relative to the root) of the objects every copy writes: the ``.log`` object
+        and the offset, time and leader-epoch indexes, under the segment's prefix
+        (:mod:`tiered.rsm.layout`). The optional indexes and a local copy's temporary files are
+        left to the listing."""
+        keys: dict[str, None] = {}
+        for metadata in segments:
+            if not isinstance(metadata, RemoteLogSegmentMetadata):
+                raise TypeError(f"expected RemoteLogSegmentMetadata, got {metadata!r}")
+            prefix = layout.segment_prefix(metadata)
+            keys.update((layout.object_key(prefix, s), None) for s in layout.WRITTEN_BY_EVERY_COPY)
+        return list(keys)
 
     def object_deleter(self) -> FsspecObjectDeleter:
         """Deletes keys under this root on ``remote.storage.delete.threads`` threads."""
