@@ -353,9 +353,7 @@ def run_rlm(
     try:
         phase = prepare_phase(setup, settings)
         start = time.perf_counter()
-        manager.on_leadership_change(
-            [TieredPartition(p.tp, p.log, tiered_epoch=0) for p in setup.partitions]
-        )
+        manager.on_leadership_change([TieredPartition(p.tp, p.log) for p in setup.partitions])
         leadership_s = time.perf_counter() - start
         for p in setup.partitions:
             manager.trigger_copy(p.tp)

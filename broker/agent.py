@@ -25,7 +25,8 @@ from broker.config import BrokerConfig, TopicConfig
 from broker.hosted import HostedPartition, PartitionKey, PartitionStop, entry_from_journal
 from broker.log import AppendInfo, BatchRead, Log, TimestampOffset
 from broker.rlm.manager import RemoteLogManager
-from broker.tiering import PartitionTiering
+from broker.rlm.partition_tiering import PartitionTiering
+from broker.tiering import TieringDriver
 from tiered import failpoints
 from tiered import rlmm as rlmm_factory
 from tiered import rsm as rsm_factory
@@ -37,12 +38,16 @@ from tiered.api import (
 )
 from tiered.config import validate_topic_configs, validate_topic_name
 from tiered.errors import ErrorCode, TieredError
+from tiered.retry import ExponentialBackoff
 
 log = logging.getLogger(__name__)
 
 # How long changes applied from the metadata log wait to be persisted together (a burst of
 # metadata batches then costs one append to the assignment journal, not one each).
 _PERSIST_DELAY_S = 0.05
+PERSIST_BACKOFF = ExponentialBackoff(initial_s=0.1, max_s=5.0, jitter=0.2)
+"""Between failed background persists (a full or failing disk): soon at first, then no busier
+than the log's own retries."""
 
 
 @dataclass(frozen=True)
@@ -102,12 +107,12 @@ class BrokerAgent:
         self.config = config
         config.log_dir.mkdir(parents=True, exist_ok=True)
         self.rlm: RemoteLogManager | None = None
-        self._tiering: PartitionTiering | None = None
+        self._tiering: TieringDriver | None = None
         if config.remote_storage_enabled:
             self.rlm = RemoteLogManager(
                 config.rlm, rlmm_factory.create(config.rlmm), rsm_factory.create(config.rsm)
             )
-            self._tiering = PartitionTiering(self.rlm)
+            self._tiering = TieringDriver(self.rlm)
         self._partitions: dict[PartitionKey, HostedPartition] = {}
         # (topic name, partition) -> its key: the local directory a partition owns
         self._by_name: dict[tuple[str, int], PartitionKey] = {}
@@ -122,6 +127,7 @@ class BrokerAgent:
         self._persist_wanted = threading.Event()
         self._closed = threading.Event()
         self._persister: threading.Thread | None = None
+        self.persist_backoff = PERSIST_BACKOFF
         # Assignment and stop requests arrive from the controller's pushes and from the metadata
         # follower at once; they are applied one at a time (as Kafka's replicaStateChangeLock).
         self._state_change_lock = threading.RLock()
@@ -256,7 +262,11 @@ class BrokerAgent:
                 return hosted, False
             directory = self.config.log_dir / f"{tp.topic}-{tp.partition}"
             hosted = HostedPartition(
-                tp, Log.open(directory, topic_config.log), topic_config, configs, tiered_epoch
+                tp,
+                Log.open(directory, topic_config.log),
+                topic_config,
+                configs,
+                PartitionTiering(tp, tiered_epoch),
             )
             self._partitions[key] = hosted
             self._by_name[(tp.topic, tp.partition)] = key
@@ -273,6 +283,7 @@ class BrokerAgent:
         self._persist_wanted.set()
 
     def _persist_later(self) -> None:
+        failures = 0
         while True:
             self._persist_wanted.wait()
             if self._closed.wait(_PERSIST_DELAY_S):
@@ -280,11 +291,14 @@ class BrokerAgent:
             self._persist_wanted.clear()
             try:
                 self._persist_assignments()
+                failures = 0
                 continue
             except OSError:
-                log.exception("Could not persist the assignments; retrying in 1s")
+                delay_s = self.persist_backoff.delay_s(failures)
+                failures += 1
+                log.exception("Could not persist the assignments; retrying in %.2fs", delay_s)
                 self._persist_wanted.set()
-            self._closed.wait(1.0)
+            self._closed.wait(delay_s)
 
     def _persist_assignments(self) -> None:
         """Appends the entries of the partitions touched since the last call. One writer at a
@@ -319,10 +333,9 @@ class BrokerAgent:
             tp = restored.topic_id_partition
             try:
                 hosted, _ = self._host(tp, restored.configs, restored.tiered_epoch)
-                hosted.stopped_policy = restored.stopped_policy  # as persisted before the crash
-                hosted.tiered = bool(restored.tiered)
+                restored.restore(hosted)  # as persisted before the crash
                 if self._tiering is not None:
-                    self._tiering.restore(hosted, recorded=restored.tiered is not None)
+                    self._tiering.restore(hosted)
             except (ValueError, TieredError) as error:
                 log.error("Could not restore %s: %s", tp, error)
         self._touched.clear()  # as the journal holds them

@@ -12,8 +12,9 @@ from typing import Any
 
 from broker.config import TopicConfig
 from broker.log import Log
+from broker.rlm.partition_tiering import PartitionTiering, TieringConfigs
 from tiered.api import TopicIdPartition
-from tiered.config import RemoteLogDisablePolicy
+from tiered.config import RemoteLogDisablePolicy, disable_policy
 
 PartitionKey = tuple[uuid.UUID, int]  # (topic id, partition)
 
@@ -54,35 +55,48 @@ class PartitionStop:
 
 @dataclass
 class HostedPartition:
-    """A partition this broker hosts and leads. Its tiering is one of: off (``tiered`` false:
-    never tiered here, nothing remote to copy, expire or serve), copying (stamped
-    ``tiered_epoch``), or stopped at ``tiered_epoch`` with ``stopped_policy`` (by
-    DisableRemoteTopic, or paused by Kafka 3.9's ``remote.log.copy.disable`` as retain)."""
+    """A partition this broker hosts and leads. Its tiering (epoch and state: never tiered,
+    copying, copy paused, stopped with a policy) is ``tiering``, the one record of it, which the
+    RemoteLogManager reads too."""
 
     topic_id_partition: TopicIdPartition
     log: Log
     config: TopicConfig
     raw_configs: dict[str, str]
-    tiered_epoch: int
-    tiered: bool = False  # the RemoteLogManager leads it: copying, or stopped
-    stopped_policy: RemoteLogDisablePolicy | None = None
+    tiering: PartitionTiering
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def key(self) -> PartitionKey:
         return self.topic_id_partition.topic_id, self.topic_id_partition.partition
 
+    @property
+    def tiered_epoch(self) -> int:
+        return self.tiering.tiered_epoch
+
+    def tiering_configs(self) -> TieringConfigs:
+        return TieringConfigs(
+            remote_storage_enable=self.config.remote_storage_enable,
+            copy_disable=self.config.remote_log_copy_disable,
+            disable_policy=disable_policy(self.raw_configs),
+        )
+
     def assignment_json(self) -> str:
-        """This partition's assignment journal entry (the journal skips it if unchanged)."""
+        """This partition's assignment journal entry (the journal skips it if unchanged). The
+        tiering is written as earlier versions read it (``tiered``, and ``stopped_policy``, which
+        a copy pause shares with a retain stop), plus ``delete_below_epoch``."""
         tp = self.topic_id_partition
+        tiering = self.tiering
+        policy = tiering.state.stop_policy
         entry = {
             "topic_id": str(tp.topic_id),
             "topic": tp.topic,
             "partition": tp.partition,
             "configs": self.raw_configs,
-            "tiered_epoch": self.tiered_epoch,
-            "tiered": self.tiered,
-            "stopped_policy": None if self.stopped_policy is None else self.stopped_policy.value,
+            "tiered_epoch": tiering.tiered_epoch,
+            "tiered": tiering.tiered,
+            "stopped_policy": None if policy is None else policy.value,
+            "delete_below_epoch": tiering.delete_below_epoch,
         }
         # Compact: one line of the journal.
         return json.dumps(entry, separators=(",", ":"))
@@ -91,13 +105,24 @@ class HostedPartition:
 @dataclass(frozen=True)
 class RestoredPartition:
     """A hosted partition as the journal holds it. ``tiered`` is None in entries written before
-    it was recorded: the partition's tiering then follows its configs, as for a new one."""
+    it was recorded: the partition's tiering then follows its configs, as for a new one;
+    ``delete_below_epoch`` is None in entries written before it was."""
 
     topic_id_partition: TopicIdPartition
     configs: dict[str, str]
     tiered_epoch: int
     tiered: bool | None
     stopped_policy: RemoteLogDisablePolicy | None
+    delete_below_epoch: int | None = None
+
+    def restore(self, hosted: HostedPartition) -> None:
+        """Gives ``hosted``, just hosted from this entry, the tiering recorded in it."""
+        hosted.tiering.handle_restore(
+            tiered=self.tiered,
+            stopped_policy=self.stopped_policy,
+            delete_below_epoch=self.delete_below_epoch,
+            configs=hosted.tiering_configs(),
+        )
 
 
 def entry_from_journal(entry: Mapping[str, Any]) -> RestoredPartition | PartitionStop:
@@ -114,10 +139,12 @@ def entry_from_journal(entry: Mapping[str, Any]) -> RestoredPartition | Partitio
         )
     policy = entry.get("stopped_policy")
     tiered = entry.get("tiered")
+    delete_below = entry.get("delete_below_epoch")
     return RestoredPartition(
         TopicIdPartition(topic_id, str(entry["topic"]), partition),
         {str(k): str(v) for k, v in dict(entry["configs"]).items()},
         int(entry["tiered_epoch"]),
         None if tiered is None else bool(tiered),
         None if policy is None else RemoteLogDisablePolicy.parse(str(policy)),
+        None if delete_below is None else int(delete_below),
     )

@@ -33,6 +33,7 @@ from tiered.cluster.model import BrokerRegistration
 from tiered.daemon_logging import announce, configure_daemon_logging
 from tiered.kafka.api_versions import ApiVersionRegistry
 from tiered.kafka.server import KafkaServer
+from tiered.metrics_endpoint import MetricsEndpointError
 from tiered.net import GRPC_EXCLUSIVE_PORT, bind_grpc_port
 from tiered.properties import load_properties
 from tiered.rlmm.backend import StorageBackendError
@@ -155,6 +156,15 @@ def main(argv: list[str] | None = None) -> int:
     if not bind_grpc_port(server, address):
         agent.close()
         return 1
+    metrics = None
+    if config.metrics_port is not None:
+        try:
+            metrics = serve_metrics(agent, config.host, config.metrics_port)
+        except MetricsEndpointError as e:
+            print(e, file=sys.stderr)
+            agent.close()
+            return 1
+        announce(f"broker {config.node_id} metrics on {metrics.url}")
     server.start()
     try:
         kafka = start_kafka_listener(config, agent, controller)
@@ -169,9 +179,6 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if kafka is not None:
         announce(f"broker {config.node_id} kafka listener on {kafka[1].endpoint}")
-    if config.metrics_port is not None:
-        port = serve_metrics(agent, config.host, config.metrics_port)
-        announce(f"broker {config.node_id} metrics on http://{config.host}:{port}/metrics")
     try:
         link = start_controller_link(
             config, agent, registration_of(config, None if kafka is None else kafka[1])
@@ -199,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
         kafka[0].stop()
         kafka[2].close()
     server.stop(GRACE_S).wait()
+    if metrics is not None:
+        metrics.close()
     controller.close()
     agent.close()
     log.info("Stopped")

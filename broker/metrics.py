@@ -11,11 +11,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator
 
-from prometheus_client import start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import CollectorRegistry
 
 from broker.agent import BrokerAgent
+from tiered.metrics_endpoint import MetricsEndpoint
 
 PREFIX = "kafka_server_brokertopicmetrics_"
 
@@ -71,9 +70,7 @@ class TieredStorageCollector:
             yield family
 
 
-def serve_metrics(agent: BrokerAgent, host: str, port: int) -> int:
-    """Starts the endpoint on ``host:port`` (0: any free port); returns the port."""
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(TieredStorageCollector(agent))
-    server, _thread = start_http_server(port, addr=host, registry=registry)
-    return int(server.server_address[1])
+def serve_metrics(agent: BrokerAgent, host: str, port: int) -> MetricsEndpoint:
+    """Starts the endpoint on ``host:port`` (0: any free port); ``MetricsEndpointError`` when it
+    cannot listen there."""
+    return MetricsEndpoint(host, port, [TieredStorageCollector(agent)])

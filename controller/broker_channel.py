@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from controller.disablement import DisableEntry
+from controller.metrics import ControllerMetrics
 from tiered.cluster.model import TopicMetadata
 from tiered.errors import ErrorCode, TieredError
 from tiered.retry import ExponentialBackoff
@@ -106,9 +107,11 @@ class BrokerChannel:
         owner: ChannelOwner,
         backoff: ExponentialBackoff,
         request_timeout_s: float,
+        metrics: ControllerMetrics | None = None,
     ) -> None:
         self.broker_id = broker_id
         self._owner = owner
+        self._metrics = metrics
         self._backoff = backoff
         self._timeout_s = request_timeout_s
         self._wake = threading.Event()
@@ -117,6 +120,7 @@ class BrokerChannel:
         self._stubs = ChannelCache(pb_grpc.BrokerServiceStub)
         # Owned by the channel thread; other threads ask for a reset through reset_backoff.
         self._failures = 0
+        self._failed_since_success = False  # a reset backoff still sends the failed work again
         self._backoff_reset_requested = threading.Event()
         self._thread = threading.Thread(
             target=self._run, name=f"controller-channel-{broker_id}", daemon=True
@@ -157,6 +161,9 @@ class BrokerChannel:
                 sent = self._send_next()
             except Exception as e:  # a failing round must not end the channel
                 self._failures += 1
+                self._failed_since_success = True
+                if self._metrics is not None:
+                    self._metrics.request_failed(self.broker_id)
                 delay = self._backoff.delay_s(self._failures)
                 log.warning(
                     "Broker %d: request failed (attempt %d, next in %.2fs): %s",
@@ -167,6 +174,7 @@ class BrokerChannel:
                 )
                 continue
             self._failures = 0
+            self._failed_since_success = self._failed_since_success and not sent
             delay = 0.0 if sent else None  # drain what is owed, then sleep until woken
 
     def _raise_if_stale(self, error: TieredError | None) -> None:
@@ -181,6 +189,8 @@ class BrokerChannel:
         if found is None:
             return False
         endpoint, work = found
+        if self._failed_since_success and self._metrics is not None:
+            self._metrics.request_retried(self.broker_id)
         stub = self.stub(endpoint)
         if isinstance(work, DisableWork):
             response = stub.DisableRemoteTopic(disable_request(work), timeout=self._timeout_s)

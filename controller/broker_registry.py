@@ -20,6 +20,7 @@ from controller.brokers import BrokerLiveness
 from controller.config import ControllerConfig
 from controller.disable_completion import DisableCompletion
 from controller.leadership import Term
+from controller.metrics import ControllerMetrics
 from controller.store import MetadataStore
 from tiered.cluster.model import BrokerRegistration, MetadataImage, TopicMetadata
 from tiered.errors import ErrorCode, TieredError
@@ -34,8 +35,10 @@ class BrokerRegistry:
         store: MetadataStore,
         term: Term,
         disablements: DisableCompletion,
+        metrics: ControllerMetrics | None = None,
     ) -> None:
         self._config = config
+        self._metrics = metrics
         self._store = store
         self._term = term
         self._disablements = disablements
@@ -198,7 +201,11 @@ class BrokerRegistry:
         channel = self._channels.get(broker_id)
         if channel is None:
             channel = BrokerChannel(
-                broker_id, self, self._config.backoff, self._config.request_timeout_s
+                broker_id,
+                self,
+                self._config.backoff,
+                self._config.request_timeout_s,
+                self._metrics,
             )
             self._channels[broker_id] = channel
         return channel

@@ -28,6 +28,9 @@ class ControllerConfig:
     spark: dict[str, str] = field(default_factory=dict)
     # The brokers' remote storage and RLMM settings, for the bulk-delete job (delete policy).
     remote: dict[str, str] = field(default_factory=dict)
+    # The Prometheus endpoint: none without ``metrics.port``; port 0 is any free port.
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
 
     @property
     def endpoint(self) -> str:
@@ -85,4 +88,17 @@ class ControllerConfig:
                     values
                 ),  # the brokers' storage plugin, configured alike
             },
+            metrics_port=_metrics_port(values),
+            metrics_host=values.get("metrics.host", "127.0.0.1").strip() or "127.0.0.1",
         )
+
+
+def _metrics_port(values: Mapping[str, str]) -> int | None:
+    if not values.get("metrics.port", "").strip():
+        return None
+    port = int_property(values, "metrics.port", 0, minimum=0)
+    if port > 65535:
+        raise ValueError(
+            f"metrics.port={port} is not valid; expected a port in 0..65535 (0: any free port)"
+        )
+    return port

@@ -21,6 +21,7 @@ from controller.delete_jobs import DeleteJobSupervisor, JobRunnerFactory
 from controller.disable_completion import DisableCompletion
 from controller.leadership import Leadership, Term
 from controller.log_dirs import LogDirsClient
+from controller.metrics import ControllerMetrics
 from controller.store import MetadataStore
 from tiered.cluster.model import MetadataImage
 
@@ -33,13 +34,15 @@ class Controller:
         config: ControllerConfig,
         store: MetadataStore,
         jobs: JobRunnerFactory | None = None,
+        metrics: ControllerMetrics | None = None,
     ) -> None:
         self.config = config
         self.store = store
-        self.term = Term(config.node_id, store)
+        self.metrics = metrics or ControllerMetrics(store.mode)
+        self.term = Term(config.node_id, store, self.metrics.store_written)
         self.delete_jobs = DeleteJobSupervisor(self.term, store, jobs)
         self.disablements = DisableCompletion(self.term, store, self.delete_jobs)
-        self.brokers = BrokerRegistry(config, store, self.term, self.disablements)
+        self.brokers = BrokerRegistry(config, store, self.term, self.disablements, self.metrics)
         self._log_dirs = LogDirsClient()
         self.admin = AdminOperations(
             config.node_id,

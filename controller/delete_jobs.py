@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 from controller.jobs.runner import DeleteJobRunner
 from controller.leadership import Term
 from controller.store import MetadataStore
+from controller.unfinished_jobs import UnfinishedDeleteJobs
 from tiered.cluster.model import DeleteJob, DeleteJobState
 
 log = logging.getLogger(__name__)
@@ -25,10 +26,13 @@ class DeleteJobSupervisor:
         self._store = store
         self._factory = factory
         self._runner: DeleteJobRunner | None = None
+        self.unfinished = UnfinishedDeleteJobs()  # what the metrics read
 
     def start(self, jobs: Iterable[DeleteJob]) -> None:
         """As a term begins (outside the lock): runs every unfinished job of the image."""
         unfinished = [j for j in jobs if j.state is not DeleteJobState.DONE]
+        with self._term.lock:
+            self.unfinished.reset(unfinished)
         if self._factory is None:
             if unfinished:
                 log.error(
@@ -48,6 +52,7 @@ class DeleteJobSupervisor:
         """As a term ends (outside the lock: the runner persists under it)."""
         with self._term.lock:
             runner, self._runner = self._runner, None
+            self.unfinished.reset(())
         if runner is not None:
             runner.stop()
 
@@ -55,6 +60,7 @@ class DeleteJobSupervisor:
         """A disablement completed with the delete policy and ``job`` was persisted with it (the
         caller holds the lock): it runs now."""
         self._term.image.delete_jobs[job.key] = job
+        self.unfinished.saved(job)
         if self._runner is not None:
             self._runner.submit(job)
 
@@ -76,3 +82,4 @@ class DeleteJobSupervisor:
             self._term.require_active()
             self._term.persist(lambda: self._store.put_delete_job(job))
             self._term.image.delete_jobs[job.key] = job
+            self.unfinished.saved(job)

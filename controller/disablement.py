@@ -9,8 +9,10 @@ apply a repeated request idempotently).
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tiered.cluster.model import TieredState, TopicMetadata
@@ -34,14 +36,28 @@ class _PendingTopic:
     policy: RemoteLogDisablePolicy
     owed: dict[int, set[int]]  # broker -> partitions not yet acked
     total: int
+    queued_at: float  # monotonic seconds
+
+
+@dataclass(frozen=True)
+class BrokerBacklog:
+    """What one broker owes: DisableRemoteTopic entries not yet acked, and how long the oldest
+    has waited (since this controller's term queued it)."""
+
+    entries: int
+    oldest_age_s: float
 
 
 class DisablementQueue:
     """Not thread-safe: the controller calls it under its lock."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
         self._topics: dict[str, _PendingTopic] = {}
-        self._by_broker: dict[int, set[str]] = defaultdict(set)  # broker -> topics it owes acks for
+        # broker -> topics it owes acks for, in the order they were queued (the first is the
+        # oldest), and how many entries that is: a backlog costs O(1) per broker to read.
+        self._by_broker: dict[int, dict[str, None]] = defaultdict(dict)
+        self._entries: dict[int, int] = defaultdict(int)
 
     def __len__(self) -> int:
         return len(self._topics)
@@ -59,21 +75,33 @@ class DisablementQueue:
         for partition, broker in enumerate(topic.replicas):
             owed[broker].add(partition)
         self._topics[topic.name] = _PendingTopic(
-            topic, disable_policy(topic.configs), dict(owed), topic.partition_count
+            topic, disable_policy(topic.configs), dict(owed), topic.partition_count, self._clock()
         )
-        for broker in owed:
-            self._by_broker[broker].add(topic.name)
+        for broker, partitions in owed.items():
+            self._by_broker[broker][topic.name] = None
+            self._entries[broker] += len(partitions)
 
     def remove(self, topic: str) -> None:
         pending = self._topics.pop(topic, None)
         if pending is None:
             return
-        for broker in pending.owed:
-            names = self._by_broker.get(broker)
-            if names is not None:
-                names.discard(topic)
-                if not names:
-                    del self._by_broker[broker]
+        for broker, partitions in pending.owed.items():
+            self._owe_fewer(broker, len(partitions))
+            self._owe_nothing_for(broker, topic)
+
+    def _owe_fewer(self, broker: int, count: int) -> None:
+        left = self._entries[broker] - count
+        if left:
+            self._entries[broker] = left
+        else:
+            del self._entries[broker]
+
+    def _owe_nothing_for(self, broker: int, topic: str) -> None:
+        names = self._by_broker.get(broker)
+        if names is not None:
+            names.pop(topic, None)
+            if not names:
+                del self._by_broker[broker]
 
     def owed_by(self, broker: int, limit: int) -> list[DisableEntry]:
         """Up to ``limit`` entries this broker still owes, across topics."""
@@ -108,20 +136,27 @@ class DisablementQueue:
         ):
             return None
         partitions = pending.owed.get(broker)
-        if partitions is None:
+        if partitions is None or entry.partition not in partitions:
             return None
         partitions.discard(entry.partition)
+        self._owe_fewer(broker, 1)
         if not partitions:
             del pending.owed[broker]
-            names = self._by_broker.get(broker)
-            if names is not None:
-                names.discard(entry.topic)
-                if not names:
-                    del self._by_broker[broker]
+            self._owe_nothing_for(broker, entry.topic)
         if pending.owed:
             return None
         del self._topics[entry.topic]
         return pending.topic
+
+    def backlogs(self) -> dict[int, BrokerBacklog]:
+        """Every broker that owes acks, with its backlog: O(brokers)."""
+        now = self._clock()
+        return {
+            broker: BrokerBacklog(
+                count, now - self._topics[next(iter(self._by_broker[broker]))].queued_at
+            )
+            for broker, count in self._entries.items()
+        }
 
     def progress(self, topic: str) -> tuple[int, int] | None:
         """(partitions still owed, total) of a queued topic, else None."""

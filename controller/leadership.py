@@ -16,25 +16,37 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Protocol
 
 from controller.store import MetadataStore, MetadataStoreError
 from tiered.cluster.model import MetadataImage
 from tiered.errors import ErrorCode, TieredError
+from tiered.retry import ExponentialBackoff
 
 log = logging.getLogger(__name__)
+
+CAMPAIGN_BACKOFF = ExponentialBackoff(initial_s=0.1, max_s=5.0, jitter=0.5)
+"""Between failed campaigns (the store unreachable, or an activation that failed, e.g. loading
+the image): capped, and jittered so that the controllers of a cluster do not retry in step."""
 
 
 class Term:
     """The active controller's term. ``image`` and everything derived from it may be read or
     changed only under ``lock``; the image changes only after ``persist`` returned."""
 
-    def __init__(self, node_id: int, store: MetadataStore) -> None:
+    def __init__(
+        self,
+        node_id: int,
+        store: MetadataStore,
+        write_timed: Callable[[float], None] = lambda seconds: None,
+    ) -> None:
         self.lock = threading.RLock()
         self.image = MetadataImage()
         self._node_id = node_id
         self._store = store
+        self._write_timed = write_timed  # told each write's duration (the metrics' histogram)
         self._epoch: int | None = None
         self._stepping_down = threading.Event()
 
@@ -61,6 +73,7 @@ class Term:
     def persist(self, write: Callable[[], None]) -> None:
         """Runs a store write. A failure leaves its outcome unknown, so this controller steps
         down (the next one reloads the truth) and NOT_CONTROLLER is raised for a retry."""
+        started = time.monotonic()
         try:
             write()
         except MetadataStoreError as e:
@@ -69,6 +82,8 @@ class Term:
                 ErrorCode.NOT_CONTROLLER,
                 f"the metadata store write failed ({e}); the controller is stepping down, retry",
             ) from e
+        finally:
+            self._write_timed(time.monotonic() - started)
 
     def step_down(self) -> None:
         """Something showed that another controller is active: stop serving soon."""
@@ -110,9 +125,16 @@ class TermListener(Protocol):
 
 class Leadership:
     def __init__(
-        self, node_id: int, endpoint: str, store: MetadataStore, term: Term, listener: TermListener
+        self,
+        node_id: int,
+        endpoint: str,
+        store: MetadataStore,
+        term: Term,
+        listener: TermListener,
+        backoff: ExponentialBackoff = CAMPAIGN_BACKOFF,
     ) -> None:
         self._node_id = node_id
+        self._backoff = backoff
         self._endpoint = endpoint
         self._store = store
         self._term = term
@@ -123,22 +145,35 @@ class Leadership:
         return self._activated.wait(timeout_s)
 
     def run(self, stop: threading.Event) -> None:
-        """Campaigns, serves while active, and campaigns again after losing leadership."""
+        """Campaigns, serves while active, and campaigns again after losing leadership. Failed
+        campaigns are retried with backoff, from the start again once one activates."""
+        failures = 0
         while not stop.is_set():
             try:
                 epoch = self._store.elect(self._node_id, self._endpoint, stop)
             except MetadataStoreError as e:
-                log.warning("Election failed (%s); retrying", e)
-                stop.wait(1.0)
+                delay_s = self._backoff.delay_s(failures)
+                failures += 1
+                log.warning("Election failed (%s); retrying in %.2fs", e, delay_s)
+                stop.wait(delay_s)
                 continue
             if epoch is None:
                 break
             try:
                 self._activate(epoch)
             except Exception:
-                log.exception("Activation as controller epoch %d failed; resigning", epoch)
+                delay_s = self._backoff.delay_s(failures)
+                failures += 1
+                log.exception(
+                    "Activation as controller epoch %d failed; resigning, campaigning again in "
+                    "%.2fs",
+                    epoch,
+                    delay_s,
+                )
                 self.deactivate()
+                stop.wait(delay_s)
                 continue
+            failures = 0
             while not (stop.is_set() or self._store.leadership_lost.is_set()):
                 if self._term.wait_stepping_down(0.5):
                     break

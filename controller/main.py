@@ -21,10 +21,13 @@ from controller import store as store_factory
 from controller.config import ControllerConfig
 from controller.controller import Controller
 from controller.jobs import wiring as jobs_wiring
+from controller.metrics import ControllerMetrics, serve_metrics
+from controller.request_metrics import AdminRequestMetrics
 from controller.servicer import AdminServicer, ControllerServicer
-from controller.store import MetadataStoreError
+from controller.store import MetadataStore, MetadataStoreError
 from tiered import failpoints
 from tiered.daemon_logging import announce, configure_daemon_logging
+from tiered.metrics_endpoint import MetricsEndpointError
 from tiered.net import GRPC_EXCLUSIVE_PORT, bind_grpc_port
 from tiered.properties import load_properties
 from tiered.rpc.v1 import controller_pb2_grpc as pb_grpc
@@ -51,16 +54,20 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, MetadataStoreError) as e:
         print(f"INVALID_CONFIG: {e}", file=sys.stderr)
         return 2
+    metrics = ControllerMetrics(store.mode)
     try:
-        bulk_delete = jobs_wiring.create(config.node_id, config.remote, config.spark)
+        bulk_delete = jobs_wiring.create(
+            config.node_id, config.remote, config.spark, metrics.objects_deleted
+        )
     except (OSError, ValueError) as e:
         print(f"INVALID_CONFIG: {e}", file=sys.stderr)
         store.close()
         return 2
-    controller = Controller(config, store, bulk_delete.runner if bulk_delete else None)
+    controller = Controller(config, store, bulk_delete.runner if bulk_delete else None, metrics)
     stopping = threading.Event()
     server = grpc.server(
         ThreadPoolExecutor(max_workers=64),
+        interceptors=[AdminRequestMetrics(metrics)],
         maximum_concurrent_rpcs=512,
         # a metadata snapshot of 100k topics is ~14 MB
         options=[*MESSAGE_SIZE_OPTIONS, GRPC_EXCLUSIVE_PORT],
@@ -70,8 +77,15 @@ def main(argv: list[str] | None = None) -> int:
         ControllerServicer(controller.brokers, controller.term, store, stopping), server
     )
     if not bind_grpc_port(server, config.endpoint):
-        store.close()
-        return 1
+        return _gave_up(store, bulk_delete)
+    endpoint = None
+    if config.metrics_port is not None:
+        try:
+            endpoint = serve_metrics(controller, config.metrics_host, config.metrics_port)
+        except MetricsEndpointError as e:
+            print(e, file=sys.stderr)
+            return _gave_up(store, bulk_delete)
+        announce(f"controller {config.node_id} metrics on {endpoint.url}")
     server.start()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stopping.set())
@@ -85,12 +99,22 @@ def main(argv: list[str] | None = None) -> int:
     log.info("Stopping")
     runner.join()
     server.stop(GRACE_S).wait()
+    if endpoint is not None:
+        endpoint.close()
     controller.close()
     if bulk_delete is not None:
         bulk_delete.close()
     store.close()
     log.info("Stopped")
     return 0
+
+
+def _gave_up(store: MetadataStore, bulk_delete: jobs_wiring.BulkDelete | None) -> int:
+    """The daemon cannot listen where it is told: it releases what it opened and exits 1."""
+    if bulk_delete is not None:
+        bulk_delete.close()
+    store.close()
+    return 1
 
 
 if __name__ == "__main__":

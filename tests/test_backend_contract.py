@@ -22,11 +22,11 @@ from typing import Any, TypeVar
 
 import pytest
 from kazoo.exceptions import KazooException
-from kazoo.retry import KazooRetry
 
 import tiered.rlmm
 from tests.support.zookeeper import ZooKeeperServer
 from tiered.api import RemoteLogMetadataManager
+from tiered.retry import RetryPolicy
 from tiered.rlmm.backend import (
     ANY_VERSION,
     Check,
@@ -673,7 +673,7 @@ def test_zookeeper_down_gives_metadata_store_error(tmp_path: Path) -> None:
         backend = ZooKeeperBackend(
             f"{server.connect_string}/down",
             session_timeout_s=1.0,
-            read_retry=KazooRetry(max_tries=2, delay=0.01, max_delay=0.05),
+            read_retry=RetryPolicy(max_tries=2, deadline_s=None, delay_s=0.01, max_delay_s=0.05),
         )
         try:
             backend.create("k", b"v")

@@ -19,6 +19,7 @@ from broker.rlm.manager import (
     RetentionConfig,
     TieredPartition,
 )
+from broker.rlm.partition_tiering import PartitionTiering, TieringState
 from broker.rlm.scheduler import PeriodicTask, ScheduledPool
 from tests.rlmm_support import poll_until
 from tests.support.batches import append_record, decode
@@ -381,6 +382,33 @@ def test_reenable_resumes_copying_contiguously_with_the_new_epoch(broker: Broker
     assert new[0].start_offset == before[-1].end_offset + 1
     for a, b in itertools.pairwise(after):
         assert b.start_offset == a.end_offset + 1
+
+
+@pytest.mark.parametrize("policy", [RemoteLogDisablePolicy.DELETE, RemoteLogDisablePolicy.RETAIN])
+def test_copying_resumed_after_a_delete_stop_does_not_count_what_the_bulk_delete_owns(
+    broker: Broker, policy: RemoteLogDisablePolicy
+) -> None:
+    """As a broker restarted after a stop at epoch 1 and a re-enable finds it: under the delete
+    policy the copies stamped 0 are being deleted, so everything is copied again, stamped 1;
+    under retain they stay and copying goes on after them."""
+    tp = broker.partition("resumed", 300)
+    broker.lead(tp)
+    broker.copy_now(tp)
+    before = broker.finished(tp)
+    assert before and {m.tiered_epoch for m in before} == {0}
+    broker.rlm.on_leadership_change([], {tp})  # the restart
+    tiering = PartitionTiering(tp, 0, TieringState.COPYING)
+    tiering.handle_disable_remote_topic(1, policy)
+    tiering.handle_reenable(1)
+    broker.rlm.on_leadership_change([TieredPartition(tp, broker.logs[tp], tiering=tiering)])
+    broker.copy_now(tp)
+    again = [m for m in broker.finished(tp) if m.tiered_epoch == 1]
+    if policy is RemoteLogDisablePolicy.DELETE:
+        assert [(m.start_offset, m.end_offset) for m in again] == [
+            (m.start_offset, m.end_offset) for m in before
+        ]
+    else:
+        assert again == []
 
 
 def test_copy_lag_counts_uncopied_closed_segments_from_the_moment_of_leadership(

@@ -8,6 +8,7 @@ deleted as a file; a task failure is injected by the shipped function's token-di
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -15,13 +16,14 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
 from controller.jobs import spark_delete
 from controller.jobs.spark_delete import (
+    DEFAULT_RETRY,
     BulkDeleteError,
     BulkObjectDeleter,
     SparkSessionProvider,
@@ -29,13 +31,11 @@ from controller.jobs.spark_delete import (
 )
 from tests.support.processes import REPO
 from tests.support.remote_tree import block, build_tree, listed, remaining, unblock
-from tiered.api import DeleteOutcome
-from tiered.retry import ExponentialBackoff
+from tiered.api import DeleteOutcome, RemoteObjectDeleter, RemoteStorageException
+from tiered.retry import RetryPolicy
 from tiered.rsm import FsspecRemoteStorageManager
 
 pytestmark = pytest.mark.processes
-
-FAST_BACKOFF = ExponentialBackoff(initial_s=0.001, max_s=0.002)
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +63,62 @@ class Sleeps:
         self.calls.append(seconds)
         if callable(self.on_sleep):
             self.on_sleep()
+
+
+def fast_retry(sleeps: Sleeps, retries: int = 3) -> RetryPolicy:
+    """The product's policy with ``retries`` retries and millisecond delays, ``sleeps`` waiting."""
+    return dataclasses.replace(
+        DEFAULT_RETRY, max_tries=retries + 1, delay_s=0.001, max_delay_s=0.002, sleep=sleeps
+    )
+
+
+class ScriptedDeleter(RemoteObjectDeleter):
+    """A deleter that fails the handles (or the whole call) its script says, attempt by
+    attempt, and records what each attempt was given."""
+
+    def __init__(self, script: list[set[str] | Exception]) -> None:
+        self.script = script
+        self.given: list[list[str]] = []
+
+    def delete_objects(self, handles: Sequence[str]) -> DeleteOutcome:
+        self.given.append(list(handles))
+        step = self.script[min(len(self.given), len(self.script)) - 1]
+        if isinstance(step, Exception):
+            raise step
+        failed = tuple(h for h in handles if h in step)
+        return DeleteOutcome(len(handles) - len(failed), 0, failed, "boom" if failed else None)
+
+
+def test_only_failed_handles_are_retried_with_capped_jittered_backoff_then_given_up() -> None:
+    sleeps = Sleeps()
+    retry = RetryPolicy(
+        max_tries=6, deadline_s=None, delay_s=0.1, max_delay_s=0.4, jitter=0.5, sleep=sleeps
+    )
+    deleter = ScriptedDeleter([{"b", "c"}, {"c"}])
+    engine = BulkObjectDeleter(SparkSessionProvider(), retry=retry)
+
+    outcome = engine.delete(deleter, ["a", "b", "c", "a"])
+
+    assert deleter.given == [["a", "b", "c"], ["b", "c"]] + [["c"]] * 4
+    assert outcome == DeleteOutcome(2, 0, ("c",), "boom")
+    ceilings = [0.1, 0.2, 0.4, 0.4, 0.4]  # doubling, capped; none after the last attempt
+    assert len(sleeps.calls) == len(ceilings)
+    for delay, ceiling in zip(sleeps.calls, ceilings, strict=True):
+        assert ceiling / 2 <= delay <= ceiling
+
+
+def test_a_job_failing_as_a_whole_is_retried_then_raises_bulk_delete_error() -> None:
+    sleeps = Sleeps()
+    deleter = ScriptedDeleter([{"b"}, RemoteStorageException("store down")])
+    engine = BulkObjectDeleter(SparkSessionProvider(), retry=fast_retry(sleeps, retries=2))
+
+    with pytest.raises(BulkDeleteError, match=r"1 objects .* after 3 attempts.*store down"):
+        engine.delete(deleter, ["a", "b"])
+    assert deleter.given == [["a", "b"], ["b"], ["b"]]
+    assert len(sleeps.calls) == 2
+    # A whole failure followed by success is no failure.
+    recovered = ScriptedDeleter([RemoteStorageException("blip"), set()])
+    assert engine.delete(recovered, ["a"]) == DeleteOutcome(1, 0)
 
 
 def test_fast_path_deletes_exactly_the_listed_keys_without_spark(tmp_path: Path) -> None:
@@ -135,9 +191,7 @@ def test_undeletable_keys_fail_after_retries_and_the_rest_is_deleted(
     deleter = BulkObjectDeleter(
         provider,
         fast_path_max_objects=1000 if path == "fast" else 5,
-        retries=2,
-        backoff=FAST_BACKOFF,
-        sleep=sleeps,
+        retry=fast_retry(sleeps, retries=2),
     )
 
     outcome = deleter.delete(storage.object_deleter(), handles)
@@ -160,7 +214,7 @@ def test_only_failed_keys_are_retried(tmp_path: Path) -> None:
         block(tmp_path, key)
     # During the backoff the obstacles go away: the retry finds those keys missing.
     sleeps = Sleeps(on_sleep=lambda: [unblock(tmp_path, k) for k in blocked])
-    deleter = BulkObjectDeleter(SparkSessionProvider(), backoff=FAST_BACKOFF, sleep=sleeps)
+    deleter = BulkObjectDeleter(SparkSessionProvider(), retry=fast_retry(sleeps))
 
     outcome = deleter.delete(storage.object_deleter(), handles)
 
@@ -186,8 +240,7 @@ def test_a_failing_spark_task_is_retried_as_a_whole(
         provider,
         fast_path_max_objects=10,
         slices=4,
-        backoff=FAST_BACKOFF,
-        sleep=sleeps,
+        retry=fast_retry(sleeps),
         fail_task_tokens_dir=str(tokens),
     )
 
@@ -215,10 +268,8 @@ def test_a_spark_job_failing_every_time_raises(
     deleter = BulkObjectDeleter(
         provider,
         fast_path_max_objects=0,
-        retries=1,
+        retry=fast_retry(sleeps, retries=1),
         slices=1,
-        backoff=FAST_BACKOFF,
-        sleep=sleeps,
         fail_task_tokens_dir=str(tokens),
     )
     storage = FsspecRemoteStorageManager(str(tmp_path / "remote"))

@@ -29,6 +29,8 @@ from tests.test_delete_job_runner import Persisted, Remote
 from tiered.cluster.model import DeleteJob, DeleteJobState
 from tiered.spark_standalone import SparkMaster, SparkWorker, master_state
 
+pytestmark = pytest.mark.processes
+
 SLICE_OBJECTS = 8  # 6 segments x 4 objects x 2 partitions in 6 slices
 
 

@@ -2,8 +2,10 @@
 ``RetryPolicy``, which runs the loop within its tries and deadline and sleeps the delays of its
 ``ExponentialBackoff`` schedule in between.
 
-A sender thread that owns its own loop (it waits on events, not in ``sleep``) uses the schedule
-alone: ``ExponentialBackoff.delay_s(attempt)``.
+A thread that owns its own loop (it waits on events, not in ``sleep``, so that closing interrupts
+the wait) uses the schedule alone: ``ExponentialBackoff.delay_s(failures)``, the count of failures
+in a row starting again at 0 after a success. kazoo's connection loop takes only its own
+``KazooRetry``: ``tiered.zk_client.kazoo_retry`` is the one translation of a policy into it.
 """
 
 from __future__ import annotations

@@ -25,11 +25,15 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import WatchedEvent, ZnodeStat
 from kazoo.retry import KazooRetry
 
+from tiered.retry import RetryPolicy
+
 __all__ = [
     "TRANSPORT_ERRORS",
     "ZkClient",
     "connection_retry",
+    "connection_retry_policy",
     "first_failure",
+    "kazoo_retry",
     "split_connect_string",
 ]
 
@@ -47,12 +51,40 @@ def split_connect_string(connect: str) -> tuple[str, str]:
     return hosts, ("/" + chroot.strip("/")) if slash and chroot.strip("/") else ""
 
 
-def connection_retry(session_timeout_s: float) -> KazooRetry:
+def connection_retry_policy(session_timeout_s: float) -> RetryPolicy:
     """Reconnect forever, quickly: kazoo's default backoff grows to an hour, far longer than any
-    session, so a client would miss the window in which its session can still be resumed."""
-    return KazooRetry(
-        max_tries=-1, delay=0.05, backoff=2, max_delay=min(1.0, session_timeout_s / 3)
+    session, so a client would miss the window in which its session can still be resumed. The
+    delay stays under a third of the session timeout, so that several attempts fit in it."""
+    initial_s = 0.05
+    return RetryPolicy(
+        max_tries=None,
+        deadline_s=None,
+        delay_s=initial_s,
+        backoff=2.0,
+        max_delay_s=max(initial_s, min(1.0, session_timeout_s / 3)),
+        jitter=0.4,
     )
+
+
+def kazoo_retry(policy: RetryPolicy) -> KazooRetry:
+    """``policy`` as kazoo's own retry object, which its connection loop takes and nothing else:
+    the one place where a ``RetryPolicy`` becomes a ``KazooRetry``. kazoo applies the jitter
+    fraction both ways around each delay (ours only shortens it) and grows the delay from the
+    jittered one; tries, deadline, delays, cap and sleep carry over as they are."""
+    return KazooRetry(
+        max_tries=-1 if policy.max_tries is None else policy.max_tries,
+        delay=policy.delay_s,
+        backoff=policy.backoff,
+        max_jitter=policy.jitter,
+        max_delay=policy.max_delay_s,
+        deadline=policy.deadline_s,
+        sleep_func=policy.sleep,
+    )
+
+
+def connection_retry(session_timeout_s: float) -> KazooRetry:
+    """What every ZooKeeper client of the project gives kazoo as ``connection_retry``."""
+    return kazoo_retry(connection_retry_policy(session_timeout_s))
 
 
 def first_failure(results: Sequence[Any]) -> tuple[int, Exception] | None:

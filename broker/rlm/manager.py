@@ -3,10 +3,16 @@ copier pool, applies retention on an expiration pool, serves reads below the loc
 from remote storage on a reader pool, and stops a topic's tiering per KIP-950
 (``stop_partitions``).
 
+A led partition's tiering (its epoch and state) is its ``PartitionTiering``
+(``broker.rlm.partition_tiering``), which this manager reads and never keeps a copy of: the
+caller fires the event on it, then has the manager carry it out (``apply_stop``,
+``resume_copying``); ``stop_partitions`` and ``enable_partitions`` do both.
+
 Tiered epoch fencing: every remote segment is stamped with the partition's tiered epoch when its
-copy begins. ``stop_partitions(..., tiered_epoch=E)`` cancels the copy task and waits for a run in
-flight; a copy stamped below the fence is discarded instead of being marked COPY_SEGMENT_FINISHED.
-So once ``stop_partitions`` returns, no segment stamped below E is ever uploaded or finished.
+copy begins. A stop at epoch E raises the epoch, then cancels the copy task and waits for a run in
+flight; a copy stamped below the partition's epoch is discarded instead of being marked
+COPY_SEGMENT_FINISHED. So once the stop returns, no segment stamped below E is ever uploaded or
+finished.
 
 Retention (RLMExpirationTask): remote segments by ``retention.*``, oldest first, and local
 segments by ``local.retention.*`` once they are in remote storage. A retain stop keeps the
@@ -107,9 +113,9 @@ class RemoteLogManager:
                 self._partitions[partition.topic_id_partition] = state
             if previous is not None:
                 self._cancel_tasks(previous)
-            if partition.copy_enabled:
+            if partition.tiering.copying:
                 self._start_copying(state)
-            else:
+            else:  # led for expiry and remote reads; the caller applies the stop
                 self._start_expiration(state)
 
     def is_leading(self, tp: TopicIdPartition) -> bool:
@@ -192,15 +198,16 @@ class RemoteLogManager:
 
     def highest_copied_offset(self, state: LeaderPartition) -> int:
         """Where copying resumes: after the highest finished remote offset that still counts
-        (under the delete policy, remote data stamped below the fence is being deleted and does
+        (remote data stamped below the epoch of a delete-policy stop is being deleted and does
         not), and never below the log start offset."""
         partition = state.partition
         highest = partition.log.log_start_offset - 1
         try:
             segments = self.rlmm.list_remote_log_segments(partition.topic_id_partition)
             for m in segments:
-                if m.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED and (
-                    not state.delete_marked or m.tiered_epoch >= state.fence_epoch
+                if (
+                    m.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+                    and m.tiered_epoch >= state.tiering.delete_below_epoch
                 ):
                     highest = max(highest, m.end_offset)
         except RemoteResourceNotFoundException:
@@ -221,7 +228,7 @@ class RemoteLogManager:
             event_timestamp_ms=self._now_ms(),
             segment_size_in_bytes=segment.size_bytes,
             segment_leader_epochs=log_.leader_epoch_cache.epochs_in_range(start, end),
-            tiered_epoch=partition.tiered_epoch,
+            tiered_epoch=state.tiering.tiered_epoch,
         )
         self.rlmm.add_remote_log_segment_metadata(metadata)
         self.metrics.copy_requests[tp.topic] += 1
@@ -248,9 +255,10 @@ class RemoteLogManager:
                 f"custom metadata of {len(custom)} bytes exceeds the limit of "
                 f"{self.config.custom_metadata_max_bytes} bytes"
             )
-        if partition.tiered_epoch < state.fence_epoch:
-            # stop_partitions raised the fence while this copy was in flight: discard it.
-            self._abandon_copy(metadata, f"fenced by tiered epoch {state.fence_epoch}")
+        fence = state.tiering.tiered_epoch
+        if metadata.tiered_epoch < fence:
+            # A stop raised the epoch while this copy was in flight: discard it.
+            self._abandon_copy(metadata, f"fenced by tiered epoch {fence}")
             return
         self.rlmm.update_remote_log_segment_metadata(
             RemoteLogSegmentMetadataUpdate(
@@ -396,35 +404,54 @@ class RemoteLogManager:
         tiered_epoch: int,
         policy: RemoteLogDisablePolicy,
     ) -> dict[TopicIdPartition, Exception | None]:
-        """KIP-950's ``stopPartitions`` for tiered epoch ``tiered_epoch``; idempotent per
-        (partition, epoch), and a no-op for an epoch older than one already applied. Returns each
-        partition's outcome (None: stopped); one partition's failure does not stop the rest."""
+        """KIP-950's ``stopPartitions`` for tiered epoch ``tiered_epoch``: DisableRemoteTopic on
+        each led partition's tiering, then :meth:`apply_stop`. Idempotent per (partition,
+        epoch), and a no-op for an epoch older than one already applied; a partition not led
+        here has nothing to stop."""
+        partitions = list(partitions)
+        for tp in partitions:
+            state = self._partitions.get(tp)
+            if state is not None:
+                state.tiering.handle_disable_remote_topic(tiered_epoch, policy)
+        return self.apply_stop(partitions)
+
+    def apply_stop(
+        self, partitions: Iterable[TopicIdPartition]
+    ) -> dict[TopicIdPartition, Exception | None]:
+        """Carries out the stop each led partition's tiering records (nothing while it copies):
+        the copy task is cancelled and a copy in flight waited for; under the delete policy,
+        expiration is replaced by local retention, remote fetches are drained and refused, the
+        log start offset rises to the local log start and the partition is marked
+        DELETE_PARTITION_MARKED. Idempotent. Returns each partition's outcome (None: stopped);
+        one partition's failure does not stop the rest."""
         outcomes: dict[TopicIdPartition, Exception | None] = {}
         for tp in partitions:
+            state = self._partitions.get(tp)
             try:
-                self._stop_partition(tp, tiered_epoch, policy)
+                if state is not None:
+                    self._stop_partition(tp, state)
                 outcomes[tp] = None
             except Exception as e:
-                log.exception("Partition %s: stop for tiered epoch %d failed", tp, tiered_epoch)
+                epoch = None if state is None else state.tiering.tiered_epoch
+                log.exception("Partition %s: stop for tiered epoch %s failed", tp, epoch)
                 outcomes[tp] = e
         return outcomes
 
-    def _stop_partition(
-        self, tp: TopicIdPartition, tiered_epoch: int, policy: RemoteLogDisablePolicy
-    ) -> None:
-        state = self._partitions.get(tp)
-        if state is None:
-            return  # not led here: nothing copies it on this broker
-        if state.stopped is not None and state.stopped[0] > tiered_epoch:
-            return  # an older request
-        if state.stopped == (tiered_epoch, policy):
-            return  # already applied
-        state.fence_epoch = max(state.fence_epoch, tiered_epoch)
-        if state.copy_task is not None and not state.copy_task.cancel(self.config.stop_wait_s):
+    def _stop_partition(self, tp: TopicIdPartition, state: LeaderPartition) -> None:
+        tiering = state.tiering
+        policy = tiering.state.stop_policy
+        if policy is None:
+            return  # copying
+        copy_task = state.copy_task
+        stopped_now = copy_task is not None and not copy_task.cancelled
+        if copy_task is not None and not copy_task.cancel(self.config.stop_wait_s):
             raise RemoteStorageException(
                 f"partition {tp}: a copy still runs after {self.config.stop_wait_s}s"
             )
-        if policy is RemoteLogDisablePolicy.DELETE:
+        if (
+            policy is RemoteLogDisablePolicy.DELETE
+            and state.deletion_marked_epoch != tiering.tiered_epoch
+        ):
             expiration = state.expiration_task
             if expiration is not None and not expiration.cancel(self.config.stop_wait_s):
                 raise RemoteStorageException(f"partition {tp}: expiration still runs")
@@ -432,7 +459,6 @@ class RemoteLogManager:
                 raise RemoteStorageException(f"partition {tp}: remote fetches did not drain")
             log_ = state.partition.log
             log_.set_log_start_offset(log_.local_log_start_offset)
-            state.delete_marked = True
             local_retention = LocalRetentionTask(self, state)
             state.expiration_task = local_retention
             self._expiration.schedule(local_retention)
@@ -445,21 +471,33 @@ class RemoteLogManager:
                         self.config.broker_id,
                     )
                 )
-        state.stopped = (tiered_epoch, policy)
-        log.info(
-            "Partition %s: tiering stopped for tiered epoch %d with policy %s",
-            tp,
-            tiered_epoch,
-            policy.value,
-        )
+            state.deletion_marked_epoch = tiering.tiered_epoch
+            stopped_now = True
+        if stopped_now:
+            log.info(
+                "Partition %s: tiering stopped for tiered epoch %d with policy %s",
+                tp,
+                tiering.tiered_epoch,
+                policy.value,
+            )
 
     def enable_partitions(self, partitions: Iterable[TopicIdPartition], tiered_epoch: int) -> None:
-        """Tiering is on again: copies resume, stamped ``tiered_epoch``, at the first offset not
-        in remote storage."""
+        """Tiering is on again: a re-enable on each led partition's tiering, then
+        :meth:`resume_copying`; copies are stamped ``tiered_epoch`` (or the partition's own epoch
+        if later)."""
+        led = [tp for tp in partitions if tp in self._partitions]
+        for tp in led:
+            self._partitions[tp].tiering.handle_reenable(tiered_epoch)
+        self.resume_copying(led)
+
+    def resume_copying(self, partitions: Iterable[TopicIdPartition]) -> None:
+        """Copying of led partitions whose tiering copies again resumes, at the first offset not
+        in remote storage; remote fetches are served again and expiration is the full one."""
         partitions = [
             tp
             for tp in partitions
             if (state := self._partitions.get(tp)) is not None
+            and state.tiering.copying
             and (state.copy_task is None or state.copy_task.cancelled)
         ]
         if partitions:
@@ -468,9 +506,7 @@ class RemoteLogManager:
             self.rlmm.on_partition_leadership_changes(set(partitions), set())
         for tp in partitions:
             state = self._partitions[tp]
-            state.partition.tiered_epoch = max(state.partition.tiered_epoch, tiered_epoch)
-            state.fence_epoch = max(state.fence_epoch, state.partition.tiered_epoch)
-            state.stopped = None
+            state.deletion_marked_epoch = None
             state.fetch_gate.reopen()
             self._start_copying(state)
 

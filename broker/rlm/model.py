@@ -7,6 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from broker.log import Log
+from broker.rlm.partition_tiering import PartitionTiering, TieringState
 from tiered.api import RemoteStorageException, TopicIdPartition
 
 
@@ -46,15 +47,23 @@ class RetentionConfig:
         )
 
 
-@dataclass
 class TieredPartition:
-    """What the RemoteLogManager needs of a partition this broker leads."""
+    """What the RemoteLogManager needs of a partition this broker leads: its log, its retention,
+    and its tiering (epoch and state; copying at tiered epoch 0 unless given), which the
+    RemoteLogManager reads and never keeps a copy of."""
 
-    topic_id_partition: TopicIdPartition
-    log: Log
-    tiered_epoch: int = 0
-    retention: RetentionConfig = field(default_factory=RetentionConfig)
-    copy_enabled: bool = True  # False: led for expiry and remote reads only (tiering stopped)
+    def __init__(
+        self,
+        topic_id_partition: TopicIdPartition,
+        log: Log,
+        *,
+        retention: RetentionConfig | None = None,
+        tiering: PartitionTiering | None = None,
+    ) -> None:
+        self.topic_id_partition = topic_id_partition
+        self.log = log
+        self.retention = retention or RetentionConfig()
+        self.tiering = tiering or PartitionTiering(topic_id_partition, 0, TieringState.COPYING)
 
 
 @dataclass

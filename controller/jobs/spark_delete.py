@@ -30,15 +30,17 @@ from pathlib import Path
 from typing import Any
 
 from tiered.api import DeleteOutcome, RemoteObjectDeleter, RemoteStorageException
-from tiered.retry import ExponentialBackoff
+from tiered.retry import RetryPolicy
 
 logger = logging.getLogger(__name__)
 
 APP_NAME = "tiered-bulk-delete"
 DEFAULT_MASTER = "local[*]"
 DEFAULT_FAST_PATH_MAX_OBJECTS = 2000
-DEFAULT_RETRIES = 3
-DEFAULT_BACKOFF = ExponentialBackoff(initial_s=0.5, max_s=30.0)
+DEFAULT_RETRY = RetryPolicy(max_tries=4, deadline_s=None, delay_s=0.5, max_delay_s=30.0, jitter=0.2)
+"""A bulk delete's attempts: the first and three retries, with capped, jittered backoff (many
+executors' failed keys must not hit a throttling store again in lockstep). No deadline: one
+attempt of a large job may take longer than any sensible one."""
 MIN_KEYS_PER_SLICE = 500
 """Default slicing: no Spark partition smaller than this, ..."""
 MAX_KEYS_PER_SLICE = 8000
@@ -328,36 +330,32 @@ class BulkObjectDeleter:
     started for small jobs), more with a Spark job. The path is chosen again on each attempt, so
     retrying a few failed handles of a large job takes the fast path.
 
-    Handles that fail are retried, and only they, up to ``retries`` times with ``backoff``
-    between attempts; those still failing come back in ``failed_handles``. A job that fails as a
-    whole (a Spark exception, e.g. a task failing more often than Spark retries it; in ``local``
-    mode Spark does not retry tasks; or the deleter raising) is retried the same way, and after
-    the last attempt raises :class:`BulkDeleteError`. Objects a failed job did delete count as
-    ``missing`` on the retry.
+    Handles that fail are retried, and only they, within the attempts of ``retry`` (sleeping its
+    backoff in between); those still failing come back in ``failed_handles``. A job that fails as
+    a whole (a Spark exception, e.g. a task failing more often than Spark retries it; in
+    ``local`` mode Spark does not retry tasks; or the deleter raising) is retried the same way,
+    and when its last attempt fails so raises :class:`BulkDeleteError`. Objects a failed job did
+    delete count as ``missing`` on the retry.
 
-    ``fail_task_tokens_dir`` is a test hook passed to :func:`delete_with_spark`; ``sleep`` waits
-    between attempts (tests may pass a recording one)."""
+    ``fail_task_tokens_dir`` is a test hook passed to :func:`delete_with_spark`; tests give
+    ``retry`` a recording ``sleep``."""
 
     def __init__(
         self,
         spark_provider: SparkSessionProvider,
         *,
         fast_path_max_objects: int = DEFAULT_FAST_PATH_MAX_OBJECTS,
-        retries: int = DEFAULT_RETRIES,
-        backoff: ExponentialBackoff = DEFAULT_BACKOFF,
+        retry: RetryPolicy = DEFAULT_RETRY,
         slices: int | None = None,
         fail_task_tokens_dir: str | None = None,
-        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        if fast_path_max_objects < 0 or retries < 0:
-            raise ValueError("fast_path_max_objects and retries must be >= 0")
+        if fast_path_max_objects < 0:
+            raise ValueError(f"fast_path_max_objects must be >= 0, not {fast_path_max_objects}")
         self._spark = spark_provider
         self._fast_path_max = fast_path_max_objects
-        self._retries = retries
-        self._backoff = backoff
+        self._retry = retry
         self._slices = slices
         self._tokens_dir = fail_task_tokens_dir
-        self._sleep = sleep
 
     def delete(
         self,
@@ -374,31 +372,34 @@ class BulkObjectDeleter:
             return DeleteOutcome()
         total = DeleteOutcome()
         last: DeleteOutcome | None = None
+        failure: Exception | None = None
+        tries = 0
         started = time.perf_counter()
-        for attempt in range(self._retries + 1):
-            if attempt > 0:
-                self._sleep(self._backoff.delay_s(attempt - 1))
+        for attempt in self._retry.attempts():
+            tries = attempt + 1
             try:
                 last = self._attempt(deleter, pending, attempt, on_progress)
             except Exception as e:
-                if attempt == self._retries:
-                    raise BulkDeleteError(
-                        f"bulk delete of {len(pending)} objects with {deleter!r} gave up after "
-                        f"{attempt + 1} attempts, the last failing as a whole: {_describe(e)}"
-                    ) from e
+                failure = e
                 logger.warning(
-                    "bulk delete of %d objects with %r failed (attempt %d of %d), retrying: %s",
+                    "bulk delete of %d objects with %r failed as a whole (attempt %d of %s): %s",
                     len(pending),
                     deleter,
-                    attempt + 1,
-                    self._retries + 1,
+                    tries,
+                    self._retry.max_tries or "unbounded",
                     _describe(e),
                 )
                 continue
+            failure = None
             total += DeleteOutcome(last.deleted, last.missing)
             pending = list(last.failed_handles)
             if not pending:
                 break
+        if failure is not None:
+            raise BulkDeleteError(
+                f"bulk delete of {len(pending)} objects with {deleter!r} gave up after "
+                f"{tries} attempts, the last failing as a whole: {_describe(failure)}"
+            ) from failure
         first_error = last.first_error if pending and last is not None else None
         result = DeleteOutcome(total.deleted, total.missing, tuple(pending), first_error)
         logger.log(

@@ -6,12 +6,18 @@ brokers), their RLMM settings (``rlmm.*``), ``bulk.delete.*`` and ``spark.*``.""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
-from controller.jobs.runner import BulkDeleteUnsupportedError, DeleteJobRunner, bulk_deleter_of
+from controller.jobs.runner import (
+    BulkDeleteUnsupportedError,
+    DeleteEngine,
+    DeleteJobRunner,
+    bulk_deleter_of,
+)
 from controller.jobs.spark_delete import BulkObjectDeleter, SparkSessionProvider
 from tiered import rlmm as rlmm_factory
 from tiered import rsm as rsm_factory
+from tiered.api import DeleteOutcome, RemoteObjectDeleter
 from tiered.cluster.model import DeleteJob
 
 log = logging.getLogger(__name__)
@@ -19,12 +25,45 @@ log = logging.getLogger(__name__)
 FAST_PATH_KEY = "bulk.delete.fast.path.max.objects"
 
 
+# Told what each batched delete did: (objects gone, objects that failed).
+DeleteObserver = Callable[[int, int], None]
+
+
+class ObservedDeleteEngine:
+    """An engine that tells an observer (the controller's metrics) what each delete did; a
+    delete that fails as a whole counts every object as failed."""
+
+    def __init__(self, engine: DeleteEngine, observe: DeleteObserver) -> None:
+        self._engine = engine
+        self._observe = observe
+
+    def delete(
+        self,
+        deleter: RemoteObjectDeleter,
+        handles: Sequence[str],
+        on_progress: Callable[[Sequence[str]], None] | None = None,
+    ) -> DeleteOutcome:
+        try:
+            outcome = self._engine.delete(deleter, handles, on_progress)
+        except Exception:
+            self._observe(0, len(handles))
+            raise
+        self._observe(outcome.done, outcome.failed)
+        return outcome
+
+
 class BulkDelete:
     """What one controller process keeps for delete jobs across its terms as active
     controller: one RLMM client, one RemoteStorageManager and one (lazily started) Spark
     session."""
 
-    def __init__(self, node_id: int, remote: Mapping[str, str], spark: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        node_id: int,
+        remote: Mapping[str, str],
+        spark: Mapping[str, str],
+        observe: DeleteObserver | None = None,
+    ) -> None:
         self.storage = rsm_factory.create(remote)
         try:
             bulk_deleter_of(self.storage)
@@ -35,9 +74,11 @@ class BulkDelete:
         self.rlmm = rlmm_factory.create(rlmm_config)
         conf = {k: v for k, v in spark.items() if k != "spark.master"}
         self.spark = SparkSessionProvider(spark.get("spark.master"), conf)
-        self.engine = BulkObjectDeleter(
+        self.engine: DeleteEngine = BulkObjectDeleter(
             self.spark, fast_path_max_objects=int(remote.get(FAST_PATH_KEY, "2000"))
         )
+        if observe is not None:
+            self.engine = ObservedDeleteEngine(self.engine, observe)
 
     def runner(self, persist: Callable[[DeleteJob], None]) -> DeleteJobRunner:
         return DeleteJobRunner(self.rlmm, self.storage, self.engine, persist)
@@ -48,7 +89,12 @@ class BulkDelete:
         self.storage.close()
 
 
-def create(node_id: int, remote: Mapping[str, str], spark: Mapping[str, str]) -> BulkDelete | None:
+def create(
+    node_id: int,
+    remote: Mapping[str, str],
+    spark: Mapping[str, str],
+    observe: DeleteObserver | None = None,
+) -> BulkDelete | None:
     """None (with a warning) when the controller has no remote storage settings: delete jobs
     then wait, persisted, until a controller that has them is active."""
     if rsm_factory.ROOT_CONFIG not in remote and rsm_factory.CLASS_NAME_CONFIG not in remote:
@@ -59,4 +105,4 @@ def create(node_id: int, remote: Mapping[str, str], spark: Mapping[str, str]) ->
             rsm_factory.CLASS_NAME_CONFIG,
         )
         return None
-    return BulkDelete(node_id, remote, spark)
+    return BulkDelete(node_id, remote, spark, observe)

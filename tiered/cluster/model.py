@@ -151,9 +151,19 @@ class MetadataImage:
     offset: int = -1  # KRaft: the offset of the last applied record; -1 for none
     delete_jobs: dict[tuple[uuid.UUID, int], DeleteJob] = field(default_factory=dict)
     _by_id: dict[uuid.UUID, str] = field(default_factory=dict, repr=False)
+    # Topics per tiered state, kept by put_topic and remove_topic: a metrics scrape reads it in
+    # O(1) however many topics there are.
+    _by_state: dict[TieredState, int] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self._by_id = {t.topic_id: t.name for t in self.topics.values()}
+        self._by_state = dict.fromkeys(TieredState, 0)
+        for topic in self.topics.values():
+            self._by_state[topic.tiered_state] += 1
+
+    def topic_count(self, state: TieredState) -> int:
+        """How many topics are in ``state``, in O(1)."""
+        return self._by_state[state]
 
     def copy(self) -> MetadataImage:
         """An independent image with the same contents (values are frozen: shallow is enough)."""
@@ -173,11 +183,17 @@ class MetadataImage:
 
     def put_topic(self, topic: TopicMetadata) -> None:
         previous = self.topics.get(topic.name)
-        if previous is not None and previous.topic_id != topic.topic_id:
-            self._by_id.pop(previous.topic_id, None)
+        if previous is not None:
+            self._by_state[previous.tiered_state] -= 1
+            if previous.topic_id != topic.topic_id:
+                self._by_id.pop(previous.topic_id, None)
         self.topics[topic.name] = topic
         self._by_id[topic.topic_id] = topic.name
+        self._by_state[topic.tiered_state] += 1
 
     def remove_topic(self, topic_id: uuid.UUID) -> TopicMetadata | None:
         name = self._by_id.pop(topic_id, None)
-        return None if name is None else self.topics.pop(name, None)
+        removed = None if name is None else self.topics.pop(name, None)
+        if removed is not None:
+            self._by_state[removed.tiered_state] -= 1
+        return removed

@@ -21,6 +21,7 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 from tiered.cluster import zk_paths
 from tiered.cluster.model import BrokerRegistration
 from tiered.cluster.zk_znodes import decode_controller, encode_broker_registration
+from tiered.retry import ExponentialBackoff
 from tiered.zk_client import TRANSPORT_ERRORS, ZkClient
 
 __all__ = [
@@ -31,7 +32,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_RETRY_PAUSE_S = 0.2  # between attempts of the re-registration worker
+REREGISTRATION_BACKOFF = ExponentialBackoff(initial_s=0.05, max_s=2.0, jitter=0.5)
+"""Between attempts of the re-registration worker: every broker re-registers after a ZooKeeper
+outage, so jittered; capped well below a session timeout."""
 _STALE_POLL_S = 0.05
 
 
@@ -82,8 +85,10 @@ class BrokerZkRegistration:
         session_timeout_s: float = 6.0,
         connect_timeout_s: float = 15.0,
         stale_timeout_s: float | None = None,
+        backoff: ExponentialBackoff = REREGISTRATION_BACKOFF,
     ) -> None:
         self._zk = ZkClient(connect, session_timeout_s)
+        self._backoff = backoff
         self.registration = registration
         self._path = self._zk.path(zk_paths.broker(registration.broker_id))
         self._connect_timeout_s = connect_timeout_s
@@ -188,6 +193,7 @@ class BrokerZkRegistration:
             if self._closed.is_set():
                 return
             self._wake.clear()
+            failures = 0  # of this wake-up's attempts: each new session starts the backoff again
             while not self._closed.is_set():
                 try:
                     self._register(deadline=time.monotonic() + self._stale_timeout_s)
@@ -195,8 +201,12 @@ class BrokerZkRegistration:
                 except Exception as e:  # keep the broker registered whatever went wrong
                     if self._closed.is_set():
                         return
-                    log.warning("%r: re-registration failed, retrying: %r", self, e)
-                    self._closed.wait(_RETRY_PAUSE_S)
+                    delay_s = self._backoff.delay_s(failures)
+                    failures += 1
+                    log.warning(
+                        "%r: re-registration failed, retrying in %.2fs: %r", self, delay_s, e
+                    )
+                    self._closed.wait(delay_s)
 
     def _register(self, deadline: float) -> None:
         """Makes sure the znode exists and belongs to the current session."""

@@ -41,13 +41,16 @@ from tiered.kafka.protocol import (
 )
 from tiered.kafka.record_batch import Buffer
 from tiered.kafka.socket_io import FrameReader, send_chunks
+from tiered.retry import ExponentialBackoff
 
 __all__ = ["KafkaServer", "ListenerSettings"]
 
 log = logging.getLogger(__name__)
 
 _END: Final = None  # queue marker: the connection's input ended (EOF or a bad frame)
-_ACCEPT_RETRY_S = 0.1
+ACCEPT_BACKOFF = ExponentialBackoff(initial_s=0.01, max_s=1.0, jitter=0.2)
+"""Between failed accepts (out of file descriptors and the like): the listener keeps trying, less
+often the longer it lasts, and at full speed again once one succeeds."""
 
 
 class _DropConnectionError(Exception):
@@ -166,14 +169,18 @@ class KafkaServer:
 
     async def _accept(self, listener: socket.socket) -> None:
         loop = asyncio.get_running_loop()
+        failures = 0
         while True:
             try:
                 sock, peer = await loop.sock_accept(listener)
             except OSError as e:
                 # Out of file descriptors and the like: the clients already connected go on.
+                delay_s = ACCEPT_BACKOFF.delay_s(failures)
+                failures += 1
                 log.warning("kafka listener cannot accept a connection: %s", e)
-                await asyncio.sleep(_ACCEPT_RETRY_S)
+                await asyncio.sleep(delay_s)
                 continue
+            failures = 0
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             task = loop.create_task(self._serve_connection(sock, peer))
             self._connections.add(task)

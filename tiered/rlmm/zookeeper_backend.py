@@ -2,8 +2,9 @@
 
 Each multi is one ZooKeeper transaction. Missing ancestors of a created key are created inside that
 same transaction (after an ``exists`` read), never beforehand, so a crash can not leave parents
-behind without the data they were made for. Reads retry through an injected ``KazooRetry`` policy;
-writes do not retry on a lost connection, because their outcome is then unknown (the caller re-reads).
+behind without the data they were made for. Reads retry through an injected ``RetryPolicy``
+(:data:`READ_RETRY`); writes do not retry on a lost connection, because their outcome is then
+unknown (the caller re-reads).
 Every request waits at most the session timeout: kazoo queues requests made while disconnected and
 would otherwise block until the server is back. Many keys are read at once by ZooKeeper's multiRead
 (``tiered.zk_multi_read``), or one async get each on a server without it.
@@ -16,10 +17,19 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionClosedError,
+    ConnectionLoss,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    OperationTimeoutError,
+    SessionExpiredError,
+)
 from kazoo.protocol.states import ZnodeStat
-from kazoo.retry import KazooRetry
 
+from tiered.retry import RetryPolicy
 from tiered.rlmm.backend import (
     ANY_VERSION,
     Check,
@@ -41,6 +51,22 @@ from tiered.zk_multi_read import BulkReader
 _CONFLICTS = (BadVersionError, NodeExistsError, NoNodeError, NotEmptyError)
 _ASYNC_BATCH = 1000
 
+READ_RETRY = RetryPolicy(max_tries=5, deadline_s=None, delay_s=0.05, max_delay_s=1.0, jitter=0.4)
+"""How a read is retried: a few quick tries with capped, jittered backoff (what kazoo's own
+recipes do), then the last error, which the caller wraps in ``StorageBackendError``."""
+
+# A read may be sent again once the connection is back (or a new session is up); a client that
+# was closed is not coming back.
+_READ_RETRIED: tuple[type[Exception], ...] = (
+    ConnectionLoss,
+    OperationTimeoutError,
+    SessionExpiredError,
+)
+
+
+def _read_retriable(error: Exception) -> bool:
+    return not isinstance(error, ConnectionClosedError)
+
 
 class ZooKeeperBackend(MetadataStorageBackend):
     def __init__(
@@ -48,12 +74,12 @@ class ZooKeeperBackend(MetadataStorageBackend):
         connect: str,
         session_timeout_s: float = 10.0,
         connect_timeout_s: float = 15.0,
-        read_retry: KazooRetry | None = None,
+        read_retry: RetryPolicy = READ_RETRY,
     ) -> None:
         self._zk = ZkClient(connect, session_timeout_s)
         self._chroot = self._zk.chroot
         self._reader = BulkReader(self._zk)
-        self._read_retry = read_retry or KazooRetry(max_tries=5, delay=0.05, max_delay=1.0)
+        self._read_retry = read_retry
         self._known_paths: set[str] = set()
         self._lock = threading.Lock()
         self._watch_tokens: dict[str, object] = {}
@@ -77,8 +103,12 @@ class ZooKeeperBackend(MetadataStorageBackend):
             raise StorageBackendError(f"ZooKeeper metadata store {self._zk.connect} is closed")
 
     def _read(self, start: Callable[..., Any], *args: Any) -> Any:
-        """A read under the retry policy; a copy of it, as KazooRetry keeps per-call state."""
-        return self._read_retry.copy()(lambda: self._zk.wait(start(*args)))
+        """A read under the retry policy."""
+        return self._read_retry(
+            lambda: self._zk.wait(start(*args)),
+            retry_on=_READ_RETRIED,
+            retry_if=_read_retriable,
+        )
 
     def get(self, key: str) -> Versioned | None:
         path = self._path(key)

@@ -6,12 +6,18 @@ INVALID_ARGUMENT; anything unexpected is logged and INTERNAL.
 
 Clients: an ``Error`` in a response becomes a ``TieredError`` again (``error_from_proto``), and so
 does a failed RPC's status (``error_from_rpc``).
+
+Every error a response carries is made here, so a server interceptor counts them while a call is
+answered (``counting_errors``): O(1) per error, nothing per success, however large the response.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from typing import TypeVar, cast
 
 import grpc
@@ -23,10 +29,28 @@ log = logging.getLogger(__name__)
 
 R = TypeVar("R")
 
+# The errors put into responses by the call this thread is answering, while one counts them.
+_counted_errors: ContextVar[Counter[str] | None] = ContextVar("counted_errors", default=None)
+
+
+@contextlib.contextmanager
+def counting_errors() -> Iterator[Counter[str]]:
+    """Counts, by name, the errors ``error_to_proto`` makes in this thread until the block ends
+    (a gRPC servicer answers a call on one thread)."""
+    counted: Counter[str] = Counter()
+    token = _counted_errors.set(counted)
+    try:
+        yield counted
+    finally:
+        _counted_errors.reset(token)
+
 
 def error_to_proto(error: TieredError | None) -> pb.Error:
     if error is None:
         return pb.Error(code=0, name="NONE")
+    counted = _counted_errors.get()
+    if counted is not None:
+        counted[error.code.name] += 1
     return pb.Error(code=int(error.code), name=error.code.name, message=error.message)
 
 

@@ -11,6 +11,7 @@ from kazoo.recipe.watchers import ChildrenWatch
 
 from tiered.cluster import zk_paths
 from tiered.cluster.model import BrokerRegistration
+from tiered.retry import ExponentialBackoff
 from tiered.zk_client import TRANSPORT_ERRORS, ZkClient
 
 __all__ = ["LiveBrokersCallback", "LiveBrokersWatch"]
@@ -19,7 +20,9 @@ log = logging.getLogger(__name__)
 
 LiveBrokersCallback = Callable[[dict[int, BrokerRegistration]], None]
 
-_RETRY_PAUSE_S = 0.2
+READ_BACKOFF = ExponentialBackoff(initial_s=0.05, max_s=2.0, jitter=0.5)
+"""Between failed reads of the registrations (ZooKeeper unreachable): every controller of the
+cluster retries, so jittered; capped well below a session timeout."""
 
 
 class LiveBrokersWatch:
@@ -32,8 +35,10 @@ class LiveBrokersWatch:
         zk: ZkClient,
         read_brokers: Callable[[], dict[int, BrokerRegistration]],
         callback: LiveBrokersCallback,
+        backoff: ExponentialBackoff = READ_BACKOFF,
     ) -> None:
         self._zk = zk
+        self._backoff = backoff
         self._read_brokers = read_brokers
         self._callback = callback
         self._dirty = threading.Event()
@@ -64,6 +69,12 @@ class LiveBrokersWatch:
             if not self._stopped.is_set():
                 log.error("live brokers: cannot watch %s: %r", zk_paths.BROKER_IDS, e)
             return
+        self._deliver_changes()
+
+    def _deliver_changes(self) -> None:
+        """Reads and delivers the registrations after each change until stopped; a read that
+        fails is retried with backoff (from the start again once one succeeds)."""
+        failures = 0
         while True:
             self._dirty.wait()
             if self._stopped.is_set():
@@ -72,10 +83,18 @@ class LiveBrokersWatch:
             try:
                 brokers = self._read_brokers()
             except TRANSPORT_ERRORS as e:
-                log.warning("live brokers: cannot read %s, retrying: %r", zk_paths.BROKER_IDS, e)
+                delay_s = self._backoff.delay_s(failures)
+                failures += 1
+                log.warning(
+                    "live brokers: cannot read %s, retrying in %.2fs: %r",
+                    zk_paths.BROKER_IDS,
+                    delay_s,
+                    e,
+                )
                 self._dirty.set()
-                self._stopped.wait(_RETRY_PAUSE_S)
+                self._stopped.wait(delay_s)
                 continue
+            failures = 0
             if brokers == self._last:
                 continue
             self._last = brokers

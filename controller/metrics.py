@@ -1,0 +1,237 @@
+"""The controller's Prometheus endpoint (``metrics.port``), with Kafka's naming.
+
+Kafka's ``kafka.controller:type=KafkaController,name=ActiveControllerCount`` becomes
+``kafka_controller_kafkacontroller_activecontrollercount`` (the JMX exporter's convention,
+lower-cased, as the broker's ``broker/metrics.py``); meters (``...PerSec``) are counters with a
+``_total`` suffix, and a label such as Kafka's ``broker-id`` is ``broker_id``.
+
+Two kinds of figures:
+
+- events (requests to brokers that failed or were retried, metadata-store writes, admin requests,
+  objects the bulk delete removed) update prometheus_client's counters and histograms where they
+  happen: ``ControllerMetrics``;
+- state (active or not, the controller epoch, topics per tiered state, what brokers owe, delete
+  jobs) is read when scraped from figures the controller keeps up to date as it changes, so a
+  scrape costs O(brokers + unfinished jobs), not O(topics): ``ControllerStateCollector``.
+
+A standby serves the endpoint too: active 0, epoch 0, no topics, no backlog, no jobs (the
+active controller reports them; summing over controllers gives the cluster's figures).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
+
+from prometheus_client import Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import CollectorRegistry
+
+from controller.unfinished_jobs import objects_remaining
+from tiered.cluster.model import DeleteJobState, TieredState
+from tiered.metrics_endpoint import MetricsEndpoint
+
+if TYPE_CHECKING:
+    from controller.controller import Controller
+    from controller.delete_jobs import DeleteJobSupervisor
+    from controller.disable_completion import DisableCompletion
+    from controller.leadership import Term
+
+log = logging.getLogger(__name__)
+
+CONTROLLER = "kafka_controller_kafkacontroller_"
+CHANNEL = "kafka_controller_controllerchannelmanager_"
+BULK_DELETE = "kafka_controller_bulkdelete_"
+REQUESTS = "kafka_network_requestmetrics_"
+
+# Milliseconds, as Kafka's latency histograms: an fsync'd KRaft batch or a ZooKeeper multi takes
+# a few; a store in trouble takes seconds.
+WRITE_LATENCY_BUCKETS_MS = (1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
+
+
+class ControllerMetrics:
+    """The event instruments of one controller process, in a registry of its own."""
+
+    def __init__(self, store_mode: str) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self._request_failures = Counter(
+            CHANNEL + "requestfailurespersec",
+            "RequestFailuresPerSec: requests to a broker (DisableRemoteTopic, AssignPartitions, "
+            "RemovePartitions) that failed: unreachable, timed out, or answered with errors",
+            ["broker_id"],
+            registry=self.registry,
+        )
+        self._request_retries = Counter(
+            CHANNEL + "requestretriespersec",
+            "RequestRetriesPerSec: requests sent to a broker again after a failure",
+            ["broker_id"],
+            registry=self.registry,
+        )
+        self._store_writes = Histogram(
+            CONTROLLER + "metadatastorewritelatencyms",
+            "MetadataStoreWriteLatencyMs: time of each metadata-store write (a KRaft log batch, "
+            "ZooKeeper multis), failed ones included",
+            ["store"],
+            buckets=WRITE_LATENCY_BUCKETS_MS,
+            registry=self.registry,
+        ).labels(store_mode)
+        self._requests = Counter(
+            REQUESTS + "requestspersec",
+            "RequestsPerSec: admin requests answered, by request",
+            ["request"],
+            registry=self.registry,
+        )
+        self._errors = Counter(
+            REQUESTS + "errorspersec",
+            "ErrorsPerSec: errors in admin responses, by request and error name (one per "
+            "failed topic or request; NONE once per request that carried no error)",
+            ["request", "error"],
+            registry=self.registry,
+        )
+        self._objects_deleted = Counter(
+            BULK_DELETE + "objectsdeletedpersec",
+            "ObjectsDeletedPerSec: remote objects the bulk delete removed (or found gone)",
+            registry=self.registry,
+        )
+        self._objects_failed = Counter(
+            BULK_DELETE + "objectsfailedpersec",
+            "ObjectsFailedPerSec: remote objects the bulk delete could not delete (retried)",
+            registry=self.registry,
+        )
+
+    # Events. Each costs what prometheus_client's instruments cost, nothing more.
+
+    def request_failed(self, broker_id: int) -> None:
+        self._request_failures.labels(str(broker_id)).inc()
+
+    def request_retried(self, broker_id: int) -> None:
+        self._request_retries.labels(str(broker_id)).inc()
+
+    def store_written(self, seconds: float) -> None:
+        self._store_writes.observe(seconds * 1000)
+
+    def admin_answered(self, request: str, errors: Mapping[str, int]) -> None:
+        """An admin request was answered with ``errors`` (error name -> occurrences; empty
+        for a response without any error)."""
+        self._requests.labels(request).inc()
+        if not errors:
+            self._errors.labels(request, "NONE").inc()
+        for name, count in errors.items():
+            self._errors.labels(request, name).inc(count)
+
+    def objects_deleted(self, done: int, failed: int) -> None:
+        if done:
+            self._objects_deleted.inc(done)
+        if failed:
+            self._objects_failed.inc(failed)
+
+
+class ControllerStateCollector:
+    """State read at scrape time. The figures that change under the term's lock are copied under
+    it; a scrape waits ``lock_timeout_s`` at most for it (a store write in progress holds it) and
+    then answers without them rather than hang."""
+
+    def __init__(
+        self,
+        term: Term,
+        disablements: DisableCompletion,
+        delete_jobs: DeleteJobSupervisor,
+        lock_timeout_s: float = 2.0,
+    ) -> None:
+        self._term = term
+        self._disablements = disablements
+        self._delete_jobs = delete_jobs
+        self._lock_timeout_s = lock_timeout_s
+
+    def collect(self) -> Iterator[Metric]:
+        epoch = self._term.active_epoch
+        yield _gauge(
+            CONTROLLER + "activecontrollercount",
+            "ActiveControllerCount: 1 on the active controller, 0 on a standby",
+            1 if epoch is not None else 0,
+        )
+        yield _gauge(
+            CONTROLLER + "controllerepoch",
+            "ControllerEpoch: the controller epoch of this controller's term (0 on a standby)",
+            epoch or 0,
+        )
+        if not self._term.lock.acquire(timeout=self._lock_timeout_s):
+            log.warning(
+                "Metrics scrape: the controller lock stayed busy for %.1fs; topic, backlog and "
+                "job figures left out of this scrape",
+                self._lock_timeout_s,
+            )
+            return
+        try:
+            active = self._term.active_epoch is not None
+            image = self._term.image
+            topics = {s: image.topic_count(s) if active else 0 for s in TieredState}
+            backlogs = self._disablements.queue.backlogs() if active else {}
+            jobs = self._delete_jobs.unfinished.jobs() if active else []
+        finally:
+            self._term.lock.release()
+
+        yield _gauge(
+            CONTROLLER + "globaltopiccount", "GlobalTopicCount: topics", sum(topics.values())
+        )
+        by_state = GaugeMetricFamily(
+            CONTROLLER + "tieredtopiccount",
+            "TieredTopicCount: topics per tiered state (ENABLED, DISABLING, DISABLED; a topic "
+            "never tiered is DISABLED)",
+            labels=["state"],
+        )
+        for state, count in topics.items():
+            by_state.add_metric([state.value], count)
+        yield by_state
+
+        entries = GaugeMetricFamily(
+            CHANNEL + "disableremotetopicpendingentries",
+            "DisableRemoteTopicPendingEntries: partitions a broker has not acked a "
+            "DisableRemoteTopic for yet",
+            labels=["broker_id"],
+        )
+        oldest = GaugeMetricFamily(
+            CHANNEL + "disableremotetopicoldestpendingagems",
+            "DisableRemoteTopicOldestPendingAgeMs: how long the oldest of them has waited, since "
+            "this controller's term queued it",
+            labels=["broker_id"],
+        )
+        for broker_id, backlog in sorted(backlogs.items()):
+            entries.add_metric([str(broker_id)], backlog.entries)
+            oldest.add_metric([str(broker_id)], round(backlog.oldest_age_s * 1000))
+        yield entries
+        yield oldest
+
+        job_count = GaugeMetricFamily(
+            BULK_DELETE + "jobcount",
+            "JobCount: unfinished bulk-delete jobs (PENDING: not started; RUNNING: started, "
+            "retried after a failure until done)",
+            labels=["state"],
+        )
+        for job_state in (DeleteJobState.PENDING, DeleteJobState.RUNNING):
+            job_count.add_metric([job_state.value], sum(1 for j in jobs if j.state is job_state))
+        yield job_count
+        remaining = GaugeMetricFamily(
+            BULK_DELETE + "objectsremaining",
+            "ObjectsRemaining: objects an unfinished job listed and has not deleted yet",
+            labels=["topic", "topic_id", "tiered_epoch"],
+        )
+        for job in sorted(jobs, key=lambda j: (j.topic, str(j.topic_id), j.tiered_epoch)):
+            remaining.add_metric(
+                [job.topic, str(job.topic_id), str(job.tiered_epoch)], objects_remaining(job)
+            )
+        yield remaining
+
+
+def _gauge(name: str, help_text: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, help_text, value=value)
+
+
+def serve_metrics(controller: Controller, host: str, port: int) -> MetricsEndpoint:
+    """Starts the endpoint on ``host:port`` (0: any free port); ``MetricsEndpointError`` naming
+    ``metrics.port`` when it cannot listen there."""
+    state = ControllerStateCollector(
+        controller.term, controller.disablements, controller.delete_jobs
+    )
+    return MetricsEndpoint(host, port, [controller.metrics.registry, state])
