@@ -29,7 +29,7 @@ REGION = "us-east-1"
 def seed(bucket: str, keys_file: Path, object_bytes: int) -> int:
     """Creates ``bucket`` in moto's backend of this process and one object per key; returns how
     many."""
-    from moto.s3.models import s3_backends  # noqa: PLC0415 - moto only in this process
+    from moto.s3.models import s3_backends
 
     backend = s3_backends[ACCOUNT_ID]["aws"]
     backend.create_bucket(bucket, REGION)
@@ -51,7 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--object-bytes", type=int, default=32)
     args = parser.parse_args(argv)
-    from moto.server import ThreadedMotoServer  # noqa: PLC0415
+    from moto.server import ThreadedMotoServer
 
     started = time.perf_counter()
     objects = seed(args.bucket, args.keys_file, args.object_bytes)
