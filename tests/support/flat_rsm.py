@@ -3,10 +3,11 @@ through ``remote.log.storage.manager.class.name``:
 
 - :class:`FlatRsm` keeps every object as one file of a flat directory, ``{test.flat.dir}/objects/
   {topic_id}.{partition}.e{tiered_epoch}.{start_offset}.{segment_id}.{suffix}`` (no ``te=``
-  prefixes), and implements the bulk delete capability over it. Its handles are the
-  file names (a segment's four are named from its metadata, the rest listed). Every bulk call is recorded, wherever it runs (the controller or a Spark executor),
-  as a line of ``{test.flat.dir}/calls.log``: ``list {topic_id}-{partition} {tiered_epoch} {pid}``
-  and ``delete {count} {pid}``.
+  prefixes), and implements the bulk delete capability over it. Its handles are the file
+  names (a segment's four are named from its metadata, the rest listed). Every bulk call is
+  recorded, wherever it runs (the controller or a Spark executor), as a line of
+  ``{test.flat.dir}/calls.log``: ``list {topic_id}-{partition} {tiered_epoch} {pid}`` and
+  ``delete {count} {pid}``.
 - :class:`CopyOnlyRsm` stores the same way but lacks the capability.
 """
 
