@@ -108,7 +108,13 @@ from tiered.rsm import FsspecObjectDeleter
 
 DEFAULT_OUT = RESULTS_DIR / "bulk_delete.json"
 DEFAULT_SIZES = (1_000, 10_000, 100_000)
-QUICK = {"sizes": (600,), "partitions": 4, "master": "local[2]"}
+QUICK = {
+    "sizes": (520,),  # 2,088 objects: above the fast path's 2,000, so the job runs on Spark
+    "partitions": 8,
+    "master": "local[2]",
+    "kafka_max_segments": 1,  # one partition (extrapolated, as at the largest size)
+    "one_session": True,
+}
 DELETE_OBJECTS_MAX_KEYS = 1000
 CONTROLLER_NODE_ID = 100
 KAFKA_BROKER_ID = 0
@@ -389,8 +395,15 @@ def fault_plan(args: argparse.Namespace) -> FaultPlan:
 
 
 def run_size(
-    size: int, args: argparse.Namespace, workdir: Path, spark: dict[str, str]
+    size: int,
+    args: argparse.Namespace,
+    workdir: Path,
+    spark: dict[str, str],
+    sessions: list[wiring.BulkDelete],
 ) -> dict[str, Any]:
+    """The three scenarios at one size. Each scenario's first *product* starts a Spark session
+    and the scenario's later ones use it; with ``--one-session`` every scenario uses the first
+    one (``sessions`` keeps it)."""
     faults = fault_plan(args)
     tree = Tree.build(size, args.partitions, seed=size)
     log(f"{size:,} segments ({len(tree.doomed_keys()):,} objects below E) ...")
@@ -420,7 +433,7 @@ def run_size(
     for scenario in ("s3", "s3_faults", "local"):
         methods: dict[str, Any] = {}
         result["scenarios"][scenario] = {"methods": methods}
-        first: wiring.BulkDelete | None = None
+        first: wiring.BulkDelete | None = sessions[0] if sessions else None
         try:
             steps: list[tuple[str, Sequence[int] | None]] = [("product", None)]
             if scenario == "s3":
@@ -437,6 +450,8 @@ def run_size(
                     if method.startswith("product"):
                         figures, bulk = run_product(where, tree, spark, first)
                         first = first or bulk  # its Spark session serves the next run
+                        if args.one_session and not sessions:
+                            sessions.append(bulk)
                         bulk.rlmm.close()  # its ZooKeeper server stops with the store
                         bulk.storage.close()
                     elif method == "kafka":
@@ -449,7 +464,7 @@ def run_size(
                 note = " (extrapolated)" * bool(figures.get("extrapolated"))
                 log(f"  [{scenario}] {method}: {format_seconds(figures['seconds'])}{note}")
         finally:
-            if first is not None:
+            if first is not None and not sessions:
                 first.spark.stop()
     return result
 
@@ -549,14 +564,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--fault-slowdown", type=float, default=0.2)
     parser.add_argument("--threads", type=int, default=16)
     parser.add_argument("--master", default=None, help="a Spark master instead of the bench's")
+    parser.add_argument(
+        "--one-session",
+        action="store_true",
+        help="one Spark session for every scenario and size (only the first product is cold)",
+    )
     parser.add_argument("--quick", action="store_true", help=f"small: {QUICK}")
     parser.add_argument("--workdir", default=None, help="where the temporary files go")
     parser.add_argument("--out", default=str(DEFAULT_OUT))
     args = parser.parse_args(argv)
     sizes = [int(s) for s in str(args.sizes).split(",")]
     if args.quick:
-        sizes, args.partitions = list(QUICK["sizes"]), int(QUICK["partitions"])  # type: ignore[call-overload]
+        sizes = list(QUICK["sizes"])  # type: ignore[call-overload]
+        args.partitions = QUICK["partitions"]
         args.master = args.master or QUICK["master"]
+        args.kafka_max_segments = args.faults_kafka_max_segments = QUICK["kafka_max_segments"]
+        args.one_session = True
     if min(sizes) < args.partitions or args.partitions < 1:
         parser.error("every partition needs at least one segment")
     os.environ["PYTHONPATH"] = os.pathsep.join(
@@ -581,9 +604,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 master = args.master
             spark = spark_settings(master, REPO_ROOT)
             spark_doc["settings"] = spark
-            for size in sizes:
-                results.append(run_size(size, args, workdir, spark))
-                log(f"  load average {load_average()}")
+            sessions: list[wiring.BulkDelete] = []
+            try:
+                for size in sizes:
+                    results.append(run_size(size, args, workdir, spark, sessions))
+                    log(f"  load average {load_average()}")
+            finally:
+                for bulk in sessions:
+                    bulk.spark.stop()
         except VerificationError as e:
             failures.append(f"verification: {e}")
             log(f"VERIFICATION FAILED: {e}")
@@ -616,6 +644,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             },
             "threads": args.threads,
             "quick": args.quick,
+            "one_session": args.one_session,
+            "sessions": (
+                "each scenario's first product starts a SparkSession (the first of the process "
+                "also launches the driver's JVM; later ones reuse it, as a controller does)"
+            ),
             "s3": "moto 5 server (bench/moto_seeded.py), its own process, over HTTP on loopback",
             "rlmm": "ZooKeeper backend on a real ZooKeeper server (one per method, same data)",
             "job_progress": "persisted to an in-memory list (the controller's store not included)",
