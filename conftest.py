@@ -2,8 +2,8 @@
 
 The ``processes`` marker is a contract the fast target relies on (``make test-fast`` deselects
 it): a test that starts a process (ZooKeeper, Spark, a daemon, a CLI, a Kafka client tool) carries
-it. System tests, tests using the ZooKeeper fixtures and tests parametrized with the
-``zookeeper`` backend or mode get it automatically; any other test that
+it. System tests, tests marked ``zookeeper``, tests using the ZooKeeper fixtures and tests
+parametrized with the ``zookeeper`` backend or mode get it automatically; any other test that
 starts one needs ``pytestmark = pytest.mark.processes`` (or the decorator). A test without the
 marker that starts a process fails, naming the command, so the marker stays true.
 """
@@ -18,7 +18,9 @@ from typing import Any
 import pytest
 
 PROCESSES = "processes"
-_PROCESS_FIXTURES = frozenset({"zookeeper_server", "zk_connect", "kazoo_client", "system_cluster"})
+_PROCESS_FIXTURES = frozenset(
+    {"zookeeper_server", "zookeeper_ensemble", "zk_connect", "kazoo_client", "system_cluster"}
+)
 _SYSTEM_TESTS = Path(__file__).resolve().parent / "system_tests"
 
 _running: list[pytest.Item] = []  # the test whose setup, call or teardown is under way
@@ -30,7 +32,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         uses_processes = _PROCESS_FIXTURES.intersection(getattr(item, "fixturenames", ()))
         callspec = getattr(item, "callspec", None)
         on_zookeeper = callspec is not None and "zookeeper" in callspec.params.values()
-        if in_system_tests or uses_processes or on_zookeeper:
+        needs_zookeeper = item.get_closest_marker("zookeeper") is not None
+        if in_system_tests or uses_processes or on_zookeeper or needs_zookeeper:
             item.add_marker(PROCESSES)
 
 

@@ -97,7 +97,7 @@ from bench.common import (
 from bench.seed_metadata import make_topic, make_topics, seed_kraft, seed_zookeeper
 from tests.support.cluster import broker_properties as cluster_broker_properties
 from tiered.ports import free_port
-from tiered.zookeeper_server import ZooKeeperServer
+from tiered.zookeeper import ZooKeeperServer
 
 DEFAULT_OUT = RESULTS_DIR / "controller_scale.json"
 DEFAULT_SIZES = (10_000, 100_000)

@@ -21,7 +21,7 @@ from controller.disable_completion import DisableCompletion
 from controller.leadership import Term
 from controller.log_dirs import LogDirsClient, ReportedPartition
 from controller.store import MetadataStore
-from controller.tiered_state import initial_topic_state, plan_config_change
+from controller.tiered_state import initial_topic_state, plan_config_change, was_ever_tiered
 from tiered import failpoints
 from tiered.cluster.model import BrokerRegistration, DeleteJob, TopicMetadata
 from tiered.config import (
@@ -154,14 +154,28 @@ class AdminOperations:
         return topic
 
     def delete_topic(self, name: str) -> None:
+        """Removes the topic; a topic that was ever tiered is persisted with the delete job of
+        every epoch of its remote data, in the same write (a crash must not leave the deletion
+        without its job). The brokers are told to drop its partitions, and the job lists the
+        remote data once they did (``DeleteJobSupervisor``)."""
         with self._term.lock:
             self._term.require_active()
             topic = self._topic(name)
-            self._term.persist(lambda: self._store.delete_topic(topic))
+            job = DeleteJob.of_deleted_topic(topic) if was_ever_tiered(topic) else None
+            self._term.persist(lambda: self._store.delete_topic(topic, job))
             self._term.image.remove_topic(topic.topic_id)
             self._disablements.forget(name)
             self._brokers.topic_deleted(topic)
-        log.info("Deleted topic %s (%s)", name, topic.topic_id)
+            if job is not None:
+                self._jobs.queued(job)
+        log.info(
+            "Deleted topic %s (%s)%s",
+            name,
+            topic.topic_id,
+            f"; its remote data (tiered epochs 0..{topic.tiered_epoch}) goes to a delete job"
+            if job is not None
+            else "",
+        )
 
     def alter_configs(
         self,
@@ -281,6 +295,15 @@ class AdminOperations:
         if not include_partition_state:
             return views
         return self._with_partition_states(views, endpoints)
+
+    def describe_deleted_topics(self, names: Sequence[str] = ()) -> list[DeleteJob]:
+        """The jobs of deleted topics (named in ``names``, or all) whose remote data is still
+        being deleted, freshest progress, by name."""
+        wanted = set(names)
+        with self._term.lock:
+            self._term.require_active()
+            jobs = self._jobs.deleted_topics_being_deleted()
+        return [j for j in jobs if not wanted or j.topic in wanted]
 
     def _with_partition_states(
         self, views: list[TopicView | TieredError], endpoints: Mapping[int, str]

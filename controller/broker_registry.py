@@ -22,7 +22,7 @@ from controller.disable_completion import DisableCompletion
 from controller.leadership import Term
 from controller.metrics import ControllerMetrics
 from controller.store import MetadataStore
-from tiered.cluster.model import BrokerRegistration, MetadataImage, TopicMetadata
+from tiered.cluster.model import BrokerRegistration, DeleteJobState, MetadataImage, TopicMetadata
 from tiered.errors import ErrorCode, TieredError
 
 log = logging.getLogger(__name__)
@@ -47,8 +47,9 @@ class BrokerRegistry:
         # broker -> topic name -> generation: configs the broker has not acked yet
         self._pending_assign: dict[int, dict[str, int]] = defaultdict(dict)
         self._generation = 0
-        # broker -> partitions of deleted topics it should drop (best effort: a broker that
-        # misses it drops the old log when a topic of the same name arrives)
+        # broker -> partitions of deleted topics it should drop; owed again across terms and
+        # broker restarts while the topic's remote data is being deleted (a broker that misses it
+        # otherwise drops the old log when a topic of the same name arrives)
         self._pending_remove: dict[int, dict[tuple[uuid.UUID, int], str]] = defaultdict(dict)
         # Whether the store's brokers register themselves: learnt once, from the watch it sets.
         self._self_registering: bool | None = None
@@ -64,6 +65,8 @@ class BrokerRegistry:
         self._pending_remove.clear()
         for topic in image.topics.values():
             self._owe_assignment(topic)
+        for broker_id in image.brokers:
+            self._owe_removals_of_deleted_topics(broker_id)
         if self._self_registering is None:
             # The store's watch calls back from a thread of its own, which waits for the lock.
             self._self_registering = self._store.watch_live_brokers(self._on_live_brokers)
@@ -149,6 +152,7 @@ class BrokerRegistry:
             if broker_id in topic.replicas:
                 self._generation += 1
                 self._pending_assign[broker_id][topic.name] = self._generation
+        self._owe_removals_of_deleted_topics(broker_id)
         channel = self._channel(broker_id)
         channel.reset_backoff()
         channel.wake()
@@ -186,6 +190,27 @@ class BrokerRegistry:
             for partition, broker_id in enumerate(topic.replicas):
                 self._pending_remove[broker_id][(topic.topic_id, partition)] = topic.name
             self._wake(set(topic.replicas))
+
+    def brokers_owing_removal(self, topic_id: uuid.UUID) -> list[int]:
+        """The live brokers that have not yet dropped the partitions of the deleted topic
+        ``topic_id`` (its delete job waits for them)."""
+        with self._term.lock:
+            live = self.liveness.live()
+            return sorted(
+                broker_id
+                for broker_id, owed in self._pending_remove.items()
+                if broker_id in live and any(t == topic_id for t, _ in owed)
+            )
+
+    def _owe_removals_of_deleted_topics(self, broker_id: int) -> None:
+        """A broker that may have missed a removal (a new term, a new incarnation) is told again
+        about every deleted topic whose remote data is still being deleted: a broker still
+        hosting such a partition would copy it again. Removing what it does not host is a
+        no-op."""
+        for job in self._term.image.delete_jobs.values():
+            if job.topic_deleted and job.state is not DeleteJobState.DONE:
+                for partition in range(job.partition_count):
+                    self._pending_remove[broker_id][(job.topic_id, partition)] = job.topic
 
     def _owe_assignment(self, topic: TopicMetadata) -> None:
         self._generation += 1

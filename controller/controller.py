@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
 
 from controller.admin_operations import AdminOperations
 from controller.broker_registry import BrokerRegistry
@@ -40,7 +41,7 @@ class Controller:
         self.store = store
         self.metrics = metrics or ControllerMetrics(store.mode)
         self.term = Term(config.node_id, store, self.metrics.store_written)
-        self.delete_jobs = DeleteJobSupervisor(self.term, store, jobs)
+        self.delete_jobs = DeleteJobSupervisor(self.term, store, jobs, self._brokers_owing_removal)
         self.disablements = DisableCompletion(self.term, store, self.delete_jobs)
         self.brokers = BrokerRegistry(config, store, self.term, self.disablements, self.metrics)
         self._log_dirs = LogDirsClient()
@@ -57,6 +58,10 @@ class Controller:
         )
         self.leadership = Leadership(config.node_id, config.endpoint, store, self.term, self)
         self._requeued = 0
+
+    def _brokers_owing_removal(self, topic_id: uuid.UUID) -> list[int]:
+        # The registry is built after the supervisor (through DisableCompletion it needs it).
+        return self.brokers.brokers_owing_removal(topic_id)
 
     @property
     def active_epoch(self) -> int | None:

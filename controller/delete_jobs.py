@@ -1,6 +1,11 @@
-"""Supervision of the bulk delete jobs (delete policy) on the active controller: the runner is
-started with the unfinished jobs each term, handed every job a completed disablement queues,
-and persists their progress through the term's fenced writes."""
+"""Supervision of the bulk delete jobs on the active controller: the runner is started with the
+unfinished jobs each term, handed every job a completed delete-policy disablement or a topic
+deletion queues, and persists their progress through the term's fenced writes.
+
+A deleted topic's job holds back until every live broker dropped the topic's partitions (the
+broker registry says which still owe it): a broker stops copying a partition when it drops it,
+as Kafka's RemoteLogManager stops a deleted topic's partitions, so the job's listing comes after
+the last upload a live broker makes."""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable
 
-from controller.jobs.runner import DeleteJobRunner
+from controller.jobs.runner import DeleteJobRunner, JobHold
 from controller.leadership import Term
 from controller.store import MetadataStore
 from controller.unfinished_jobs import UnfinishedDeleteJobs
@@ -16,15 +21,30 @@ from tiered.cluster.model import DeleteJob, DeleteJobState
 
 log = logging.getLogger(__name__)
 
-# Builds the delete-job runner of an active controller, given how it persists progress.
-JobRunnerFactory = Callable[[Callable[[DeleteJob], None]], DeleteJobRunner]
+# Builds the delete-job runner of an active controller, given how it persists progress and what
+# holds a job back.
+JobRunnerFactory = Callable[[Callable[[DeleteJob], None], JobHold], DeleteJobRunner]
+
+# The live brokers that have not yet dropped the partitions of a deleted topic (by topic id).
+RemovalsOwed = Callable[[uuid.UUID], list[int]]
+
+
+def _none_owed(topic_id: uuid.UUID) -> list[int]:
+    return []
 
 
 class DeleteJobSupervisor:
-    def __init__(self, term: Term, store: MetadataStore, factory: JobRunnerFactory | None) -> None:
+    def __init__(
+        self,
+        term: Term,
+        store: MetadataStore,
+        factory: JobRunnerFactory | None,
+        removals_owed: RemovalsOwed = _none_owed,
+    ) -> None:
         self._term = term
         self._store = store
         self._factory = factory
+        self._removals_owed = removals_owed
         self._runner: DeleteJobRunner | None = None
         self.unfinished = UnfinishedDeleteJobs()  # what the metrics read
 
@@ -41,7 +61,7 @@ class DeleteJobSupervisor:
                     len(unfinished),
                 )
             return
-        runner = self._factory(self._persist)
+        runner = self._factory(self._persist, self._hold)
         runner.start(unfinished)
         with self._term.lock:
             self._runner = runner
@@ -57,8 +77,8 @@ class DeleteJobSupervisor:
             runner.stop()
 
     def queued(self, job: DeleteJob) -> None:
-        """A disablement completed with the delete policy and ``job`` was persisted with it (the
-        caller holds the lock): it runs now."""
+        """``job`` was persisted with the change that queues it (a delete-policy disablement
+        completed, or a topic was deleted; the caller holds the lock): it runs now."""
         self._term.image.delete_jobs[job.key] = job
         self.unfinished.saved(job)
         if self._runner is not None:
@@ -72,9 +92,36 @@ class DeleteJobSupervisor:
             known = latest.get(topic_id)
             if known is None or job.tiered_epoch > known.tiered_epoch:
                 latest[topic_id] = job
-        if self._runner is not None:
-            latest = {t: self._runner.progress(j) for t, j in latest.items()}
-        return latest
+        return {t: self._freshest(j) for t, j in latest.items()}
+
+    def jobs_with_progress(self) -> list[DeleteJob]:
+        """Every delete job of the term's image (DONE ones included), each with the runner's
+        freshest progress (``objects_deleted``, ``objects_total``, ``partitions_done``): what the
+        controller's metrics and describes read. Takes the lock."""
+        with self._term.lock:
+            return [self._freshest(j) for j in self._term.image.delete_jobs.values()]
+
+    def deleted_topics_being_deleted(self) -> list[DeleteJob]:
+        """The unfinished jobs of deleted topics, freshest progress, by topic name. Takes the
+        lock."""
+        jobs = self.jobs_with_progress()
+        return sorted(
+            (j for j in jobs if j.topic_deleted and j.state is not DeleteJobState.DONE),
+            key=lambda j: (j.topic, str(j.topic_id)),
+        )
+
+    def _freshest(self, job: DeleteJob) -> DeleteJob:
+        return job if self._runner is None else self._runner.progress(job)
+
+    def _hold(self, job: DeleteJob) -> str | None:
+        """Why ``job`` must not list yet, or None (from the runner's thread)."""
+        if not job.topic_deleted:
+            return None
+        with self._term.lock:
+            owing = self._removals_owed(job.topic_id)
+        if not owing:
+            return None
+        return f"waiting for brokers {owing} to drop the deleted topic's partitions"
 
     def _persist(self, job: DeleteJob) -> None:
         """The runner's progress, written from its thread."""

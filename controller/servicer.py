@@ -100,10 +100,16 @@ def delete_job_summary_to_proto(job: DeleteJob) -> pb.DeleteJobDescription:
         tiered_epoch=job.tiered_epoch,
         attempts=job.attempts,
         last_error=job.last_error,
-        objects_total=sum(max(p.objects_total, 0) for p in job.progress),
-        objects_deleted=sum(p.objects_deleted for p in job.progress),
-        partitions_done=sum(1 for p in job.progress if p.done),
+        objects_total=job.objects_total,
+        objects_deleted=job.objects_deleted,
+        partitions_done=job.partitions_done,
         partition_count=job.partition_count,
+    )
+
+
+def deleted_topic_to_proto(job: DeleteJob) -> pb.DeletedTopicDescription:
+    return pb.DeletedTopicDescription(
+        name=job.topic, topic_id=job.topic_id.bytes, delete_job=delete_job_summary_to_proto(job)
     )
 
 
@@ -166,7 +172,10 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
                     topics.append(pb.TopicDescription(name=name or "", error=error_to_proto(view)))
                 else:
                     topics.append(topic_description_to_proto(view))
-            return pb.DescribeTopicsResponse(topics=topics)
+            deleted = self._admin.describe_deleted_topics(list(request.names))
+            return pb.DescribeTopicsResponse(
+                topics=topics, deleted_topics=[deleted_topic_to_proto(j) for j in deleted]
+            )
 
         return handle(
             context,

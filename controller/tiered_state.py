@@ -172,6 +172,13 @@ def initial_topic_state(configs: Mapping[str, str]) -> tuple[TieredState, int]:
     return state, 0
 
 
+def was_ever_tiered(topic: TopicMetadata) -> bool:
+    """Whether the topic may have remote data: every state but the one a topic created
+    untiered keeps until it is first enabled (DISABLED at epoch 0: enabling leaves the epoch,
+    and only a disable raises it)."""
+    return not (topic.tiered_state is TieredState.DISABLED and topic.tiered_epoch == 0)
+
+
 def _effective(configs: Mapping[str, str], key: str) -> str:
     return configs.get(key, TOPIC_CONFIG_DEFAULTS[key]).strip().lower()
 

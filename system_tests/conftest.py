@@ -18,8 +18,9 @@ ClusterFactory = Callable[..., SystemCluster]
 @pytest.fixture
 def system_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ClusterFactory]:
     """``system_cluster(mode, brokers=2, failpoints={...}, broker_failpoints={id: {...}},
-    broker_properties={...}, **controller_properties)``: a started cluster whose first (active)
-    controller has ``failpoints`` armed."""
+    broker_properties={...}, ensemble=False, **controller_properties)``: a started cluster whose
+    first (active) controller has ``failpoints`` armed; ``ensemble`` puts the controller store
+    and the RLMM on three ZooKeeper servers."""
     made: list[SystemCluster] = []
 
     def make(
@@ -28,6 +29,7 @@ def system_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[C
         failpoints: dict[str, str] | None = None,
         broker_failpoints: dict[int, dict[str, str]] | None = None,
         broker_properties: dict[str, str] | None = None,
+        ensemble: bool = False,
         **controller_properties: str,
     ) -> SystemCluster:
         cluster = SystemCluster(
@@ -36,6 +38,7 @@ def system_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[C
             brokers,
             controller_properties,
             broker_properties,
+            ensemble,
         )
         made.append(cluster)
         cluster.controllers[0].failpoints = dict(failpoints or {})

@@ -1,11 +1,11 @@
 """The system-test harness: a real cluster (controller, standby, brokers and, in ZooKeeper mode,
-its own ZooKeeper server) in a temp dir, a ledger of every acknowledged record, and the
-invariants every scenario ends with.
+its own ZooKeeper server, or a three-server ensemble that also holds the RLMM) in a temp dir, a
+ledger of every acknowledged record, and the invariants every scenario ends with.
 
 Processes are killed (-9), paused (SIGSTOP), resumed and restarted through their
-``DaemonProcess`` (``cluster.controllers``, ``cluster.brokers``) or ``cluster.zookeeper``; fail
-points (``tiered.failpoints``) stop them at a named line. On failure the fixture prints every
-process's output and the ZooKeeper log.
+``DaemonProcess`` (``cluster.controllers``, ``cluster.brokers``), ``cluster.zookeeper`` or the
+members of ``cluster.ensemble``; fail points (``tiered.failpoints``) stop them at a named line.
+On failure the fixture prints every process's output and the ZooKeeper logs.
 
 Invariants (``check_invariants``), after waiting for the cluster to settle:
 
@@ -33,9 +33,11 @@ import grpc
 from tests.rlmm_support import poll_until
 from tests.support.batches import decode, one_batch_each
 from tests.support.cluster import Cluster
-from tests.support.zookeeper import ZooKeeperServer
+from tests.support.zookeeper import ZooKeeperEnsemble, ZooKeeperServer
+from tests.support.zookeeper_txn_log import read_txn_log, writes_outside_leadership
 from tiered.admin import AdminClient, TopicDescription
 from tiered.api import RemoteLogSegmentState, TopicIdPartition
+from tiered.cluster import zk_paths
 from tiered.cluster.model import TieredState
 from tiered.config import RETENTION_BYTES, RETENTION_MS
 from tiered.rpc.v1 import broker_pb2 as pb
@@ -49,6 +51,19 @@ ADMIN_TIMEOUT_S = 8.0
 REQUIRED_SUFFIXES = ("log", "index", "timeindex")
 # Parallel producers when filling topics: a produce waits on the broker, not on this process.
 PRODUCERS = 8
+# On an ensemble, the brokers' and the controllers' RLMM lives under this chroot.
+RLMM_CHROOT = "/rlmm"
+# The controller store's znodes that only the active controller writes, and the parents of them
+# that every process creates where missing.
+CONTROLLER_WRITES = (zk_paths.BROKER_TOPICS, zk_paths.CONFIG_TOPICS, "/tiered")
+STORE_PARENTS = (
+    "/brokers",
+    zk_paths.BROKER_TOPICS,
+    "/config",
+    zk_paths.CONFIG_TOPICS,
+    "/tiered",
+    zk_paths.DELETE_JOBS,
+)
 
 # broker id -> (topic id, partition) -> what DescribeLogDirs said
 LogDirSnapshot = dict[int, dict[tuple[uuid.UUID, int], pb.PartitionLogDir]]
@@ -84,10 +99,26 @@ class SystemCluster(Cluster):
         brokers: int = 2,
         controller_extra: dict[str, str] | None = None,
         broker_extra: dict[str, str] | None = None,
+        ensemble: bool = False,
     ) -> None:
+        """``ensemble`` (ZooKeeper mode): three ZooKeeper servers instead of one, holding the
+        controller store and the RLMM (``rlmm.backend=zookeeper``) of every process."""
+        if ensemble and mode != "zookeeper":
+            raise ValueError(f"ensemble=True needs mode 'zookeeper', not {mode!r}")
         self.zookeeper: ZooKeeperServer | None = None
+        self.ensemble: ZooKeeperEnsemble | None = None
+        self._rlmm_properties: dict[str, str] | None = None
         zk_connect = None
-        if mode == "zookeeper":
+        if ensemble:
+            self.ensemble = ZooKeeperEnsemble(root / "zookeeper-ensemble")
+            zk_connect = self.ensemble.connect_string
+            self._rlmm_properties = {
+                "rlmm.backend": "zookeeper",
+                "rlmm.zookeeper.connect": zk_connect + RLMM_CHROOT,
+            }
+            controller_extra = {**self._rlmm_properties, **(controller_extra or {})}
+            broker_extra = {**self._rlmm_properties, **(broker_extra or {})}
+        elif mode == "zookeeper":
             self.zookeeper = ZooKeeperServer(root / "zookeeper")
             zk_connect = self.zookeeper.connect_string
         super().__init__(root, mode, zk_connect, brokers, controller_extra, broker_extra)
@@ -100,6 +131,9 @@ class SystemCluster(Cluster):
     def start(self) -> None:
         if self.zookeeper is not None:
             self.zookeeper.start()
+        if self.ensemble is not None:
+            self.ensemble.start()
+            self.ensemble.wait_until_formed()
         super().start()
 
     def close(self) -> None:
@@ -108,12 +142,19 @@ class SystemCluster(Cluster):
         finally:
             if self.zookeeper is not None:
                 self.zookeeper.stop()
+            if self.ensemble is not None:
+                self.ensemble.stop()
 
     def dump_logs(self) -> str:
         text = super().dump_logs()
         if self.zookeeper is not None:
             text += f"\n===== zookeeper\n{self.zookeeper.log_tail()}"
+        for member in self.ensemble.members if self.ensemble is not None else []:
+            text += f"\n===== zookeeper server {member.server_id}\n{member.log_tail(30)}"
         return text
+
+    def rlmm_properties(self) -> dict[str, str]:
+        return self._rlmm_properties or super().rlmm_properties()
 
     # ----------------------------------------------------------------------------- records
 
@@ -205,6 +246,23 @@ class SystemCluster(Cluster):
             self._check_acked_records_readable(topic, log_dirs)
             self._check_no_object_below_a_deleted_epoch(topic)
             self._check_finished_segments_have_objects(topic)
+
+    def check_no_zombie_writes(self) -> None:
+        """Ensemble only: ZooKeeper's own transaction log (the leader's, which has every commit)
+        shows no controller-store write from a session that did not hold ``/controller`` then: a
+        controller that lost its leadership wrote nothing."""
+        assert self.ensemble is not None, "check_no_zombie_writes needs an ensemble"
+        leader = self.ensemble.wait_until_formed()
+        txns = read_txn_log(leader.data_dir)
+        assert any(path == zk_paths.CONTROLLER for t in txns for _, path in t.writes), (
+            f"no election in the transaction log of {leader}: is it the store's?"
+        )
+        zombie = writes_outside_leadership(
+            txns, zk_paths.CONTROLLER, CONTROLLER_WRITES, STORE_PARENTS
+        )
+        assert not zombie, (
+            f"{len(zombie)} writes from a controller without leadership: {zombie[:5]}"
+        )
 
     def _check_legal_state(self, topic: TopicDescription) -> None:
         expected = TieredState.ENABLED if _enabled(topic) else TieredState.DISABLED

@@ -25,7 +25,7 @@ from system_tests.harness import SystemCluster
 from tests.rlmm_support import poll_until
 from tiered.admin import TopicDescription
 from tiered.errors import TieredError
-from tiered.zookeeper_server import ZooKeeperError
+from tiered.zookeeper import ZooKeeperError
 
 log = logging.getLogger(__name__)
 

@@ -1,13 +1,21 @@
-"""Shared fixtures: one real ZooKeeper server per test run, one chroot per test."""
+"""Shared fixtures: one real ZooKeeper server per test run, one chroot per test; a three-server
+ensemble of a test's own."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
 
-from tests.support.zookeeper import ZooKeeperServer, fresh_chroot, start_kazoo_client
+from tests.support.zookeeper import (
+    ZooKeeperEnsemble,
+    ZooKeeperServer,
+    fresh_chroot,
+    running_ensemble,
+    start_kazoo_client,
+)
 
 
 def _close(client: KazooClient) -> None:
@@ -25,6 +33,14 @@ def zookeeper_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKe
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def zookeeper_ensemble(tmp_path: Path) -> Iterator[ZooKeeperEnsemble]:
+    """Three ZooKeeper servers on loopback, formed (one leader, two followers), stopped after the
+    test: free to be killed, stopped and restarted member by member."""
+    with running_ensemble(tmp_path / "ensemble") as ensemble:
+        yield ensemble
 
 
 @pytest.fixture

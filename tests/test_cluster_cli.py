@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient as KafkaAdmin
 from tests.rlmm_support import poll_until
 from tests.support.processes import REPO
 from tests.support.zookeeper import ZooKeeperServer, is_serving, start_kazoo_client
-from tiered import zookeeper_server
+from tiered import zookeeper
 from tiered.admin import AdminClient
 from tiered.cli.cluster import START_TIMEOUT_S, LocalCluster, build_parser
 from tiered.cluster import zk_paths
@@ -269,8 +269,8 @@ def test_local_zookeeper_without_java_names_what_is_missing(tmp_path: Path) -> N
     assert not data.exists()  # nothing written, nothing started
 
     missing_jar = tmp_path / "no-zookeeper.jar"
-    with pytest.raises(zookeeper_server.ZooKeeperError) as excinfo:
-        zookeeper_server.check_requirements(classpath=[missing_jar])
+    with pytest.raises(zookeeper.ZooKeeperError) as excinfo:
+        zookeeper.check_requirements(classpath=[missing_jar])
     assert str(missing_jar) in str(excinfo.value)
     assert "scripts/ensure_env.sh" in str(excinfo.value)
 

@@ -252,7 +252,7 @@ def test_delete_jobs_are_reported_from_their_job_objects(tmp_path: Path) -> None
     )
     runners: list[_RecordingRunner] = []
 
-    def runner(persist: Callable[[DeleteJob], None]) -> _RecordingRunner:
+    def runner(persist: Callable[[DeleteJob], None], hold: object) -> _RecordingRunner:
         runners.append(_RecordingRunner(persist))
         return runners[-1]
 

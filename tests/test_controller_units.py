@@ -14,6 +14,7 @@ from unittest import mock
 
 import pytest
 
+from controller.admin_operations import TopicView
 from controller.broker_channel import AssignWork, BrokerChannel, DisableWork, RemoveWork, Work
 from controller.brokers import BrokerLiveness
 from controller.controller import Controller
@@ -22,7 +23,7 @@ from controller.servicer import ControllerServicer
 from controller.store import MetadataStore, TopicChange
 from tests.rlmm_support import poll_until
 from tests.support.controller import reloaded, running_controller
-from tiered.cluster.model import BrokerRegistration, TieredState, TopicMetadata
+from tiered.cluster.model import BrokerRegistration, DeleteJob, TieredState, TopicMetadata
 from tiered.config import RemoteLogDisablePolicy
 from tiered.errors import ErrorCode, TieredError
 from tiered.retry import ExponentialBackoff
@@ -348,3 +349,55 @@ def test_fetch_metadata_needs_a_store_that_is_a_metadata_log(controller: Control
     )
     first = next(kraft.FetchMetadata(pb.FetchMetadataRequest(from_offset=0), mock.Mock()))
     assert first.error.code == ErrorCode.NONE.value and first.next_offset > 0
+
+
+def test_deleting_a_tiered_topic_queues_the_delete_of_every_epoch_in_the_same_write(
+    controller: Controller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    controller.admin.create_topic("t", 2, {"remote.storage.enable": "true"})
+    controller.admin.alter_configs("t", set_={"remote.storage.enable": "false"})  # epoch 1
+    controller.admin.create_topic("plain", 1, {})  # never tiered: no remote data, no job
+    old = controller.term.image.topics["t"]
+    writes: list[tuple[str, DeleteJob | None]] = []
+    delete_topic = controller.store.delete_topic
+
+    def recording(topic: TopicMetadata, delete_job: DeleteJob | None = None) -> None:
+        writes.append((topic.name, delete_job))
+        delete_topic(topic, delete_job)
+
+    monkeypatch.setattr(controller.store, "delete_topic", recording)
+    controller.admin.delete_topic("t")
+    controller.admin.delete_topic("plain")
+    job = DeleteJob.of_deleted_topic(old)
+    assert writes == [("t", job), ("plain", None)]
+    assert job.tiered_epoch == 2 and job.topic_deleted and job.partition_count == 2
+    assert controller.store.load().delete_jobs == {job.key: job}
+    assert "t" not in controller.disablements.queue  # its DISABLING is owed no more
+
+    # Shown as a deleted topic whose data is being deleted, never as a live one; a topic
+    # re-created under the name is another topic id, with no job of its own.
+    controller.admin.create_topic("t", 1, {"remote.storage.enable": "true"})
+    assert [j.key for j in controller.admin.describe_deleted_topics()] == [job.key]
+    assert [j.key for j in controller.admin.describe_deleted_topics(["t"])] == [job.key]
+    assert controller.admin.describe_deleted_topics(["plain"]) == []
+    [view] = controller.admin.describe_topics(["t"])
+    assert isinstance(view, TopicView) and view.topic.topic_id != old.topic_id
+    assert view.delete_job is None
+    assert {j.key for j in controller.delete_jobs.jobs_with_progress()} == {job.key}
+
+    # The job waits for the brokers to drop the old partitions (broker 1 here, which answers
+    # nothing: the test acks for it); a new term owes the removal again while the job is not
+    # done, as a broker may have missed it.
+    assert controller.brokers.brokers_owing_removal(old.topic_id) == [1]
+    epoch = controller.active_epoch
+    assert epoch is not None
+    removal = RemoveWork(epoch, [("t", old.topic_id, 0), ("t", old.topic_id, 1)])
+    controller.brokers.on_remove_response(1, removal, [None, None])
+    assert controller.brokers.brokers_owing_removal(old.topic_id) == []
+    controller.store.resign()
+    controller.store.leadership_lost.set()
+    poll_until(
+        lambda: controller.active_epoch is not None and controller.active_epoch != epoch,
+        what="re-election",
+    )
+    assert controller.brokers.brokers_owing_removal(old.topic_id) == [1]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.jobs.runner import MAX_SWEEPS, DeleteJobRunner, ObjectsKeepAppearingError
+from controller.jobs.runner import MAX_SWEEPS, DeleteJobRunner, ObjectsLeftError
 from controller.jobs.spark_delete import BulkObjectDeleter, SparkSessionProvider
 from tests.rlmm_support import COPY_SEGMENT_FINISHED, poll_until, segment, update_of
 from tiered import rlmm
@@ -18,10 +18,17 @@ from tiered.api import (
     DeleteOutcome,
     RemoteLogSegmentMetadata,
     RemoteObjectDeleter,
+    RemoteResourceNotFoundException,
     RemoteStorageException,
     TopicIdPartition,
 )
-from tiered.cluster.model import DeleteJob, DeleteJobState, PartitionDeleteProgress
+from tiered.cluster.model import (
+    DeleteJob,
+    DeleteJobState,
+    PartitionDeleteProgress,
+    TieredState,
+    TopicMetadata,
+)
 from tiered.retry import ExponentialBackoff
 from tiered.rsm import FsspecRemoteStorageManager, layout
 
@@ -339,6 +346,89 @@ def test_objects_that_keep_appearing_fail_the_attempt(remote: Remote) -> None:
         return outcome
 
     deleter.delete = delete_and_write_more  # type: ignore[method-assign,assignment]
-    with pytest.raises(ObjectsKeepAppearingError, match=f"each of {MAX_SWEEPS} listings"):
+    with pytest.raises(ObjectsLeftError, match=f"each of {MAX_SWEEPS} listings"):
         runner_for(remote, deleter, Persisted()).run_job(remote.job())
     assert len(deleter.calls) == 1 + MAX_SWEEPS
+
+
+def deleted_topic_job(remote: Remote, last_epoch: int) -> DeleteJob:
+    topic = TopicMetadata(remote.topic, remote.topic_id, (1,) * remote.partitions)
+    return DeleteJob.of_deleted_topic(topic.with_tiered_state(TieredState.ENABLED, last_epoch))
+
+
+def metadata_removed(remote: Remote, partition: int) -> bool:
+    try:
+        remote.controller.remote_partition_delete_state(remote.tps()[partition])
+    except RemoteResourceNotFoundException:
+        return True
+    return False
+
+
+def test_a_deleted_topics_job_waits_for_its_hold_then_deletes_every_epoch(remote: Remote) -> None:
+    for p in range(2):
+        remote.copy(p, 3, tiered_epoch=0)
+        remote.copy(p, 2, tiered_epoch=1)  # disabled with retain, re-enabled: a second epoch
+    job = deleted_topic_job(remote, last_epoch=1)
+    assert job.tiered_epoch == 2 and job.topic_deleted
+    brokers_let_go = threading.Event()
+    persisted = Persisted()
+    runner = DeleteJobRunner(
+        remote.controller,
+        remote.storage,
+        GatedDeleter(),
+        persisted,
+        backoff=ExponentialBackoff(0.01, 0.05),
+        hold=lambda j: None if brokers_let_go.is_set() else "waiting for brokers [1]",
+        hold_backoff=ExponentialBackoff(0.01, 0.05),
+    )
+    runner.start([job])
+    try:
+        poll_until(
+            lambda: runner.progress(job).last_error == "waiting for brokers [1]",
+            timeout=10,
+            what="the job to be held",
+        )
+        assert persisted.jobs == []  # held: no attempt, nothing listed
+        assert (len(remote.objects(0)), len(remote.objects(1))) == (2 * 3 * 4, 2 * 2 * 4)
+        brokers_let_go.set()
+        poll_until(
+            lambda: bool(persisted.jobs) and persisted.last.state is DeleteJobState.DONE,
+            timeout=30,
+            what="the job to finish",
+        )
+    finally:
+        runner.stop()
+    assert persisted.last.attempts == 1  # waiting cost no attempt, and was no error
+    assert all(j.last_error == "" for j in persisted.jobs)
+    assert persisted.last.objects_deleted == persisted.last.objects_total == 2 * 5 * 4
+    assert remote.objects(0) == remote.objects(1) == []
+    assert all(metadata_removed(remote, p) for p in range(2))  # DELETE_PARTITION_FINISHED
+
+
+def test_a_copy_landing_after_the_listing_is_deleted_by_the_next_attempt(remote: Remote) -> None:
+    for p in range(2):
+        remote.copy(p, 2, tiered_epoch=0)
+    job = deleted_topic_job(remote, last_epoch=0)
+    deleter, persisted = GatedDeleter(), Persisted()
+    deleter.gate = threading.Event()
+    runner = runner_for(remote, deleter, persisted)
+    runner.start([job])
+    try:
+        assert deleter.entered.wait(30)  # listed; a broker still copying lands one more
+        late = remote.copy(0, 1, tiered_epoch=0)
+        deleter.gate.set()
+        poll_until(
+            lambda: bool(persisted.jobs) and persisted.last.state is DeleteJobState.DONE,
+            timeout=30,
+            what="the job to finish",
+        )
+    finally:
+        deleter.gate.set()
+        runner.stop()
+    # the sweep deleted its objects; its segment record, added after the job read the metadata,
+    # failed the first attempt
+    assert any("added after the listing" in j.last_error for j in persisted.jobs)
+    assert persisted.last.attempts == 2
+    assert persisted.last.progress[0].objects_deleted == (2 + len(late)) * 4
+    assert remote.objects(0) == []
+    assert all(metadata_removed(remote, p) for p in range(2))

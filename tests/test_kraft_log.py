@@ -214,7 +214,8 @@ def test_serde_round_trips_the_domain() -> None:
 def test_serde_round_trips_delete_jobs_and_snapshots_keep_them() -> None:
     t, gone = topic(1), topic(2)
     jobs = [job(t, 3), job(t, 5, DeleteJobState.RUNNING), job(gone, 2, DeleteJobState.DONE)]
-    for j in jobs:
+    every_epoch = DeleteJob.of_deleted_topic(gone.with_tiered_state(TieredState.ENABLED, 2))
+    for j in [*jobs, every_epoch]:
         assert serde.delete_job_from_proto(serde.delete_job_to_proto(j)) == j
         assert serde.delete_job_from_proto(serde.delete_job_to_record(j)) == j
     for state in DeleteJobState:
@@ -582,6 +583,21 @@ def test_update_topic_with_a_delete_job_is_one_batch(
     store.put_delete_job(job(disabled, 2, DeleteJobState.RUNNING))
     batches, _ = store.read_batches(end + 3, 0)
     assert [[r.WhichOneof("record") for r in b.records] for b in batches] == [["delete_job"]]
+
+
+def test_delete_topic_with_its_delete_job_is_one_batch(
+    store_dir: Path, stores: list[KRaftMetadataStore]
+) -> None:
+    store = new_store(stores, store_dir)
+    elect(store)
+    t = topic(1).with_tiered_state(TieredState.ENABLED, 3)
+    store.create_topic(t)
+    end = store.end_offset
+    store.delete_topic(t, DeleteJob.of_deleted_topic(t))
+    batches, is_snapshot = store.read_batches(end, 0)
+    assert not is_snapshot and len(batches) == 1
+    assert [r.WhichOneof("record") for r in batches[0].records] == ["remove_topic", "delete_job"]
+    assert store.load().delete_jobs[t.topic_id, 4].topic_deleted
 
 
 def test_delete_jobs_survive_snapshots_and_reopening(

@@ -520,6 +520,32 @@ def test_delete_jobs_outlive_their_topic(store_factory: StoreFactory) -> None:
     assert store_factory.open().load().delete_jobs[job.key].state is DeleteJobState.DONE
 
 
+def test_delete_topic_with_its_delete_job_writes_both(store_factory: StoreFactory) -> None:
+    writer = store_factory.open()
+    elect(writer)
+    orders = topic("orders", state=TieredState.DISABLING, tiered_epoch=1)
+    writer.create_topic(orders)
+    disabled, pending = disabled_with_delete(orders)  # its delete-policy job, still pending
+    writer.update_topic(orders, disabled, pending)
+    every_epoch = DeleteJob.of_deleted_topic(disabled)
+    with pytest.raises(ValueError, match="delete job"):
+        writer.delete_topic(disabled, DeleteJob.of_deleted_topic(topic("other")))
+    assert store_factory.open().load().topics == {"orders": disabled}  # nothing written
+
+    writer.delete_topic(disabled, every_epoch)
+    image = store_factory.open().load()
+    assert image.topics == {}
+    assert image.delete_jobs == {pending.key: pending, every_epoch.key: every_epoch}
+    assert image.delete_jobs[every_epoch.key].topic_deleted
+    assert every_epoch.tiered_epoch == disabled.tiered_epoch + 1  # every epoch of it
+    # A topic re-created under the name is another topic id: no job is its.
+    again = topic("orders")
+    writer.create_topic(again)
+    image = store_factory.open().load()
+    assert image.topics == {"orders": again}
+    assert {topic_id for topic_id, _ in image.delete_jobs} == {orders.topic_id}
+
+
 def test_a_deposed_controller_cannot_write_delete_jobs(store_factory: StoreFactory) -> None:
     old = store_factory.open()
     elect(old, controller_id=1)
@@ -729,6 +755,26 @@ def test_zookeeper_a_failed_topic_change_writes_no_job(zookeeper_factory: StoreF
     assert image.delete_jobs == {}
     assert image.topics == {"orders": orders.with_configs({})}  # as the sabotage left it
     assert store.client.exists(store._p(zk_paths.delete_job(job.topic_id, 2))) is None
+
+
+def test_zookeeper_a_failed_topic_delete_writes_no_job(zookeeper_factory: StoreFactory) -> None:
+    from controller.store.zookeeper import ZooKeeperMetadataStore
+
+    store = zookeeper_factory.open()
+    elect(store)
+    assert isinstance(store, ZooKeeperMetadataStore)
+    orders = topic("orders", configs={"remote.storage.enable": "true"}, state=TieredState.ENABLED)
+    store.create_topic(orders)
+    job = DeleteJob.of_deleted_topic(orders)
+    # The topic's config znode goes behind the store's back: the multi fails at its delete.
+    store.client.delete(store._p(zk_paths.topic_config("orders")))
+
+    with pytest.raises(MetadataStoreError, match="NoNodeError"):
+        store.delete_topic(orders, job)
+    image = zookeeper_factory.open().load()
+    assert image.delete_jobs == {}
+    assert set(image.topics) == {"orders"}  # the topic's other znodes are all there
+    assert store.client.exists(store._p(zk_paths.delete_job(job.topic_id, 1))) is None
 
 
 # ----------------------------------------------------------------------------- fencing

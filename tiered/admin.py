@@ -30,11 +30,14 @@ from tiered.admin_serde import (
     BrokerDescription,
     ClusterDescription,
     ConfigEntry,
+    DeletedTopicDescription,
     DeleteJobDescription,
     PartitionDescription,
     TopicDescription,
+    TopicListing,
     alter_result_from_proto,
     cluster_from_proto,
+    deleted_topic_from_proto,
     not_controller_error,
     raise_if_error,
     topic_from_proto,
@@ -56,8 +59,10 @@ __all__ = [
     "ConfigEntry",
     "ControllerRetry",
     "DeleteJobDescription",
+    "DeletedTopicDescription",
     "PartitionDescription",
     "TopicDescription",
+    "TopicListing",
     "parse_bootstrap",
 ]
 
@@ -195,23 +200,43 @@ class AdminClient:
     ) -> list[TopicDescription]:
         """The named topics in the order asked, or every topic (by name) when ``names`` is None.
         A named topic that does not exist raises UNKNOWN_TOPIC_OR_PARTITION."""
+        return self.describe_topic_listing(names, include_partition_state, deleted=False).topics
+
+    def describe_topic_listing(
+        self,
+        names: Iterable[str] | None = None,
+        include_partition_state: bool = True,
+        deleted: bool = True,
+    ) -> TopicListing:
+        """As ``describe_topics``, with (``deleted``) the deleted topics among ``names`` (or all)
+        whose remote data is still being deleted: a name is then known if a live topic or such a
+        deleted one has it (kafka-topics.sh describes a topic marked for deletion too)."""
         wanted = list(names) if names is not None else []
         request = pb.DescribeTopicsRequest(
             names=wanted, include_partition_state=include_partition_state
         )
         response = self._call("DescribeTopics", request, pb.DescribeTopicsResponse)
+        gone = sorted(
+            (deleted_topic_from_proto(m) for m in response.deleted_topics if deleted),
+            key=lambda d: (d.name, str(d.topic_id)),
+        )
+        gone_names = {d.name for d in gone}
+        topics: list[TopicDescription] = []
         for message in response.topics:
+            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if message.error.code == code and message.name in gone_names:
+                continue
             raise_if_error(message.error)
-        topics = [topic_from_proto(message) for message in response.topics]
+            topics.append(topic_from_proto(message))
         if not wanted:
-            return sorted(topics, key=lambda t: t.name)
+            return TopicListing(sorted(topics, key=lambda t: t.name), gone)
         by_name = {t.name: t for t in topics}
-        missing = [n for n in wanted if n not in by_name]
+        missing = [n for n in wanted if n not in by_name and n not in gone_names]
         if missing:
             raise TieredError(
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {missing[0]!r} does not exist"
             )
-        return [by_name[n] for n in dict.fromkeys(wanted)]
+        return TopicListing([by_name[n] for n in dict.fromkeys(wanted) if n in by_name], gone)
 
     def describe_topic(self, name: str, include_partition_state: bool = True) -> TopicDescription:
         return self.describe_topics([name], include_partition_state)[0]

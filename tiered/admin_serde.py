@@ -24,10 +24,13 @@ __all__ = [
     "ClusterDescription",
     "ConfigEntry",
     "DeleteJobDescription",
+    "DeletedTopicDescription",
     "PartitionDescription",
     "TopicDescription",
+    "TopicListing",
     "alter_result_from_proto",
     "cluster_from_proto",
+    "deleted_topic_from_proto",
     "not_controller_error",
     "raise_if_error",
     "topic_from_proto",
@@ -88,6 +91,23 @@ class TopicDescription:
     @property
     def disable_acks_done(self) -> int:
         return self.disable_acks_total - self.disable_acks_owed
+
+
+@dataclass(frozen=True)
+class DeletedTopicDescription:
+    """A deleted topic whose remote data (every tiered epoch of it) is still being deleted."""
+
+    name: str
+    topic_id: uuid.UUID
+    delete_job: DeleteJobDescription
+
+
+@dataclass(frozen=True)
+class TopicListing:
+    """The live topics, and the deleted ones whose remote data is still being deleted."""
+
+    topics: list[TopicDescription]
+    deleted_topics: list[DeletedTopicDescription]
 
 
 @dataclass(frozen=True)
@@ -202,6 +222,14 @@ def topic_from_proto(message: pb.TopicDescription) -> TopicDescription:
         disable_acks_total=message.disable_acks_total,
         disable_policy=message.disable_policy,
         delete_job=_delete_job(message.delete_job) if message.HasField("delete_job") else None,
+    )
+
+
+def deleted_topic_from_proto(message: pb.DeletedTopicDescription) -> DeletedTopicDescription:
+    return DeletedTopicDescription(
+        name=message.name,
+        topic_id=topic_id_from_bytes(message.topic_id),
+        delete_job=_delete_job(message.delete_job),
     )
 
 

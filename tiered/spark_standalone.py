@@ -8,7 +8,7 @@ it) listening on ``127.0.0.1`` on ports chosen once, with its output in a log fi
 its pid in a pid file. A master counts as started once its web UI's ``/json/`` page answers
 ``ALIVE``; a worker once that page lists it as an ALIVE worker (registered).
 
-As for :class:`tiered.zookeeper_server.ZooKeeperServer`: ``die_with_parent`` (default on) has the
+As for :class:`tiered.zookeeper.ZooKeeperServer`: ``die_with_parent`` (default on) has the
 kernel SIGTERM the JVM when the thread that started it dies, so a killed test run leaves no JVM
 behind; a daemon that outlives its starter (``tiered-cluster up``) turns it off and calls
 ``detach()`` after ``start()``. Each JVM runs in its own session (a terminal's Ctrl-C does not
@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import IO, Any, Self
 
 from tiered.daemon_logging import log_tail
+from tiered.death_signal import death_signal_preexec
 from tiered.ports import LOOPBACK, free_port
-from tiered.zookeeper_server import _death_signal_preexec, find_java
+from tiered.zookeeper import find_java
 
 __all__ = [
     "MASTER_CLASS",
@@ -151,7 +152,7 @@ class SparkDaemon:
             "SPARK_LOCAL_IP": LOOPBACK,
             "SPARK_DAEMON_MEMORY": DAEMON_MEMORY,
         }
-        preexec = _death_signal_preexec() if self.die_with_parent else None
+        preexec = death_signal_preexec() if self.die_with_parent else None
         try:
             process = subprocess.Popen(
                 command,

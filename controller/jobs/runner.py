@@ -25,6 +25,11 @@ again, though an earlier attempt may have deleted them; its count of deleted obj
 larger of what was recorded and what this attempt saw gone, so progress never counts an object
 twice. Data stamped E or later is never listed nor touched.
 
+A deleted topic's job (every epoch: E is one past the topic's last) may be held back before it
+starts (``hold``: the controller waits for the brokers to drop the partitions). An object a late
+copy uploaded meanwhile is found by the sweep, which ends only on an empty listing; a segment it
+recorded after the job read the metadata fails the attempt, and the next attempt deletes it.
+
 The job reaches remote storage only through the configured RemoteStorageManager's
 :class:`~tiered.api.RemoteStorageBulkDeleter` capability, and the RLMM through
 :class:`~tiered.api.BulkDeleteRemoteLogMetadataManager`. With an RSM lacking the capability every
@@ -73,10 +78,6 @@ class BulkDeleteUnsupportedError(RemoteStorageException):
     """The configured RemoteStorageManager does not implement the bulk delete capability."""
 
 
-class ObjectsKeepAppearingError(RemoteStorageException):
-    """Every listing of a sweep found objects below the epoch again."""
-
-
 def bulk_deleter_of(storage: RemoteStorageManager) -> RemoteStorageBulkDeleter:
     """``storage`` as the bulk delete capability, or :class:`BulkDeleteUnsupportedError` naming
     its class and the missing capability."""
@@ -88,6 +89,21 @@ def bulk_deleter_of(storage: RemoteStorageManager) -> RemoteStorageBulkDeleter:
         f"{capability.__module__}.{capability.__qualname__} (list_objects_below_epoch, "
         "object_deleter): the delete policy can not delete its remote data"
     )
+
+
+# Why a job must wait before its next attempt, or None when it may run (called from the
+# runner's thread, before each attempt).
+JobHold = Callable[[DeleteJob], str | None]
+
+
+def never_held(job: DeleteJob) -> str | None:
+    return None
+
+
+class ObjectsLeftError(RemoteStorageException):
+    """Objects kept appearing below the epoch through every listing of the sweep, or segments of
+    a deleted topic were added after the job listed them (a copy that was still running); the
+    next attempt deletes them."""
 
 
 class DeleteEngine(Protocol):
@@ -163,6 +179,8 @@ class DeleteJobRunner:
         persist: Callable[[DeleteJob], None],
         backoff: ExponentialBackoff | None = None,
         clock: Callable[[], float] = time.time,
+        hold: JobHold = never_held,
+        hold_backoff: ExponentialBackoff | None = None,
     ) -> None:
         self._rlmm = rlmm
         self._storage = storage
@@ -170,6 +188,10 @@ class DeleteJobRunner:
         self._persist = persist
         self._backoff = backoff or ExponentialBackoff(1.0, 60.0)
         self._clock = clock
+        self._hold = hold
+        self._hold_backoff = hold_backoff or ExponentialBackoff(0.1, 2.0)
+        # each held job: how many times in a row, and why (the last time)
+        self._holds: dict[tuple[object, int], tuple[int, str]] = {}
         self._cond = threading.Condition()
         self._queue: deque[DeleteJob] = deque()
         self._latest: dict[tuple[object, int], DeleteJob] = {}
@@ -209,9 +231,12 @@ class DeleteJobRunner:
         self._queue.append(job)
 
     def progress(self, job: DeleteJob) -> DeleteJob:
-        """The freshest view of a job (in-memory progress runs ahead of the durable one)."""
+        """The freshest view of a job (in-memory progress runs ahead of the durable one); a held
+        job shows why as its last error."""
         with self._cond:
-            return self._latest.get(job.key, job)
+            latest = self._latest.get(job.key, job)
+            held = self._holds.get(job.key)
+            return latest if held is None else replace(latest, last_error=held[1])
 
     # ----------------------------------------------------------------------------- worker
 
@@ -223,6 +248,8 @@ class DeleteJobRunner:
                 if self._stopping:
                     return
                 job = self._next()
+            if self._held(job):
+                continue
             try:
                 self.run_job(job)
             except Exception as e:  # the job stays RUNNING and is retried with backoff
@@ -244,6 +271,31 @@ class DeleteJobRunner:
                         delay = self._backoff.delay_s(failed.attempts)
                         self._not_before[job.key] = time.monotonic() + delay
                         self._queue.append(failed)
+
+    def _held(self, job: DeleteJob) -> bool:
+        """Asks ``hold``; a held job goes back to the queue, shown with its reason as its last
+        error (in memory only: waiting is no failure and costs no attempt)."""
+        try:
+            reason = self._hold(job)
+        except Exception as e:  # e.g. a deposed term: try again later
+            reason = f"{type(e).__name__}: {e}"
+        with self._cond:
+            if reason is None:
+                self._holds.pop(job.key, None)
+                return False
+            held = self._holds.get(job.key, (0, ""))[0] + 1
+            self._holds[job.key] = (held, reason)
+            if held == 1:
+                log.info(
+                    "Delete job of %s below tiered epoch %d: %s",
+                    job.topic,
+                    job.tiered_epoch,
+                    reason,
+                )
+            if not self._stopping:
+                self._not_before[job.key] = time.monotonic() + self._hold_backoff.delay_s(held)
+                self._queue.append(job)
+            return True
 
     def _ready(self) -> bool:
         now = time.monotonic()
@@ -316,6 +368,8 @@ class DeleteJobRunner:
 
         for item in work:
             self._finish_partition(item)
+            if job.topic_deleted:
+                self._check_metadata_removed(item.tp)
             p = item.tp.partition
             progress[p] = replace(progress[p], segments_deleted=len(item.segments), done=True)
             job = self._save(replace(job, progress=tuple(progress[q] for q in sorted(progress))))
@@ -387,7 +441,7 @@ class DeleteJobRunner:
                 sum(len(h) for h in found.values()),
             )
             job = self._delete_objects(storage, job, progress, found, operator.add)
-        raise ObjectsKeepAppearingError(
+        raise ObjectsLeftError(
             f"objects of {job.topic} below tiered epoch {job.tiered_epoch} were found again by "
             f"each of {MAX_SWEEPS} listings after deleting them"
         )
@@ -397,6 +451,18 @@ class DeleteJobRunner:
         storage: RemoteStorageBulkDeleter, tp: TopicIdPartition, tiered_epoch: int
     ) -> list[str]:
         return [h for batch in storage.list_objects_below_epoch(tp, tiered_epoch) for h in batch]
+
+    def _check_metadata_removed(self, tp: TopicIdPartition) -> None:
+        """``ObjectsLeftError`` unless DELETE_PARTITION_FINISHED removed the partition's metadata
+        (it stays when segments were added after the listing)."""
+        try:
+            self._rlmm.remote_partition_delete_state(tp)
+        except RemoteResourceNotFoundException:
+            return
+        raise ObjectsLeftError(
+            f"partition {tp}: segments of the deleted topic were added after the listing; "
+            "deleting them in the next attempt"
+        )
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)

@@ -12,7 +12,9 @@ from controller.jobs.runner import (
     BulkDeleteUnsupportedError,
     DeleteEngine,
     DeleteJobRunner,
+    JobHold,
     bulk_deleter_of,
+    never_held,
 )
 from controller.jobs.spark_delete import BulkObjectDeleter, SparkSessionProvider
 from tiered import rlmm as rlmm_factory
@@ -80,8 +82,10 @@ class BulkDelete:
         if observe is not None:
             self.engine = ObservedDeleteEngine(self.engine, observe)
 
-    def runner(self, persist: Callable[[DeleteJob], None]) -> DeleteJobRunner:
-        return DeleteJobRunner(self.rlmm, self.storage, self.engine, persist)
+    def runner(
+        self, persist: Callable[[DeleteJob], None], hold: JobHold = never_held
+    ) -> DeleteJobRunner:
+        return DeleteJobRunner(self.rlmm, self.storage, self.engine, persist, hold=hold)
 
     def close(self) -> None:
         self.spark.stop()

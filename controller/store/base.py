@@ -41,6 +41,16 @@ if TYPE_CHECKING:
 TopicChange = tuple[TopicMetadata, TopicMetadata, DeleteJob | None]
 
 
+def check_delete_job_of(topic: TopicMetadata, delete_job: DeleteJob) -> None:
+    """``ValueError`` unless ``delete_job`` is one of ``topic``'s (a write that persists a topic
+    change or deletion with a job)."""
+    if delete_job.topic_id != topic.topic_id:
+        raise ValueError(
+            f"the delete job of topic id {delete_job.topic_id} is not {topic.name}'s "
+            f"({topic.topic_id})"
+        )
+
+
 class MetadataStoreError(Exception):
     """The store could not be reached or failed; the outcome of a write in progress is unknown."""
 
@@ -111,8 +121,10 @@ class MetadataStore(ABC):
         progress. Jobs outlive their topic: ``delete_topic`` leaves them."""
 
     @abstractmethod
-    def delete_topic(self, topic: TopicMetadata) -> None:
-        """Removes the topic and everything stored under it, atomically."""
+    def delete_topic(self, topic: TopicMetadata, delete_job: DeleteJob | None = None) -> None:
+        """Removes the topic and everything stored under it, atomically, together with the
+        creation of ``delete_job`` when given (the job of the topic's remote data: a deletion
+        persisted without its job would orphan that data)."""
 
     @abstractmethod
     def register_broker(self, registration: BrokerRegistration) -> None:

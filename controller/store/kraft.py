@@ -24,6 +24,7 @@ from controller.store.base import (
     MetadataStore,
     MetadataStoreError,
     TopicChange,
+    check_delete_job_of,
 )
 from controller.store.kraft_log import (
     DEFAULT_SEGMENT_BYTES,
@@ -349,13 +350,9 @@ class KRaftMetadataStore(MetadataStore, MetadataLogSource):
         """One batch for all of them (one fsync), as ``update_topic`` writes each."""
         records: list[metadata_pb2.MetadataRecord] = []
         for _, after, delete_job in changes:
-            if delete_job is not None and delete_job.topic_id != after.topic_id:
-                raise ValueError(
-                    f"update_topic: the delete job of topic id {delete_job.topic_id} is not "
-                    f"{after.name}'s ({after.topic_id})"
-                )
             records += serde.topic_update_records(after)
             if delete_job is not None:
+                check_delete_job_of(after, delete_job)
                 records.append(serde.delete_job_to_record(delete_job))
         if not records:
             return
@@ -373,12 +370,17 @@ class KRaftMetadataStore(MetadataStore, MetadataLogSource):
             self._require_active()
             self._commit([record])
 
-    def delete_topic(self, topic: TopicMetadata) -> None:
+    def delete_topic(self, topic: TopicMetadata, delete_job: DeleteJob | None = None) -> None:
+        """One batch: RemoveTopicRecord and, with ``delete_job``, its DeleteJobRecord."""
+        records = [serde.remove_topic_record(topic.topic_id)]
+        if delete_job is not None:
+            check_delete_job_of(topic, delete_job)
+            records.append(serde.delete_job_to_record(delete_job))
         with self._mu:
             self._require_active()
             if self._image.topic_by_id(topic.topic_id) is None:
                 raise MetadataStoreError(f"unknown topic {topic.name!r} ({topic.topic_id})")
-            self._commit([serde.remove_topic_record(topic.topic_id)])
+            self._commit(records)
 
     def register_broker(self, registration: BrokerRegistration) -> None:
         with self._mu:

@@ -254,11 +254,15 @@ class Cluster:
                 )
         return self.admin.describe_topic(name)
 
+    def rlmm_properties(self) -> dict[str, str]:
+        """How a process of this cluster opens the RLMM the brokers share."""
+        return {"rlmm.sqlite.path": str(self.root / "rlmm.db")}
+
     def remote_segments(
         self, topic: TopicDescription, partition: int
     ) -> list[RemoteLogSegmentMetadata]:
         """What the shared RLMM lists for a partition ([] once its metadata is gone)."""
-        manager = rlmm.create({"rlmm.sqlite.path": str(self.root / "rlmm.db")})
+        manager = rlmm.create(self.rlmm_properties())
         try:
             tp = TopicIdPartition(topic.topic_id, topic.name, partition)
             return list(manager.list_remote_log_segments(tp))

@@ -25,10 +25,11 @@ def shared_cluster(
     request: pytest.FixtureRequest,
     root: Path,
     broker_overrides: Mapping[int, Mapping[str, str]] | None = None,
+    controller_overrides: Mapping[str, str] | None = None,
 ) -> Iterator[Cluster]:
     """A started two-broker cluster in ``request.param``'s metadata mode, for a module-scoped
-    fixture (``broker_overrides``: more properties of a broker, by id); the processes' logs are
-    printed if a test of the module failed."""
+    fixture (``broker_overrides``: more properties of a broker, by id; ``controller_overrides``:
+    of both controllers); the processes' logs are printed if a test of the module failed."""
     mode = request.param
     with contextlib.ExitStack() as stack:
         zk_connect = None
@@ -40,6 +41,7 @@ def shared_cluster(
             mode,
             zk_connect,
             broker_extra={"socket.request.max.bytes": str(MAX_REQUEST_BYTES)},
+            controller_extra=dict(controller_overrides or {}),
         )
         for broker_id, properties in (broker_overrides or {}).items():
             cluster.brokers[broker_id].properties.update(properties)

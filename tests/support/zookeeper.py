@@ -1,7 +1,9 @@
-"""A real ZooKeeper 3.8 server for tests: ``tiered.zookeeper_server`` plus kazoo helpers.
+"""Real ZooKeeper 3.8 servers for tests (a standalone server, a three-server ensemble) plus kazoo
+helpers.
 
-The server itself (Debian's jars, the JVM command, the ``srvr`` readiness probe, start/stop) lives
-in ``tiered.zookeeper_server``, which ``tiered-cluster up`` uses as well. Its defaults suit tests:
+The servers themselves (Debian's jars, the JVM command, the ``srvr`` readiness probe, start/stop)
+live in the ``tiered.zookeeper`` package, which ``tiered-cluster up`` uses as well. Its defaults
+suit tests:
 the JVM dies with the thread that started it (``PR_SET_PDEATHSIG``, so a killed test run leaves no
 JVM behind; start servers from the main thread or another long-lived thread) and runs with
 ``forceSync=no`` (it survives a kill of the JVM, not a crash of the machine).
@@ -12,18 +14,20 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from kazoo.client import KazooClient
 
 from tiered.rlmm.zookeeper_backend import ZooKeeperBackend
 from tiered.zk_client import connection_retry
-from tiered.zookeeper_server import (
+from tiered.zookeeper import (
     DEFAULT_CLASSPATH,
     HOST,
     JAVA_DIR,
     JVM_FLAGS,
     MAIN_CLASS,
+    ZooKeeperEnsemble,
     ZooKeeperError,
     ZooKeeperServer,
     four_letter_word,
@@ -37,11 +41,13 @@ __all__ = [
     "JVM_FLAGS",
     "KAZOO_START_TIMEOUT",
     "MAIN_CLASS",
+    "ZooKeeperEnsemble",
     "ZooKeeperError",
     "ZooKeeperServer",
     "four_letter_word",
     "fresh_chroot",
     "is_serving",
+    "running_ensemble",
     "start_kazoo_client",
 ]
 
@@ -58,8 +64,23 @@ def start_kazoo_client(hosts: str, **kwargs: Any) -> KazooClient:
 
 
 @contextlib.contextmanager
-def fresh_chroot(server: ZooKeeperServer, prefix: str = "tiered-test") -> Iterator[str]:
-    """``127.0.0.1:PORT/<prefix>-<hex>``: a new chroot on ``server``, removed afterwards."""
+def running_ensemble(base_dir: Path, **options: Any) -> Iterator[ZooKeeperEnsemble]:
+    """A started, formed three-server ensemble under ``base_dir`` (``ZooKeeperEnsemble``'s
+    ``options``), stopped afterwards. Start it from a long-lived thread (the members die with it)."""
+    ensemble = ZooKeeperEnsemble(base_dir, **options)
+    ensemble.start()
+    try:
+        ensemble.wait_until_formed()
+        yield ensemble
+    finally:
+        ensemble.stop()
+
+
+@contextlib.contextmanager
+def fresh_chroot(
+    server: ZooKeeperServer | ZooKeeperEnsemble, prefix: str = "tiered-test"
+) -> Iterator[str]:
+    """``<connect string>/<prefix>-<hex>``: a new chroot on ``server``, removed afterwards."""
     chroot = f"/{prefix}-{uuid.uuid4().hex}"
     admin = start_kazoo_client(server.connect_string)
     try:

@@ -117,7 +117,9 @@ class PartitionDeleteProgress:
 @dataclass(frozen=True)
 class DeleteJob:
     """The bulk deletion of a topic's remote data stamped with tiered epochs below
-    ``tiered_epoch`` (KIP-950's delete policy). Durable so that a new controller resumes it."""
+    ``tiered_epoch``: KIP-950's delete policy, or (``topic_deleted``) the deletion of the topic
+    itself, whose job reaches one past its last epoch so that every epoch goes. Durable so that
+    a new controller resumes it."""
 
     topic: str
     topic_id: uuid.UUID
@@ -127,13 +129,39 @@ class DeleteJob:
     progress: tuple[PartitionDeleteProgress, ...] = ()  # one per partition once started
     attempts: int = 0
     last_error: str = ""
+    topic_deleted: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "progress", tuple(self.progress))
 
+    @classmethod
+    def of_deleted_topic(cls, topic: TopicMetadata) -> DeleteJob:
+        """The job that deletes every epoch of ``topic``'s remote data once the topic is gone:
+        no copy is ever stamped above the topic's current epoch."""
+        return cls(
+            topic.name,
+            topic.topic_id,
+            topic.tiered_epoch + 1,
+            topic.partition_count,
+            topic_deleted=True,
+        )
+
     @property
     def key(self) -> tuple[uuid.UUID, int]:
         return self.topic_id, self.tiered_epoch
+
+    @property
+    def objects_total(self) -> int:
+        """Objects listed so far, over the partitions (unlisted ones count 0)."""
+        return sum(max(p.objects_total, 0) for p in self.progress)
+
+    @property
+    def objects_deleted(self) -> int:
+        return sum(p.objects_deleted for p in self.progress)
+
+    @property
+    def partitions_done(self) -> int:
+        return sum(1 for p in self.progress if p.done)
 
     def with_state(self, state: DeleteJobState, **changes: object) -> DeleteJob:
         return replace(self, state=state, **changes)  # type: ignore[arg-type]

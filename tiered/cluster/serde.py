@@ -155,6 +155,7 @@ def delete_job_to_proto(job: DeleteJob) -> metadata_pb2.DeleteJobRecord:
         ],
         attempts=job.attempts,
         last_error=job.last_error,
+        topic_deleted=job.topic_deleted,
     )
 
 
@@ -185,6 +186,7 @@ def delete_job_from_proto(
         ),
         attempts=record.attempts,
         last_error=record.last_error,
+        topic_deleted=record.topic_deleted,
     )
 
 

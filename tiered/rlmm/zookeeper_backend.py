@@ -3,8 +3,10 @@
 Each multi is one ZooKeeper transaction. Missing ancestors of a created key are created inside that
 same transaction (after an ``exists`` read), never beforehand, so a crash can not leave parents
 behind without the data they were made for. Reads retry through an injected ``RetryPolicy``
-(:data:`READ_RETRY`); writes do not retry on a lost connection, because their outcome is then
-unknown (the caller re-reads).
+(:data:`READ_RETRY`). Writes are never sent twice: a transaction whose answer was lost (the
+connection dropped, as when the ZooKeeper leader dies, or the wait timed out) may have committed,
+so it is read back once the session is back; only if that does not show it committed is its
+outcome reported unknown (the caller re-reads).
 Every request waits at most the session timeout: kazoo queues requests made while disconnected and
 would otherwise block until the server is back. Many keys are read at once by ZooKeeper's multiRead
 (``tiered.zk_multi_read``), or one async get each on a server without it.
@@ -189,9 +191,16 @@ class ZooKeeperBackend(MetadataStorageBackend):
                 elif isinstance(op, Check):
                     txn.check(path, version=op.expected_version)
                 keys.append(path)
+        except TRANSPORT_ERRORS as e:  # an ancestor's read failed: nothing was sent
+            raise StorageBackendError(f"ZooKeeper transaction ({len(keys)} ops): {e}") from e
+        try:
             results = self._zk.wait(txn.commit_async())
         except TRANSPORT_ERRORS as e:
-            raise StorageBackendError(f"ZooKeeper transaction ({len(keys)} ops): {e}") from e
+            if not self._committed_after_all(ops):
+                raise StorageBackendError(
+                    f"ZooKeeper transaction ({len(keys)} ops), outcome unknown: {e!r}"
+                ) from e
+            results = []  # its answer was lost, but it committed
         failure = first_failure(results)
         with self._lock:
             if failure is not None:
@@ -202,6 +211,35 @@ class ZooKeeperBackend(MetadataStorageBackend):
             return None
         index, error = failure
         return keys[index], error, keys[index] in created
+
+    def _committed_after_all(self, ops: Sequence[Op]) -> bool:
+        """Whether a transaction whose answer was lost committed, read back once the session is
+        back (the reads wait for it; ``sync`` first, so the server we read from has applied
+        whatever the leader committed). ZooKeeper applies a transaction whole and versions only
+        grow: if every key it creates or updates holds its value at the version it gave, it
+        committed. Anything else (not committed, overwritten since, unreadable) counts as no."""
+        writes = [op for op in ops if isinstance(op, Create | Update)]
+        if not writes:
+            return False
+        try:
+            self._read(self._zk.kazoo.sync_async, self._path(writes[0].key))
+            found = self._get_paths([self._path(op.key) for op in writes])
+        except StorageBackendError:
+            return False
+        except TRANSPORT_ERRORS:
+            return False
+        for op, stored in zip(writes, found, strict=True):
+            if stored is None or stored.value != op.value:
+                return False
+            if isinstance(op, Create) and stored.version != 0:
+                return False
+            if (
+                isinstance(op, Update)
+                and op.expected_version != ANY_VERSION
+                and stored.version != op.expected_version + 1
+            ):
+                return False
+        return True
 
     def _missing_ancestors(
         self, path: str, created: set[str], trust_known_paths: bool = True

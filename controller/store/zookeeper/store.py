@@ -145,8 +145,8 @@ class ZooKeeperMetadataStore(MetadataStore):
     def put_delete_job(self, job: DeleteJob) -> None:
         self._writer.put_delete_job(job)
 
-    def delete_topic(self, topic: TopicMetadata) -> None:
-        self._writer.delete_topic(topic)
+    def delete_topic(self, topic: TopicMetadata, delete_job: DeleteJob | None = None) -> None:
+        self._writer.delete_topic(topic, delete_job)
 
     # ------------------------------------------------------------------------------- lifecycle
 

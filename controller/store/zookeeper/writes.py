@@ -17,7 +17,12 @@ from collections.abc import Callable, Sequence
 
 from kazoo.exceptions import BadVersionError, NoNodeError
 
-from controller.store.base import ControllerFencedError, MetadataStoreError, TopicChange
+from controller.store.base import (
+    ControllerFencedError,
+    MetadataStoreError,
+    TopicChange,
+    check_delete_job_of,
+)
 from controller.store.zookeeper.leadership import Leadership
 from controller.store.zookeeper.znodes import (
     ZnodeOp,
@@ -85,8 +90,15 @@ class FencedWriter:
         what = f"put delete job {job.topic_id}-{job.tiered_epoch} ({job.topic})"
         self._fenced_multi(what, [self._delete_job_op(what, job)])
 
-    def delete_topic(self, topic: TopicMetadata) -> None:
-        self._fenced_multi(f"delete topic {topic.name}", topic_delete_ops(topic.name))
+    def delete_topic(self, topic: TopicMetadata, delete_job: DeleteJob | None = None) -> None:
+        """One multi: the deletes of the topic's znodes and, with ``delete_job``, the creation of
+        the job's znode."""
+        what = f"delete topic {topic.name}"
+        ops = topic_delete_ops(topic.name)
+        if delete_job is not None:
+            check_delete_job_of(topic, delete_job)
+            ops.append(self._delete_job_op(what, delete_job))
+        self._fenced_multi(what, ops)
 
     def _delete_job_op(self, what: str, job: DeleteJob) -> ZnodeOp:
         """Create if the job's znode is absent, else set. Refused, without a read, when this
@@ -148,8 +160,5 @@ def _check_change(
         )
     if before.replicas != after.replicas:
         raise ValueError(f"update_topic: the assignment of {after.name} cannot change")
-    if delete_job is not None and delete_job.topic_id != after.topic_id:
-        raise ValueError(
-            f"update_topic: the delete job of topic id {delete_job.topic_id} is not "
-            f"{after.name}'s ({after.topic_id})"
-        )
+    if delete_job is not None:
+        check_delete_job_of(after, delete_job)

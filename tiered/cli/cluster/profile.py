@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from tiered import zookeeper_server
+from tiered import zookeeper
 from tiered.admin import AdminClient
 from tiered.cli.cluster import layout as layouts
 from tiered.cli.cluster.daemons import ClusterFiles
@@ -23,7 +23,7 @@ from tiered.spark_standalone import (
     SparkMaster,
     SparkWorker,
 )
-from tiered.zookeeper_server import ZooKeeperError, ZooKeeperServer
+from tiered.zookeeper import ZooKeeperError, ZooKeeperServer
 
 CONTROLLER, BROKER, ZOOKEEPER, S3, SPARK_MASTER, SPARK_WORKER = (
     "controller", "broker", "zookeeper", "s3", "spark-master", "spark-worker",
@@ -111,7 +111,7 @@ def local_profile(files: ClusterFiles, layout: Layout, probe: ControllerProbe) -
 def check_zookeeper_requirements() -> None:
     """Fail, naming what is missing, if this machine cannot run the local ZooKeeper."""
     try:
-        zookeeper_server.check_requirements()
+        zookeeper.check_requirements()
     except ZooKeeperError as e:
         raise TieredError(ErrorCode.UNKNOWN_SERVER_ERROR, str(e)) from e
 
@@ -152,7 +152,7 @@ def _zookeeper(files: ClusterFiles, layout: Layout) -> list[ProcessSpec]:
             ZOOKEEPER,
             stage=0,
             ports={"client": server.port},
-            marker=zookeeper_server.MAIN_CLASS,
+            marker=zookeeper.MAIN_CLASS,
             launch=launch,
             serving=lambda: server.is_serving(timeout=0.5),
         )

@@ -162,11 +162,23 @@ class TopicDescription(_message.Message):
     delete_job: DeleteJobDescription
     def __init__(self, name: _Optional[str] = ..., topic_id: _Optional[bytes] = ..., tiered_state: _Optional[_Union[_metadata_pb2.TieredState, str]] = ..., tiered_epoch: _Optional[int] = ..., configs: _Optional[_Mapping[str, str]] = ..., partitions: _Optional[_Iterable[_Union[PartitionDescription, _Mapping]]] = ..., disable_acks_owed: _Optional[int] = ..., disable_acks_total: _Optional[int] = ..., disable_policy: _Optional[str] = ..., error: _Optional[_Union[_broker_pb2.Error, _Mapping]] = ..., delete_job: _Optional[_Union[DeleteJobDescription, _Mapping]] = ...) -> None: ...
 
+class DeletedTopicDescription(_message.Message):
+    __slots__ = ("name", "topic_id", "delete_job")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    DELETE_JOB_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    topic_id: bytes
+    delete_job: DeleteJobDescription
+    def __init__(self, name: _Optional[str] = ..., topic_id: _Optional[bytes] = ..., delete_job: _Optional[_Union[DeleteJobDescription, _Mapping]] = ...) -> None: ...
+
 class DescribeTopicsResponse(_message.Message):
-    __slots__ = ("topics",)
+    __slots__ = ("topics", "deleted_topics")
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    DELETED_TOPICS_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[TopicDescription]
-    def __init__(self, topics: _Optional[_Iterable[_Union[TopicDescription, _Mapping]]] = ...) -> None: ...
+    deleted_topics: _containers.RepeatedCompositeFieldContainer[DeletedTopicDescription]
+    def __init__(self, topics: _Optional[_Iterable[_Union[TopicDescription, _Mapping]]] = ..., deleted_topics: _Optional[_Iterable[_Union[DeletedTopicDescription, _Mapping]]] = ...) -> None: ...
 
 class ConfigEntry(_message.Message):
     __slots__ = ("name", "value", "is_default")

@@ -119,7 +119,7 @@ class PartitionDeleteProgress(_message.Message):
     def __init__(self, partition: _Optional[int] = ..., objects_total: _Optional[int] = ..., objects_deleted: _Optional[int] = ..., segments_deleted: _Optional[int] = ..., done: _Optional[bool] = ...) -> None: ...
 
 class DeleteJobRecord(_message.Message):
-    __slots__ = ("topic_id", "topic", "tiered_epoch", "partition_count", "state", "progress", "attempts", "last_error")
+    __slots__ = ("topic_id", "topic", "tiered_epoch", "partition_count", "state", "progress", "attempts", "last_error", "topic_deleted")
     TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     TIERED_EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -128,6 +128,7 @@ class DeleteJobRecord(_message.Message):
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
     ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_DELETED_FIELD_NUMBER: _ClassVar[int]
     topic_id: bytes
     topic: str
     tiered_epoch: int
@@ -136,7 +137,8 @@ class DeleteJobRecord(_message.Message):
     progress: _containers.RepeatedCompositeFieldContainer[PartitionDeleteProgress]
     attempts: int
     last_error: str
-    def __init__(self, topic_id: _Optional[bytes] = ..., topic: _Optional[str] = ..., tiered_epoch: _Optional[int] = ..., partition_count: _Optional[int] = ..., state: _Optional[_Union[DeleteJobState, str]] = ..., progress: _Optional[_Iterable[_Union[PartitionDeleteProgress, _Mapping]]] = ..., attempts: _Optional[int] = ..., last_error: _Optional[str] = ...) -> None: ...
+    topic_deleted: bool
+    def __init__(self, topic_id: _Optional[bytes] = ..., topic: _Optional[str] = ..., tiered_epoch: _Optional[int] = ..., partition_count: _Optional[int] = ..., state: _Optional[_Union[DeleteJobState, str]] = ..., progress: _Optional[_Iterable[_Union[PartitionDeleteProgress, _Mapping]]] = ..., attempts: _Optional[int] = ..., last_error: _Optional[str] = ..., topic_deleted: _Optional[bool] = ...) -> None: ...
 
 class MetadataRecord(_message.Message):
     __slots__ = ("register_broker", "topic", "config", "tiered_state", "remove_topic", "controller_epoch", "delete_job")

@@ -1,15 +1,10 @@
-"""A standalone ZooKeeper 3.8 server run as a plain JVM: for tests and for ``tiered-cluster up``.
+"""One ZooKeeper JVM on loopback: its config file, the spawn, the ``srvr`` readiness probe, stop,
+kill -9, ``detach`` and the pid file. ``ZooKeeperServer`` (standalone) and ``QuorumPeer`` (a member
+of an ensemble) say what else goes into the config and which ``srvr`` modes mean serving.
 
-The server uses the jars of Debian's ``zookeeper`` package (``/usr/share/java``;
-``scripts/ensure_env.sh`` installs it with a headless JRE and ``libslf4j-java``) plus
-``slf4j-simple.jar`` as the logging binding. ``zookeeper.jar``'s manifest ``Class-Path`` pulls in
-the rest (zookeeper-jute, netty, jetty, jackson, metrics, slf4j-api, ...). ``missing_requirements``
-names whatever of java and those jars is absent.
-
-A server listens on ``127.0.0.1`` on a port chosen once (a free one unless given) and keeps, by
-default under one base directory, ``zoo.cfg``, ``data/`` and ``zookeeper.log`` (the JVM's stdout
-and stderr). It counts as started once the ``srvr`` four-letter word answers ``Mode: standalone``
-(``ruok`` answers before the server serves requests).
+A JVM keeps, by default under one base directory, its config file, ``data/`` and
+``zookeeper.log`` (its stdout and stderr). It counts as started once ``srvr`` answers with a
+serving mode (``ruok`` answers before the server serves requests).
 
 Two options tell a test's throwaway server from a daemon:
 
@@ -28,44 +23,36 @@ The JVM always runs in its own session, so a terminal's Ctrl-C does not reach it
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import shutil
-import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Self
+from typing import IO, ClassVar, Self, TypedDict
 
 from tiered.daemon_logging import log_tail
-from tiered.ports import free_port
+from tiered.death_signal import death_signal_preexec
+from tiered.zookeeper.requirements import (
+    DEFAULT_CLASSPATH,
+    ENSURE_ENV_HINT,
+    ZooKeeperError,
+    check_requirements,
+    find_java,
+)
 
 __all__ = [
-    "DEFAULT_CLASSPATH",
     "HOST",
-    "JAVA_DIR",
     "JVM_FLAGS",
-    "MAIN_CLASS",
-    "ZooKeeperError",
-    "ZooKeeperServer",
-    "check_requirements",
-    "find_java",
+    "ProcessOptions",
+    "ZooKeeperProcess",
     "four_letter_word",
-    "is_serving",
-    "missing_requirements",
+    "server_mode",
 ]
 
-JAVA_DIR = Path("/usr/share/java")
-DEFAULT_CLASSPATH: tuple[Path, ...] = (
-    JAVA_DIR / "zookeeper.jar",
-    JAVA_DIR / "slf4j-simple.jar",
-)
-MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
 JVM_FLAGS: tuple[str, ...] = (
     "-Xmx256m",
     "-XX:+UseSerialGC",
@@ -74,17 +61,9 @@ JVM_FLAGS: tuple[str, ...] = (
     "-Dzookeeper.jmx.log4j.disable=true",
 )
 HOST = "127.0.0.1"
-ENSURE_ENV_HINT = (
-    "run scripts/ensure_env.sh (it installs Debian's zookeeper, default-jre-headless and "
-    "libslf4j-java)"
-)
-_PR_SET_PDEATHSIG = 1
 _POLL_INTERVAL = 0.02
 _LOG_TAIL_LINES = 60
-
-
-class ZooKeeperError(RuntimeError):
-    """A ZooKeeper server could not be started or stopped, or cannot run on this machine."""
+_MODE_PREFIX = "Mode: "
 
 
 def four_letter_word(host: str, port: int, command: str, timeout: float = 1.0) -> str:
@@ -102,83 +81,60 @@ def four_letter_word(host: str, port: int, command: str, timeout: float = 1.0) -
     return b"".join(chunks).decode("utf-8", errors="replace")
 
 
-def is_serving(host: str, port: int, timeout: float = 1.0) -> bool:
-    """Whether a standalone ZooKeeper serves requests on ``host:port`` (``srvr`` says so)."""
+def _mode_in(reply: str) -> str | None:
+    for line in reply.splitlines():
+        if line.startswith(_MODE_PREFIX):
+            return line[len(_MODE_PREFIX) :].strip()
+    return None
+
+
+def server_mode(host: str, port: int, timeout: float = 1.0) -> str | None:
+    """What ``srvr`` says the server on ``host:port`` is (``standalone``, ``leader``,
+    ``follower``, ``observer``); None when nothing answers or it does not serve (a member of an
+    ensemble without a quorum)."""
     try:
-        return "Mode: standalone" in four_letter_word(host, port, "srvr", timeout)
+        return _mode_in(four_letter_word(host, port, "srvr", timeout))
     except OSError:
-        return False
-
-
-def find_java(java: str | None = None) -> str | None:
-    """The java executable: ``java`` if given, else ``$JAVA_HOME/bin/java``, else ``java`` on
-    ``PATH``; ``None`` if there is none."""
-    if java is not None:
-        return java if Path(java).is_file() or shutil.which(java) else None
-    java_home = os.environ.get("JAVA_HOME")
-    if java_home and (Path(java_home) / "bin" / "java").is_file():
-        return str(Path(java_home) / "bin" / "java")
-    return shutil.which("java")
-
-
-def missing_requirements(
-    java: str | None = None, classpath: Sequence[Path | str] = DEFAULT_CLASSPATH
-) -> list[str]:
-    """What a ZooKeeper server needs and this machine lacks: java and/or jars (empty if none)."""
-    missing = [] if find_java(java) else [f"java ({java or 'not in $JAVA_HOME/bin nor on PATH'})"]
-    missing += [str(p) for p in classpath if not Path(p).is_file()]
-    return missing
-
-
-def check_requirements(
-    java: str | None = None, classpath: Sequence[Path | str] = DEFAULT_CLASSPATH
-) -> None:
-    """Raise ``ZooKeeperError`` naming what is missing and ``scripts/ensure_env.sh``."""
-    missing = missing_requirements(java, classpath)
-    if missing:
-        raise ZooKeeperError(
-            f"cannot run ZooKeeper: missing {', '.join(missing)}; {ENSURE_ENV_HINT}"
-        )
-
-
-def _death_signal_preexec() -> Callable[[], None] | None:
-    """Build a ``preexec_fn`` that asks the kernel to SIGTERM the child when we die."""
-    if not sys.platform.startswith("linux"):
         return None
-    # Resolve prctl before fork: the child should do as little as possible.
-    libc = ctypes.CDLL(None, use_errno=True)
-    prctl = libc.prctl
-    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-    prctl.restype = ctypes.c_int
-    parent_pid = os.getpid()
-
-    def preexec() -> None:
-        if prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
-        # The parent may have died between fork and prctl: nobody would signal us.
-        if os.getppid() != parent_pid:
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    return preexec
 
 
-class ZooKeeperServer:
-    """One standalone ZooKeeper server on a loopback port.
+class ProcessOptions(TypedDict, total=False):
+    """The options of ``ZooKeeperProcess`` besides its directory and port."""
+
+    start_timeout: float
+    stop_timeout: float
+    java: str | None
+    classpath: Sequence[Path | str]
+    tick_time_ms: int
+    min_session_timeout_ms: int
+    max_session_timeout_ms: int
+    die_with_parent: bool
+    force_sync: bool
+    config_path: Path | str | None
+    log_path: Path | str | None
+    pid_file: Path | str | None
+
+
+class ZooKeeperProcess:
+    """One ZooKeeper JVM serving clients on ``127.0.0.1:port``.
 
     ``base_dir`` holds ``data/`` and, unless ``config_path`` / ``log_path`` say otherwise,
     ``zoo.cfg`` and ``zookeeper.log``; without it a temporary directory is made (and removed by
     ``close()``). ``pid_file``, if given, receives the JVM's pid as soon as it is spawned and is
     removed when this object stops or kills the JVM (not by ``detach()``).
 
-    ``restart()`` keeps the port and the data directory, so client sessions survive it (if the
-    restart is shorter than their session timeout).
+    Subclasses set ``main_class`` and ``serving_modes`` and may add settings (``_settings``) and
+    files in the data directory (``_prepare_data_dir``).
     """
+
+    main_class: ClassVar[str]
+    serving_modes: ClassVar[frozenset[str]]
 
     def __init__(
         self,
-        base_dir: Path | str | None = None,
+        base_dir: Path | str | None,
         *,
-        port: int | None = None,
+        port: int,
         start_timeout: float = 30.0,
         stop_timeout: float = 10.0,
         java: str | None = None,
@@ -196,9 +152,7 @@ class ZooKeeperServer:
         self.base_dir = Path(
             tempfile.mkdtemp(prefix="tiered-zk-") if base_dir is None else base_dir
         ).resolve()
-        # The port may change only until the first successful start (then clients know it).
-        self._port_settled = port is not None
-        self.port = port if port is not None else free_port()
+        self.port = port
         self.start_timeout = start_timeout
         self.stop_timeout = stop_timeout
         self._java = java
@@ -214,6 +168,7 @@ class ZooKeeperServer:
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
         self._log_offset = 0
+        self._spawned_at = 0.0
         self.last_start_seconds: float | None = None
 
     # -- paths and addresses ---------------------------------------------------
@@ -250,38 +205,14 @@ class ZooKeeperServer:
     # -- lifecycle -------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the JVM and wait until the server serves requests.
+        """Start the JVM and wait until it serves (``start_timeout``; the JVM is killed then).
 
-        Raises ``ZooKeeperError`` if java or a jar is missing, the port is taken (a port chosen
-        here is replaced by another free one, until the first successful start), or the server
-        does not serve within ``start_timeout`` (the JVM is killed then)."""
-        if self.is_running:
-            raise ZooKeeperError(f"ZooKeeper on port {self.port} is already running")
-        check_requirements(self._java, self.classpath)
-        attempts = 1 if self._port_settled else 3
-        for attempt in range(attempts):
-            # Readiness is probed over the port, so another server listening there would
-            # pass for ours: refuse to start then.
-            if self._port_accepts_connections():
-                if attempt + 1 == attempts:
-                    raise ZooKeeperError(
-                        f"port {self.port} is already in use (something listens on "
-                        f"{self.connect_string}); cannot start ZooKeeper there"
-                    )
-                self.port = free_port()
-                continue
-            try:
-                self._start_once()
-            except ZooKeeperError:
-                if (
-                    attempt + 1 == attempts
-                    or "Address already in use" not in self._log_of_last_start()
-                ):
-                    raise
-                self.port = free_port()
-            else:
-                self._port_settled = True
-                return
+        Raises ``ZooKeeperError`` if it already runs, java or a jar is missing, something else
+        listens on the port, or it does not serve in time."""
+        self._check_startable()
+        if self._port_accepts_connections():
+            raise ZooKeeperError(self._port_in_use_message())
+        self._start_once()
 
     def stop(self) -> None:
         """SIGTERM the JVM, SIGKILL it after ``stop_timeout``; wait for it either way."""
@@ -294,6 +225,12 @@ class ZooKeeperServer:
                 process.kill()
                 process.wait()
         self._forget_process(remove_pid_file=process is not None)
+
+    def request_stop(self) -> None:
+        """SIGTERM the JVM without waiting for it (``stop()`` then waits): stops many at once."""
+        process = self._process
+        if process is not None and process.poll() is None:
+            process.terminate()
 
     def kill(self) -> None:
         """SIGKILL the JVM (a crash: no clean shutdown) and reap it."""
@@ -320,13 +257,13 @@ class ZooKeeperServer:
         self.start()
 
     def wipe_data(self) -> None:
-        """Delete the data directory (all znodes and sessions). Server must be down."""
+        """Delete the data directory (all znodes and sessions). The JVM must be down."""
         if self.is_running:
             raise ZooKeeperError("wipe_data() needs a stopped server")
         shutil.rmtree(self.data_dir, ignore_errors=True)
 
     def close(self) -> None:
-        """Stop the server and remove its directory if this object created it."""
+        """Stop the JVM and remove its directory if this object created it."""
         self.stop()
         if self._owns_dir:
             shutil.rmtree(self.base_dir, ignore_errors=True)
@@ -348,14 +285,49 @@ class ZooKeeperServer:
     def four_letter_word(self, command: str, timeout: float = 1.0) -> str:
         return four_letter_word(HOST, self.port, command, timeout)
 
+    def mode(self, timeout: float = 1.0) -> str | None:
+        """What ``srvr`` says this port's server is (see ``server_mode``)."""
+        return server_mode(HOST, self.port, timeout)
+
     def is_serving(self, timeout: float = 1.0) -> bool:
-        """Whether a standalone ZooKeeper serves on this server's port (ours or not)."""
-        return is_serving(HOST, self.port, timeout)
+        """Whether a server of this kind serves on this port (ours or not)."""
+        return self.mode(timeout) in self.serving_modes
 
     def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
         return log_tail(self.log_path, lines)
 
-    # -- internals -------------------------------------------------------------
+    # -- for subclasses and the ensemble --------------------------------------
+
+    def _settings(self) -> dict[str, object]:
+        """The config file's settings (a subclass adds its own)."""
+        return {
+            "tickTime": self.tick_time_ms,
+            "minSessionTimeout": self.min_session_timeout_ms,
+            "maxSessionTimeout": self.max_session_timeout_ms,
+            "dataDir": self.data_dir,
+            "clientPort": self.port,
+            "clientPortAddress": HOST,
+            "admin.enableServer": "false",
+            "4lw.commands.whitelist": "ruok,srvr,stat,mntr",
+            "maxClientCnxns": 0,
+            "forceSync": "yes" if self.force_sync else "no",
+        }
+
+    def _prepare_data_dir(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+
+    def _check_startable(self) -> None:
+        if self.is_running:
+            raise ZooKeeperError(f"ZooKeeper on port {self.port} is already running")
+        check_requirements(self._java, self.classpath)
+
+    def _port_in_use_message(self) -> str:
+        # Readiness is probed over the port, so another server listening there would pass for
+        # ours: refuse to start then.
+        return (
+            f"port {self.port} is already in use (something listens on {self.connect_string}); "
+            "cannot start ZooKeeper there"
+        )
 
     def _port_accepts_connections(self) -> bool:
         try:
@@ -372,53 +344,27 @@ class ZooKeeperServer:
         except FileNotFoundError:
             return ""
 
-    def _java_executable(self) -> str:
-        found = find_java(self._java)
-        if found is None:
-            raise ZooKeeperError(f"cannot run ZooKeeper: missing java; {ENSURE_ENV_HINT}")
-        return found
-
-    def _command(self) -> list[str]:
-        check_requirements(self._java, self.classpath)
-        return [
-            self._java_executable(),
-            *JVM_FLAGS,
-            "-cp",
-            os.pathsep.join(str(p) for p in self.classpath),
-            MAIN_CLASS,
-            str(self.config_path),
-        ]
-
-    def _write_config(self) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        settings = {
-            "tickTime": self.tick_time_ms,
-            "minSessionTimeout": self.min_session_timeout_ms,
-            "maxSessionTimeout": self.max_session_timeout_ms,
-            "dataDir": self.data_dir,
-            "clientPort": self.port,
-            "clientPortAddress": HOST,
-            "admin.enableServer": "false",
-            "4lw.commands.whitelist": "ruok,srvr,stat,mntr",
-            "maxClientCnxns": 0,
-            "forceSync": "yes" if self.force_sync else "no",
-        }
-        self.config_path.parent.mkdir(parents=True, exist_ok=True)
-        self.config_path.write_text(
-            "".join(f"{key}={value}\n" for key, value in settings.items()), encoding="utf-8"
-        )
-
     def _start_once(self) -> None:
+        self._spawn()
+        try:
+            self._wait_until_serving(self._spawned_at + self.start_timeout)
+        except BaseException:
+            self.kill()
+            raise
+
+    def _spawn(self) -> None:
+        """Write the config and start the JVM, without waiting for it to serve."""
         self.base_dir.mkdir(parents=True, exist_ok=True)
-        self._write_config()
+        self._prepare_data_dir()
+        self._write_config(self._settings())
         command = self._command()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")  # noqa: SIM115 - kept open while the JVM runs
         self._log_offset = log.tell()
         log.write(f"---- starting: {' '.join(command)}\n".encode())
         log.flush()
-        preexec = _death_signal_preexec() if self.die_with_parent else None
-        started = time.monotonic()
+        preexec = death_signal_preexec() if self.die_with_parent else None
+        self._spawned_at = time.monotonic()
         try:
             process = subprocess.Popen(
                 command,
@@ -438,14 +384,16 @@ class ZooKeeperServer:
             if self.pid_file is not None:
                 self.pid_file.parent.mkdir(parents=True, exist_ok=True)
                 self.pid_file.write_text(f"{process.pid}\n", encoding="utf-8")
-            self._wait_until_serving(process, started + self.start_timeout)
         except BaseException:
             self.kill()
             raise
-        self.last_start_seconds = time.monotonic() - started
 
-    def _wait_until_serving(self, process: subprocess.Popen[bytes], deadline: float) -> None:
-        # `ruok` answers before the server serves; `srvr` says "Mode: standalone" once it does.
+    def _wait_until_serving(self, deadline: float) -> None:
+        """Poll ``srvr`` until it reports a serving mode; ``ZooKeeperError`` if the JVM exits or
+        ``deadline`` passes first (the JVM is left running)."""
+        process = self._process
+        assert process is not None, "_wait_until_serving() before _spawn()"
+        wanted = " or ".join(sorted(self.serving_modes))
         last_reply = ""
         while True:
             code = process.poll()
@@ -458,15 +406,38 @@ class ZooKeeperServer:
                 last_reply = self.four_letter_word("srvr", timeout=0.5)
             except OSError as exc:
                 last_reply = repr(exc)
-            if "Mode: standalone" in last_reply:
+            if _mode_in(last_reply) in self.serving_modes:
+                self.last_start_seconds = time.monotonic() - self._spawned_at
                 return
             if time.monotonic() >= deadline:
                 raise ZooKeeperError(
-                    f"ZooKeeper on port {self.port} not serving after {self.start_timeout}s "
-                    f"(last srvr reply: {last_reply.strip()!r}); log {self.log_path}:\n"
-                    f"{self.log_tail()}"
+                    f"ZooKeeper on port {self.port} not serving (Mode: {wanted}) after "
+                    f"{self.start_timeout}s (last srvr reply: {last_reply.strip()!r}); "
+                    f"log {self.log_path}:\n{self.log_tail()}"
                 )
             time.sleep(_POLL_INTERVAL)
+
+    # -- internals -------------------------------------------------------------
+
+    def _write_config(self, settings: Mapping[str, object]) -> None:
+        self.config_path.parent.mkdir(parents=True, exist_ok=True)
+        self.config_path.write_text(
+            "".join(f"{key}={value}\n" for key, value in settings.items()), encoding="utf-8"
+        )
+
+    def _command(self) -> list[str]:
+        check_requirements(self._java, self.classpath)
+        java = find_java(self._java)
+        if java is None:
+            raise ZooKeeperError(f"cannot run ZooKeeper: missing java; {ENSURE_ENV_HINT}")
+        return [
+            java,
+            *JVM_FLAGS,
+            "-cp",
+            os.pathsep.join(str(p) for p in self.classpath),
+            self.main_class,
+            str(self.config_path),
+        ]
 
     def _forget_process(self, *, remove_pid_file: bool) -> None:
         if remove_pid_file and self.pid_file is not None:
