@@ -2,7 +2,7 @@
 
 The ``processes`` marker is a contract the fast target relies on (``make test-fast`` deselects
 it): a test that starts a process (ZooKeeper, Spark, a daemon, a CLI, a Kafka client tool) carries
-it. System tests, tests marked ``zookeeper``, tests using the ZooKeeper fixtures and tests
+it. System tests, tests marked ``zookeeper`` or ``s3``, tests using their fixtures and tests
 parametrized with the ``zookeeper`` backend or mode get it automatically; any other test that
 starts one needs ``pytestmark = pytest.mark.processes`` (or the decorator). A test without the
 marker that starts a process fails, naming the command, so the marker stays true.
@@ -19,7 +19,16 @@ import pytest
 
 PROCESSES = "processes"
 _PROCESS_FIXTURES = frozenset(
-    {"zookeeper_server", "zookeeper_ensemble", "zk_connect", "kazoo_client", "system_cluster"}
+    {
+        "zookeeper_server",
+        "zookeeper_ensemble",
+        "zk_connect",
+        "kazoo_client",
+        "system_cluster",
+        "s3_endpoint",
+        "s3_proxy",
+        "s3_store",
+    }
 )
 _SYSTEM_TESTS = Path(__file__).resolve().parent / "system_tests"
 
@@ -32,8 +41,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         uses_processes = _PROCESS_FIXTURES.intersection(getattr(item, "fixturenames", ()))
         callspec = getattr(item, "callspec", None)
         on_zookeeper = callspec is not None and "zookeeper" in callspec.params.values()
-        needs_zookeeper = item.get_closest_marker("zookeeper") is not None
-        if in_system_tests or uses_processes or on_zookeeper or needs_zookeeper:
+        needs_server = any(item.get_closest_marker(m) for m in ("zookeeper", "s3"))
+        if in_system_tests or uses_processes or on_zookeeper or needs_server:
             item.add_marker(PROCESSES)
 
 

@@ -1,5 +1,5 @@
 """Shared fixtures: one real ZooKeeper server per test run, one chroot per test; a three-server
-ensemble of a test's own."""
+ensemble of a test's own; one S3 endpoint (moto server) per test run, one bucket per test."""
 
 from __future__ import annotations
 
@@ -9,6 +9,12 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
+from tests.support.s3 import (  # noqa: F401 - fixtures
+    _s3_session_proxy,
+    s3_endpoint,
+    s3_proxy,
+    s3_store,
+)
 from tests.support.zookeeper import (
     ZooKeeperEnsemble,
     ZooKeeperServer,

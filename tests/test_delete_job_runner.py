@@ -1,5 +1,6 @@
 """The delete-job runner in process: a real sqlite RLMM, a real remote directory tree behind the
-fsspec storage plugin, the real object deleter (fast path); faults injected around it."""
+fsspec storage plugin, the real object deleter (fast path); faults injected around it. (On S3,
+through a fault-injecting proxy: tests/test_s3_faults.py.)"""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from controller.jobs.runner import MAX_SWEEPS, DeleteJobRunner, ObjectsLeftError
 from controller.jobs.spark_delete import BulkObjectDeleter, SparkSessionProvider
 from tests.rlmm_support import COPY_SEGMENT_FINISHED, poll_until, segment, update_of
+from tests.support.remote_tree import ObjectStore, write_objects
 from tiered import rlmm
 from tiered.api import (
     DeleteOutcome,
@@ -36,11 +38,19 @@ SUFFIXES = ("log", "index", "timeindex", "epochs")
 
 
 class Remote:
-    """A topic's remote data: RLMM metadata led by 'broker' 0 and objects under the layout."""
+    """A topic's remote data: RLMM metadata led by 'broker' 0 and objects under the layout, in a
+    local directory or, given ``store`` and the ``storage`` that reaches it, in an S3 bucket."""
 
-    def __init__(self, tmp_path: Path, partitions: int = 2) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        partitions: int = 2,
+        store: ObjectStore | None = None,
+        storage: FsspecRemoteStorageManager | None = None,
+    ) -> None:
         self.root = str(tmp_path / "remote")
-        self.storage = FsspecRemoteStorageManager(self.root)
+        self.tree: Path | ObjectStore = store if store is not None else Path(self.root)
+        self.storage = storage or FsspecRemoteStorageManager(self.root)
         self.topic, self.topic_id, self.partitions = "orders", uuid.uuid4(), partitions
         self.broker = rlmm.create({"rlmm.sqlite.path": str(tmp_path / "rlmm.db"), "broker.id": "0"})
         self.controller = rlmm.create(
@@ -58,16 +68,18 @@ class Remote:
         made = []
         for _ in range(count):
             start = self.next_offset[partition]
-            m = segment(tp, {0: 0}, start, start + 9, tiered_epoch=tiered_epoch)
-            self.broker.add_remote_log_segment_metadata(m)
-            prefix = layout.segment_prefix(m)
-            for suffix in SUFFIXES:
-                path = Path(self.root) / layout.object_key(prefix, suffix)
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_bytes(b"x" * 10)
-            self.broker.update_remote_log_segment_metadata(update_of(m, COPY_SEGMENT_FINISHED))
-            made.append(m)
+            made.append(segment(tp, {0: 0}, start, start + 9, tiered_epoch=tiered_epoch))
             self.next_offset[partition] = start + 10
+        for m in made:
+            self.broker.add_remote_log_segment_metadata(m)
+        objects = {
+            layout.object_key(layout.segment_prefix(m), suffix): b"x" * 10
+            for m in made
+            for suffix in SUFFIXES
+        }
+        write_objects(self.tree, objects)
+        for m in made:
+            self.broker.update_remote_log_segment_metadata(update_of(m, COPY_SEGMENT_FINISHED))
         return made
 
     def objects(self, tiered_epoch: int) -> list[str]:

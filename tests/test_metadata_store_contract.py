@@ -757,6 +757,7 @@ def test_zookeeper_a_failed_topic_change_writes_no_job(zookeeper_factory: StoreF
     assert store.client.exists(store._p(zk_paths.delete_job(job.topic_id, 2))) is None
 
 
+@pytest.mark.processes
 def test_zookeeper_a_failed_topic_delete_writes_no_job(zookeeper_factory: StoreFactory) -> None:
     from controller.store.zookeeper import ZooKeeperMetadataStore
 

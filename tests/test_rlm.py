@@ -101,11 +101,16 @@ class FakeClock:
 
 
 class Broker:
-    def __init__(self, tmp_path: Path) -> None:
+    """An RLM with its RLMM and RSM; remote storage in ``tmp_path`` unless ``remote_storage``
+    (the RSM's config) says otherwise."""
+
+    def __init__(self, tmp_path: Path, remote_storage: dict[str, str] | None = None) -> None:
         self.tmp_path = tmp_path
         self.clock = FakeClock()
         self.rlmm = rlmm.create({"rlmm.sqlite.path": str(tmp_path / "rlmm.db"), "broker.id": "0"})
-        self.real_rsm = rsm.create({"remote.storage.root": str(tmp_path / "remote")})
+        self.real_rsm = rsm.create(
+            remote_storage or {"remote.storage.root": str(tmp_path / "remote")}
+        )
         self.rsm = WrappedRsm(self.real_rsm)
         self.rlm = RemoteLogManager(
             RemoteLogManagerConfig(broker_id=0, task_interval_s=3600, stop_wait_s=30),

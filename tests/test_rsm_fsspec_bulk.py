@@ -1,6 +1,6 @@
 """The fsspec RemoteStorageManager's bulk delete capability (tiered.api.RemoteStorageBulkDeleter):
-listing by ``te=`` prefix and its picklable object deleter, on a local directory, a file:// URL
-and fsspec's memory filesystem."""
+listing by ``te=`` prefix and its picklable object deleter, on a local directory, a file:// URL,
+fsspec's memory filesystem and S3 (a real moto server over HTTP)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,23 @@ import pickle
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import fsspec
 import pytest
 
-from tests.support.remote_tree import TOPIC, block, build_tree, listed, remaining
+from tests.support.remote_tree import (
+    TOPIC,
+    ObjectStore,
+    block,
+    build_tree,
+    listed,
+    remaining,
+    write_objects,
+)
+from tests.support.s3 import S3Store
 from tiered import rsm
 from tiered.api import (
     DeleteOutcome,
@@ -25,15 +35,35 @@ from tiered.api import (
 from tiered.rsm import FsspecObjectDeleter, FsspecRemoteStorageManager, fsspec_rsm
 
 
-def test_lists_only_epochs_below_e_of_the_partition(tmp_path: Path) -> None:
+@dataclass
+class Store:
+    """A remote root, local or S3, with the config of a storage on it."""
+
+    tree: Path | ObjectStore
+    config: dict[str, str]
+
+    def create(self, **extra: str) -> FsspecRemoteStorageManager:
+        storage = rsm.create({**self.config, **extra})
+        assert isinstance(storage, FsspecRemoteStorageManager)
+        return storage
+
+
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    if request.param == "local":
+        return Store(tmp_path, {"remote.storage.root": str(tmp_path)})
+    s3: S3Store = request.getfixturevalue("s3_store")
+    return Store(s3, s3.config())
+
+
+def test_lists_only_epochs_below_e_of_the_partition(store: Store) -> None:
     topic_id = uuid.uuid4()
-    keys = build_tree(tmp_path, topic_id)
-    build_tree(tmp_path, uuid.uuid4())  # same topic name, another id: never listed
-    # Not epoch directories: ignored.
-    for odd in ("te=01", "te=x", "tmp"):
-        (tmp_path / f"{TOPIC}-{topic_id}" / "0" / odd).mkdir()
-        (tmp_path / f"{TOPIC}-{topic_id}" / "0" / odd / "f").write_bytes(b"x")
-    storage = rsm.create({"remote.storage.root": str(tmp_path)})
+    keys = build_tree(store.tree, topic_id)
+    build_tree(store.tree, uuid.uuid4())  # same topic name, another id: never listed
+    # Not epoch directories (one that prefixes te=1 included): ignored.
+    odd_dirs = ("te=01", "te=x", "tmp", "te=1x")
+    write_objects(store.tree, {f"{TOPIC}-{topic_id}/0/{odd}/f": b"x" for odd in odd_dirs})
+    storage = store.create()
     assert isinstance(storage, RemoteStorageBulkDeleter)
 
     assert listed(storage, topic_id, 0, 2) == sorted(keys[(0, 0)]) + sorted(keys[(0, 1)])
@@ -43,7 +73,8 @@ def test_lists_only_epochs_below_e_of_the_partition(tmp_path: Path) -> None:
     )
     assert listed(storage, topic_id, 0, 0) == []
     assert listed(storage, topic_id, 7, 3) == []
-    assert listed(FsspecRemoteStorageManager(str(tmp_path / "nowhere")), topic_id, 0, 3) == []
+    nowhere = store.create(**{"remote.storage.root": f"{store.config['remote.storage.root']}/no"})
+    assert listed(nowhere, topic_id, 0, 3) == []
     with pytest.raises(ValueError, match="tiered_epoch"):
         listed(storage, topic_id, 0, -1)
     with pytest.raises(TypeError, match="TopicIdPartition"):
@@ -51,12 +82,12 @@ def test_lists_only_epochs_below_e_of_the_partition(tmp_path: Path) -> None:
 
 
 def test_listing_comes_in_batches_each_handle_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(fsspec_rsm, "LIST_BATCH_SIZE", 5)
     topic_id = uuid.uuid4()
-    keys = build_tree(tmp_path, topic_id, partitions=(0,), epochs=(0, 1, 2), segments=3)
-    storage = FsspecRemoteStorageManager(str(tmp_path))
+    keys = build_tree(store.tree, topic_id, partitions=(0,), epochs=(0, 1, 2), segments=3)
+    storage = store.create()
     batches = list(storage.list_objects_below_epoch(TopicIdPartition(topic_id, TOPIC, 0), 2))
     assert [len(b) for b in batches] == [5, 5, 2, 5, 5, 2]  # 12 objects an epoch
     flat = [h for b in batches for h in b]
@@ -131,13 +162,16 @@ def test_the_deleter_runs_a_pool_of_the_configured_threads(
     assert len(names) == 3 and all(n.startswith("rsm-delete") for n in names)
 
 
-def test_the_deleter_pickles_to_an_equal_deleter_that_works(tmp_path: Path) -> None:
-    keys = build_tree(tmp_path, uuid.uuid4(), partitions=(0,), epochs=(0,), segments=1)[(0, 0)]
-    deleter = FsspecRemoteStorageManager(str(tmp_path), delete_threads=2).object_deleter()
+def test_the_deleter_pickles_to_an_equal_deleter_that_works(store: Store) -> None:
+    keys = build_tree(store.tree, uuid.uuid4(), partitions=(0,), epochs=(0,), segments=2)[(0, 0)]
+    deleter = store.create(**{"remote.storage.delete.threads": "2"}).object_deleter()
     copy = pickle.loads(pickle.dumps(deleter))
     assert copy == deleter
-    assert copy.delete_objects(keys) == DeleteOutcome(len(keys))
-    assert remaining(tmp_path) == set()
+    assert copy.delete_objects(keys[:5]) == DeleteOutcome(5)
+    # Missing objects count as deleted (S3 can not tell them apart) or as missing.
+    outcome = copy.delete_objects(keys)
+    assert outcome.done == len(keys) and outcome.failed == 0
+    assert remaining(store.tree) == set()
 
 
 def test_an_unusable_store_fails_the_batch_as_a_whole() -> None:

@@ -30,8 +30,8 @@ import urllib.request
 from pathlib import Path
 from typing import IO, Any, Self
 
+from tiered.child_process import death_signal_preexec
 from tiered.daemon_logging import log_tail
-from tiered.death_signal import death_signal_preexec
 from tiered.ports import LOOPBACK, free_port
 from tiered.zookeeper import find_java
 

@@ -41,7 +41,9 @@ _TYPES: Mapping[str, ConfigType] = {
     TIERED_STATE_KEY: ConfigType.STRING,
     TIERED_EPOCH_KEY: ConfigType.INT,
 }
-_SECRET_WORDS = ("password", "secret", "sasl.jaas")
+_SECRET_WORDS = ("password", "secret", "sasl.jaas", "credentials", "access.key", "session.token")
+"""A broker key naming any of these holds a secret or says where one is (Kafka answers such
+configs as sensitive, with a null value)."""
 
 
 @dataclass(frozen=True)

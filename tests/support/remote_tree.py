@@ -1,10 +1,12 @@
 """Remote trees laid out as :mod:`tiered.rsm.layout` says, for the bulk delete tests, and ways to
-look at them and to make objects undeletable without privileges (the tests run as root)."""
+look at them and to make objects undeletable without privileges (the tests run as root). A tree
+lives in a local directory or in an :class:`ObjectStore` (an S3 bucket)."""
 
 from __future__ import annotations
 
 import uuid
 from pathlib import Path
+from typing import Protocol
 
 from tiered.api import RemoteStorageBulkDeleter, TopicIdPartition
 
@@ -12,8 +14,25 @@ TOPIC = "orders"
 SUFFIXES = ("log", "index", "timeindex", "epochs")
 
 
+class ObjectStore(Protocol):
+    """Objects by key below a root, e.g. tests.support.s3.S3Store."""
+
+    def write_many(self, objects: dict[str, bytes]) -> None: ...
+
+    def keys(self) -> set[str]: ...
+
+
+def write_objects(root: Path | ObjectStore, objects: dict[str, bytes]) -> None:
+    if isinstance(root, Path):
+        for key, data in objects.items():
+            (root / key).parent.mkdir(parents=True, exist_ok=True)
+            (root / key).write_bytes(data)
+    else:
+        root.write_many(objects)
+
+
 def build_tree(
-    root: Path,
+    root: Path | ObjectStore,
     topic_id: uuid.UUID,
     partitions: tuple[int, ...] = (0, 1),
     epochs: tuple[int, ...] = (0, 1, 2),
@@ -24,15 +43,13 @@ def build_tree(
     keys: dict[tuple[int, int], list[str]] = {}
     for partition in partitions:
         for epoch in epochs:
-            directory = root / f"{topic}-{topic_id}" / str(partition) / f"te={epoch}"
-            directory.mkdir(parents=True)
             found = keys.setdefault((partition, epoch), [])
             for n in range(segments):
                 segment_id = uuid.uuid4()
                 for suffix in SUFFIXES:
                     name = f"{n * 100:020d}-{segment_id}.{suffix}"
-                    (directory / name).write_bytes(b"x")
                     found.append(f"{topic}-{topic_id}/{partition}/te={epoch}/{name}")
+    write_objects(root, {key: b"x" for found in keys.values() for key in found})
     return keys
 
 
@@ -48,7 +65,9 @@ def listed(
     return [h for batch in storage.list_objects_below_epoch(tp, tiered_epoch) for h in batch]
 
 
-def remaining(root: Path) -> set[str]:
+def remaining(root: Path | ObjectStore) -> set[str]:
+    if not isinstance(root, Path):
+        return root.keys()
     return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
 
 

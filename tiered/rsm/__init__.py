@@ -9,12 +9,16 @@
 ``remote.storage.delete.threads``              thread pool size of a bulk delete (default
                                                16; per Spark partition on Spark)
 ``remote.storage.delete.simulated.latency.ms`` bench/test hook: a sleep before each bulk
-                                               object delete (default 0)
+                                               object delete (default 0; not on S3)
+``remote.storage.retry.*``                     the retry policy of remote calls
+                                               (:mod:`tiered.rsm.settings`)
+``remote.storage.s3.*``                        endpoint, region and credentials of an
+                                               ``s3://`` root (:mod:`tiered.rsm.s3`)
 =============================================  =========================================
 
 Object keys are built by :mod:`tiered.rsm.layout` (DESIGN.md section 8); the custom metadata a
-copy returns is described in :mod:`tiered.rsm.custom_metadata`; the bulk delete's object deleter,
-which Spark executors run, is :mod:`tiered.rsm.fsspec_delete`.
+copy returns is described in :mod:`tiered.rsm.custom_metadata`; the bulk delete's object deleters,
+which Spark executors run, are :mod:`tiered.rsm.fsspec_delete` and :mod:`tiered.rsm.s3_delete`.
 """
 
 from __future__ import annotations
@@ -30,12 +34,13 @@ from tiered.rsm.custom_metadata import (
     encode_custom_metadata,
 )
 from tiered.rsm.fsspec_delete import DEFAULT_DELETE_THREADS, FsspecObjectDeleter
-from tiered.rsm.fsspec_rsm import (
+from tiered.rsm.fsspec_rsm import FsspecRemoteStorageManager, create_from_config
+from tiered.rsm.s3 import S3Credentials, S3Settings
+from tiered.rsm.s3_delete import S3ObjectDeleter
+from tiered.rsm.settings import (
     DELETE_THREADS_CONFIG,
     ROOT_CONFIG,
     SIMULATED_DELETE_LATENCY_CONFIG,
-    FsspecRemoteStorageManager,
-    create_from_config,
 )
 
 __all__ = [
@@ -46,6 +51,9 @@ __all__ = [
     "SIMULATED_DELETE_LATENCY_CONFIG",
     "FsspecObjectDeleter",
     "FsspecRemoteStorageManager",
+    "S3Credentials",
+    "S3ObjectDeleter",
+    "S3Settings",
     "SegmentLocation",
     "config_from_properties",
     "create",

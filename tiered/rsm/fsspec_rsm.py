@@ -11,23 +11,30 @@ If anything fails, whatever was written for the segment is deleted (best effort)
 segment's tiered-epoch prefix, so the bulk delete of that epoch removes them.
 
 Every fsspec or OS failure is raised as ``RemoteStorageException``; a missing remote object as its
-subclass ``RemoteResourceNotFoundException``.
+subclass ``RemoteResourceNotFoundException``. On an object store, each remote call (one object's
+put, a read, a listing) is first retried while its error is transient (throttling, 5xx, a broken
+connection) by the storage's one :class:`~tiered.retry.RetryPolicy`
+(:mod:`tiered.rsm.settings`); the exception then names the object and the last error.
 
 Bulk deletion (:class:`~tiered.api.RemoteStorageBulkDeleter`): the handles are the object keys
 relative to the root, derived from segment metadata by the layout or listed under the partition's
 ``te=N/`` prefixes; the deleter is a
-:class:`~tiered.rsm.fsspec_delete.FsspecObjectDeleter` (a thread pool of
-``remote.storage.delete.threads``).
+:class:`~tiered.rsm.s3_delete.S3ObjectDeleter` on S3 (DeleteObjects batches) and a
+:class:`~tiered.rsm.fsspec_delete.FsspecObjectDeleter` (a thread pool of single deletes)
+elsewhere, both on ``remote.storage.delete.threads`` threads.
+
+S3 (``s3://BUCKET/PREFIX``) is configured by :mod:`tiered.rsm.s3`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import fsspec.core
 from fsspec.implementations.local import LocalFileSystem
@@ -44,16 +51,40 @@ from tiered.api import (
     RemoteStorageManager,
     TopicIdPartition,
 )
+from tiered.retry import RetryPolicy
 from tiered.rsm import layout
 from tiered.rsm.custom_metadata import SegmentLocation, encode_custom_metadata
 from tiered.rsm.fsspec_delete import DEFAULT_DELETE_THREADS, FsspecObjectDeleter
+from tiered.rsm.s3 import (
+    S3Settings,
+    describe_error,
+    error_code,
+    is_s3_url,
+    is_transient,
+    s3_settings_from_config,
+)
+from tiered.rsm.s3_delete import S3ObjectDeleter
+from tiered.rsm.settings import (
+    DEFAULT_RETRY_POLICY,
+    DELETE_THREADS_CONFIG,
+    ROOT_CONFIG,
+    SIMULATED_DELETE_LATENCY_CONFIG,
+    retry_policy_from_config,
+)
+
+__all__ = [
+    "DELETE_THREADS_CONFIG",
+    "LIST_BATCH_SIZE",
+    "ROOT_CONFIG",
+    "SIMULATED_DELETE_LATENCY_CONFIG",
+    "FsspecRemoteStorageManager",
+    "create_from_config",
+]
 
 logger = logging.getLogger(__name__)
 
-ROOT_CONFIG = "remote.storage.root"
-DELETE_THREADS_CONFIG = "remote.storage.delete.threads"
-SIMULATED_DELETE_LATENCY_CONFIG = "remote.storage.delete.simulated.latency.ms"
-"""Bench/test hook: a sleep before each bulk object delete, modelling an object store."""
+R = TypeVar("R")
+
 LIST_BATCH_SIZE = 1000
 """The most handles in one batch of a bulk delete listing."""
 
@@ -66,7 +97,13 @@ class FsspecRemoteStorageManager(RemoteStorageManager, RemoteStorageBulkDeleter)
         root: str,
         delete_threads: int = DEFAULT_DELETE_THREADS,
         simulated_delete_latency_s: float = 0.0,
+        *,
+        s3: S3Settings | None = None,
+        retry: RetryPolicy = DEFAULT_RETRY_POLICY,
     ) -> None:
+        """``s3``: how to reach an ``s3://`` root (default: its bucket and prefix with
+        botocore's endpoint, region and the environment's credentials). ``retry``: the policy
+        of every remote call. ``simulated_delete_latency_s`` applies to other roots only."""
         if not isinstance(root, str) or not root.strip():
             raise ValueError(f"{ROOT_CONFIG} must be a non-empty path or fsspec URL, got {root!r}")
         if isinstance(delete_threads, bool) or not isinstance(delete_threads, int):
@@ -74,6 +111,21 @@ class FsspecRemoteStorageManager(RemoteStorageManager, RemoteStorageBulkDeleter)
         if delete_threads < 1:
             raise ValueError(f"{DELETE_THREADS_CONFIG} must be >= 1, got {delete_threads}")
         root = root.strip()
+        self._url = root
+        self._retry = retry
+        self._closed = False
+        self._deleter: FsspecObjectDeleter | S3ObjectDeleter
+        self._transient: Callable[[Exception], bool]
+        self._describe: Callable[[BaseException], str]
+        if is_s3_url(root):
+            settings = s3 if s3 is not None else s3_settings_from_config(root, {})
+            self._fs: Any = settings.filesystem()
+            self._root = settings.root_path
+            self._local = False
+            self._deleter = S3ObjectDeleter(settings, delete_threads, retry)
+            self._transient = is_transient
+            self._describe = lambda error: settings.redact(describe_error(error))
+            return
         try:
             fs, path = fsspec.core.url_to_fs(root)
         except (ImportError, ValueError) as e:
@@ -81,12 +133,13 @@ class FsspecRemoteStorageManager(RemoteStorageManager, RemoteStorageBulkDeleter)
             raise ValueError(
                 f"{ROOT_CONFIG}={root!r}: no fsspec filesystem for this URL is available ({e})"
             ) from e
-        self._fs: Any = fs
+        self._fs = fs
         self._root = str(path).rstrip("/")
-        self._url = root
         self._local = isinstance(fs, LocalFileSystem)
         self._deleter = FsspecObjectDeleter(root, delete_threads, simulated_delete_latency_s)
-        self._closed = False
+        # A local filesystem's errors (a full disk, a missing file) do not heal in seconds.
+        self._transient = lambda error: False
+        self._describe = lambda error: f"{type(error).__name__}: {error}"
 
     @property
     def root(self) -> str:
@@ -140,13 +193,21 @@ class FsspecRemoteStorageManager(RemoteStorageManager, RemoteStorageBulkDeleter)
         try:
             self._check_open()
             for suffix, source in sources:
-                total += self._write_object(layout.object_key(prefix, suffix), source, written)
+                size = len(source) if isinstance(source, bytes) else Path(source).stat().st_size
+                key = layout.object_key(prefix, suffix)
+                self._call(
+                    f"upload of segment {segment}",
+                    self._path(key),
+                    functools.partial(self._write_object, key, source, written),
+                )
+                total += size
         except BaseException as e:
             self._remove_quietly(written)
             if isinstance(e, Exception):
+                # A RemoteStorageException already names the object and its last error.
+                detail = str(e) if isinstance(e, RemoteStorageException) else self._describe(e)
                 raise RemoteStorageException(
-                    f"copy of segment {segment} to {self._path(prefix)}.* failed: "
-                    f"{type(e).__name__}: {e}"
+                    f"copy of segment {segment} to {self._path(prefix)}.* failed: {detail}"
                 ) from e
             raise
         return encode_custom_metadata(
@@ -176,8 +237,17 @@ class FsspecRemoteStorageManager(RemoteStorageManager, RemoteStorageBulkDeleter)
                 )
         key = layout.object_key(layout.segment_prefix(metadata), layout.LOG_SUFFIX)
         end = None if end_position is None else end_position + 1
-        with self._errors(f"fetch of segment {metadata.remote_log_segment_id} data", key):
-            data = self._fs.cat_file(self._path(key), start=start_position, end=end)
+        path = self._path(key)
+
+        def read() -> Any:
+            try:
+                return self._fs.cat_file(path, start=start_position, end=end)
+            except OSError as e:
+                if error_code(e) == "InvalidRange":  # S3's answer to a start past the end
+                    return b""
+                raise
+
+        data = self._call(f"fetch of segment {metadata.remote_log_segment_id} data", path, read)
         return bytes(data)
 
     def fetch_index(self, metadata: RemoteLogSegmentMetadata, index_type: IndexType) -> bytes:
@@ -185,9 +255,8 @@ class FsspecRemoteStorageManager(RemoteStorageManager, RemoteStorageBulkDeleter)
             raise TypeError(f"index_type must be IndexType, got {index_type!r}")
         key = layout.object_key(layout.segment_prefix(metadata), index_type.value)
         what = f"fetch of the {index_type.name} index of segment {metadata.remote_log_segment_id}"
-        with self._errors(what, key):
-            data = self._fs.cat_file(self._path(key))
-        return bytes(data)
+        path = self._path(key)
+        return bytes(self._call(what, path, lambda: self._fs.cat_file(path)))
 
     def delete_log_segment_data(self, metadata: RemoteLogSegmentMetadata) -> None:
         """Deletes the ``.log`` object first (so the segment stops looking complete), then every
@@ -197,8 +266,8 @@ class FsspecRemoteStorageManager(RemoteStorageManager, RemoteStorageBulkDeleter)
         prefix = layout.segment_prefix(metadata)
         for suffix in layout.ALL_SUFFIXES:
             self._delete_object(layout.object_key(prefix, suffix))
-        with self._errors(f"listing of {prefix}", prefix):
-            leftovers = self._fs.glob(self._path(prefix) + ".*")
+        pattern = self._path(prefix) + ".*"
+        leftovers = self._call(f"listing of {prefix}", pattern, lambda: self._fs.glob(pattern))
         for path in leftovers:
             self._delete_object(self._relative(path))
 
@@ -206,10 +275,13 @@ class FsspecRemoteStorageManager(RemoteStorageManager, RemoteStorageBulkDeleter)
 
     def list_tiered_epochs(self, topic_id_partition: TopicIdPartition) -> list[int]:
         """The tiered epochs that have a ``te=`` prefix under the partition, ascending."""
-        key = layout.partition_prefix(topic_id_partition)
+        path = self._path(layout.partition_prefix(topic_id_partition))
         try:
-            with self._errors(f"listing of partition {topic_id_partition}", key):
-                entries = self._fs.ls(self._path(key), detail=False)
+            entries = self._call(
+                f"listing of partition {topic_id_partition}",
+                path,
+                lambda: self._fs.ls(path, detail=False),
+            )
         except RemoteResourceNotFoundException:
             return []
         epochs = {layout.parse_tiered_epoch_dir(str(entry)) for entry in entries}
@@ -252,7 +324,7 @@ class FsspecRemoteStorageManager(RemoteStorageManager, RemoteStorageBulkDeleter)
             keys.update((layout.object_key(prefix, s), None) for s in layout.WRITTEN_BY_EVERY_COPY)
         return list(keys)
 
-    def object_deleter(self) -> FsspecObjectDeleter:
+    def object_deleter(self) -> FsspecObjectDeleter | S3ObjectDeleter:
         """Deletes keys under this root on ``remote.storage.delete.threads`` threads."""
         return self._deleter
 
@@ -273,14 +345,13 @@ class FsspecRemoteStorageManager(RemoteStorageManager, RemoteStorageBulkDeleter)
                 f"{outcome.failed} objects of {topic_id_partition} below tiered epoch {epoch} "
                 f"could not be deleted, first: {outcome.first_error}"
             )
+        if isinstance(self._deleter, S3ObjectDeleter):
+            return outcome.done  # an object store has no directories to remove
         for e in self.list_tiered_epochs(topic_id_partition):
             if e >= epoch:
                 break
-            key = layout.tiered_epoch_prefix(topic_id_partition, e)
-            # The now-empty directories (local filesystem; no-op on object stores).
-            with self._errors(f"removal of {key}", key), contextlib.suppress(FileNotFoundError):
-                if self._fs.exists(self._path(key)):
-                    self._fs.rm(self._path(key), recursive=True)
+            path = self._path(layout.tiered_epoch_prefix(topic_id_partition, e))
+            self._call(f"removal of {path}", path, functools.partial(self._remove_tree, path))
         return outcome.done
 
     def close(self) -> None:
@@ -299,31 +370,51 @@ class FsspecRemoteStorageManager(RemoteStorageManager, RemoteStorageBulkDeleter)
         if self._closed:
             raise RemoteStorageException(f"{self!r} is closed")
 
-    @contextlib.contextmanager
-    def _errors(self, what: str, key: str) -> Iterator[None]:
+    def _call(self, what: str, path: str, operation: Callable[[], R]) -> R:
+        """``operation()``, retried while its error is transient; its last error as
+        ``RemoteStorageException`` (``RemoteResourceNotFoundException`` for a missing object)
+        naming ``what``, ``path`` and the attempts made."""
+        tries = 0
+
+        def attempt() -> R:
+            nonlocal tries
+            tries += 1
+            return operation()
+
+        def on_retry(error: Exception, tries_so_far: int, delay_s: float) -> None:
+            logger.debug(
+                "%s at %s: attempt %d failed (%s), retrying in %.2f s",
+                what,
+                path,
+                tries_so_far,
+                self._describe(error),
+                delay_s,
+            )
+
         try:
-            yield
+            return self._retry(
+                attempt, retry_on=Exception, retry_if=self._transient, on_retry=on_retry
+            )
         except RemoteStorageException:
             raise
         except FileNotFoundError as e:
-            raise RemoteResourceNotFoundException(
-                f"{what}: {self._path(key)} does not exist"
-            ) from e
+            raise RemoteResourceNotFoundException(f"{what}: {path} does not exist") from e
         except Exception as e:
+            attempts = f" after {tries} attempts" if tries > 1 else ""
             raise RemoteStorageException(
-                f"{what} failed at {self._path(key)}: {type(e).__name__}: {e}"
+                f"{what} failed at {path}{attempts}: {self._describe(e)}"
             ) from e
 
-    def _write_object(self, key: str, source: str | bytes, written: list[str]) -> int:
-        """Writes one object; returns its size. Appends every remote path it creates to
-        ``written`` before creating it, so that a failure can remove it."""
+    def _write_object(self, key: str, source: str | bytes, written: list[str]) -> None:
+        """Writes one object. Appends every remote path it creates to ``written`` before
+        creating it, so that a failure can remove it."""
         path = self._path(key)
-        size = len(source) if isinstance(source, bytes) else Path(source).stat().st_size
         target = path
         if self._local:
             self._fs.makedirs(self._fs._parent(path), exist_ok=True)
             target = f"{path}.tmp-{uuid.uuid4().hex}"
-        written.append(target)
+        if target not in written:
+            written.append(target)
         if isinstance(source, bytes):
             self._fs.pipe_file(target, source)
         else:
@@ -331,24 +422,31 @@ class FsspecRemoteStorageManager(RemoteStorageManager, RemoteStorageBulkDeleter)
         if target != path:
             written.append(path)
             self._fs.mv(target, path)
-        return size
+
+    def _remove_tree(self, path: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            if self._fs.exists(path):
+                self._fs.rm(path, recursive=True)
+
+    def _remove_file(self, path: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self._fs.rm_file(path)
 
     def _delete_object(self, key: str) -> None:
-        with self._errors(f"delete of {key}", key), contextlib.suppress(FileNotFoundError):
-            self._fs.rm_file(self._path(key))
+        path = self._path(key)
+        self._call(f"delete of {key}", path, lambda: self._remove_file(path))
 
     def _remove_quietly(self, paths: list[str]) -> None:
         for path in reversed(paths):
             try:
-                self._fs.rm_file(path)
-            except FileNotFoundError:
-                pass
-            except Exception:
-                logger.warning("could not remove %s after a failed copy", path, exc_info=True)
+                remove = functools.partial(self._remove_file, path)
+                self._call("removal after a failed copy", path, remove)
+            except RemoteStorageException as e:
+                logger.warning("could not remove %s after a failed copy: %s", path, e)
 
     def _find(self, key: str) -> list[str]:
-        with self._errors(f"listing of {key}", key):
-            paths = self._fs.find(self._path(key))
+        path = self._path(key)
+        paths = self._call(f"listing of {key}", path, lambda: self._fs.find(path))
         return sorted(self._relative(p) for p in paths)
 
 
@@ -360,8 +458,10 @@ def _check_position(value: object, name: str) -> None:
 
 
 def create_from_config(config: Mapping[str, object]) -> FsspecRemoteStorageManager:
-    """Builds the manager from ``remote.storage.root``, ``remote.storage.delete.threads`` and
-    ``remote.storage.delete.simulated.latency.ms``."""
+    """Builds the manager from ``remote.storage.root``, ``remote.storage.delete.threads``,
+    ``remote.storage.delete.simulated.latency.ms``, the ``remote.storage.retry.*`` keys
+    (:mod:`tiered.rsm.settings`) and, for an ``s3://`` root, the ``remote.storage.s3.*`` keys
+    (:mod:`tiered.rsm.s3`). ``ValueError`` names the offending key."""
     raw_root = config.get(ROOT_CONFIG)
     if raw_root is None or not isinstance(raw_root, str) or not raw_root.strip():
         raise ValueError(
@@ -385,6 +485,11 @@ def create_from_config(config: Mapping[str, object]) -> FsspecRemoteStorageManag
         raise ValueError(
             f"{SIMULATED_DELETE_LATENCY_CONFIG} must be a number >= 0, got {raw_latency!r}"
         )
+    s3 = s3_settings_from_config(raw_root, config) if is_s3_url(raw_root) else None
     return FsspecRemoteStorageManager(
-        raw_root, delete_threads=threads, simulated_delete_latency_s=latency_ms / 1000
+        raw_root,
+        delete_threads=threads,
+        simulated_delete_latency_s=latency_ms / 1000,
+        s3=s3,
+        retry=retry_policy_from_config(config),
     )

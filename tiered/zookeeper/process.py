@@ -34,8 +34,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, ClassVar, Self, TypedDict
 
+from tiered.child_process import death_signal_preexec
 from tiered.daemon_logging import log_tail
-from tiered.death_signal import death_signal_preexec
 from tiered.zookeeper.requirements import (
     DEFAULT_CLASSPATH,
     ENSURE_ENV_HINT,

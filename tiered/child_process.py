@@ -1,0 +1,135 @@
+"""A server process started by a test or by ``tiered-cluster up``: spawned in its own session with
+its output appended to a log file, its pid written to a pid file, stopped (SIGTERM, then SIGKILL)
+or killed, or detached to run on as a daemon.
+
+``die_with_parent`` asks the kernel to SIGTERM the child when the thread that started it dies
+(``PR_SET_PDEATHSIG``, Linux), so a killed test run leaves no server behind. The signal follows
+the starting *thread*, not the process: start such children from a long-lived thread. A daemon
+that must outlive its starter turns it off and calls ``detach()``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import IO
+
+__all__ = ["ChildProcess", "death_signal_preexec"]
+
+_PR_SET_PDEATHSIG = 1
+
+
+def death_signal_preexec() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that asks the kernel to SIGTERM the child when its parent thread dies
+    (None off Linux)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    # Resolve prctl before fork: the child should do as little as possible.
+    libc = ctypes.CDLL(None, use_errno=True)
+    prctl = libc.prctl
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    parent_pid = os.getpid()
+
+    def preexec() -> None:
+        if prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+        # The parent may have died between fork and prctl: nobody would signal us.
+        if os.getppid() != parent_pid:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return preexec
+
+
+class ChildProcess:
+    """One spawned server process; see the module docstring."""
+
+    def __init__(
+        self,
+        command: Sequence[str],
+        *,
+        log_path: Path,
+        cwd: Path | None = None,
+        env: Mapping[str, str] | None = None,
+        pid_file: Path | None = None,
+        die_with_parent: bool = True,
+    ) -> None:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log: IO[bytes] = open(log_path, "ab")  # noqa: SIM115 - kept open while the child runs
+        self.log_offset = log.tell()
+        """Where this run's output starts in the log file."""
+        log.write(f"---- starting: {' '.join(command)}\n".encode())
+        log.flush()
+        try:
+            self._process: subprocess.Popen[bytes] | None = subprocess.Popen(
+                list(command),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=cwd,
+                env=None if env is None else dict(env),
+                start_new_session=True,
+                preexec_fn=death_signal_preexec() if die_with_parent else None,  # noqa: PLW1509 - PDEATHSIG
+            )
+        except BaseException:
+            log.close()
+            raise
+        self._log: IO[bytes] | None = log
+        self.pid: int = self._process.pid
+        self.pid_file = pid_file
+        if pid_file is not None:
+            try:
+                pid_file.parent.mkdir(parents=True, exist_ok=True)
+                pid_file.write_text(f"{self.pid}\n", encoding="utf-8")
+            except BaseException:
+                self.kill()
+                raise
+
+    def exit_code(self) -> int | None:
+        """The exit code once the child has exited (None while it runs or once forgotten)."""
+        return None if self._process is None else self._process.poll()
+
+    @property
+    def is_running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def stop(self, timeout_s: float) -> None:
+        """SIGTERM, SIGKILL after ``timeout_s``; reaped either way; the pid file removed."""
+        process = self._process
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        self._forget(remove_pid_file=True)
+
+    def kill(self) -> None:
+        """SIGKILL (a crash) and reap; the pid file removed."""
+        process = self._process
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait()
+        self._forget(remove_pid_file=True)
+
+    def detach(self) -> int:
+        """Leave the child running on its own (pid file kept); return its pid."""
+        self._forget(remove_pid_file=False)
+        return self.pid
+
+    def _forget(self, *, remove_pid_file: bool) -> None:
+        if remove_pid_file and self.pid_file is not None and self._process is not None:
+            with contextlib.suppress(OSError):
+                self.pid_file.unlink()
+        self._process = None
+        if self._log is not None:
+            with contextlib.suppress(OSError):
+                self._log.close()
+            self._log = None

@@ -1,0 +1,386 @@
+"""S3 for the fsspec RemoteStorageManager: its settings, its credentials and its filesystem.
+
+``remote.storage.root=s3://BUCKET/PREFIX`` selects it, with these keys (broker and controller):
+
+=========================================  ===================================================
+``remote.storage.s3.endpoint.url``         ``http(s)://host[:port]`` of an S3-API endpoint
+                                           (default: AWS's endpoint of the region)
+``remote.storage.s3.region``               the signing region (default: botocore's resolution)
+``remote.storage.s3.credentials.file``     an AWS shared-credentials file: a ``[default]``
+                                           section (or the profile below) with
+                                           ``aws_access_key_id``, ``aws_secret_access_key`` and
+                                           optionally ``aws_session_token``
+``remote.storage.s3.credentials.profile``  the section to read (default ``default``)
+=========================================  ===================================================
+
+Without a credentials file, ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` (and
+``AWS_SESSION_TOKEN``) of the environment are used; without those either, botocore's own chain
+(an instance role, ...). Credentials are read once, where the storage is configured, and travel
+inside :class:`S3Settings` (so the bulk delete's executors reach S3 with the job's settings and
+no file shared with the controller). They never appear in a repr, a log line or an error message:
+texts built from remote errors go through :meth:`S3Settings.redact`.
+
+One retry loop: s3fs retries SlowDown and connection errors itself and botocore retries again
+underneath; both are set to a single attempt here (s3fs's ``retries`` attribute, botocore's
+``total_max_attempts``), and the callers retry transient errors (:func:`is_transient`) with
+their :class:`~tiered.retry.RetryPolicy`. Below them aiohttp resends an idempotent request (GET,
+PUT, DELETE) once, at once, when its connection breaks before the answer: that is how a client
+recovers a pooled connection the server had closed, not a backoff, and it stays.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import configparser
+import os
+import re
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from tiered.rsm.settings import ROOT_CONFIG
+
+__all__ = [
+    "CREDENTIALS_FILE_CONFIG",
+    "CREDENTIALS_PROFILE_CONFIG",
+    "ENDPOINT_URL_CONFIG",
+    "REGION_CONFIG",
+    "TRANSIENT_ERROR_CODES",
+    "S3Credentials",
+    "S3Settings",
+    "describe_error",
+    "ensure_bucket",
+    "error_code",
+    "is_s3_url",
+    "is_transient",
+    "read_credentials_file",
+    "s3_settings_from_config",
+]
+
+ENDPOINT_URL_CONFIG = "remote.storage.s3.endpoint.url"
+REGION_CONFIG = "remote.storage.s3.region"
+CREDENTIALS_FILE_CONFIG = "remote.storage.s3.credentials.file"
+CREDENTIALS_PROFILE_CONFIG = "remote.storage.s3.credentials.profile"
+DEFAULT_PROFILE = "default"
+
+ACCESS_KEY_OPTION = "aws_access_key_id"
+SECRET_KEY_OPTION = "aws_secret_access_key"
+SESSION_TOKEN_OPTION = "aws_session_token"
+ENV_ACCESS_KEY = "AWS_ACCESS_KEY_ID"
+ENV_SECRET_KEY = "AWS_SECRET_ACCESS_KEY"
+ENV_SESSION_TOKEN = "AWS_SESSION_TOKEN"
+
+S3_SCHEMES = ("s3", "s3a")
+DEFAULT_POOL_CONNECTIONS = 32
+"""A broker's copier, expiration and reader threads share its storage's connections."""
+TRANSIENT_ERROR_CODES = frozenset(
+    {
+        "SlowDown",
+        "InternalError",
+        "ServiceUnavailable",
+        "RequestTimeout",
+        "Throttling",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "TooManyRequests",
+    }
+)
+"""S3 error codes (whole requests, or single keys of a DeleteObjects answer) worth retrying."""
+
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+_REGION = re.compile(r"[a-z0-9][a-z0-9-]*")
+_HIDDEN = "***"
+
+
+@dataclass(frozen=True, repr=False)
+class S3Credentials:
+    """An access key pair (and session token). ``source`` says where it came from, for humans;
+    the repr shows only that."""
+
+    access_key_id: str
+    secret_access_key: str
+    session_token: str | None = None
+    source: str = field(default="given", compare=False)
+
+    def __repr__(self) -> str:
+        return f"S3Credentials(from {self.source})"
+
+    def secrets(self) -> tuple[str, ...]:
+        return tuple(
+            s for s in (self.access_key_id, self.secret_access_key, self.session_token) if s
+        )
+
+
+@dataclass(frozen=True, repr=False)
+class S3Settings:
+    """Where and how to reach one S3 root: picklable, credentials included (never shown)."""
+
+    bucket: str
+    prefix: str = ""  # key prefix below the bucket, without leading or trailing "/"
+    endpoint_url: str | None = None
+    region: str | None = None
+    credentials: S3Credentials | None = None  # None: botocore's chain where the code runs
+
+    def __repr__(self) -> str:
+        return (
+            f"S3Settings(bucket={self.bucket!r}, prefix={self.prefix!r}, "
+            f"endpoint_url={self.endpoint_url!r}, region={self.region!r}, "
+            f"credentials={self.credentials!r})"
+        )
+
+    @property
+    def root_path(self) -> str:
+        """``bucket/prefix``: the root as s3fs paths spell it."""
+        return f"{self.bucket}/{self.prefix}" if self.prefix else self.bucket
+
+    def redact(self, text: str) -> str:
+        """``text`` with every credential replaced by ``***``."""
+        if self.credentials is not None:
+            for secret in self.credentials.secrets():
+                text = text.replace(secret, _HIDDEN)
+        return text
+
+    def filesystem(self, *, pool_connections: int = DEFAULT_POOL_CONNECTIONS) -> Any:
+        """A new s3fs filesystem for these settings, with its own and botocore's retries off and
+        no listings cache (other processes write the same prefixes); ``pool_connections``: the
+        HTTP connections it keeps, one per thread that may use it at once."""
+        from s3fs import S3FileSystem  # noqa: PLC0415 - s3fs only where S3 is used
+
+        credentials = self.credentials
+        fs = S3FileSystem(
+            session=_botocore_session(),
+            endpoint_url=self.endpoint_url,
+            key=credentials.access_key_id if credentials else None,
+            secret=credentials.secret_access_key if credentials else None,
+            token=credentials.session_token if credentials else None,
+            client_kwargs={"region_name": self.region} if self.region else {},
+            config_kwargs={
+                # botocore's retries: one attempt in all ("total_max_attempts" counts the first).
+                "retries": {"total_max_attempts": 1, "mode": "standard"},
+                "max_pool_connections": pool_connections,
+            },
+            use_listings_cache=False,
+            skip_instance_cache=True,  # this instance alone gets the setting below
+        )
+        fs.retries = 1  # s3fs's own retry loop (several tries, its own backoff) runs once
+        return fs
+
+
+_sessions: dict[int, Any] = {}
+_sessions_lock = threading.Lock()
+
+
+def _botocore_session() -> Any:
+    """One aiobotocore session per process: each loads botocore's S3 model (a costly parse)
+    once for all the clients made from it. Credentials are given to each client, not to it."""
+    from aiobotocore.session import AioSession  # noqa: PLC0415 - only where S3 is used
+
+    with _sessions_lock:
+        session = _sessions.get(os.getpid())
+        if session is None:
+            session = _sessions[os.getpid()] = AioSession()
+        return session
+
+
+def is_s3_url(root: str) -> bool:
+    return urlsplit(root.strip()).scheme.lower() in S3_SCHEMES
+
+
+def _text(config: Mapping[str, object], key: str) -> str | None:
+    raw = config.get(key)
+    if raw is None:
+        return None
+    value = str(raw).strip()
+    return value or None
+
+
+def s3_settings_from_config(root: str, config: Mapping[str, object]) -> S3Settings:
+    """The settings of ``root`` (an ``s3://`` URL) and the ``remote.storage.s3.*`` keys;
+    ``ValueError`` names the offending key (and never shows a credential)."""
+    if "@" in root:  # user:secret@bucket; a secret may hold "/", so the URL is not parsed
+        raise ValueError(
+            f"{ROOT_CONFIG} must not carry credentials (it holds '@'); give them in "
+            f"{CREDENTIALS_FILE_CONFIG} or the AWS environment variables"
+        )
+    parts = urlsplit(root.strip())
+    bucket = parts.netloc
+    if not bucket:
+        raise ValueError(f"{ROOT_CONFIG}={root!r} names no bucket; expected s3://BUCKET[/PREFIX]")
+    if not _BUCKET.fullmatch(bucket):
+        raise ValueError(
+            f"{ROOT_CONFIG}={root!r}: bucket {bucket!r} is not a valid bucket name (3 to 63 "
+            "lowercase letters, digits, dots and hyphens)"
+        )
+    if parts.query or parts.fragment:
+        raise ValueError(f"{ROOT_CONFIG}={root!r}: expected s3://BUCKET[/PREFIX], no query")
+    prefix = parts.path.strip("/")
+    endpoint = _text(config, ENDPOINT_URL_CONFIG)
+    if endpoint is not None:
+        endpoint_parts = urlsplit(endpoint)
+        if endpoint_parts.scheme not in ("http", "https") or not endpoint_parts.hostname:
+            raise ValueError(
+                f"{ENDPOINT_URL_CONFIG}={endpoint!r} is not valid; expected http://HOST[:PORT] "
+                "or https://HOST[:PORT]"
+            )
+        if endpoint_parts.username is not None or endpoint_parts.password is not None:
+            raise ValueError(f"{ENDPOINT_URL_CONFIG} must not carry credentials")
+        endpoint = endpoint.rstrip("/")
+    region = _text(config, REGION_CONFIG)
+    if region is not None and not _REGION.fullmatch(region):
+        raise ValueError(
+            f"{REGION_CONFIG}={region!r} is not valid; expected a region name such as us-east-1"
+        )
+    profile = _text(config, CREDENTIALS_PROFILE_CONFIG) or DEFAULT_PROFILE
+    credentials_file = _text(config, CREDENTIALS_FILE_CONFIG)
+    if credentials_file is not None:
+        credentials: S3Credentials | None = read_credentials_file(credentials_file, profile)
+    else:
+        credentials = _environment_credentials()
+    return S3Settings(bucket, prefix, endpoint, region, credentials)
+
+
+def read_credentials_file(path: str | Path, profile: str = DEFAULT_PROFILE) -> S3Credentials:
+    """The credentials of ``profile`` in an AWS shared-credentials file. ``ValueError`` names
+    :data:`CREDENTIALS_FILE_CONFIG`, the file and what is wrong, never a value of the file
+    (configparser's own messages quote the offending line, so they are not passed on)."""
+    where = f"{CREDENTIALS_FILE_CONFIG}={str(path)!r}"
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else type(e).__name__
+        raise ValueError(f"{where} can not be read: {reason}") from None
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read_string(text, source=str(path))
+    except configparser.Error as e:
+        line = getattr(e, "lineno", None)
+        at = f" (line {line})" if line else ""
+        raise ValueError(
+            f"{where} is not an AWS shared-credentials file{at}: expected [{profile}] with "
+            f"{ACCESS_KEY_OPTION} and {SECRET_KEY_OPTION}"
+        ) from None
+    if not parser.has_section(profile):
+        sections = ", ".join(parser.sections()) or "none"
+        raise ValueError(
+            f"{where} has no [{profile}] section (sections: {sections}); set "
+            f"{CREDENTIALS_PROFILE_CONFIG} or add [{profile}]"
+        )
+    section = parser[profile]
+    values = {
+        option: (section.get(option) or "").strip()
+        for option in (ACCESS_KEY_OPTION, SECRET_KEY_OPTION, SESSION_TOKEN_OPTION)
+    }
+    missing = [o for o in (ACCESS_KEY_OPTION, SECRET_KEY_OPTION) if not values[o]]
+    if missing:
+        raise ValueError(f"{where}: [{profile}] lacks {' and '.join(missing)}")
+    return S3Credentials(
+        values[ACCESS_KEY_OPTION],
+        values[SECRET_KEY_OPTION],
+        values[SESSION_TOKEN_OPTION] or None,
+        source=f"{path} [{profile}]",
+    )
+
+
+def _environment_credentials() -> S3Credentials | None:
+    access = os.environ.get(ENV_ACCESS_KEY, "").strip()
+    secret = os.environ.get(ENV_SECRET_KEY, "").strip()
+    if not access and not secret:
+        return None
+    if not (access and secret):
+        given, lacking = (
+            (ENV_ACCESS_KEY, ENV_SECRET_KEY) if access else (ENV_SECRET_KEY, ENV_ACCESS_KEY)
+        )
+        raise ValueError(
+            f"the environment sets {given} but not {lacking}; set both, or neither and give "
+            f"{CREDENTIALS_FILE_CONFIG}"
+        )
+    token = os.environ.get(ENV_SESSION_TOKEN, "").strip() or None
+    return S3Credentials(access, secret, token, source="the environment")
+
+
+# -- errors ---------------------------------------------------------------------------------------
+
+
+def _chain(error: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def error_code(error: BaseException) -> str | None:
+    """The S3 error code of a botocore ``ClientError`` in ``error``'s chain (s3fs translates
+    them into ``OSError`` with the ClientError as cause), or None."""
+    for e in _chain(error):
+        response = getattr(e, "response", None)
+        if isinstance(response, dict):
+            code = response.get("Error", {}).get("Code")
+            return str(code) if code is not None else None
+    return None
+
+
+def describe_error(error: BaseException) -> str:
+    """One line about a failed S3 call: S3's error code, HTTP status and message when S3
+    answered (s3fs's translated ``OSError`` keeps only the message), else the exception."""
+    for e in _chain(error):
+        response = getattr(e, "response", None)
+        if isinstance(response, dict):
+            details = response.get("Error", {})
+            status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            return f"{details.get('Code')} (HTTP {status}): {details.get('Message', '')}"
+    return f"{type(error).__name__}: {error}"
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether an S3 call that raised ``error`` may succeed if repeated: throttling (503
+    SlowDown), 5xx answers and broken connections or timeouts. A missing object, a denied
+    request or a bad argument is not."""
+    for e in _chain(error):
+        if isinstance(e, (FileNotFoundError, PermissionError, FileExistsError)):
+            return False
+        response = getattr(e, "response", None)
+        if isinstance(response, dict):
+            code = response.get("Error", {}).get("Code")
+            status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            return code in TRANSIENT_ERROR_CODES or (
+                isinstance(status, int) and (status >= 500 or status == 429)
+            )
+        if isinstance(e, (ConnectionError, TimeoutError, asyncio.TimeoutError)):
+            return True
+        # botocore's HTTPClientError (connection closed, read timeout, endpoint unreachable),
+        # aiohttp's ClientError (payload cut short) and botocore's ResponseParserError (a
+        # throttling answer with a garbled body), matched by module to keep them lazy imports.
+        module = type(e).__module__
+        name = type(e).__name__
+        if module.startswith("aiohttp") or (
+            module.startswith("botocore")
+            and (
+                name in ("ResponseParserError", "IncompleteReadError")
+                or any(c.__name__ == "HTTPClientError" for c in type(e).__mro__)
+            )
+        ):
+            return True
+    return False
+
+
+def ensure_bucket(settings: S3Settings, fs: Any = None) -> bool:
+    """Creates the bucket of ``settings`` (with ``fs``, a filesystem of those settings, if
+    given) unless it exists; True if this call created it.
+    Outside us-east-1 the bucket's region is stated (S3 rejects a ``LocationConstraint`` of
+    us-east-1, which s3fs's ``mkdir`` sends when given that region)."""
+    fs = fs if fs is not None else settings.filesystem(pool_connections=1)
+    kwargs: dict[str, Any] = {"Bucket": settings.bucket}
+    if settings.region and settings.region != "us-east-1":
+        kwargs["CreateBucketConfiguration"] = {"LocationConstraint": settings.region}
+    try:
+        fs.call_s3("create_bucket", **kwargs)
+    except Exception as e:
+        if error_code(e) in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+            return False
+        raise
+    return True
