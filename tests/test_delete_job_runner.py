@@ -327,9 +327,8 @@ def test_nothing_of_the_epoch_or_of_another_topic_is_touched(
 ) -> None:
     remote.copy(0, 4, tiered_epoch=0)
     kept = remote.copy(0, 2, tiered_epoch=1)
-    other = Remote(tmp_path / "other", partitions=1)  # another topic's metadata ...
+    other = Remote(tmp_path, partitions=1)  # another topic (a new id), same root and RLMM
     try:
-        other.root, other.storage = remote.root, remote.storage  # ... and objects, same root
         other.copy(0, 3, tiered_epoch=0)
         job = runner_for(remote, GatedDeleter(), Persisted()).run_job(remote.job())
         assert job.state is DeleteJobState.DONE
