@@ -67,9 +67,6 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.support.s3_fault_proxy import FaultPlan, S3FaultProxy
-from tiered.s3_endpoint import ENDPOINT_CREDENTIALS, write_credentials_file
-
 from bench.bulk_delete_world import (
     BUCKET,
     PREFIX,
@@ -97,6 +94,7 @@ from bench.common import (
     write_json,
 )
 from controller.jobs import wiring
+from tests.support.s3_fault_proxy import FaultPlan, S3FaultProxy
 from tiered import rlmm, rsm
 from tiered.api import (
     RemoteLogSegmentMetadataUpdate,
@@ -105,6 +103,7 @@ from tiered.api import (
 )
 from tiered.cluster.model import DeleteJob, DeleteJobState
 from tiered.rsm import FsspecObjectDeleter
+from tiered.s3_endpoint import ENDPOINT_CREDENTIALS, write_credentials_file
 
 DEFAULT_OUT = RESULTS_DIR / "bulk_delete.json"
 DEFAULT_SIZES = (1_000, 10_000, 100_000)
@@ -254,10 +253,12 @@ def controller_bulk_delete(
 def run_product(
     where: Store, tree: Tree, spark: dict[str, str], session_from: wiring.BulkDelete | None
 ) -> tuple[dict[str, Any], wiring.BulkDelete]:
-    persisted: list[DeleteJob] = []
+    saved_at: list[float] = []  # when the job persisted its progress: the steps' ends
     started = time.perf_counter()
     bulk = controller_bulk_delete(where, spark, session_from)
-    job = bulk.runner(persisted.append).run_job(DeleteJob(TOPIC, tree.topic_id, E, len(tree.tps)))
+    job = bulk.runner(lambda _job: saved_at.append(time.perf_counter())).run_job(
+        DeleteJob(TOPIC, tree.topic_id, E, len(tree.tps))
+    )
     seconds = time.perf_counter() - started
     if job.state is not DeleteJobState.DONE:
         raise VerificationError(f"product: the job ended {job.state.name}: {job.last_error}")
@@ -270,7 +271,14 @@ def run_product(
         "session_start_s": None if session_from else bulk.spark.start_seconds,
         "objects_deleted": objects,
         "segments_deleted": sum(p.segments_deleted for p in job.progress),
-        "progress_writes": len(persisted),
+        "progress_writes": len(saved_at),
+        # the job's first saves: started, segments marked and their objects named, those deleted
+        "steps_s": {
+            "start": saved_at[0] - started,
+            "mark_segments_and_name_objects": saved_at[1] - saved_at[0],
+            "delete_named_objects": saved_at[2] - saved_at[1],
+            "sweep_and_finish": started + seconds - saved_at[2],
+        },
         "extrapolated": False,
     }, bulk
 
