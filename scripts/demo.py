@@ -15,6 +15,9 @@ Run by ``scripts/demo.sh`` (after ``scripts/ensure_env.sh``) with ``.venv/bin/py
 
     TIERED_DEMO_DIR     the cluster's data directory (default: a new temporary directory)
     TIERED_DEMO_RECORDS records to produce before the disable (default 24000)
+    TIERED_DEMO_PROFILE local (default) or distributed: ``tiered-cluster up --profile``; the
+                        distributed story is the same on a ZooKeeper ensemble, an S3 endpoint
+                        and a Spark standalone cluster
 """
 
 from __future__ import annotations
@@ -22,18 +25,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import NoReturn
 
+from demo_cluster import ClusterView
 from demo_output import (
     RECORD_BYTES,
     elapsed_text,
@@ -62,8 +64,7 @@ MIN_SEGMENTS = 10
 # The console producer sends each request as one Kafka record batch, and a batch never spans
 # segments: batches of ~33 records fill a 4 KiB segment each.
 RECORDS_PER_BATCH = 33
-FAST_PATH_KEY = "bulk.delete.fast.path.max.objects"
-DEFAULT_FAST_PATH_MAX_OBJECTS = 2000  # the controller's default (README, "Bulk delete")
+PROFILES = ("local", "distributed")
 POLL_INTERVAL_S = 1.0
 TIERING_TIMEOUT_S = 120.0
 COMMAND_TIMEOUT_S = 300.0
@@ -96,13 +97,15 @@ def check(condition: bool, message: str) -> None:
 
 
 class Demo:
-    def __init__(self, data_dir: Path, records: int, started: float) -> None:
+    def __init__(self, data_dir: Path, records: int, started: float, profile: str) -> None:
         self.dir = data_dir
         self.records = records
+        self.profile = profile
         self.started = started
         self.env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
         self.bootstrap = ""
         self.kafka_bootstrap = ""  # the brokers' Kafka listeners
+        self.view: ClusterView | None = None  # once the cluster is up
         self.cluster_touched = False
         self.cluster_down = False
 
@@ -222,55 +225,44 @@ class Demo:
                     except subprocess.TimeoutExpired:
                         producer.kill()
 
-    def remote_objects_by_epoch(self) -> Counter[str]:
-        counts: Counter[str] = Counter()
-        for path in (self.dir / "remote").rglob("*"):
-            match = re.search(r"/(te=\d+)/", str(path))
-            if match and path.is_file():
-                counts[match.group(1)] += 1
-        return counts
-
-    def fast_path_max_objects(self) -> int:
-        """The controller's ``bulk.delete.fast.path.max.objects``: above it the bulk delete is a
-        Spark job."""
-        config = self.dir / "config" / "controller-0.properties"
-        for line in config.read_text().splitlines():
-            key, _, value = line.partition("=")
-            if key.strip() == FAST_PATH_KEY:
-                return int(value.strip())
-        return DEFAULT_FAST_PATH_MAX_OBJECTS
-
-    def delete_job_log_line(self) -> str | None:
-        """The controller's log line saying how the bulk delete ran (Spark or in process)."""
-        found = None
-        for log in sorted((self.dir / "logs").glob("controller-*.log")):
-            for line in log.read_text(errors="replace").splitlines():
-                if "objects under" in line and " via " in line:
-                    found = line
-        return found
+    @property
+    def cluster(self) -> ClusterView:
+        assert self.view is not None, "the cluster is not up yet"
+        return self.view
 
     # -- the story -----------------------------------------------------------------------
 
     def main(self) -> None:
-        say(f"tiered demo: a local cluster in {self.dir} (commands are in {BIN})")
+        say(f"tiered demo: a {self.profile} cluster in {self.dir} (commands are in {BIN})")
         check(
             not (self.dir / "cluster.json").exists(),
             f"{self.dir} already holds a cluster: set TIERED_DEMO_DIR to a new directory",
         )
 
-        explain(
-            f"Start a local cluster in KRaft mode: a controller, a standby and {BROKERS} brokers, "
-            "one process each."
-        )
+        up = ["tiered-cluster", "up", "--data-dir", str(self.dir), "--brokers", str(BROKERS)]
+        if self.profile == "distributed":
+            explain(
+                f"Start the distributed profile: a controller, a standby and {BROKERS} brokers on a "
+                "three-server ZooKeeper",
+                "ensemble (metadata and RLMM), an S3 endpoint for remote storage and a Spark master "
+                "with two workers",
+                "for the bulk delete; one process each, no file shared between them.",
+            )
+            up += ["--profile", "distributed"]
+        else:
+            explain(
+                f"Start a local cluster in KRaft mode: a controller, a standby and {BROKERS} "
+                "brokers, one process each."
+            )
         self.cluster_touched = True
-        out = self.run(
-            ["tiered-cluster", "up", "--data-dir", str(self.dir), "--brokers", str(BROKERS)],
-            capture=True,
-        )
+        out = self.run(up, capture=True)
         self.bootstrap = out.strip().splitlines()[-1]  # printed last
-        layout = json.loads((self.dir / "cluster.json").read_text())
-        self.kafka_bootstrap = layout["kafka_bootstrap_servers"]
+        self.view = ClusterView(self.dir)
+        self.kafka_bootstrap = self.cluster.layout["kafka_bootstrap_servers"]
         say(f"  {self.dir / 'cluster.json'}: kafka_bootstrap_servers={self.kafka_bootstrap}")
+        for key in ("zookeeper", "s3_endpoint", "spark_master"):
+            if key in self.cluster.layout and self.profile == "distributed":
+                say(f"  {key}={self.cluster.layout[key]}")
 
         explain(
             f"Create a tiered topic: {SEGMENT_BYTES // 1024} KiB segments, and once tiered only "
@@ -348,18 +340,19 @@ class Demo:
             )
         )
 
-        objects = sum(self.remote_objects_by_epoch().values())
-        fast_path = self.fast_path_max_objects()
+        objects = sum(self.cluster.remote_objects_by_epoch().values())
+        fast_path = self.cluster.fast_path_max_objects()
         how = (
-            f"a Spark job: more than bulk.delete.fast.path.max.objects={fast_path}"
+            f"a Spark job {self.cluster.spark_runs_where()}: more than "
+            f"bulk.delete.fast.path.max.objects={fast_path}"
             if objects > fast_path
             else f"in the controller: no more than bulk.delete.fast.path.max.objects={fast_path}"
         )
         explain(
             "Disable tiered storage with the delete policy. --wait follows DISABLING (tiered_epoch "
             "1, until every",
-            f"broker acked), the bulk delete of the {objects} remote objects ({how}),",
-            "and DISABLED.",
+            f"broker acked), the bulk delete of the {objects} remote objects, and DISABLED.",
+            f"The bulk delete is {how}.",
         )
         self.run(
             self.admin(
@@ -374,9 +367,11 @@ class Demo:
                 "--wait",
             )
         )
-        line = self.delete_job_log_line()
+        line = self.cluster.delete_job_log_line()
         if line:
-            say(f"  controller log: {line.split(': ', 1)[-1]}")
+            say(f"  controller log: {line}")
+        for application in self.cluster.spark_applications():
+            say(f"  Spark master's application: {application}")
 
         explain(
             "After: DISABLED at TieredEpoch 1, remote data gone, log start raised to the local log "
@@ -399,9 +394,11 @@ class Demo:
                 f"partition {new.partition}: log start {new.log_start_offset}, expected at least "
                 f"{old.local_log_start_offset}",
             )
-        left = self.remote_objects_by_epoch()
+        left = self.cluster.remote_objects_by_epoch()
         check(not left, f"remote objects left after the delete: {dict(left)}")
-        say(f"  remote storage ({self.dir / 'remote'}): {objects} objects before, none left")
+        say(
+            f"  remote storage ({self.cluster.remote_storage}): {objects} objects before, none left"
+        )
 
         explain("Offset 0 is gone for good: a read below the log start is OFFSET_OUT_OF_RANGE.")
         self.run(
@@ -450,7 +447,7 @@ class Demo:
             final.tiered_state == "ENABLED", f"tiered_state {final.tiered_state}, expected ENABLED"
         )
         check(final.tiered_epoch == 1, f"tiered_epoch {final.tiered_epoch}, expected 1")
-        by_epoch = self.remote_objects_by_epoch()
+        by_epoch = self.cluster.remote_objects_by_epoch()
         check(set(by_epoch) == {"te=1"}, f"remote objects by tiered epoch: {dict(by_epoch)}")
         say(f"  remote storage: {by_epoch['te=1']} objects, all under te=1/ (tiered epoch 1)")
 
@@ -496,7 +493,7 @@ class Demo:
             f"after the Kafka client's disable: {retained.tiered_state} at tiered epoch "
             f"{retained.tiered_epoch}, expected DISABLED at 2",
         )
-        kept = self.remote_objects_by_epoch()
+        kept = self.cluster.remote_objects_by_epoch()
         check(kept == by_epoch, f"the retain policy kept {dict(kept)}, expected {dict(by_epoch)}")
         say(f"  remote storage: the {sum(kept.values())} objects under te=1/ are kept (retain)")
 
@@ -526,6 +523,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help=f"records to produce before the disable (default: $TIERED_DEMO_RECORDS, else "
         f"{DEFAULT_RECORDS}; at least {MIN_RECORDS})",
     )
+    parser.add_argument(
+        "--profile",
+        choices=PROFILES,
+        default=os.environ.get("TIERED_DEMO_PROFILE") or "local",
+        help="tiered-cluster up --profile (default: $TIERED_DEMO_PROFILE, else local)",
+    )
     args = parser.parse_args(argv)
     if args.records < MIN_RECORDS:
         parser.error(f"--records must be at least {MIN_RECORDS}")
@@ -536,7 +539,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     started = float(os.environ.get("TIERED_DEMO_STARTED_AT") or time.time())
     data_dir = (args.data_dir or Path(tempfile.mkdtemp(prefix="tiered-demo-"))).resolve()
-    demo = Demo(data_dir, args.records, started)
+    demo = Demo(data_dir, args.records, started, args.profile)
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _interrupt)
     status = 0

@@ -4,6 +4,8 @@
 # (DISABLING, the Spark bulk delete, DISABLED), a re-enable, and the cluster stopped again.
 #   TIERED_DEMO_DIR=DIR       the cluster's data directory (default: a new temporary directory)
 #   TIERED_DEMO_RECORDS=N     records produced before the disable (default 24000)
+#   TIERED_DEMO_PROFILE=P     local (default) or distributed: the same story on a ZooKeeper
+#                             ensemble, an S3 endpoint and a Spark standalone cluster
 # Exits non-zero if a step fails; the cluster is stopped in any case.
 set -euo pipefail
 

@@ -158,13 +158,15 @@ def test_controller_scale_bench_small(tmp_path: Path) -> None:
         "100,400",
         "--disables",
         "2",
+        "--modes",
+        "kraft",  # the failover smoke test seeds ZooKeeper: each seeding path runs once
         timeout_s=420,
     )
     assert document["ok"] is True and document["failures"] == []
-    check_summary(document, rows=20)  # per mode and size: start-up, load, CPU, RSS, a disable
+    check_summary(document, rows=10)  # per size: start-up, load, CPU, RSS, a disable
     sizes = sorted((r["mode"], r["topics"]) for r in document["results"])
     # Size 0 (the probe topic alone) is the baseline of a single disable.
-    assert sizes == [(m, n) for m in ("kraft", "zookeeper") for n in (0, 100, 400)]
+    assert sizes == [("kraft", n) for n in (0, 100, 400)]
     for result in document["results"]:
         if result["topics"] == 0:
             continue
@@ -174,11 +176,13 @@ def test_controller_scale_bench_small(tmp_path: Path) -> None:
 
 
 def test_failover_bench_small(tmp_path: Path) -> None:
-    document = run_quick("failover.py", tmp_path / "f.json", "--topics", "60", timeout_s=420)
+    document = run_quick(
+        "failover.py", tmp_path / "f.json", "--topics", "60", "--modes", "zookeeper", timeout_s=420
+    )
     assert document["ok"] is True and document["failures"] == []
-    check_summary(document, rows=6)  # per mode: re-sent, first and all DISABLED
+    check_summary(document, rows=3)  # re-sent, first and all DISABLED
     variants = sorted((r["mode"], r["variant"]) for r in document["results"])
-    assert len(variants) == 4 and {v for _, v in variants} == {"failover", "no_failover"}
+    assert variants == [("zookeeper", "failover"), ("zookeeper", "no_failover")]
     for result in document["results"]:
         assert result["problems"] == [], result
         assert result["all_disabled_s"] >= result["first_disabled_s"] > 0

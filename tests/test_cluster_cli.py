@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -22,8 +23,9 @@ from tests.support.processes import REPO
 from tests.support.zookeeper import ZooKeeperServer, is_serving, start_kazoo_client
 from tiered import zookeeper
 from tiered.admin import AdminClient
-from tiered.cli.cluster import START_TIMEOUT_S, LocalCluster, build_parser
+from tiered.cli.cluster import START_TIMEOUT_S, ClusterRequest, LocalCluster, build_parser
 from tiered.cluster import zk_paths
+from tiered.errors import TieredError
 from tiered.spark_standalone import master_state
 
 pytestmark = pytest.mark.processes
@@ -86,6 +88,11 @@ def _znodes_of_topic_exist(zookeeper: str, topic: str) -> None:
         client.close()
 
 
+def metrics_text(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        return str(response.read().decode())
+
+
 @pytest.fixture
 def zk_cluster_dir(tmp_path: Path) -> Iterator[Path]:
     """A cluster directory whose processes (the local ZooKeeper too) are stopped at teardown,
@@ -116,6 +123,15 @@ def test_up_again_starts_only_what_is_missing_and_down_stops_everything(tmp_path
             ","
         )
         assert "kept" in metadata.topics
+        # Every controller and broker serves its metrics on the port cluster.json records.
+        for port in layout["controller_metrics_ports"]:
+            assert "kafka_controller_kafkacontroller_activecontrollercount" in metrics_text(port)
+        for port in layout["broker_metrics_ports"]:
+            assert "kafka_server_brokertopicmetrics" in metrics_text(port)
+        for name, port in (("controller-1", 1), ("broker-2", 1)):
+            key = f"{name.split('-')[0]}_metrics_ports"
+            properties = (data / "config" / f"{name}.properties").read_text()
+            assert f"metrics.port={layout[key][port]}\n" in properties
 
         broker_pid = local.running("broker-2")
         controller_pid = local.running("controller-0")
@@ -139,13 +155,16 @@ def test_up_again_starts_only_what_is_missing_and_down_stops_everything(tmp_path
         local.down()
 
 
-def test_a_layout_without_kafka_listeners_gains_them(tmp_path: Path) -> None:
-    """A cluster.json written before brokers had Kafka listeners keeps its ports."""
+def test_a_layout_without_kafka_listeners_or_metrics_gains_them(tmp_path: Path) -> None:
+    """A cluster.json written before brokers had Kafka listeners, and before every process had
+    metrics, keeps its ports and gains the new ones."""
     (tmp_path / "cluster.json").write_text(
         json.dumps({"metadata": "kraft", "controllers": [1, 2], "brokers": [3, 4]})
     )
-    layout = LocalCluster(tmp_path).layout(2, "kraft", None)
+    layout = LocalCluster(tmp_path).layout(ClusterRequest(brokers=2))
     assert (layout["controllers"], layout["brokers"]) == ([1, 2], [3, 4])
+    assert len(layout["controller_metrics_ports"]) == 2
+    assert len(layout["broker_metrics_ports"]) == 2
     ports = layout["kafka_brokers"]
     assert len(set(ports)) == 2 and layout["kafka_bootstrap_servers"] == (
         f"127.0.0.1:{ports[0]},127.0.0.1:{ports[1]}"
@@ -180,10 +199,50 @@ def test_up_fails_at_once_naming_a_broker_that_could_not_start(tmp_path: Path) -
         local.down()
 
 
-def test_bad_input_is_an_error_not_a_traceback(tmp_path: Path) -> None:
-    bad = cluster_cli("up", "--data-dir", str(tmp_path / "z"), "--brokers", "0")
-    assert bad.returncode == 1 and bad.stderr.startswith("INVALID_REQUEST: ")
-    assert not (tmp_path / "z" / "pids").exists()  # nothing started
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--brokers", "0"], "--brokers must be at least 1"),
+        (
+            ["--profile", "distributed", "--metadata", "kraft"],
+            "--metadata kraft cannot be used with --profile distributed",
+        ),
+        (
+            ["--profile", "distributed", "--zookeeper", "127.0.0.1:2181"],
+            "--zookeeper cannot be used with --profile distributed",
+        ),
+        (
+            ["--profile", "distributed", "--spark-workers", "0"],
+            "--spark-workers 0 cannot be used with --profile distributed",
+        ),
+        (["--controller-config", "no-value"], "--controller-config 'no-value': expected KEY=VALUE"),
+        (["--broker-config", "node.id=7"], "--broker-config node.id: the cluster sets this key"),
+    ],
+)
+def test_bad_input_is_an_error_not_a_traceback(tmp_path: Path, args: list[str], said: str) -> None:
+    bad = cluster_cli("up", "--data-dir", str(tmp_path / "z"), *args)
+    assert bad.returncode == 1 and bad.stderr.startswith(f"INVALID_REQUEST: {said}"), bad.stderr
+    assert not (tmp_path / "z").exists()  # nothing written, nothing started
+
+
+def test_a_later_up_keeps_the_profile_and_the_overrides_of_the_first(tmp_path: Path) -> None:
+    local = LocalCluster(tmp_path)
+    first = ClusterRequest(brokers=1, controller_config={"bulk.delete.fast.path.max.objects": "0"})
+    layout = local.layout(first)
+    assert layout["profile"] == "local" and layout["metadata"] == "kraft"
+    controller = next(s for s in local.profile(layout) if s.name == "controller-0")
+    assert controller.properties["bulk.delete.fast.path.max.objects"] == "0"
+    assert local.layout(ClusterRequest(brokers=1)) == layout  # the flags left out: as recorded
+    assert local.layout(ClusterRequest(brokers=1, profile="local")) == layout
+    with pytest.raises(TieredError) as refused:
+        local.layout(ClusterRequest(brokers=1, profile="distributed"))
+    assert str(refused.value).startswith(
+        "INVALID_REQUEST: --profile distributed does not match the cluster in this directory, "
+        "which has local; valid values: local"
+    )
+    with pytest.raises(TieredError) as refused:
+        local.layout(ClusterRequest(brokers=1, controller_config={}))
+    assert "--controller-config none does not match" in str(refused.value)
 
 
 def test_managed_zookeeper_is_started_stopped_and_keeps_the_data(zk_cluster_dir: Path) -> None:
@@ -347,6 +406,11 @@ def test_spark_daemons_are_started_recorded_reported_restarted_and_stopped(
         assert by_name["broker-1"]["ports"] == {
             "client": layout["brokers"][0],
             "kafka": layout["kafka_brokers"][0],
+            "metrics": layout["broker_metrics_ports"][0],
+        }
+        assert by_name["controller-1"]["ports"] == {
+            "client": layout["controllers"][1],
+            "metrics": layout["controller_metrics_ports"][1],
         }
         assert all(
             isinstance(port, int) for p in status["processes"] for port in p["ports"].values()
@@ -410,9 +474,13 @@ def test_help_reads_like_the_other_clis() -> None:
     assert text.count("\n\n") >= 3
     description = text.split("\n\n")[1]
     assert "\n" not in description.strip()  # one line of purpose
-    for flag in ("--data-dir", "--brokers", "--metadata", "--zookeeper", "--spark-workers"):
+    for flag in (
+        "--data-dir", "--profile", "--brokers", "--metadata", "--zookeeper", "--spark-workers",
+        "--controller-config", "--broker-config",
+    ):  # fmt: skip
         assert f"\n  {flag} " in text, flag
     assert "examples:\n  tiered-cluster up --data-dir" in text
+    assert "profiles:\n  local " in text and "\n  distributed " in text
     subcommands = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
     assert set(subcommands) == {"up", "down", "status"}
     for name, command in subcommands.items():

@@ -159,9 +159,11 @@ def test_a_grpc_port_already_in_use_stops_the_broker_instead_of_sharing_it(tmp_p
     assert f"cannot listen on 127.0.0.1:{port}" in started.stderr
 
 
-def test_free_port_never_hands_out_a_port_twice() -> None:
+def test_free_port_never_hands_out_a_port_twice_nor_an_ephemeral_one() -> None:
     ports = [free_port() for _ in range(300)]
     assert len(set(ports)) == len(ports)
+    first_ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    assert all(1024 <= port < first_ephemeral for port in ports), ports
 
 
 def run_broker(config: Path) -> subprocess.CompletedProcess[str]:

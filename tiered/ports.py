@@ -1,30 +1,61 @@
-"""Free TCP ports for processes laid out together (a local cluster, a test's servers)."""
+"""Free TCP ports for processes laid out together (a local cluster, a test's servers), and whether
+something listens on one."""
 
 from __future__ import annotations
 
+import random
 import socket
 import threading
+from pathlib import Path
 
-__all__ = ["LOOPBACK", "free_port"]
+__all__ = ["LOOPBACK", "accepts_connections", "free_port"]
 
 LOOPBACK = "127.0.0.1"
-_ATTEMPTS = 100
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LOWEST_PORT = 10_000
+_ATTEMPTS = 200
 
 _handed_out: set[tuple[str, int]] = set()
 _handed_out_lock = threading.Lock()
 
 
+def _below_ephemeral_range() -> range:
+    try:
+        first_ephemeral = int(EPHEMERAL_RANGE_FILE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        first_ephemeral = 32768  # Linux's default range starts there
+    return range(LOWEST_PORT, max(first_ephemeral, LOWEST_PORT + 1000))
+
+
 def free_port(host: str = LOOPBACK) -> int:
-    """A TCP port on ``host`` that is free right now and that this process has not handed out
-    before: the kernel may offer a port again as soon as it is closed, and two daemons of one
-    cluster laid out together must not be given the same one. Raises ``OSError`` if no such
-    port turns up."""
+    """A TCP port on ``host`` that is free now, that this process has not handed out before,
+    and that lies below the kernel's ephemeral range. A port is usually bound some time after it
+    is chosen (a daemon starting, the last of a cluster seconds later), and one in the ephemeral
+    range may meanwhile become the local port of any outgoing connection; and two daemons laid
+    out together must not be given the same one. ``OSError`` if no such port turns up."""
+    ports = _below_ephemeral_range()
     for _ in range(_ATTEMPTS):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.bind((host, 0))
-            port: int = sock.getsockname()[1]
+        port = random.choice(ports)
         with _handed_out_lock:
-            if (host, port) not in _handed_out:
-                _handed_out.add((host, port))
-                return port
-    raise OSError(f"no free port on {host} in {_ATTEMPTS} tries")
+            if (host, port) in _handed_out:
+                continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind((host, port))
+            except OSError:
+                continue
+        with _handed_out_lock:
+            if (host, port) in _handed_out:
+                continue
+            _handed_out.add((host, port))
+        return port
+    raise OSError(f"no free port on {host} in {ports} after {_ATTEMPTS} tries")
+
+
+def accepts_connections(port: int, host: str = LOOPBACK, timeout_s: float = 1.0) -> bool:
+    """Whether something listens on ``host:port`` (a TCP connection is accepted)."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False

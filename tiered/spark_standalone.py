@@ -18,21 +18,15 @@ takes them down with it, as the loss of the worker's machine would.
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import json
 import os
-import signal
-import subprocess
-import time
-import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import IO, Any, Self
+from typing import Any
 
-from tiered.child_process import death_signal_preexec
-from tiered.daemon_logging import log_tail
 from tiered.ports import LOOPBACK, free_port
+from tiered.server_launcher import ServerLauncher
 from tiered.zookeeper import find_java
 
 __all__ = [
@@ -50,8 +44,6 @@ MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 DAEMON_MEMORY = "512m"
 """Heap of the master and worker JVMs (Spark's default, 1g, is for big clusters)."""
-_POLL_INTERVAL_S = 0.1
-_LOG_TAIL_LINES = 40
 
 
 class SparkError(RuntimeError):
@@ -77,11 +69,17 @@ def master_state(web_url: str, timeout_s: float = 2.0) -> dict[str, Any] | None:
     return state
 
 
-class SparkDaemon:
+class SparkDaemon(ServerLauncher):
     """One Spark JVM started through ``spark-class MAIN_CLASS ARGS``; subclasses say which and
-    when it serves."""
+    when it serves. Its lifecycle is a :class:`tiered.server_launcher.ServerLauncher`'s, but
+    ``start()`` neither checks nor replaces its ports, and SIGKILL takes its whole process group.
+    """
 
     main_class = ""
+    error = SparkError
+    server_name = "Spark"
+    kills_group = True  # a worker's executors and their Python workers die with it
+    poll_interval_s = 0.1
 
     def __init__(
         self,
@@ -91,15 +89,16 @@ class SparkDaemon:
         start_timeout: float = 60.0,
         stop_timeout: float = 10.0,
         die_with_parent: bool = True,
+        port: int | None = None,
     ) -> None:
-        self.log_path = Path(log_path).resolve()
-        self.pid_file = Path(pid_file).resolve() if pid_file is not None else None
-        self.start_timeout = start_timeout
-        self.stop_timeout = stop_timeout
-        self.die_with_parent = die_with_parent
-        self._process: subprocess.Popen[bytes] | None = None
-        self._log: IO[bytes] | None = None
-        self._started_at = 0.0
+        super().__init__(
+            port=port,
+            log_path=Path(log_path).resolve(),
+            pid_file=pid_file,
+            start_timeout=start_timeout,
+            stop_timeout=stop_timeout,
+            die_with_parent=die_with_parent,
+        )
 
     # -- what subclasses provide -----------------------------------------------
 
@@ -112,15 +111,7 @@ class SparkDaemon:
     def describe(self) -> str:
         raise NotImplementedError
 
-    # -- lifecycle -------------------------------------------------------------
-
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid if self._process is not None else None
-
-    @property
-    def is_running(self) -> bool:
-        return self._process is not None and self._process.poll() is None
+    # -- lifecycle (stop, kill, detach, close: ServerLauncher's) -----------------
 
     def command(self) -> list[str]:
         return [str(spark_home() / "bin" / "spark-class"), self.main_class, *self.arguments()]
@@ -128,128 +119,31 @@ class SparkDaemon:
     def start(self) -> None:
         """Start the JVM and wait until it serves; ``SparkError`` (the JVM killed) if it exits
         first or does not serve within ``start_timeout``."""
-        self.launch()
-        try:
-            self.wait_until_serving()
-        except BaseException:
-            self.kill()
-            raise
+        self._start_once()
 
     def launch(self) -> None:
         """Start the JVM without waiting (start several, then :meth:`wait_until_serving` each)."""
-        if self.is_running:
-            raise SparkError(f"{self.describe()} is already running")
+        self._check_startable()
         if find_java() is None:
             raise SparkError("cannot run Spark: no java in $JAVA_HOME/bin nor on PATH")
-        command = self.command()
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "ab")  # noqa: SIM115 - kept open while the JVM runs
-        log.write(f"---- starting: {' '.join(command)}\n".encode())
-        log.flush()
         environment = {
             **os.environ,
             "SPARK_HOME": str(spark_home()),
             "SPARK_LOCAL_IP": LOOPBACK,
             "SPARK_DAEMON_MEMORY": DAEMON_MEMORY,
         }
-        preexec = death_signal_preexec() if self.die_with_parent else None
-        try:
-            process = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=environment,
-                start_new_session=True,
-                preexec_fn=preexec,  # noqa: PLW1509 - needed for PDEATHSIG
-            )
-        except BaseException:
-            log.close()
-            raise
-        self._process, self._log = process, log
-        self._started_at = time.monotonic()
-        if self.pid_file is not None:
-            self.pid_file.parent.mkdir(parents=True, exist_ok=True)
-            self.pid_file.write_text(f"{process.pid}\n", encoding="utf-8")
+        self._spawn_child(self.command(), env=environment)
 
     def wait_until_serving(self) -> None:
         """Return once the launched JVM serves; ``SparkError`` if it exits first or does not
         serve within ``start_timeout`` of its launch."""
-        process = self._process
-        if process is None:
-            raise SparkError(f"{self.describe()} was not launched")
-        deadline = self._started_at + self.start_timeout
-        while not self.is_serving():
-            code = process.poll()
-            if code is not None:
-                raise SparkError(
-                    f"{self.describe()} exited with code {code} during startup; "
-                    f"log {self.log_path}:\n{self.log_tail()}"
-                )
-            if time.monotonic() >= deadline:
-                raise SparkError(
-                    f"{self.describe()} not serving after {self.start_timeout:g}s; "
-                    f"log {self.log_path}:\n{self.log_tail()}"
-                )
-            time.sleep(_POLL_INTERVAL_S)
+        self._await_serving()
 
-    def stop(self) -> None:
-        """SIGTERM the JVM (a worker then stops its executors), SIGKILL its process group after
-        ``stop_timeout``; wait either way."""
-        process = self._process
-        if process is not None and process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=self.stop_timeout)
-            except subprocess.TimeoutExpired:
-                self._kill_group(process)
-        self._forget_process(remove_pid_file=process is not None)
+    def _spawn(self) -> None:
+        self.launch()
 
-    def kill(self) -> None:
-        """SIGKILL the JVM and everything in its process group (a worker's executors and their
-        Python workers): the loss of a machine, no clean shutdown."""
-        process = self._process
-        if process is not None and process.poll() is None:
-            self._kill_group(process)
-        self._forget_process(remove_pid_file=process is not None)
-
-    def detach(self) -> int | None:
-        """Leave the JVM running on its own and forget it; return its pid (see the module
-        docstring)."""
-        pid = self.pid
-        self._forget_process(remove_pid_file=False)
-        return pid
-
-    def close(self) -> None:
-        self.stop()
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
-        return log_tail(self.log_path, lines)
-
-    # -- internals -------------------------------------------------------------
-
-    @staticmethod
-    def _kill_group(process: subprocess.Popen[bytes]) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)  # its own session: the group is its pid
-        process.wait()
-
-    def _forget_process(self, *, remove_pid_file: bool) -> None:
-        if remove_pid_file and self.pid_file is not None:
-            with contextlib.suppress(OSError):
-                self.pid_file.unlink()
-        self._process = None
-        if self._log is not None:
-            with contextlib.suppress(OSError):
-                self._log.close()
-            self._log = None
+    def _serves_now(self) -> bool:
+        return self.is_serving()
 
 
 class SparkMaster(SparkDaemon):
@@ -266,8 +160,7 @@ class SparkMaster(SparkDaemon):
         web_port: int | None = None,
         **options: Any,
     ) -> None:
-        super().__init__(log_path=log_path, **options)
-        self.port = port if port is not None else free_port()
+        super().__init__(log_path=log_path, port=port, **options)
         self.web_port = web_port if web_port is not None else free_port()
 
     @property
@@ -309,11 +202,10 @@ class SparkWorker(SparkDaemon):
         memory: str = "1g",
         **options: Any,
     ) -> None:
-        super().__init__(log_path=log_path, **options)
+        super().__init__(log_path=log_path, port=port, **options)
         self.master_url = master_url
         self.master_web_url = master_web_url
         self.work_dir = Path(work_dir).resolve()
-        self.port = port if port is not None else free_port()
         self.web_port = web_port if web_port is not None else free_port()
         self.cores = cores
         self.memory = memory

@@ -29,6 +29,11 @@ def process_state(pid: int) -> str | None:
     return stat.rsplit(")", 1)[1].split()[0]
 
 
+def process_gone(pid: int) -> bool:
+    """Whether ``pid`` has exited (an unreaped zombie is dead as well)."""
+    return process_state(pid) in (None, "Z")
+
+
 class DaemonProcess:
     def __init__(self, module: str, config: Path, properties: Mapping[str, str]) -> None:
         self.module = module

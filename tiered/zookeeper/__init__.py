@@ -3,8 +3,9 @@
 ``QuorumPeer`` members, both on loopback.
 
 ``requirements`` says what the JVM needs (and names what is missing), ``process`` runs one JVM
-(config, spawn, ``srvr`` readiness, stop, kill -9, detach, pid file), ``server`` and ``ensemble``
-are the two layouts.
+(config, command, ``srvr`` readiness probe; spawn, stop, kill -9, detach and pid file as
+``tiered.server_launcher`` runs every local server), ``server`` and ``ensemble`` are the two
+layouts.
 """
 
 from tiered.zookeeper.ensemble import (

@@ -19,10 +19,10 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
-from typing import Self, Unpack
+from typing import Unpack
 
 from tiered.ports import free_port
+from tiered.server_launcher import PORT_ATTEMPTS, ServerContext, start_on_free_ports
 from tiered.zookeeper.process import HOST, ProcessOptions, ZooKeeperProcess
 from tiered.zookeeper.requirements import DEFAULT_CLASSPATH, ZooKeeperError
 
@@ -38,7 +38,6 @@ __all__ = [
 QUORUM_MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 LEADER = "leader"
 FOLLOWER = "follower"
-_PORT_ATTEMPTS = 3
 _POLL_INTERVAL = 0.05
 
 
@@ -104,7 +103,7 @@ class QuorumPeer(ZooKeeperProcess):
         (self.data_dir / "myid").write_text(f"{self.server_id}\n", encoding="ascii")
 
 
-class ZooKeeperEnsemble:
+class ZooKeeperEnsemble(ServerContext):
     """``size`` ZooKeeper servers on loopback forming one ensemble.
 
     ``base_dir`` holds ``server-N/`` for member N (its ``data/`` and, unless ``config_paths`` /
@@ -219,28 +218,14 @@ class ZooKeeperEnsemble:
         )
         for member in chosen:
             member._check_startable()
-        attempts = (
-            _PORT_ATTEMPTS if not self._ports_settled and len(chosen) == len(self.members) else 1
+        whole = not self._ports_settled and len(chosen) == len(self.members)
+        start_on_free_ports(
+            chosen,
+            attempts=PORT_ATTEMPTS if whole else 1,
+            start=lambda: self._start_together(chosen),
+            choose_ports=self._choose_ports,
         )
-        for attempt in range(attempts):
-            last = attempt + 1 == attempts
-            busy = [member for member in chosen if member._port_accepts_connections()]
-            if busy:
-                if last:
-                    raise ZooKeeperError(busy[0]._port_in_use_message())
-                self._choose_ports()
-                continue
-            try:
-                self._start_together(chosen)
-            except ZooKeeperError:
-                if last or not any(
-                    "Address already in use" in member._log_of_last_start() for member in chosen
-                ):
-                    raise
-                self._choose_ports()
-            else:
-                self._ports_settled = True
-                return
+        self._ports_settled = True
 
     def stop(self) -> None:
         """SIGTERM every running member at once; wait for each (SIGKILL after its timeout)."""
@@ -261,18 +246,6 @@ class ZooKeeperEnsemble:
 
     def close(self) -> None:
         self.stop()
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # -- introspection ---------------------------------------------------------
 
@@ -325,7 +298,7 @@ class ZooKeeperEnsemble:
                 member._spawn()
             deadline = time.monotonic() + self.start_timeout
             for member in members:
-                member._wait_until_serving(deadline)
+                member._await_serving(deadline)
         except BaseException:
             for member in members:
                 member.kill()

@@ -17,25 +17,21 @@ Two options tell a test's throwaway server from a daemon:
   acknowledgement (durable across a power loss, as production ZooKeeper runs); off, a write
   survives a kill of the JVM (the page cache keeps the log) but not a crash of the machine.
 
-The JVM always runs in its own session, so a terminal's Ctrl-C does not reach it.
+The JVM always runs in its own session, so a terminal's Ctrl-C does not reach it. Its process
+(spawn, pid file, readiness wait, stop, kill, detach) is run as every local server's is
+(:mod:`tiered.server_launcher`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import socket
-import subprocess
-import tempfile
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
-from typing import IO, ClassVar, Self, TypedDict
+from typing import ClassVar, TypedDict
 
-from tiered.child_process import death_signal_preexec
-from tiered.daemon_logging import log_tail
+from tiered.server_launcher import ServerLauncher, base_directory
 from tiered.zookeeper.requirements import (
     DEFAULT_CLASSPATH,
     ENSURE_ENV_HINT,
@@ -61,8 +57,6 @@ JVM_FLAGS: tuple[str, ...] = (
     "-Dzookeeper.jmx.log4j.disable=true",
 )
 HOST = "127.0.0.1"
-_POLL_INTERVAL = 0.02
-_LOG_TAIL_LINES = 60
 _MODE_PREFIX = "Mode: "
 
 
@@ -115,8 +109,9 @@ class ProcessOptions(TypedDict, total=False):
     pid_file: Path | str | None
 
 
-class ZooKeeperProcess:
-    """One ZooKeeper JVM serving clients on ``127.0.0.1:port``.
+class ZooKeeperProcess(ServerLauncher):
+    """One ZooKeeper JVM serving clients on ``127.0.0.1:port`` (a free one if None, which may be
+    replaced until the first successful start if it turns out to be taken).
 
     ``base_dir`` holds ``data/`` and, unless ``config_path`` / ``log_path`` say otherwise,
     ``zoo.cfg`` and ``zookeeper.log``; without it a temporary directory is made (and removed by
@@ -129,12 +124,16 @@ class ZooKeeperProcess:
 
     main_class: ClassVar[str]
     serving_modes: ClassVar[frozenset[str]]
+    error = ZooKeeperError
+    server_name = "ZooKeeper"
+    poll_interval_s = 0.02
+    log_tail_lines = 60
 
     def __init__(
         self,
         base_dir: Path | str | None,
         *,
-        port: int,
+        port: int | None,
         start_timeout: float = 30.0,
         stop_timeout: float = 10.0,
         java: str | None = None,
@@ -148,34 +147,27 @@ class ZooKeeperProcess:
         log_path: Path | str | None = None,
         pid_file: Path | str | None = None,
     ) -> None:
-        self._owns_dir = base_dir is None
-        self.base_dir = Path(
-            tempfile.mkdtemp(prefix="tiered-zk-") if base_dir is None else base_dir
-        ).resolve()
-        self.port = port
-        self.start_timeout = start_timeout
-        self.stop_timeout = stop_timeout
+        self.base_dir = base_directory(base_dir, "tiered-zk-")
+        default_log = self.base_dir / "zookeeper.log"
+        super().__init__(
+            port=port,
+            log_path=Path(log_path).resolve() if log_path is not None else default_log,
+            pid_file=pid_file,
+            start_timeout=start_timeout,
+            stop_timeout=stop_timeout,
+            die_with_parent=die_with_parent,
+            owned_dir=self.base_dir if base_dir is None else None,
+        )
         self._java = java
         self.classpath = tuple(Path(p) for p in classpath)
         self.tick_time_ms = tick_time_ms
         self.min_session_timeout_ms = min_session_timeout_ms
         self.max_session_timeout_ms = max_session_timeout_ms
-        self.die_with_parent = die_with_parent
         self.force_sync = force_sync
         self._config_path = Path(config_path).resolve() if config_path is not None else None
-        self._log_path = Path(log_path).resolve() if log_path is not None else None
-        self.pid_file = Path(pid_file).resolve() if pid_file is not None else None
-        self._process: subprocess.Popen[bytes] | None = None
-        self._log: IO[bytes] | None = None
-        self._log_offset = 0
-        self._spawned_at = 0.0
-        self.last_start_seconds: float | None = None
+        self._last_srvr_reply = ""
 
     # -- paths and addresses ---------------------------------------------------
-
-    @property
-    def host(self) -> str:
-        return HOST
 
     @property
     def connect_string(self) -> str:
@@ -190,66 +182,7 @@ class ZooKeeperProcess:
     def config_path(self) -> Path:
         return self._config_path or self.base_dir / "zoo.cfg"
 
-    @property
-    def log_path(self) -> Path:
-        return self._log_path or self.base_dir / "zookeeper.log"
-
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid if self._process is not None else None
-
-    @property
-    def is_running(self) -> bool:
-        return self._process is not None and self._process.poll() is None
-
-    # -- lifecycle -------------------------------------------------------------
-
-    def start(self) -> None:
-        """Start the JVM and wait until it serves (``start_timeout``; the JVM is killed then).
-
-        Raises ``ZooKeeperError`` if it already runs, java or a jar is missing, something else
-        listens on the port, or it does not serve in time."""
-        self._check_startable()
-        if self._port_accepts_connections():
-            raise ZooKeeperError(self._port_in_use_message())
-        self._start_once()
-
-    def stop(self) -> None:
-        """SIGTERM the JVM, SIGKILL it after ``stop_timeout``; wait for it either way."""
-        process = self._process
-        if process is not None and process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=self.stop_timeout)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        self._forget_process(remove_pid_file=process is not None)
-
-    def request_stop(self) -> None:
-        """SIGTERM the JVM without waiting for it (``stop()`` then waits): stops many at once."""
-        process = self._process
-        if process is not None and process.poll() is None:
-            process.terminate()
-
-    def kill(self) -> None:
-        """SIGKILL the JVM (a crash: no clean shutdown) and reap it."""
-        process = self._process
-        if process is not None and process.poll() is None:
-            process.kill()
-            process.wait()
-        self._forget_process(remove_pid_file=process is not None)
-
-    def detach(self) -> int | None:
-        """Leave the JVM running on its own and forget it; return its pid.
-
-        For a daemon started by a short-lived command: create the server with
-        ``die_with_parent=False`` (else the JVM dies with the starting thread anyway) and stop it
-        later by its pid (``pid_file``). ``stop()``, ``kill()`` and ``close()`` no longer touch it.
-        """
-        pid = self.pid
-        self._forget_process(remove_pid_file=False)
-        return pid
+    # -- lifecycle (start, stop, request_stop, kill, detach, close: ServerLauncher's) ---------
 
     def restart(self) -> None:
         """Stop and start again on the same port with the same data directory."""
@@ -261,24 +194,6 @@ class ZooKeeperProcess:
         if self.is_running:
             raise ZooKeeperError("wipe_data() needs a stopped server")
         shutil.rmtree(self.data_dir, ignore_errors=True)
-
-    def close(self) -> None:
-        """Stop the JVM and remove its directory if this object created it."""
-        self.stop()
-        if self._owns_dir:
-            shutil.rmtree(self.base_dir, ignore_errors=True)
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # -- introspection ---------------------------------------------------------
 
@@ -292,9 +207,6 @@ class ZooKeeperProcess:
     def is_serving(self, timeout: float = 1.0) -> bool:
         """Whether a server of this kind serves on this port (ours or not)."""
         return self.mode(timeout) in self.serving_modes
-
-    def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
-        return log_tail(self.log_path, lines)
 
     # -- for subclasses and the ensemble --------------------------------------
 
@@ -317,105 +229,26 @@ class ZooKeeperProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
 
     def _check_startable(self) -> None:
-        if self.is_running:
-            raise ZooKeeperError(f"ZooKeeper on port {self.port} is already running")
+        super()._check_startable()
         check_requirements(self._java, self.classpath)
-
-    def _port_in_use_message(self) -> str:
-        # Readiness is probed over the port, so another server listening there would pass for
-        # ours: refuse to start then.
-        return (
-            f"port {self.port} is already in use (something listens on {self.connect_string}); "
-            "cannot start ZooKeeper there"
-        )
-
-    def _port_accepts_connections(self) -> bool:
-        try:
-            with socket.create_connection((HOST, self.port), timeout=1.0):
-                return True
-        except OSError:
-            return False
-
-    def _log_of_last_start(self) -> str:
-        try:
-            with open(self.log_path, "rb") as log:
-                log.seek(self._log_offset)
-                return log.read().decode("utf-8", errors="replace")
-        except FileNotFoundError:
-            return ""
-
-    def _start_once(self) -> None:
-        self._spawn()
-        try:
-            self._wait_until_serving(self._spawned_at + self.start_timeout)
-        except BaseException:
-            self.kill()
-            raise
 
     def _spawn(self) -> None:
         """Write the config and start the JVM, without waiting for it to serve."""
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self._prepare_data_dir()
         self._write_config(self._settings())
-        command = self._command()
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "ab")  # noqa: SIM115 - kept open while the JVM runs
-        self._log_offset = log.tell()
-        log.write(f"---- starting: {' '.join(command)}\n".encode())
-        log.flush()
-        preexec = death_signal_preexec() if self.die_with_parent else None
-        self._spawned_at = time.monotonic()
-        try:
-            process = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=self.base_dir,
-                start_new_session=True,
-                preexec_fn=preexec,  # noqa: PLW1509 - needed for PDEATHSIG
-            )
-        except BaseException:
-            log.close()
-            raise
-        self._process = process
-        self._log = log
-        try:
-            if self.pid_file is not None:
-                self.pid_file.parent.mkdir(parents=True, exist_ok=True)
-                self.pid_file.write_text(f"{process.pid}\n", encoding="utf-8")
-        except BaseException:
-            self.kill()
-            raise
+        self._spawn_child(self._command(), cwd=self.base_dir)
 
-    def _wait_until_serving(self, deadline: float) -> None:
-        """Poll ``srvr`` until it reports a serving mode; ``ZooKeeperError`` if the JVM exits or
-        ``deadline`` passes first (the JVM is left running)."""
-        process = self._process
-        assert process is not None, "_wait_until_serving() before _spawn()"
+    def _serves_now(self) -> bool:
+        try:
+            self._last_srvr_reply = self.four_letter_word("srvr", timeout=0.5)
+        except OSError as exc:
+            self._last_srvr_reply = repr(exc)
+        return _mode_in(self._last_srvr_reply) in self.serving_modes
+
+    def _not_serving_detail(self) -> str:
         wanted = " or ".join(sorted(self.serving_modes))
-        last_reply = ""
-        while True:
-            code = process.poll()
-            if code is not None:
-                raise ZooKeeperError(
-                    f"ZooKeeper on port {self.port} exited with code {code} during startup; "
-                    f"log {self.log_path}:\n{self.log_tail()}"
-                )
-            try:
-                last_reply = self.four_letter_word("srvr", timeout=0.5)
-            except OSError as exc:
-                last_reply = repr(exc)
-            if _mode_in(last_reply) in self.serving_modes:
-                self.last_start_seconds = time.monotonic() - self._spawned_at
-                return
-            if time.monotonic() >= deadline:
-                raise ZooKeeperError(
-                    f"ZooKeeper on port {self.port} not serving (Mode: {wanted}) after "
-                    f"{self.start_timeout}s (last srvr reply: {last_reply.strip()!r}); "
-                    f"log {self.log_path}:\n{self.log_tail()}"
-                )
-            time.sleep(_POLL_INTERVAL)
+        return f" (wanted Mode: {wanted}; last srvr reply: {self._last_srvr_reply.strip()!r})"
 
     # -- internals -------------------------------------------------------------
 
@@ -438,13 +271,3 @@ class ZooKeeperProcess:
             self.main_class,
             str(self.config_path),
         ]
-
-    def _forget_process(self, *, remove_pid_file: bool) -> None:
-        if remove_pid_file and self.pid_file is not None:
-            with contextlib.suppress(OSError):
-                self.pid_file.unlink()
-        self._process = None
-        if self._log is not None:
-            with contextlib.suppress(OSError):
-                self._log.close()
-            self._log = None

@@ -1,4 +1,4 @@
-"""The ``tiered-cluster`` command line: up, down and status of a local cluster."""
+"""The ``tiered-cluster`` command line: up, down and status of a cluster of local processes."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tiered.cli.cluster import layout as layouts
+from tiered.cli.cluster.layout import ClusterRequest
 from tiered.cli.cluster.local import LocalCluster
 from tiered.cli.cluster.status import all_alive, cluster_status, status_table
 from tiered.cli.common import print_json, run
@@ -16,17 +17,26 @@ from tiered.errors import ErrorCode, TieredError
 DESCRIPTION = "Start, stop and inspect a local cluster: every process a daemon under one directory."
 
 EPILOG = """\
-up starts a controller, a standby controller and the brokers (and, when asked, a ZooKeeper and a
-Spark standalone master with its workers), waits until they serve and prints the bootstrap
-address last. On a directory whose cluster is partly running it starts only what is missing, on
-the same ports and with the same data. Each process has its config in DIR/config, its output in
-DIR/logs and its pid in DIR/pids; DIR/cluster.json lists the addresses (kafka_bootstrap_servers
-for Kafka clients, spark_master for Spark). Remote storage is the directory DIR/remote.
+up starts a controller, a standby controller and the brokers (and what they stand on), waits
+until they serve and prints the bootstrap address last. On a directory whose cluster is partly
+running it starts only what is missing, on the same ports and with the same data. Each process
+has its config in DIR/config, its output in DIR/logs and its pid in DIR/pids; DIR/cluster.json
+lists the addresses (kafka_bootstrap_servers for Kafka clients, the metrics ports, zookeeper,
+s3_endpoint, spark_master). Every controller and broker serves Prometheus metrics.
+
+profiles:
+  local        (default) the processes share the host's shortcuts: remote storage in DIR/remote,
+               a sqlite RLMM, an embedded KRaft log (or ZooKeeper with --metadata zookeeper)
+  distributed  no file shared between processes: a three-server ZooKeeper ensemble (metadata and
+               RLMM), an S3 endpoint for remote storage, a Spark master and 2 workers for the
+               bulk delete; the same configs split across hosts
 
 examples:
   tiered-cluster up --data-dir /tmp/tiered
+  tiered-cluster up --data-dir /tmp/tiered --profile distributed
   tiered-cluster up --data-dir /tmp/tiered --metadata zookeeper --brokers 2
   tiered-cluster up --data-dir /tmp/tiered --spark-workers 2
+  tiered-cluster up --data-dir /tmp/tiered --controller-config bulk.delete.fast.path.max.objects=0
   tiered-cluster status --data-dir /tmp/tiered --format json
   tiered-cluster down --data-dir /tmp/tiered
 """
@@ -58,14 +68,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _data_dir(up)
     up.add_argument(
+        "--profile",
+        choices=layouts.PROFILES,
+        help="local (the default) or distributed: see profiles below; chosen on the first up",
+    )
+    up.add_argument(
         "--brokers", type=int, default=3, metavar="N", help="number of brokers (default: 3)"
     )
     up.add_argument(
         "--metadata",
         choices=("kraft", "zookeeper"),
-        default="kraft",
         help="where the controllers keep the cluster's metadata: an embedded log (kraft, the "
-        "default) or ZooKeeper",
+        "local default) or ZooKeeper (the distributed profile's only choice)",
     )
     up.add_argument(
         "--zookeeper",
@@ -78,12 +92,21 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         metavar="N",
         help="also start a Spark standalone master and N workers (one core each) and run the "
-        "bulk delete there (default: none, the bulk delete runs in the controller's local Spark)",
+        "bulk delete there (default: none in the local profile, the bulk delete runs in the "
+        "controller's local Spark; 2 in the distributed profile)",
     )
+    for role in ("controller", "broker"):
+        up.add_argument(
+            f"--{role}-config",
+            action="append",
+            metavar="KEY=VALUE",
+            help=f"a setting added to every {role}'s properties (repeatable; chosen on the first "
+            "up; not a key the cluster sets itself)",
+        )
     down = commands.add_parser(
         "down",
         help="stop every process of the cluster gracefully",
-        description="Stop every process: brokers, controllers, Spark, then ZooKeeper.",
+        description="Stop every process: brokers, controllers, Spark, S3, then ZooKeeper.",
     )
     _data_dir(down)
     status = commands.add_parser(
@@ -123,13 +146,33 @@ def _flags_of(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     return "\n".join(lines)
 
 
-def _check_up(args: argparse.Namespace) -> None:
-    if args.brokers < 1:
-        raise TieredError(ErrorCode.INVALID_REQUEST, "--brokers must be at least 1")
-    if args.spark_workers is not None and args.spark_workers < 0:
-        raise TieredError(
-            ErrorCode.INVALID_REQUEST, "--spark-workers must be 0 or more (0: no Spark cluster)"
-        )
+def _settings(flag: str, given: list[str] | None) -> dict[str, str] | None:
+    """``KEY=VALUE`` arguments of a repeatable flag as a mapping (None when not given)."""
+    if given is None:
+        return None
+    settings = {}
+    for item in given:
+        key, equals, value = item.partition("=")
+        if not equals or not key.strip() or any(ch.isspace() for ch in key.strip()):
+            raise TieredError(
+                ErrorCode.INVALID_REQUEST,
+                f"{flag} {item!r}: expected KEY=VALUE, e.g. {flag} "
+                "bulk.delete.fast.path.max.objects=0",
+            )
+        settings[key.strip()] = value.strip()
+    return settings
+
+
+def _request(args: argparse.Namespace) -> ClusterRequest:
+    return ClusterRequest(
+        brokers=args.brokers,
+        profile=args.profile,
+        metadata=args.metadata,
+        zookeeper=args.zookeeper,
+        spark_workers=args.spark_workers,
+        controller_config=_settings("--controller-config", args.controller_config),
+        broker_config=_settings("--broker-config", args.broker_config),
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -138,8 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def command() -> int:
         cluster = LocalCluster(args.data_dir)
         if args.command == "up":
-            _check_up(args)
-            bootstrap = cluster.up(args.brokers, args.metadata, args.zookeeper, args.spark_workers)
+            bootstrap = cluster.up(_request(args))
             print(bootstrap, flush=True)
             return 0
         if args.command == "status":

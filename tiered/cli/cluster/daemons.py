@@ -29,12 +29,14 @@ def alive(pid: int) -> bool:
 
 def runs(pid: int, marker: str) -> bool:
     """Whether ``pid``'s command line contains ``marker`` (it is our process, not one that
-    reused a stale pid); true where ``/proc`` cannot tell."""
+    reused a stale pid); true where ``/proc`` cannot tell. A child just started reads as an
+    empty command line for a moment (its parent resumes before the kernel has set up the new
+    program's arguments): that cannot tell either."""
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return True
-    return marker.encode() in cmdline
+    return not cmdline or marker.encode() in cmdline
 
 
 class ClusterFiles:

@@ -10,16 +10,15 @@ from pathlib import Path
 
 from tiered.cli.cluster import layout as layouts
 from tiered.cli.cluster.daemons import ClusterFiles
-from tiered.cli.cluster.layout import Layout
+from tiered.cli.cluster.layout import ClusterRequest, Layout
 from tiered.cli.cluster.profile import (
-    BROKER,
-    STOP_ORDER,
     ControllerProbe,
-    ProcessSpec,
     bootstrap,
-    check_zookeeper_requirements,
-    local_profile,
+    check_overrides,
+    cluster_profile,
 )
+from tiered.cli.cluster.services import check_zookeeper_requirements
+from tiered.cli.cluster.spec import BROKER, STOP_ORDER, ProcessSpec
 from tiered.daemon_logging import log_tail
 from tiered.errors import ErrorCode, TieredError
 
@@ -32,25 +31,22 @@ class LocalCluster:
         self.dir = self.files.dir
         self.layout_file = self.dir / layouts.FILE_NAME
 
-    def layout(
-        self, brokers: int, metadata: str, zookeeper: str | None, spark_workers: int | None = None
-    ) -> Layout:
+    def layout(self, request: ClusterRequest) -> Layout:
         """The cluster's processes and ports: created on the first ``up``, reused after."""
+        request.check()
         found = layouts.load(self.layout_file)
         if found is not None:
-            layouts.check_spark_workers(found, spark_workers)
+            layouts.check_request(found, request)
             return found
-        managed = metadata == "zookeeper" and not zookeeper
-        if managed:
+        if layouts.managed_zookeeper(request):
             check_zookeeper_requirements()  # before anything is written
-        layout = layouts.create(
-            brokers, metadata, zookeeper, spark_workers or 0, managed_zk=managed
-        )
+        layout = layouts.create(request)
+        check_overrides(self.files, layout)
         layouts.save(self.layout_file, layout)
         return layout
 
     def profile(self, layout: Layout, probe: ControllerProbe | None = None) -> list[ProcessSpec]:
-        return local_profile(self.files, layout, probe or ControllerProbe(bootstrap(layout)))
+        return cluster_profile(self.files, layout, probe or ControllerProbe(bootstrap(layout)))
 
     def running(self, name: str) -> int | None:
         """The pid of the cluster's process ``name`` if it runs."""
@@ -59,23 +55,22 @@ class LocalCluster:
         spec = specs.get(name)
         return self.files.running(name, spec.marker if spec is not None else None)
 
-    def up(
-        self, brokers: int, metadata: str, zookeeper: str | None, spark_workers: int | None = None
-    ) -> str:
+    def up(self, request: ClusterRequest) -> str:
         """Start every process of the cluster that is not running, stage by stage, each stage
         waited for before the next; return the controllers' bootstrap address once the cluster
         serves."""
-        layout = self.layout(brokers, metadata, zookeeper, spark_workers)
+        layout = self.layout(request)
         probe = ControllerProbe(bootstrap(layout))
         started: list[str] = []
         try:
             specs = self.profile(layout, probe)
             for stage in sorted({s.stage for s in specs}):
                 in_stage = [s for s in specs if s.stage == stage]
-                for spec in in_stage:
-                    if self.files.running(spec.name, spec.marker) is None:
-                        spec.launch()
-                        started.append(spec.name)
+                # Asked before any launch: one launch may start several (an ensemble's members).
+                missing = [s for s in in_stage if self.files.running(s.name, s.marker) is None]
+                for spec in missing:
+                    spec.launch()
+                    started.append(spec.name)
                 self._wait_until_serving(in_stage, probe)
         finally:
             probe.close()
@@ -118,7 +113,7 @@ class LocalCluster:
                 )
 
     def down(self, timeout_s: float = 30.0) -> list[str]:
-        """Stop every recorded process (brokers, controllers, Spark, then the managed ZooKeeper):
+        """Stop every recorded process (brokers, controllers, Spark, S3, then ZooKeeper):
         SIGTERM, SIGKILL after ``timeout_s``. Returns the names of those that were running."""
         layout = layouts.load(self.layout_file)
         specs = {s.name: s for s in self.profile(layout)} if layout is not None else {}

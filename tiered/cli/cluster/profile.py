@@ -1,62 +1,30 @@
-"""A local cluster's processes as data: one :class:`ProcessSpec` per process, built from the
-cluster's layout. ``up`` starts the specs stage by stage (each stage waited for before the next),
-``down`` stops them in :data:`STOP_ORDER`, and ``status`` reports them; a new role is a new spec,
-not a new code path."""
+"""A cluster's processes as data: one :class:`~tiered.cli.cluster.spec.ProcessSpec` per
+process, built from the cluster's layout. ``up`` starts the specs stage by stage (each stage
+waited for before the next), ``down`` stops them in :data:`~tiered.cli.cluster.spec.STOP_ORDER`,
+and ``status`` reports them; a new role is a new spec, not a new code path.
+
+Both profiles run two controllers and the brokers, each with a Prometheus endpoint
+(``metrics.port``). The local one shares the host's shortcuts between them: a remote storage
+directory, a sqlite RLMM and an embedded KRaft log (or one ZooKeeper server). The distributed one
+shares no file: a ZooKeeper ensemble holds the controller store and the RLMM (each under its own
+chroot), an S3 endpoint the remote data, and a Spark standalone cluster runs the bulk delete."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 
-from tiered import zookeeper
 from tiered.admin import AdminClient
 from tiered.cli.cluster import layout as layouts
+from tiered.cli.cluster import services
 from tiered.cli.cluster.daemons import ClusterFiles
 from tiered.cli.cluster.layout import Layout
+from tiered.cli.cluster.spec import BROKER, CONTROLLER, ProcessSpec
 from tiered.errors import ErrorCode, TieredError
-from tiered.ports import LOOPBACK
-from tiered.spark_standalone import (
-    MASTER_CLASS,
-    WORKER_CLASS,
-    SparkError,
-    SparkMaster,
-    SparkWorker,
-)
-from tiered.zookeeper import ZooKeeperError, ZooKeeperServer
 
-CONTROLLER, BROKER, ZOOKEEPER, S3, SPARK_MASTER, SPARK_WORKER = (
-    "controller", "broker", "zookeeper", "s3", "spark-master", "spark-worker",
-)  # fmt: skip
-ROLES = (CONTROLLER, BROKER, ZOOKEEPER, S3, SPARK_MASTER, SPARK_WORKER)
-STOP_ORDER = (BROKER, CONTROLLER, SPARK_WORKER, SPARK_MASTER, S3, ZOOKEEPER)
-"""Brokers leave while the controllers answer, controllers while Spark runs their jobs' last
-tasks and ZooKeeper holds their state."""
-
-ZOOKEEPER_START_TIMEOUT_S = 30.0
-ZOOKEEPER_TICK_MS = 500
-ZOOKEEPER_MAX_SESSION_TIMEOUT_MS = 60_000
-SPARK_START_TIMEOUT_S = 60.0
-SPARK_WORKER_CORES = 1
-SPARK_WORKER_MEMORY = "1g"
-SPARK_EXECUTOR_MEMORY = "512m"
 CONTROLLER_NODE_ID_BASE = 1000
-
-
-@dataclass(frozen=True)
-class ProcessSpec:
-    """One process of a cluster. ``launch`` starts it as a daemon (pid file, log) and returns at
-    once or once it serves; ``serving`` says whether it serves now; ``marker`` is a piece of its
-    command line (a stale pid reused by another program is not taken for it)."""
-
-    name: str
-    role: str
-    stage: int
-    ports: Mapping[str, int]
-    marker: str
-    launch: Callable[[], None]
-    serving: Callable[[], bool]
-    properties: Mapping[str, str] = field(default_factory=dict)
+DAEMON_STAGE = 3
+OVERRIDE_FLAGS = {CONTROLLER: "--controller-config", BROKER: "--broker-config"}
 
 
 class ControllerProbe:
@@ -95,220 +63,144 @@ def bootstrap(layout: Layout) -> str:
     return ",".join(layouts.address(p) for p in layout["controllers"])
 
 
-def local_profile(files: ClusterFiles, layout: Layout, probe: ControllerProbe) -> list[ProcessSpec]:
+def cluster_profile(
+    files: ClusterFiles, layout: Layout, probe: ControllerProbe
+) -> list[ProcessSpec]:
     """Every process of the cluster laid out in ``layout``, in start order."""
     return [
-        *_zookeeper(files, layout),
-        *_spark(files, layout),
+        *services.zookeeper_specs(files, layout),
+        *services.s3_specs(files, layout),
+        *services.spark_specs(files, layout),
         *_controllers(files, layout, probe),
         *_brokers(files, layout, probe),
     ]
 
 
-# --------------------------------------------------------------------------------- ZooKeeper
-
-
-def check_zookeeper_requirements() -> None:
-    """Fail, naming what is missing, if this machine cannot run the local ZooKeeper."""
-    try:
-        zookeeper.check_requirements()
-    except ZooKeeperError as e:
-        raise TieredError(ErrorCode.UNKNOWN_SERVER_ERROR, str(e)) from e
-
-
-def managed_zookeeper(files: ClusterFiles, layout: Layout) -> ZooKeeperServer:
-    """The managed ZooKeeper as configured in ``layout`` (a daemon: it outlives ``up``)."""
-    return ZooKeeperServer(
-        files.dir / ZOOKEEPER,
-        port=layouts.port_of(layout["zookeeper"]),
-        start_timeout=ZOOKEEPER_START_TIMEOUT_S,
-        tick_time_ms=ZOOKEEPER_TICK_MS,
-        min_session_timeout_ms=2 * ZOOKEEPER_TICK_MS,
-        max_session_timeout_ms=ZOOKEEPER_MAX_SESSION_TIMEOUT_MS,
-        die_with_parent=False,
-        force_sync=True,
-        config_path=files.config_file(ZOOKEEPER, "cfg"),
-        log_path=files.log_file(ZOOKEEPER),
-        pid_file=files.pid_file(ZOOKEEPER),
-    )
-
-
-def _zookeeper(files: ClusterFiles, layout: Layout) -> list[ProcessSpec]:
-    if not layout.get("zookeeper_managed"):
-        return []
-    server = managed_zookeeper(files, layout)
-
-    def launch() -> None:
-        check_zookeeper_requirements()
-        try:
-            server.start()
-        except ZooKeeperError as e:
-            raise TieredError(ErrorCode.UNKNOWN_SERVER_ERROR, str(e)) from e
-        server.detach()
-
-    return [
-        ProcessSpec(
-            ZOOKEEPER,
-            ZOOKEEPER,
-            stage=0,
-            ports={"client": server.port},
-            marker=zookeeper.MAIN_CLASS,
-            launch=launch,
-            serving=lambda: server.is_serving(timeout=0.5),
-        )
-    ]
-
-
-# --------------------------------------------------------------------------------- Spark
-
-
-def _spark(files: ClusterFiles, layout: Layout) -> list[ProcessSpec]:
-    if "spark_master" not in layout:
-        return []
-    master = SparkMaster(
-        port=layouts.port_of(layout["spark_master"]),
-        web_port=layouts.port_of(layout["spark_master_web"]),
-        log_path=files.log_file(SPARK_MASTER),
-        pid_file=files.pid_file(SPARK_MASTER),
-        start_timeout=SPARK_START_TIMEOUT_S,
-        die_with_parent=False,
-    )
-    specs = [
-        ProcessSpec(
-            SPARK_MASTER,
-            SPARK_MASTER,
-            stage=1,
-            ports={"client": master.port, "web": master.web_port},
-            marker=MASTER_CLASS,
-            launch=lambda: _launch_spark(master),
-            serving=master.is_serving,
-        )
-    ]
-    for i, ports in enumerate(layout["spark_workers"], start=1):
-        name = f"{SPARK_WORKER}-{i}"
-        worker = SparkWorker(
-            master_url=master.url,
-            master_web_url=master.web_url,
-            work_dir=files.dir / name,
-            port=ports["port"],
-            web_port=ports["web_port"],
-            cores=SPARK_WORKER_CORES,
-            memory=SPARK_WORKER_MEMORY,
-            log_path=files.log_file(name),
-            pid_file=files.pid_file(name),
-            start_timeout=SPARK_START_TIMEOUT_S,
-            die_with_parent=False,
-        )
-        specs.append(
-            ProcessSpec(
-                name,
-                SPARK_WORKER,
-                stage=2,
-                ports={"client": worker.port, "web": worker.web_port},
-                marker=WORKER_CLASS,
-                launch=lambda daemon=worker: _launch_spark(daemon),  # type: ignore[misc]
-                serving=worker.is_serving,
-            )
-        )
-    return specs
-
-
-def _launch_spark(daemon: SparkMaster | SparkWorker) -> None:
-    try:
-        daemon.launch()
-    except SparkError as e:
-        raise TieredError(ErrorCode.UNKNOWN_SERVER_ERROR, str(e)) from e
-    daemon.detach()
-
-
-def spark_properties(layout: Layout) -> dict[str, str]:
-    """The controllers' settings for the bulk delete on the cluster's Spark master: an executor
-    of one core per worker, small, and the driver reachable on loopback."""
-    if "spark_master" not in layout:
-        return {}
-    return {
-        "spark.master": layout["spark_master"],
-        "spark.cores.max": str(SPARK_WORKER_CORES * layouts.spark_workers(layout)),
-        "spark.executor.cores": str(SPARK_WORKER_CORES),
-        "spark.executor.memory": SPARK_EXECUTOR_MEMORY,
-        "spark.driver.host": LOOPBACK,
+def check_overrides(files: ClusterFiles, layout: Layout) -> None:
+    """INVALID_REQUEST if ``--controller-config`` or ``--broker-config`` names a key the
+    cluster sets itself (its addresses, ids, paths and links): overrides add settings, they do
+    not move a process."""
+    own_keys = {
+        CONTROLLER: controller_properties(files, layout, 0).keys(),
+        BROKER: broker_properties(files, layout, 1).keys(),
     }
+    for role, flag in OVERRIDE_FLAGS.items():
+        given = layout.get(f"{role}_config", {})
+        own = own_keys[role]
+        taken = sorted(set(given) & set(own))
+        if taken:
+            raise TieredError(
+                ErrorCode.INVALID_REQUEST,
+                f"{flag} {taken[0]}: the cluster sets this key itself; valid keys: any but "
+                f"{', '.join(sorted(own))}",
+            )
 
 
 # --------------------------------------------------------------------------------- controllers
 
 
-def _common_remote(files: ClusterFiles) -> dict[str, str]:
+def _metadata(files: ClusterFiles, layout: Layout) -> dict[str, str]:
+    if layout["metadata"] == "kraft":
+        return {"metadata.store": "kraft", "metadata.log.dir": str(files.dir / "metadata")}
+    return {"metadata.store": "zookeeper", "zookeeper.connect": layout["zookeeper"]}
+
+
+def controller_properties(files: ClusterFiles, layout: Layout, index: int) -> dict[str, str]:
+    """Controller ``index``'s properties, without the operator's overrides."""
+    name = f"{CONTROLLER}-{index}"
+    remote = services.remote_storage(files, layout, name)
     return {
-        "remote.storage.root": str(files.dir / "remote"),
-        "rlmm.sqlite.path": str(files.dir / "rlmm.db"),
+        "node.id": str(CONTROLLER_NODE_ID_BASE + index),
+        "listeners": layouts.address(layout["controllers"][index]),
+        "metrics.port": str(layout["controller_metrics_ports"][index]),
+        **_metadata(files, layout),
+        **remote,
+        **services.rlmm_properties(files, layout),
+        **services.spark_properties(layout),
     }
 
 
 def _controllers(files: ClusterFiles, layout: Layout, probe: ControllerProbe) -> list[ProcessSpec]:
-    metadata = (
-        {"metadata.store": "kraft", "metadata.log.dir": str(files.dir / "metadata")}
-        if layout["metadata"] == "kraft"
-        else {"metadata.store": "zookeeper", "zookeeper.connect": layout["zookeeper"]}
-    )
     specs = []
     for i, port in enumerate(layout["controllers"]):
         name = f"{CONTROLLER}-{i}"
         properties = {
-            "node.id": str(CONTROLLER_NODE_ID_BASE + i),
-            "listeners": layouts.address(port),
-            **metadata,
-            **_common_remote(files),
-            **spark_properties(layout),
+            **controller_properties(files, layout, i),
+            **layout.get("controller_config", {}),
         }
-        specs.append(_python_daemon(files, name, CONTROLLER, "controller.main", properties,
-                                    {"client": port}, lambda: probe.live_brokers() is not None))  # fmt: skip
+        ports = {"client": port, "metrics": layout["controller_metrics_ports"][i]}
+        specs.append(_python_daemon(files, layout, name, CONTROLLER, "controller.main",
+                                    properties, ports, lambda: probe.live_brokers() is not None))  # fmt: skip
     return specs
 
 
-def _brokers(files: ClusterFiles, layout: Layout, probe: ControllerProbe) -> list[ProcessSpec]:
+# --------------------------------------------------------------------------------- brokers
+
+
+def broker_properties(files: ClusterFiles, layout: Layout, broker_id: int) -> dict[str, str]:
+    """Broker ``broker_id``'s properties (ids from 1), without the operator's overrides."""
+    name = f"{BROKER}-{broker_id}"
+    port = layout["brokers"][broker_id - 1]
+    kafka_port = layout["kafka_brokers"][broker_id - 1]
     link = (
         {"controller.quorum.bootstrap.servers": bootstrap(layout)}
         if layout["metadata"] == "kraft"
         else {"zookeeper.connect": layout["zookeeper"]}
     )
+    remote = services.remote_storage(files, layout, name)
+    return {
+        "node.id": str(broker_id),
+        "listeners": f"GRPC://{layouts.address(port)},PLAINTEXT://{layouts.address(kafka_port)}",
+        "metrics.port": str(layout["broker_metrics_ports"][broker_id - 1]),
+        "log.dirs": str(files.dir / name),
+        "remote.log.manager.task.interval.ms": "1000",  # retention within a second
+        **remote,
+        **services.rlmm_properties(files, layout),
+        **link,
+    }
+
+
+def _brokers(files: ClusterFiles, layout: Layout, probe: ControllerProbe) -> list[ProcessSpec]:
     specs = []
-    ports = zip(layout["brokers"], layout["kafka_brokers"], strict=True)
-    for broker_id, (port, kafka_port) in enumerate(ports, start=1):
+    ports = zip(layout["brokers"], layout["kafka_brokers"], layout["broker_metrics_ports"],
+                strict=True)  # fmt: skip
+    for broker_id, (port, kafka_port, metrics_port) in enumerate(ports, start=1):
         name = f"{BROKER}-{broker_id}"
         properties = {
-            "node.id": str(broker_id),
-            "listeners": f"GRPC://{layouts.address(port)},PLAINTEXT://{layouts.address(kafka_port)}",
-            "log.dirs": str(files.dir / name),
-            "remote.log.manager.task.interval.ms": "1000",  # retention within a second
-            **_common_remote(files),
-            **link,
+            **broker_properties(files, layout, broker_id),
+            **layout.get("broker_config", {}),
         }
 
         def live(broker_id: int = broker_id) -> bool:
             return broker_id in (probe.live_brokers() or set())
 
-        specs.append(_python_daemon(files, name, BROKER, "broker.main", properties,
-                                    {"client": port, "kafka": kafka_port}, live))  # fmt: skip
+        specs.append(_python_daemon(files, layout, name, BROKER, "broker.main", properties,
+                                    {"client": port, "kafka": kafka_port,
+                                     "metrics": metrics_port}, live))  # fmt: skip
     return specs
 
 
 def _python_daemon(
     files: ClusterFiles,
+    layout: Layout,
     name: str,
     role: str,
     module: str,
-    properties: dict[str, str],
+    properties: Mapping[str, str],
     ports: dict[str, int],
     serving: Callable[[], bool],
 ) -> ProcessSpec:
+    def launch() -> None:
+        services.write_credentials(files, layout, name)
+        files.start_python_daemon(name, module, properties)
+
     return ProcessSpec(
         name,
         role,
-        stage=3,
+        stage=DAEMON_STAGE,
         ports=ports,
         marker=module,
-        launch=lambda: files.start_python_daemon(name, module, properties),
+        launch=launch,
         serving=serving,
         properties=properties,
     )

@@ -10,7 +10,7 @@ from typing import Any
 from tiered.admin import AdminClient
 from tiered.cli.cluster import layout as layouts
 from tiered.cli.cluster.daemons import ClusterFiles
-from tiered.cli.cluster.profile import CONTROLLER, ProcessSpec
+from tiered.cli.cluster.spec import CONTROLLER, ProcessSpec
 from tiered.errors import TieredError
 
 ASK_TIMEOUT_S = 2.0
