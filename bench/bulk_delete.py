@@ -1,48 +1,51 @@
-"""Bulk delete of a topic's remote data (DESIGN.md section 8): the PySpark job against the Kafka
-way (one segment at a time through the RLMM) and against ``rm -rf``, measured in one run.
+"""Bulk delete of a topic's remote data below a tiered epoch (DESIGN.md section 8) on an S3
+endpoint: the product's delete job against Kafka's own path and against a floor, in one run.
 
-Setup: a template remote tree on a local disk holds ``--segments`` segments of tiered epoch 0,
-spread evenly over ``--partitions`` partitions of one topic, each segment as the four small objects
-the RSM writes (``log``, ``index``, ``timeindex``, ``epochs``; 32 bytes each) named as
-:mod:`tiered.rsm.layout` says, plus one segment per partition at tiered epoch 1 that must survive
-(the job deletes epochs < E = 1). Every method runs on its own fresh copy of the template
-(``cp -a``, untimed), and ``os.sync()`` runs (untimed) before every timed phase.
+The world (:mod:`bench.bulk_delete_world`): at each size, ``segments`` segments of tiered epoch 0
+over ``--partitions`` partitions of one topic, four objects each (400,000 objects at 100,000
+segments), with their metadata at COPY_SEGMENT_FINISHED in the ZooKeeper RLMM (a real ZooKeeper
+server, as the distributed profile runs it); per partition the objects of a copy that died before
+its metadata and one segment of epoch E = 1 that must survive; and another topic's segments that
+must survive. The S3 endpoint is moto's server in a process of its own, seeded in its backend
+before it serves (``bench/moto_seeded.py``: seeding over HTTP would take most of an hour). Every
+method runs on a fresh endpoint and a fresh ZooKeeper server holding the same metadata; setup is
+untimed and reported.
 
-Methods (no added latency):
+Methods:
 
-- *kafka*: what a broker's RemoteLogManager does when it expires segments: for each segment, in
-  offset order, partition after partition, ``DELETE_SEGMENT_STARTED`` through the RLMM, delete its
-  four objects, ``DELETE_SEGMENT_FINISHED``. The RLMM is the sqlite one
-  (``tiered.rlmm.create({"rlmm.sqlite.path": ...})``), used as the partition's leader (as the
-  broker that expires segments is); each segment was added and moved to ``COPY_SEGMENT_FINISHED``
-  through the same API beforehand (untimed). Objects are removed with the same primitive as the
-  other methods (the fsspec local filesystem's ``rm_file``). The cost of an RLMM write grows with
-  the number of segments of the partition, so when ``--segments`` exceeds
-  ``--kafka-max-segments``, *kafka* is measured on as many whole partitions as fit (at least one;
-  each at full size) and extrapolated linearly by segment count: the JSON says so.
-- *spark*: the fsspec RSM's ``list_objects_below_epoch`` for every partition, then
-  ``delete_with_spark`` (``controller.jobs.spark_delete``) with the RSM's object deleter (a pool
-  of ``--threads`` threads in each Spark partition). The session start and a first, empty-handed
-  job (the first job of a session starts the Python workers) are timed separately and excluded.
-- *local_pool*: the same listing, then the RSM's object deleter in this process (the job's fast
-  path: one thread pool of ``--threads``).
-- *serial*: the same listing, then one delete at a time (the object deleter with one thread).
-- *rm_rf*: ``rm -rf`` of every partition's ``te=0`` directory (subprocess): the floor.
+- *product*: the delete job as the controller builds it (``controller.jobs.wiring.create``: the
+  fsspec RSM on ``s3://``, the ZooKeeper RLMM, the bulk deleter on a Spark standalone master with
+  two one-core workers started by the bench; ``--master local[2]`` in ``--quick``), run by
+  ``DeleteJobRunner.run_job``. *product* is timed from building the controller's bulk-delete
+  machinery, so it includes the Spark session's start and every metadata write of the job;
+  *product_session_up* is the same job run again by the same machinery, its session up.
+- *kafka*: ``RemoteLogManager.deleteRemoteLogPartition`` as in Kafka's source
+  (core/src/main/java/kafka/log/remote/RemoteLogManager.java): partition after partition, list the
+  partition's segments from the RLMM, publish DELETE_SEGMENT_STARTED for all of them and wait
+  (the RLMM's batched update, as the broker leading the partition), ``deleteLogSegmentData`` for
+  each segment one after another (one DeleteObjects request of the segment's four keys, as an S3
+  RSM does; on the local root its four files one after another), then DELETE_SEGMENT_FINISHED for
+  all. Kafka has no tiered epochs: the segments below E are its partition's segments here. It
+  leaves the orphans (it deletes what the metadata knows). Above ``--kafka-max-segments`` it is
+  measured on whole partitions and extrapolated linearly by segment count (the JSON says so).
+- *floor*: an in-process pool of ``--threads`` threads issuing DeleteObjects requests of 1,000
+  keys for the same objects, the keys known (no listing, no metadata); on the local root, the
+  RSM's object deleter (a pool of single deletes) on the known keys.
 
-Then the same with ``--latency-s`` (5 ms) slept before every object delete, a model of an object
-store's round trip, on ``--latency-segments`` segments: *kafka*, *spark*, *local_pool* and
-*serial* (``rm -rf`` has no latency to model). *kafka* and *serial* are measured on whole
-partitions up to ``--latency-max-serial-segments`` and extrapolated the same way.
+Scenarios: *s3* (all four), *s3_faults* (*product* and *kafka* through the fault-injecting proxy of
+tests/support/s3_fault_proxy.py: ``--fault-latency-ms`` added to every request and
+``--fault-slowdown`` of the requests answered 503 SlowDown; the RSM's retry policy, jittered
+backoff from 100 ms, retries them), *local* (*product*, *kafka*, *floor* on a local-directory root).
 
-Every method is checked afterwards: no object of epoch 0 left, every epoch-1 object intact, and
-the counts equal the objects deleted. Any mismatch exits 1. Timings are never asserted.
+After every method: no object below E of the measured partitions is left (but the orphans after
+*kafka*), every object that must survive is intact, and the RLMM lists only the survivors (and the
+other topic's segments). Any mismatch exits 1. Timings are never asserted; the goals are reported:
+product at least 20x faster than Kafka's path (also under faults), product with its session up
+at most 1.5x the floor.
 
-ratio ``x/y`` = seconds of x / seconds of y for the whole tree (extrapolated where noted).
-
-Usage: ``python bench/bulk_delete.py [--quick] [--segments 100000] [--partitions 8]
-[--kafka-max-segments 15000] [--latency-segments 2500] [--latency-s 0.005] [--threads 16]
-[--slices N] [--master local[*]] [--out PATH]`` (results default to
-``bench/results/bulk_delete.json``).
+Usage: ``python bench/bulk_delete.py [--quick] [--sizes 1000,10000,100000] [--partitions 8]
+[--kafka-max-segments 25000] [--faults-kafka-max-segments 5000] [--threads 16] [--master URL]
+[--workdir DIR] [--out PATH]`` (results default to ``bench/results/bulk_delete.json``).
 """
 
 from __future__ import annotations
@@ -50,13 +53,13 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 import traceback
-import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,7 +67,22 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.bulk_delete_world import (
+    BUCKET,
+    PREFIX,
+    TOPIC,
+    E,
+    MetadataImage,
+    SeededS3,
+    SparkCluster,
+    Tree,
+    chunks,
+    log,
+    rlmm_config,
+    spark_settings,
+)
 from bench.common import (
+    REPO_ROOT,
     RESULTS_DIR,
     code_fingerprint,
     format_seconds,
@@ -72,279 +90,266 @@ from bench.common import (
     load_average,
     machine_info,
     summary_row,
-    timed,
     utc_now,
     write_json,
 )
-from controller.jobs.spark_delete import SparkSessionProvider, default_slices, delete_with_spark
-from tiered import rlmm
+from controller.jobs import wiring
+from tests.support.s3_fault_proxy import FaultPlan, S3FaultProxy
+from tiered import rlmm, rsm
 from tiered.api import (
-    DeleteOutcome,
-    RemoteLogSegmentId,
-    RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataUpdate,
     RemoteLogSegmentState,
-    RemoteObjectDeleter,
-    TopicIdPartition,
+    RemoteStorageBulkDeleter,
 )
-from tiered.rsm import FsspecObjectDeleter, FsspecRemoteStorageManager, layout
+from tiered.cluster.model import DeleteJob, DeleteJobState
+from tiered.rsm import FsspecObjectDeleter
+from tiered.s3_endpoint import ENDPOINT_CREDENTIALS, write_credentials_file
 
 DEFAULT_OUT = RESULTS_DIR / "bulk_delete.json"
-TOPIC = "bench"
-SUFFIXES = (layout.LOG_SUFFIX, "index", "timeindex", "epochs")
-OBJECT_BYTES = b"0123456789abcdef0123456789abcdef"
-DELETE_EPOCH = 0
-SURVIVOR_EPOCH = 1
-E = SURVIVOR_EPOCH  # the job deletes epochs < E
-BROKER_ID = 0
-QUICK = {"segments": 2000, "partitions": 4, "latency_segments": 200}
+DEFAULT_SIZES = (1_000, 10_000, 100_000)
+QUICK = {
+    "sizes": (520,),  # 2,088 objects: above the fast path's 2,000, so the job runs on Spark
+    "partitions": 8,
+    "master": "local[2]",
+    "kafka_max_segments": 1,  # one partition (extrapolated, as at the largest size)
+    "one_session": True,
+}
+DELETE_OBJECTS_MAX_KEYS = 1000
+CONTROLLER_NODE_ID = 100
+KAFKA_BROKER_ID = 0
 
 
 class VerificationError(Exception):
     pass
 
 
-@dataclass(frozen=True)
-class Segment:
-    tp: TopicIdPartition
-    start_offset: int
-    segment_id: uuid.UUID
-
-    @property
-    def prefix(self) -> str:
-        return layout.segment_prefix_of(self.tp, DELETE_EPOCH, self.start_offset, self.segment_id)
-
-    def object_keys(self) -> list[str]:
-        return [layout.object_key(self.prefix, s) for s in SUFFIXES]
-
-
 @dataclass
-class Tree:
-    """A template remote tree: ``segments[p]`` are partition p's epoch-0 segments."""
+class Store:
+    """Where one method's objects are, and the metadata: one run's world."""
 
-    root: Path
-    topic_id: uuid.UUID
-    segments: list[list[Segment]]
-    survivors: list[str]  # keys of epoch 1
-
-    @property
-    def partitions(self) -> list[TopicIdPartition]:
-        return [TopicIdPartition(self.topic_id, TOPIC, p) for p in range(len(self.segments))]
-
-    @property
-    def segment_count(self) -> int:
-        return sum(len(s) for s in self.segments)
-
-    @property
-    def object_count(self) -> int:
-        return self.segment_count * len(SUFFIXES)
+    config: dict[str, str]  # the remote storage and RLMM settings, as the controller has them
+    zk_connect: str
+    keys: Callable[[], set[str]]  # every object left, relative to the root
+    s3: SeededS3 | None = None
+    local_root: Path | None = None
 
 
-def log(message: str) -> None:
-    print(message, flush=True)
-
-
-# ============================================================================= the tree
-
-
-def _write(path: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, OBJECT_BYTES)
-    finally:
-        os.close(fd)
-
-
-def build_template(root: Path, segments: int, partitions: int) -> Tree:
-    topic_id = uuid.uuid4()
-    tree = Tree(root, topic_id, [[] for _ in range(partitions)], [])
-    for p, tp in enumerate(tree.partitions):
-        count = segments // partitions + (1 if p < segments % partitions else 0)
-        (root / layout.tiered_epoch_prefix(tp, DELETE_EPOCH)).mkdir(parents=True)
-        for n in range(count):
-            segment = Segment(tp, n * 1000, uuid.uuid4())
-            tree.segments[p].append(segment)
-            for key in segment.object_keys():
-                _write(f"{root}/{key}")
-        survivor = layout.segment_prefix_of(tp, SURVIVOR_EPOCH, count * 1000, uuid.uuid4())
-        (root / layout.tiered_epoch_prefix(tp, SURVIVOR_EPOCH)).mkdir(parents=True)
-        for suffix in SUFFIXES:
-            key = layout.object_key(survivor, suffix)
-            _write(f"{root}/{key}")
-            tree.survivors.append(key)
-    return tree
-
-
-def fresh_copy(tree: Tree, target: Path, partitions: Sequence[int] | None = None) -> float:
-    """Copies the template (or only some partitions of it) to ``target``; returns seconds."""
-    started = time.perf_counter()
-    if partitions is None:
-        subprocess.run(["cp", "-a", str(tree.root), str(target)], check=True)
-    else:
-        for p in partitions:
-            source = tree.root / layout.partition_prefix(tree.partitions[p])
-            (target / source.parent.name).mkdir(parents=True, exist_ok=True)
-            subprocess.run(["cp", "-a", str(source), str(target / source.parent.name)], check=True)
-    return time.perf_counter() - started
+@contextmanager
+def store(
+    workdir: Path,
+    scenario: str,
+    tree: Tree,
+    image: MetadataImage,
+    keys_file: Path,
+    partitions: Sequence[int] | None,
+    faults: FaultPlan,
+    setup: dict[str, float],
+) -> Iterator[Store]:
+    """A fresh store for one method (see the module docstring); ``setup`` gets its timings."""
+    base = Path(tempfile.mkdtemp(prefix=f"{scenario}-", dir=workdir))
+    with ExitStack() as stack:
+        stack.callback(shutil.rmtree, base, True)
+        started = time.perf_counter()
+        zookeeper = image.start(base / "zookeeper")
+        stack.callback(zookeeper.close)
+        setup["zookeeper_start_s"] = time.perf_counter() - started
+        rlmm_settings = rlmm_config(zookeeper.connect_string)
+        if scenario == "local":
+            root = base / "remote"
+            started = time.perf_counter()
+            tree.write_local(root, partitions)
+            setup["objects_write_s"] = time.perf_counter() - started
+            yield Store(
+                {"remote.storage.root": str(root), **rlmm_settings},
+                zookeeper.connect_string,
+                lambda: {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()},
+                local_root=root,
+            )
+            return
+        s3 = SeededS3(keys_file)
+        stack.callback(s3.close)
+        setup["s3_seed_s"], setup["s3_start_s"] = s3.seed_s, s3.start_s
+        endpoint = s3.url
+        if scenario == "s3_faults":
+            proxy = S3FaultProxy(s3.url, seed=7, plan=faults)
+            stack.callback(proxy.close)
+            endpoint = proxy.url
+        credentials = write_credentials_file(base / "credentials", ENDPOINT_CREDENTIALS)
+        yield Store(
+            {
+                "remote.storage.root": f"s3://{BUCKET}/{PREFIX}",
+                "remote.storage.s3.endpoint.url": endpoint,
+                "remote.storage.s3.credentials.file": str(credentials),
+                **rlmm_settings,
+            },
+            zookeeper.connect_string,
+            s3.keys,
+            s3=s3,
+        )
 
 
 def verify(
+    where: Store,
     tree: Tree,
-    root: Path,
     partitions: Sequence[int],
-    counts: DeleteOutcome | None,
+    method: str,
+    *,
+    orphans_stay: bool = False,
+    metadata: bool = True,
 ) -> None:
-    """No epoch-0 object is left in ``partitions``, every survivor there is intact, and the counts
-    (when given) say every object was deleted."""
-    problems: list[str] = []
-    for p in partitions:
-        tp = tree.partitions[p]
-        epoch_dir = root / layout.tiered_epoch_prefix(tp, DELETE_EPOCH)
-        left = [f for f in epoch_dir.rglob("*") if f.is_file()] if epoch_dir.exists() else []
-        if left:
-            problems.append(f"partition {p}: {len(left)} epoch-0 objects left, e.g. {left[0]}")
-        prefix = layout.partition_prefix(tp) + "/"
-        for key in (k for k in tree.survivors if k.startswith(prefix)):
-            path = root / key
-            if not path.is_file() or path.read_bytes() != OBJECT_BYTES:
-                problems.append(f"partition {p}: epoch-1 object {key} was touched")
-    expected = sum(len(tree.segments[p]) for p in partitions) * len(SUFFIXES)
-    if counts is not None and counts != DeleteOutcome(expected):
-        problems.append(f"counts {counts} != {expected} deleted")
+    """Below E of ``partitions``: nothing left (but the orphans if ``orphans_stay``); every
+    survivor intact; with ``metadata``, the RLMM lists only the survivors and the other topic's
+    segments."""
+    left = where.keys()
+    doomed = set(tree.doomed_keys(partitions))
+    orphans = {k for p in partitions for k in tree.orphans[p]}
+    problems = []
+    expected_gone = doomed - orphans if orphans_stay else doomed
+    if still := sorted(expected_gone & left):
+        problems.append(f"{len(still)} objects below E left, e.g. {still[0]}")
+    if orphans_stay and (gone := orphans - left):
+        problems.append(f"{len(gone)} orphans deleted by a path that can not know them")
+    if missing := sorted(set(tree.kept_keys(partitions)) - left):
+        problems.append(f"{len(missing)} objects that must survive are gone, e.g. {missing[0]}")
+    if metadata:
+        problems += metadata_problems(where, tree, partitions)
     if problems:
-        raise VerificationError("; ".join(problems))
+        raise VerificationError(f"{method}: " + "; ".join(problems))
 
 
-def sync() -> None:
-    os.sync()
+def metadata_problems(where: Store, tree: Tree, partitions: Sequence[int]) -> list[str]:
+    problems = []
+    manager = rlmm.create(rlmm_config(where.zk_connect, -2))
+    try:
+        for p in partitions:
+            listed = {
+                m.remote_log_segment_id for m in manager.list_remote_log_segments(tree.tps[p])
+            }
+            if listed != {tree.survivors[p].remote_log_segment_id}:
+                problems.append(f"partition {p}: the RLMM lists {len(listed)} segments, not 1")
+        other_tp = tree.other[0].topic_id_partition
+        if len(list(manager.list_remote_log_segments(other_tp))) != len(tree.other):
+            problems.append("the other topic's metadata was touched")
+    finally:
+        manager.close()
+    return problems
 
 
 # ============================================================================= the methods
 
 
-def whole_partitions_within(tree: Tree, budget: int) -> list[int]:
-    """The first partitions whose segments total at most ``budget`` (at least one)."""
-    chosen: list[int] = []
-    total = 0
-    for p, segments in enumerate(tree.segments):
-        if chosen and total + len(segments) > budget:
-            break
-        chosen.append(p)
-        total += len(segments)
-    return chosen
+def controller_bulk_delete(
+    where: Store, spark: dict[str, str], session_from: wiring.BulkDelete | None = None
+) -> wiring.BulkDelete:
+    """What a controller builds for delete jobs; with ``session_from``, that one's Spark session
+    (the same controller process, its session up) serves the new store."""
+    bulk = wiring.create(CONTROLLER_NODE_ID, where.config, spark)
+    assert bulk is not None
+    if session_from is not None:
+        bulk.spark, bulk.engine = session_from.spark, session_from.engine
+    return bulk
 
 
-def _metadata(segment: Segment) -> RemoteLogSegmentMetadata:
-    return RemoteLogSegmentMetadata(
-        remote_log_segment_id=RemoteLogSegmentId(segment.tp, segment.segment_id),
-        start_offset=segment.start_offset,
-        end_offset=segment.start_offset + 999,
-        max_timestamp_ms=-1,
-        broker_id=BROKER_ID,
-        event_timestamp_ms=int(time.time() * 1000),
-        segment_size_in_bytes=len(OBJECT_BYTES),
-        segment_leader_epochs={0: segment.start_offset},
-        tiered_epoch=DELETE_EPOCH,
+def run_product(
+    where: Store, tree: Tree, spark: dict[str, str], session_from: wiring.BulkDelete | None
+) -> tuple[dict[str, Any], wiring.BulkDelete]:
+    saved_at: list[float] = []  # when the job persisted its progress: the steps' ends
+    started = time.perf_counter()
+    bulk = controller_bulk_delete(where, spark, session_from)
+    job = bulk.runner(lambda _job: saved_at.append(time.perf_counter())).run_job(
+        DeleteJob(TOPIC, tree.topic_id, E, len(tree.tps))
     )
+    seconds = time.perf_counter() - started
+    if job.state is not DeleteJobState.DONE:
+        raise VerificationError(f"product: the job ended {job.state.name}: {job.last_error}")
+    objects = sum(p.objects_deleted for p in job.progress)
+    if objects != len(tree.doomed_keys()) or objects != sum(p.objects_total for p in job.progress):
+        raise VerificationError(f"product: progress says {job.progress}")
+    verify(where, tree, range(len(tree.tps)), "product")
+    return {
+        "seconds": seconds,
+        "session_start_s": None if session_from else bulk.spark.start_seconds,
+        "objects_deleted": objects,
+        "segments_deleted": sum(p.segments_deleted for p in job.progress),
+        "progress_writes": len(saved_at),
+        # the job's first saves: started, segments marked and their objects named, those deleted
+        "steps_s": {
+            "start": saved_at[0] - started,
+            "mark_segments_and_name_objects": saved_at[1] - saved_at[0],
+            "delete_named_objects": saved_at[2] - saved_at[1],
+            "sweep_and_finish": started + seconds - saved_at[2],
+        },
+        "extrapolated": False,
+    }, bulk
 
 
-def _update(
-    metadata: RemoteLogSegmentMetadata, state: RemoteLogSegmentState
-) -> RemoteLogSegmentMetadataUpdate:
-    return RemoteLogSegmentMetadataUpdate(
-        remote_log_segment_id=metadata.remote_log_segment_id,
-        event_timestamp_ms=int(time.time() * 1000),
-        custom_metadata=None,
-        state=state,
-        broker_id=BROKER_ID,
-    )
+def _updates(
+    segments: Sequence[Any], state: RemoteLogSegmentState
+) -> list[RemoteLogSegmentMetadataUpdate]:
+    now = int(time.time() * 1000)
+    return [
+        RemoteLogSegmentMetadataUpdate(m.remote_log_segment_id, now, None, state, KAFKA_BROKER_ID)
+        for m in segments
+    ]
 
 
-def run_kafka(
-    tree: Tree, workdir: Path, partitions: Sequence[int], latency_s: float
-) -> dict[str, Any]:
-    """One segment at a time: DELETE_SEGMENT_STARTED, its four objects, DELETE_SEGMENT_FINISHED."""
-    import fsspec.core
-
-    root = workdir / "kafka"
-    copy_s = fresh_copy(tree, root, partitions)
-    manager = rlmm.create(
-        {"rlmm.sqlite.path": str(workdir / f"kafka-{uuid.uuid4().hex}.db"), "broker.id": "0"}
+def run_kafka(where: Store, tree: Tree, partitions: Sequence[int]) -> dict[str, Any]:
+    """``deleteRemoteLogPartition`` for each partition, one after another."""
+    tps = [tree.tps[p] for p in partitions]
+    manager = rlmm.create(rlmm_config(where.zk_connect, KAFKA_BROKER_ID))
+    storage = rsm.create(where.config)
+    assert isinstance(storage, RemoteStorageBulkDeleter)
+    deleter = (
+        FsspecObjectDeleter(str(where.local_root), threads=1)  # one file after another
+        if where.local_root is not None
+        else storage.object_deleter()  # one DeleteObjects request of the segment's keys
     )
     try:
-        tps = {tree.partitions[p] for p in partitions}
-        manager.on_partition_leadership_changes(tps, set())
-        setup_started = time.perf_counter()
-        metadata: list[RemoteLogSegmentMetadata] = []
-        for p in partitions:
-            for segment in tree.segments[p]:
-                md = _metadata(segment)
-                manager.add_remote_log_segment_metadata(md)
-                finished = _update(md, RemoteLogSegmentState.COPY_SEGMENT_FINISHED)
-                manager.update_remote_log_segment_metadata(finished)
-                metadata.append(md.create_with_updates(finished))
-        rlmm_setup_s = time.perf_counter() - setup_started
-        fs, base = fsspec.core.url_to_fs(str(root))
-        sync()
+        manager.on_partition_leadership_changes(set(tps), set())  # the broker leads them
         rlmm_s = objects_s = 0.0
         started = time.perf_counter()
-        for md in metadata:
+        for tp in tps:
             t0 = time.perf_counter()
-            deleting = _update(md, RemoteLogSegmentState.DELETE_SEGMENT_STARTED)
-            manager.update_remote_log_segment_metadata(deleting)
-            t1 = time.perf_counter()
-            prefix = layout.segment_prefix(md)
-            for suffix in SUFFIXES:
-                if latency_s > 0:
-                    time.sleep(latency_s)
-                fs.rm_file(f"{base}/{layout.object_key(prefix, suffix)}")
-            t2 = time.perf_counter()
-            manager.update_remote_log_segment_metadata(
-                _update(md, RemoteLogSegmentState.DELETE_SEGMENT_FINISHED)
+            segments = [m for m in manager.list_remote_log_segments(tp) if m.tiered_epoch < E]
+            manager.update_remote_log_segment_metadata_batch(
+                _updates(segments, RemoteLogSegmentState.DELETE_SEGMENT_STARTED)
             )
-            rlmm_s += (time.perf_counter() - t2) + (t1 - t0)
+            t1 = time.perf_counter()
+            for m in segments:
+                outcome = deleter.delete_objects(storage.object_handles_of([m]))
+                if outcome.failed:
+                    raise VerificationError(f"kafka: {outcome.first_error}")
+            t2 = time.perf_counter()
+            manager.update_remote_log_segment_metadata_batch(
+                _updates(segments, RemoteLogSegmentState.DELETE_SEGMENT_FINISHED)
+            )
+            rlmm_s += (t1 - t0) + (time.perf_counter() - t2)
             objects_s += t2 - t1
         seconds = time.perf_counter() - started
-        for tp in tps:  # every segment is DELETE_SEGMENT_FINISHED
-            states = {s.state for s in manager.list_remote_log_segments(tp)}
-            if states - {RemoteLogSegmentState.DELETE_SEGMENT_FINISHED}:
-                raise VerificationError(f"kafka: {tp} has segments in states {states}")
     finally:
         manager.close()
-    verify(tree, root, partitions, None)
-    shutil.rmtree(root)
-    return _scaled(
-        tree,
-        partitions,
-        seconds,
-        {
-            "rlmm_s": rlmm_s,
-            "object_deletes_s": objects_s,
-            "untimed_rlmm_setup_s": rlmm_setup_s,
-            "untimed_copy_s": copy_s,
-        },
-    )
+        storage.close()
+    verify(where, tree, partitions, "kafka", orphans_stay=True)
+    return _scaled(tree, partitions, seconds, {"rlmm_s": rlmm_s, "object_deletes_s": objects_s})
 
 
 def _scaled(
     tree: Tree, partitions: Sequence[int], seconds: float, extra: dict[str, Any]
 ) -> dict[str, Any]:
-    measured = sum(len(tree.segments[p]) for p in partitions)
-    extrapolated = measured != tree.segment_count
+    measured, total = tree.segment_count(partitions), tree.segment_count()
+    extrapolated = measured != total
     return {
-        "seconds": seconds * tree.segment_count / measured,
+        "seconds": seconds * total / measured,
         "extrapolated": extrapolated,
         "measured_seconds": seconds,
         "measured_segments": measured,
-        "measured_objects": measured * len(SUFFIXES),
         "measured_partitions": len(partitions),
         "per_segment_s": seconds / measured,
         **(
             {
                 "extrapolation": (
-                    f"measured on {len(partitions)} whole partition(s) of {len(tree.segments)} "
-                    f"({measured} of {tree.segment_count} segments), scaled linearly by segment "
-                    "count"
+                    f"measured on {len(partitions)} whole partition(s) of {len(tree.tps)} "
+                    f"({measured} of {total} segments), scaled linearly by segment count"
                 )
             }
             if extrapolated
@@ -354,184 +359,204 @@ def _scaled(
     }
 
 
-def list_all(
-    tree: Tree, storage: FsspecRemoteStorageManager, partitions: Sequence[int]
-) -> list[str]:
-    return [
-        key
-        for p in partitions
-        for batch in storage.list_objects_below_epoch(tree.partitions[p], E)
-        for key in batch
-    ]
+def run_floor(where: Store, tree: Tree, threads: int) -> dict[str, Any]:
+    keys = tree.doomed_keys()
+    started = time.perf_counter()
+    if where.s3 is None:
+        outcome = FsspecObjectDeleter(str(where.local_root), threads=threads).delete_objects(keys)
+        if outcome.failed:
+            raise VerificationError(f"floor: {outcome.first_error}")
+    else:
+        client = where.s3.client
 
-
-def run_listed(
-    name: str,
-    tree: Tree,
-    workdir: Path,
-    partitions: Sequence[int],
-    storage_settings: tuple[int, float],
-    delete: Callable[[RemoteObjectDeleter, list[str]], DeleteOutcome],
-) -> dict[str, Any]:
-    """Copies, lists epochs < E of ``partitions`` through the fsspec RSM (``storage_settings``:
-    its delete threads and simulated latency) and deletes the keys with ``delete`` and the RSM's
-    object deleter."""
-    root = workdir / name
-    copy_s = fresh_copy(tree, root, None if len(partitions) == len(tree.segments) else partitions)
-    threads, latency_s = storage_settings
-    storage = FsspecRemoteStorageManager(
-        str(root), delete_threads=threads, simulated_delete_latency_s=latency_s
-    )
-    sync()
-    list_s, keys = timed(lambda: list_all(tree, storage, partitions))
-    delete_s, counts = timed(lambda: delete(storage.object_deleter(), keys))
-    verify(tree, root, partitions, counts)
-    shutil.rmtree(root)
-    return _scaled(
-        tree,
-        partitions,
-        list_s + delete_s,
-        {"list_s": list_s, "delete_s": delete_s, "objects": len(keys), "untimed_copy_s": copy_s},
-    )
-
-
-def run_rm_rf(tree: Tree, workdir: Path) -> dict[str, Any]:
-    root = workdir / "rm_rf"
-    copy_s = fresh_copy(tree, root)
-    doomed = [str(root / layout.tiered_epoch_prefix(tp, DELETE_EPOCH)) for tp in tree.partitions]
-    sync()
-    seconds, _ = timed(lambda: subprocess.run(["rm", "-rf", *doomed], check=True))
-    verify(tree, root, range(len(tree.segments)), None)
-    shutil.rmtree(root)
-    return _scaled(tree, range(len(tree.segments)), seconds, {"untimed_copy_s": copy_s})
-
-
-# ============================================================================= phases
-
-
-def run_phase(
-    label: str,
-    tree: Tree,
-    workdir: Path,
-    spark: Any,
-    args: argparse.Namespace,
-    latency_s: float,
-    serial_budget: int,
-) -> dict[str, Any]:
-    everything = list(range(len(tree.segments)))
-    subset = whole_partitions_within(tree, serial_budget)
-    methods: dict[str, Any] = {}
-
-    def spark_delete(deleter: RemoteObjectDeleter, keys: list[str]) -> DeleteOutcome:
-        return delete_with_spark(spark, deleter, keys, slices=args.slices)
-
-    def in_process(deleter: RemoteObjectDeleter, keys: list[str]) -> DeleteOutcome:
-        return deleter.delete_objects(keys)
-
-    pool = (args.threads, latency_s)
-    serial = (1, latency_s)
-    steps: list[tuple[str, Callable[[], dict[str, Any]]]] = [
-        ("kafka", lambda: run_kafka(tree, workdir, subset, latency_s)),
-        ("spark", lambda: run_listed("spark", tree, workdir, everything, pool, spark_delete)),
-        (
-            "local_pool",
-            lambda: run_listed("local_pool", tree, workdir, everything, pool, in_process),
-        ),
-        (
-            "serial",
-            lambda: run_listed(
-                "serial", tree, workdir, subset if latency_s > 0 else everything, serial, in_process
-            ),
-        ),
-    ]
-    if latency_s == 0:
-        steps.append(("rm_rf", lambda: run_rm_rf(tree, workdir)))
-    for name, step in steps:
-        methods[name] = step()
-        m = methods[name]
-        note = f" (measured {m['measured_segments']} segments, extrapolated)" * m["extrapolated"]
-        log(f"  [{label}] {name}: {format_seconds(m['seconds'])}{note}")
-    spark_s = methods["spark"]["seconds"]
-    ratios = {
-        "kafka/spark": methods["kafka"]["seconds"] / spark_s,
-        "serial/spark": methods["serial"]["seconds"] / spark_s,
-        "local_pool/spark": methods["local_pool"]["seconds"] / spark_s,
-        "kafka/serial": methods["kafka"]["seconds"] / methods["serial"]["seconds"],
-    }
-    if "rm_rf" in methods:
-        rm_s = methods["rm_rf"]["seconds"]
-        ratios |= {
-            "spark/rm_rf": spark_s / rm_s,
-            "kafka/rm_rf": methods["kafka"]["seconds"] / rm_s,
-            "local_pool/rm_rf": methods["local_pool"]["seconds"] / rm_s,
-            "serial/rm_rf": methods["serial"]["seconds"] / rm_s,
-        }
-    return {
-        "latency_s": latency_s,
-        "segments": tree.segment_count,
-        "objects": tree.object_count,
-        "partitions": len(tree.segments),
-        "methods": methods,
-        "ratios": ratios,
-    }
-
-
-def report_table(document: dict[str, Any]) -> str:
-    rows: list[list[object]] = []
-    for phase in ("no_latency", "latency"):
-        result = document["results"].get(phase)
-        if result is None:
-            continue
-        spark_s = result["methods"]["spark"]["seconds"]
-        for name, m in result["methods"].items():
-            per_object = m["seconds"] / result["objects"]
-            rows.append(
-                [
-                    f"{phase} ({result['latency_s'] * 1000:g} ms/object)",
-                    name,
-                    result["objects"],
-                    format_seconds(m["seconds"]) + (" *" if m["extrapolated"] else ""),
-                    format_seconds(per_object),
-                    f"{m['seconds'] / spark_s:.2f}",
-                ]
+        def delete(batch: Sequence[str]) -> int:
+            answer = client.delete_objects(
+                Bucket=BUCKET,
+                Delete={"Objects": [{"Key": f"{PREFIX}/{k}"} for k in batch], "Quiet": True},
             )
-    table = format_table(["phase", "method", "objects", "seconds", "per object", "x spark"], rows)
-    return table + "\n* extrapolated from whole partitions (see the JSON)"
+            return len(answer.get("Errors") or ())
+
+        with ThreadPoolExecutor(threads) as pool:
+            errors = sum(pool.map(delete, chunks(keys, DELETE_OBJECTS_MAX_KEYS)))
+        if errors:
+            raise VerificationError(f"floor: {errors} keys answered with errors")
+    seconds = time.perf_counter() - started
+    verify(where, tree, range(len(tree.tps)), "floor", metadata=False)
+    return {"seconds": seconds, "objects": len(keys), "extrapolated": False}
+
+
+# ============================================================================= one size
+
+
+def whole_partitions_within(tree: Tree, budget: int) -> list[int]:
+    """The first partitions whose segments total at most ``budget`` (at least one)."""
+    chosen: list[int] = []
+    for p in range(len(tree.tps)):
+        if chosen and tree.segment_count([*chosen, p]) > budget:
+            break
+        chosen.append(p)
+    return chosen
+
+
+def fault_plan(args: argparse.Namespace) -> FaultPlan:
+    return FaultPlan(slow_down_rate=args.fault_slowdown, latency_s=args.fault_latency_ms / 1000)
+
+
+def run_size(
+    size: int,
+    args: argparse.Namespace,
+    workdir: Path,
+    spark: dict[str, str],
+    sessions: list[wiring.BulkDelete],
+) -> dict[str, Any]:
+    """The three scenarios at one size. Each scenario's first *product* starts a Spark session
+    and the scenario's later ones use it; with ``--one-session`` every scenario uses the first
+    one (``sessions`` keeps it)."""
+    faults = fault_plan(args)
+    tree = Tree.build(size, args.partitions, seed=size)
+    log(f"{size:,} segments ({len(tree.doomed_keys()):,} objects below E) ...")
+    image = MetadataImage(workdir / f"image-{size}", tree)
+    log(f"  metadata image seeded in {format_seconds(image.seed_s)}")
+    kafka_parts = {
+        "s3": whole_partitions_within(tree, args.kafka_max_segments),
+        "s3_faults": whole_partitions_within(tree, args.faults_kafka_max_segments),
+        "local": whole_partitions_within(tree, args.kafka_max_segments),
+    }
+    keys_files = {
+        "all": tree.write_keys(workdir / f"keys-{size}.txt"),
+        **{
+            scenario: tree.write_keys(workdir / f"keys-{size}-{scenario}.txt", parts)
+            for scenario, parts in kafka_parts.items()
+        },
+    }
+    result: dict[str, Any] = {
+        "segments": size,
+        "objects": len(tree.doomed_keys()),
+        "orphan_objects": sum(len(o) for o in tree.orphans),
+        "surviving_objects": len(tree.kept_keys()),
+        "partitions": len(tree.tps),
+        "metadata_seed_s": image.seed_s,
+        "scenarios": {},
+    }
+    for scenario in ("s3", "s3_faults", "local"):
+        methods: dict[str, Any] = {}
+        result["scenarios"][scenario] = {"methods": methods}
+        first: wiring.BulkDelete | None = sessions[0] if sessions else None
+        try:
+            steps: list[tuple[str, Sequence[int] | None]] = [("product", None)]
+            if scenario == "s3":
+                steps.append(("product_session_up", None))
+            steps.append(("kafka", kafka_parts[scenario]))
+            if scenario != "s3_faults":
+                steps.append(("floor", None))
+            for method, parts in steps:
+                setup: dict[str, float] = {}
+                keys_file = keys_files["all" if parts is None else scenario]
+                with store(
+                    workdir, scenario, tree, image, keys_file, parts, faults, setup
+                ) as where:
+                    if method.startswith("product"):
+                        figures, bulk = run_product(where, tree, spark, first)
+                        first = first or bulk  # its Spark session serves the next run
+                        if args.one_session and not sessions:
+                            sessions.append(bulk)
+                        bulk.rlmm.close()  # its ZooKeeper server stops with the store
+                        bulk.storage.close()
+                    elif method == "kafka":
+                        assert parts is not None
+                        figures = run_kafka(where, tree, parts)
+                    else:
+                        figures = run_floor(where, tree, args.threads)
+                figures["untimed_setup"] = setup
+                methods[method] = figures
+                note = " (extrapolated)" * bool(figures.get("extrapolated"))
+                log(f"  [{scenario}] {method}: {format_seconds(figures['seconds'])}{note}")
+        finally:
+            if first is not None and not sessions:
+                first.spark.stop()
+    return result
+
+
+# ============================================================================= report
+
+
+def ratios(result: dict[str, Any]) -> dict[str, float]:
+    """Speed-ups and ratios the goals are about (x/y = seconds of x / seconds of y)."""
+    out: dict[str, float] = {}
+    for scenario, data in result["scenarios"].items():
+        m = {name: figures["seconds"] for name, figures in data["methods"].items()}
+        if "product" in m and "kafka" in m:
+            out[f"{scenario}: kafka/product"] = m["kafka"] / m["product"]
+        if "product_session_up" in m and "floor" in m:
+            out[f"{scenario}: product_session_up/floor"] = m["product_session_up"] / m["floor"]
+        elif "product" in m and "floor" in m:
+            out[f"{scenario}: product/floor"] = m["product"] / m["floor"]
+    return out
 
 
 BASELINES = {
-    "rm_rf": "rm -rf of the te=0 directories",
-    "kafka": "Kafka: one segment at a time through the RLMM",
-    "serial": "listed, then one delete at a time",
+    "kafka": "Kafka deleteRemoteLogPartition, partition after partition",
+    "floor": "DeleteObjects of 1,000 known keys from a pool of threads (no metadata, no listing)",
 }
+FIGURES = {
+    "product": "delete job on Spark (session start and metadata writes included)",
+    "product_session_up": "delete job, Spark session up",
+}
+LOCAL_FLOOR = "the RSM's object deleter on the known keys (no metadata, no listing)"
 
 
-def summary(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """The rows for bench/RESULTS.md: the Spark job against rm -rf and the Kafka way on the local
-    disk, and against a serial delete and the Kafka way with a latency per object delete."""
+def summary(results: Sequence[dict[str, Any]], faults: FaultPlan) -> list[dict[str, Any]]:
     rows = []
-    for phase, baselines in (("no_latency", ("rm_rf", "kafka")), ("latency", ("serial", "kafka"))):
-        result = results.get(phase)
-        if result is None:
-            continue
-        scenario = f"{result['objects']:,} objects, {result['partitions']} partitions, " + (
-            f"{result['latency_s'] * 1000:g} ms per object delete"
-            if result["latency_s"]
-            else "local disk"
-        )
-        for name in baselines:
-            baseline = result["methods"][name]
-            rows.append(
-                summary_row(
-                    scenario,
-                    "Spark job (list + delete)",
-                    result["methods"]["spark"]["seconds"],
-                    "s",
-                    BASELINES[name] + (" (extrapolated)" if baseline["extrapolated"] else ""),
-                    baseline["seconds"],
+    pairs = {
+        "s3": (("product", "kafka"), ("product_session_up", "floor")),
+        "s3_faults": (("product", "kafka"),),
+        "local": (("product", "kafka"), ("product", "floor")),
+    }
+    where = {
+        "s3": "S3 (moto)",
+        "s3_faults": f"S3 (moto) + {faults.latency_s * 1000:g} ms a request, "
+        f"{faults.slow_down_rate:.0%} SlowDown",
+        "local": "local disk",
+    }
+    for result in results:
+        for scenario, wanted in pairs.items():
+            methods = result["scenarios"].get(scenario, {}).get("methods", {})
+            for figure, baseline in wanted:
+                if figure not in methods or baseline not in methods:
+                    continue
+                base = methods[baseline]
+                label = LOCAL_FLOOR if (scenario, baseline) == ("local", "floor") else None
+                rows.append(
+                    summary_row(
+                        f"{result['objects']:,} objects, {result['partitions']} partitions, "
+                        + where[scenario],
+                        FIGURES[figure],
+                        methods[figure]["seconds"],
+                        "s",
+                        (label or BASELINES[baseline])
+                        + (" (extrapolated)" if base.get("extrapolated") else ""),
+                        base["seconds"],
+                    )
                 )
-            )
     return rows
+
+
+def report_table(results: Sequence[dict[str, Any]]) -> str:
+    rows: list[list[object]] = []
+    for result in results:
+        for scenario, data in result["scenarios"].items():
+            for name, m in data["methods"].items():
+                rows.append(
+                    [
+                        f"{result['segments']:,} segments, {scenario}",
+                        name,
+                        result["objects"],
+                        format_seconds(m["seconds"]) + (" *" if m.get("extrapolated") else ""),
+                        f"{result['objects'] / m['seconds']:,.0f}",
+                    ]
+                )
+    table = format_table(["size, scenario", "method", "objects", "seconds", "objects/s"], rows)
+    return table + "\n* extrapolated from whole partitions (see the JSON)"
 
 
 # ============================================================================= main
@@ -539,87 +564,62 @@ def summary(results: dict[str, Any]) -> list[dict[str, Any]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--segments", type=int, default=100_000)
+    parser.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)))
     parser.add_argument("--partitions", type=int, default=8)
-    parser.add_argument("--kafka-max-segments", type=int, default=15_000)
-    parser.add_argument("--latency-segments", type=int, default=2500)
-    parser.add_argument("--latency-max-serial-segments", type=int, default=2500)
-    parser.add_argument("--latency-s", type=float, default=0.005)
+    parser.add_argument("--kafka-max-segments", type=int, default=25_000)
+    parser.add_argument("--faults-kafka-max-segments", type=int, default=5_000)
+    parser.add_argument("--fault-latency-ms", type=float, default=5.0)
+    parser.add_argument("--fault-slowdown", type=float, default=0.2)
     parser.add_argument("--threads", type=int, default=16)
-    parser.add_argument("--slices", type=int, default=None)
-    parser.add_argument("--master", default=None, help="Spark master (default local[*])")
-    parser.add_argument("--quick", action="store_true", help=f"small sizes: {QUICK}")
-    parser.add_argument("--workdir", default=None, help="where the temporary trees go")
+    parser.add_argument("--master", default=None, help="a Spark master instead of the bench's")
+    parser.add_argument(
+        "--one-session",
+        action="store_true",
+        help="one Spark session for every scenario and size (only the first product is cold)",
+    )
+    parser.add_argument("--quick", action="store_true", help=f"small: {QUICK}")
+    parser.add_argument("--workdir", default=None, help="where the temporary files go")
     parser.add_argument("--out", default=str(DEFAULT_OUT))
     args = parser.parse_args(argv)
+    sizes = [int(s) for s in str(args.sizes).split(",")]
     if args.quick:
-        args.segments = QUICK["segments"]
+        sizes = list(QUICK["sizes"])  # type: ignore[call-overload]
         args.partitions = QUICK["partitions"]
-        args.latency_segments = QUICK["latency_segments"]
-    if min(args.segments, args.latency_segments) < args.partitions or args.partitions < 1:
+        args.master = args.master or QUICK["master"]
+        args.kafka_max_segments = args.faults_kafka_max_segments = QUICK["kafka_max_segments"]
+        args.one_session = True
+    if min(sizes) < args.partitions or args.partitions < 1:
         parser.error("every partition needs at least one segment")
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])
+    )  # Spark's Python workers import this checkout
 
     started_at, started, machine = utc_now(), time.perf_counter(), machine_info()
     code = {"tiered": code_fingerprint("tiered"), "controller": code_fingerprint("controller")}
-    results: dict[str, Any] = {}
+    results: list[dict[str, Any]] = []
     failures: list[str] = []
-    setup: dict[str, Any] = {}
     spark_doc: dict[str, Any] = {}
-    provider = SparkSessionProvider(master=args.master)
     with tempfile.TemporaryDirectory(prefix="bench-bulk-delete-", dir=args.workdir) as tmp:
         workdir = Path(tmp)
+        cluster: SparkCluster | None = None
         try:
-            log(f"building {args.segments} segments x {len(SUFFIXES)} objects ...")
-            build_s, tree = timed(
-                lambda: build_template(workdir / "template", args.segments, args.partitions)
-            )
-            log(f"  template built in {format_seconds(build_s)}")
-            build_latency_s, latency_tree = timed(
-                lambda: build_template(
-                    workdir / "template-latency", args.latency_segments, args.partitions
-                )
-            )
-            setup = {
-                "template_build_s": build_s,
-                "latency_template_build_s": build_latency_s,
-                "object_bytes": len(OBJECT_BYTES),
-                "suffixes": list(SUFFIXES),
-                "survivor_objects_per_partition": len(SUFFIXES),
-            }
-            start_s, spark = timed(provider.get)
-            sc = spark.sparkContext
-            nowhere = FsspecObjectDeleter(str(workdir / "nowhere"))
-            warmup_s, _ = timed(
-                lambda: delete_with_spark(spark, nowhere, ["a", "b"], slices=sc.defaultParallelism)
-            )
-            spark_doc = {
-                "master": sc.master,
-                "default_parallelism": sc.defaultParallelism,
-                "session_start_s": start_s,
-                "first_job_s": warmup_s,
-                "threads_per_slice": args.threads,
-                "slices": args.slices
-                or default_slices(tree.object_count, int(sc.defaultParallelism)),
-                "latency_slices": args.slices
-                or default_slices(latency_tree.object_count, int(sc.defaultParallelism)),
-            }
-            log(
-                f"  Spark session {format_seconds(start_s)}, first job "
-                f"{format_seconds(warmup_s)} (master {sc.master}; not in the timings)"
-            )
-            results["no_latency"] = run_phase(
-                "no latency", tree, workdir, spark, args, 0.0, args.kafka_max_segments
-            )
-            shutil.rmtree(tree.root)
-            results["latency"] = run_phase(
-                f"{args.latency_s * 1000:g} ms/object",
-                latency_tree,
-                workdir,
-                spark,
-                args,
-                args.latency_s,
-                args.latency_max_serial_segments,
-            )
+            if args.master is None:
+                cluster = SparkCluster(workdir / "spark")
+                spark_doc["cluster_start_s"] = cluster.start()
+                master = cluster.master.url
+                log(f"Spark master and 2 workers up in {spark_doc['cluster_start_s']:.1f} s")
+            else:
+                master = args.master
+            spark = spark_settings(master, REPO_ROOT)
+            spark_doc["settings"] = spark
+            sessions: list[wiring.BulkDelete] = []
+            try:
+                for size in sizes:
+                    results.append(run_size(size, args, workdir, spark, sessions))
+                    log(f"  load average {load_average()}")
+            finally:
+                for bulk in sessions:
+                    bulk.spark.stop()
         except VerificationError as e:
             failures.append(f"verification: {e}")
             log(f"VERIFICATION FAILED: {e}")
@@ -627,67 +627,64 @@ def main(argv: Sequence[str] | None = None) -> int:
             failures.append(f"crashed:\n{traceback.format_exc()}")
             log(f"CRASHED:\n{traceback.format_exc()}")
         finally:
-            provider.stop()
+            if cluster is not None:
+                cluster.stop()
     runtime_s = time.perf_counter() - started
     document = {
         "benchmark": "bulk_delete",
-        "description": (
-            "Deleting a topic's remote objects of tiered epochs < E: the PySpark job "
-            "(controller.jobs.spark_delete with the fsspec RSM's bulk delete capability: list by "
-            "te= prefix, delete with a thread pool inside each Spark partition) against the Kafka "
-            "way (one segment at a time through the sqlite RLMM: DELETE_SEGMENT_STARTED, its 4 "
-            "objects, DELETE_SEGMENT_FINISHED), the in-process thread pool (the job's fast path), "
-            "a serial loop and rm -rf (the floor), on identical fresh copies of one local tree; "
-            "then with a sleep per object delete modelling an object store. ratio x/y = seconds "
-            "of x / seconds of y for the whole tree (extrapolated from whole partitions where "
-            "'extrapolated' is true)."
-        ),
+        "description": __doc__.split("\n\n")[0].replace("\n", " "),
         "started_at": started_at,
         "finished_at": utc_now(),
         "runtime_s": runtime_s,
         "machine": machine,
         "load_average_at_end": load_average(),
         "code": code,
-        "summary": summary(results),
+        "summary": summary(results, fault_plan(args)),
         "settings": {
-            "segments": args.segments,
+            "sizes": sizes,
             "partitions": args.partitions,
-            "objects": args.segments * len(SUFFIXES),
+            "objects_per_segment": 4,
             "kafka_max_segments": args.kafka_max_segments,
-            "latency_segments": args.latency_segments,
-            "latency_objects": args.latency_segments * len(SUFFIXES),
-            "latency_max_serial_segments": args.latency_max_serial_segments,
-            "latency_s": args.latency_s,
+            "faults_kafka_max_segments": args.faults_kafka_max_segments,
+            "faults": {
+                "latency_ms_per_request": args.fault_latency_ms,
+                "slow_down_rate": args.fault_slowdown,
+            },
             "threads": args.threads,
             "quick": args.quick,
-            "rlmm": "sqlite, the deleting broker leads the partitions (cached state)",
-            "object_delete": (
-                "fsspec LocalFileSystem.rm_file for every method but rm_rf (spark, local_pool, "
-                "serial: through tiered.rsm.FsspecObjectDeleter)"
+            "one_session": args.one_session,
+            "sessions": (
+                "each scenario's first product starts a SparkSession (the first of the process "
+                "also launches the driver's JVM; later ones reuse it, as a controller does)"
             ),
-            "latency_model": "time.sleep(latency_s) before each object delete (all methods)",
-            "timing": (
-                "os.sync() before every timed phase; copies of the template, RLMM setup, "
-                "Spark session start and its first job are untimed (reported separately); "
-                "spark/local_pool/serial include listing the te= prefixes"
+            "s3": "moto 5 server (bench/moto_seeded.py), its own process, over HTTP on loopback",
+            "rlmm": "ZooKeeper backend on a real ZooKeeper server (one per method, same data)",
+            "job_progress": "persisted to an in-memory list (the controller's store not included)",
+            "kafka_model": (
+                "per partition: list segments from the RLMM, DELETE_SEGMENT_STARTED for all "
+                "(batched update as the partition's leader), one DeleteObjects of each "
+                "segment's 4 keys one after another, DELETE_SEGMENT_FINISHED for all"
             ),
+            "floor": "DeleteObjects of 1,000 known keys from a thread pool, no listing",
         },
-        "setup": setup,
         "spark": spark_doc,
         "results": results,
+        "ratios": [ratios(r) for r in results],
         "failures": failures,
-        "ok": not failures and "latency" in results,
+        "ok": not failures and len(results) == len(sizes),
     }
     out = write_json(args.out, document)
     log("")
-    if "latency" in results:
-        log(report_table(document))
-        for phase, result in results.items():
+    if results:
+        log(report_table(results))
+        for result in results:
+            rs = ratios(result)
             log(
-                f"{phase} ratios: " + ", ".join(f"{k} {v:.2f}" for k, v in result["ratios"].items())
+                f"{result['segments']:,} segments: "
+                + ", ".join(f"{k} {v:.2f}" for k, v in rs.items())
             )
     log(
-        f"runtime {runtime_s:.1f} s; load average {machine['load_average']} at the start, "
+        f"runtime {runtime_s:.0f} s; load average {machine['load_average']} at the start, "
         f"{document['load_average_at_end']} at the end ({machine['nproc']} CPUs); results in {out}"
     )
     if failures:

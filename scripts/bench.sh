@@ -6,13 +6,14 @@
 #   make bench BENCH_ARGS=--quick    arguments given to every benchmark (split on spaces)
 #
 # A benchmark is a bench/*.py that runs as a script (it has `if __name__ == "__main__":`) and is
-# not in SKIP below (helpers, the report, data seeding). Each writes bench/results/<name>.json with
-# a "summary" of ratios against a baseline measured in the same run. A failing benchmark does not
-# stop the others; bench/report.py then writes bench/RESULTS.md from every bench/results/*.json
-# (including those of earlier runs), and the script exits 1 naming the benchmarks that failed.
+# not in SKIP below (helpers, the report, data seeding, the seeded S3 endpoint). Each writes
+# bench/results/<name>.json with a "summary" of ratios against a baseline measured in the same
+# run. A failing benchmark does not stop the others; bench/report.py then writes bench/RESULTS.md
+# from every bench/results/*.json (including those of earlier runs), and the script exits 1
+# naming the benchmarks that failed.
 set -euo pipefail
 
-SKIP=(__init__ common report seed_metadata)
+SKIP=(__init__ common report seed_metadata moto_seeded)
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo_root"

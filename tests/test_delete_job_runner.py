@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.jobs.runner import DeleteJobRunner
+from controller.jobs.runner import MAX_SWEEPS, DeleteJobRunner, ObjectsLeftError
 from controller.jobs.spark_delete import BulkObjectDeleter, SparkSessionProvider
 from tests.rlmm_support import COPY_SEGMENT_FINISHED, poll_until, segment, update_of
 from tests.support.remote_tree import ObjectStore, write_objects
@@ -21,6 +21,7 @@ from tiered.api import (
     RemoteLogSegmentMetadata,
     RemoteObjectDeleter,
     RemoteResourceNotFoundException,
+    RemoteStorageException,
     TopicIdPartition,
 )
 from tiered.cluster.model import (
@@ -181,11 +182,10 @@ def test_a_job_deletes_older_epochs_and_records_its_progress(remote: Remote) -> 
     assert len(remote.objects(1)) == 2 * 4
     states = [j.state for j in persisted.jobs]
     assert states[0] is DeleteJobState.RUNNING and states[-1] is DeleteJobState.DONE
-    # progress was persisted between the steps: listing before deleting, deleting before done
-    assert any(
-        j.progress[0].objects_total == 21 and j.progress[0].objects_deleted == 0
-        for j in persisted.jobs
-    )
+    # progress was persisted between the steps: the objects the metadata names before deleting
+    # them, the orphan the sweep found before deleting it, deleting before done
+    totals = [(j.progress[0].objects_total, j.progress[0].objects_deleted) for j in persisted.jobs]
+    assert (20, 0) in totals and (21, 20) in totals
 
 
 def test_a_reenable_during_the_job_keeps_the_new_epochs_data(remote: Remote) -> None:
@@ -255,6 +255,111 @@ def test_a_resumed_job_skips_finished_partitions(remote: Remote) -> None:
     assert job.progress[1].done and job.progress[1].segments_deleted == 3
     assert remote.listed(1) == []
     assert len(remote.listed(0)) == 3  # a finished partition is not looked at again
+
+
+# The two phases: the objects the metadata names, deleted without listing, then the sweep that
+# lists what is left below the epoch.
+
+
+class ListingFailsOnce(FsspecRemoteStorageManager):
+    """The remote storage, whose first listing fails: a controller dying between the phases."""
+
+    listings = 0
+
+    def list_objects_below_epoch(
+        self, topic_id_partition: TopicIdPartition, tiered_epoch: int
+    ) -> Iterator[list[str]]:
+        self.listings += 1
+        if self.listings == 1:
+            raise RemoteStorageException("injected: the controller died before the sweep")
+        return super().list_objects_below_epoch(topic_id_partition, tiered_epoch)
+
+
+def write_object(remote: Remote, key: str) -> Path:
+    path = Path(remote.root) / key
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"x")
+    return path
+
+
+def test_objects_without_metadata_are_found_by_the_sweep(remote: Remote) -> None:
+    remote.copy(0, 3, tiered_epoch=0)
+    tp0, tp1 = remote.tps()
+    died = layout.segment_prefix_of(tp0, 0, 30, uuid.uuid4())  # copied, never recorded
+    orphans = [write_object(remote, layout.object_key(died, s)) for s in ("index", "log")]
+    orphans.append(write_object(remote, layout.object_key(died, "log") + ".tmp-0a1b"))
+    # a partition with no metadata at all, only what dead copies left
+    orphans.append(write_object(remote, layout.tiered_epoch_prefix(tp1, 0) + "/0-x.log"))
+    persisted = Persisted()
+    job = runner_for(remote, GatedDeleter(), persisted).run_job(remote.job())
+    assert job.state is DeleteJobState.DONE
+    assert not any(path.exists() for path in orphans) and remote.objects(0) == []
+    assert [(p.objects_deleted, p.objects_total) for p in job.progress] == [(15, 15), (1, 1)]
+    assert [p.segments_deleted for p in job.progress] == [3, 0]
+
+
+def test_a_job_resumed_after_dying_between_the_phases_finishes_and_counts_once(
+    remote: Remote,
+) -> None:
+    for p in range(2):
+        remote.copy(p, 5, tiered_epoch=0)
+    orphan = write_object(remote, layout.tiered_epoch_prefix(remote.tps()[0], 0) + "/orphan.log")
+    storage = ListingFailsOnce(remote.root)
+    persisted = Persisted()
+    runner = DeleteJobRunner(remote.controller, storage, GatedDeleter(), persisted)
+    with pytest.raises(RemoteStorageException, match="before the sweep"):
+        runner.run_job(remote.job())
+    died = persisted.last  # what the next controller finds
+    assert died.state is DeleteJobState.RUNNING
+    assert [(p.objects_deleted, p.objects_total) for p in died.progress] == [(20, 20)] * 2
+    assert orphan.exists() and len(remote.listed(0)) == 5  # metadata still there
+
+    resumed = runner_for(remote, GatedDeleter(), Persisted()).run_job(died)
+    assert resumed.state is DeleteJobState.DONE and resumed.attempts == 2
+    # the metadata's objects were named (and deleted) again, but are counted once
+    assert [(p.objects_deleted, p.objects_total) for p in resumed.progress] == [(21, 21), (20, 20)]
+    assert not orphan.exists() and remote.objects(0) == []
+    assert remote.listed(0) == remote.listed(1) == []
+
+
+def test_nothing_of_the_epoch_or_of_another_topic_is_touched(
+    remote: Remote, tmp_path: Path
+) -> None:
+    remote.copy(0, 4, tiered_epoch=0)
+    kept = remote.copy(0, 2, tiered_epoch=1)
+    other = Remote(tmp_path, partitions=1)  # another topic (a new id), same root and RLMM
+    try:
+        other.copy(0, 3, tiered_epoch=0)
+        job = runner_for(remote, GatedDeleter(), Persisted()).run_job(remote.job())
+        assert job.state is DeleteJobState.DONE
+        assert remote.objects(0) == [] and len(remote.objects(1)) == 2 * 4
+        assert [m.remote_log_segment_id for m in remote.listed(0)] == [
+            m.remote_log_segment_id for m in kept
+        ]
+        assert len(other.objects(0)) == 3 * 4 and len(other.listed(0)) == 3
+    finally:
+        other.close()
+
+
+def test_objects_that_keep_appearing_fail_the_attempt(remote: Remote) -> None:
+    remote.copy(0, 1, tiered_epoch=0)
+    deleter = GatedDeleter()
+    real_delete = deleter.delete
+    epoch_dir = layout.tiered_epoch_prefix(remote.tps()[0], 0)
+
+    def delete_and_write_more(
+        deleter_of_store: RemoteObjectDeleter,
+        keys: Sequence[str],
+        on_progress: Callable[[Sequence[str]], None] | None = None,
+    ) -> DeleteOutcome:
+        outcome = real_delete(deleter_of_store, keys, on_progress)
+        write_object(remote, f"{epoch_dir}/{uuid.uuid4()}.log")  # a writer outrunning the job
+        return outcome
+
+    deleter.delete = delete_and_write_more  # type: ignore[method-assign,assignment]
+    with pytest.raises(ObjectsLeftError, match=f"each of {MAX_SWEEPS} listings"):
+        runner_for(remote, deleter, Persisted()).run_job(remote.job())
+    assert len(deleter.calls) == 1 + MAX_SWEEPS
 
 
 def deleted_topic_job(remote: Remote, last_epoch: int) -> DeleteJob:
@@ -331,7 +436,9 @@ def test_a_copy_landing_after_the_listing_is_deleted_by_the_next_attempt(remote:
     finally:
         deleter.gate.set()
         runner.stop()
-    assert any("appeared after the listing" in j.last_error for j in persisted.jobs)
+    # the sweep deleted its objects; its segment record, added after the job read the metadata,
+    # failed the first attempt
+    assert any("added after the listing" in j.last_error for j in persisted.jobs)
     assert persisted.last.attempts == 2
     assert persisted.last.progress[0].objects_deleted == (2 + len(late)) * 4
     assert remote.objects(0) == []

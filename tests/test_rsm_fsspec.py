@@ -168,6 +168,22 @@ def test_optional_indexes_are_stored_only_when_present(
             manager.fetch_index(meta, index_type)
 
 
+def test_the_objects_every_copy_writes_are_named_from_the_metadata(
+    manager: FsspecRemoteStorageManager, tmp_path: Path
+) -> None:
+    metas = [segment_meta(start_offset=n * 10, segment_id=uuid.uuid4()) for n in range(2)]
+    for meta, optional in zip(metas, (False, True), strict=True):
+        manager.copy_log_segment_data(meta, segment_data(tmp_path, optional=optional))
+    handles = manager.object_handles_of([*metas, metas[0]])  # each handle once
+    assert sorted(handles) == sorted(
+        expected_keys(metas[0], optional=False) + expected_keys(metas[1], optional=False)
+    )
+    assert set(handles) < set(manager.object_keys(TP))  # the optional indexes: the listing's
+    assert manager.object_handles_of([]) == []
+    with pytest.raises(TypeError, match="RemoteLogSegmentMetadata"):
+        manager.object_handles_of(["orders-0"])  # type: ignore[list-item]
+
+
 # -- copy and fetch -----------------------------------------------------------------------------
 
 

@@ -525,7 +525,8 @@ class DeleteOutcome:
 
 class RemoteObjectDeleter(abc.ABC):
     """Deletes objects of one remote store by the handles its
-    :meth:`RemoteStorageBulkDeleter.list_objects_below_epoch` listed.
+    :meth:`RemoteStorageBulkDeleter.list_objects_below_epoch` listed or its
+    :meth:`RemoteStorageBulkDeleter.object_handles_of` derived.
 
     The bulk delete job pickles it (cloudpickle) and calls it in other processes, Spark executors
     included: it holds only what reaching the store again takes (a URL, settings), opens
@@ -561,6 +562,20 @@ class RemoteStorageBulkDeleter(abc.ABC):
         store, that only :meth:`object_deleter`'s deleter interprets. ``TypeError`` or
         ``ValueError`` for a bad partition or a negative epoch; ``RemoteStorageException`` when
         the store can not be listed."""
+
+    def object_handles_of(self, segments: Sequence[RemoteLogSegmentMetadata]) -> list[str]:
+        """Handles of the objects a copy of each of ``segments`` stores, derived from their
+        metadata alone (no listing: the job deletes these first, then lists to find the rest),
+        each handle once. Handles of objects that do not exist (a copy that failed part-way, an
+        object already deleted) may be included: deleting them counts them ``missing``. Never a
+        handle of another segment's object. Objects the metadata does not tell (temporary
+        files, optional indexes) may be left out: :meth:`list_objects_below_epoch` finds them.
+        The default knows nothing and returns no handle. ``TypeError`` for anything that is not
+        :class:`RemoteLogSegmentMetadata`."""
+        for metadata in segments:
+            if not isinstance(metadata, RemoteLogSegmentMetadata):
+                raise TypeError(f"expected RemoteLogSegmentMetadata, got {metadata!r}")
+        return []
 
     @abc.abstractmethod
     def object_deleter(self) -> RemoteObjectDeleter:

@@ -5,20 +5,30 @@ whose steps are each safe to repeat, so a controller that dies anywhere leaves a
 controller simply runs again from its last persisted progress:
 
 1. per partition: the partition moves to DELETE_PARTITION_STARTED, every segment stamped < E to
-   DELETE_SEGMENT_STARTED, and the storage plugin lists the partition's objects of epochs < E
-   (objects whose metadata never reached FINISHED are found this way too);
-2. all listed objects are deleted at once by the plugin's deleter (on Spark, or in process for a
-   small job); a missing object counts as deleted;
-3. per partition: the segments move to DELETE_SEGMENT_FINISHED and the partition to
+   DELETE_SEGMENT_STARTED, and the storage plugin names the objects of those segments from their
+   metadata (``object_handles_of``: no listing);
+2. those objects are deleted at once by the plugin's deleter (on Spark, or in process for a small
+   job); a missing object counts as deleted;
+3. the sweep: the plugin lists each partition's objects of epochs < E, which now holds only what
+   the metadata did not know (a copy that died before its metadata, temporary files), and those
+   are deleted; again until a listing comes back empty;
+4. per partition: the segments move to DELETE_SEGMENT_FINISHED and the partition to
    DELETE_PARTITION_FINISHED.
 
-Progress (objects listed and deleted, segments, partitions done) is persisted in the controller's
-metadata store after each step. Data stamped E or later is never listed nor touched.
+Listing comes after the bulk of the deletes because an object store lists a page of keys per
+request, so listing everything first would cost as many round trips as there are pages of
+objects, one after another.
+
+Progress (objects known, found and deleted, segments, partitions done) is persisted in the
+controller's metadata store after each step. A resumed attempt names the metadata's objects
+again, though an earlier attempt may have deleted them; its count of deleted objects is then the
+larger of what was recorded and what this attempt saw gone, so progress never counts an object
+twice. Data stamped E or later is never listed nor touched.
 
 A deleted topic's job (every epoch: E is one past the topic's last) may be held back before it
-lists (``hold``: the controller waits for the brokers to drop the partitions), and it lists again
-after deleting: an object a late copy uploaded meanwhile fails the attempt, and the next attempt
-deletes it, so the job is DONE only when a listing found nothing left.
+starts (``hold``: the controller waits for the brokers to drop the partitions). An object a late
+copy uploaded meanwhile is found by the sweep, which ends only on an empty listing; a segment it
+recorded after the job read the metadata fails the attempt, and the next attempt deletes it.
 
 The job reaches remote storage only through the configured RemoteStorageManager's
 :class:`~tiered.api.RemoteStorageBulkDeleter` capability, and the RLMM through
@@ -29,10 +39,11 @@ attempt fails with :class:`BulkDeleteUnsupportedError`, recorded as the job's la
 from __future__ import annotations
 
 import logging
+import operator
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -58,6 +69,9 @@ from tiered.retry import ExponentialBackoff
 log = logging.getLogger(__name__)
 
 CONTROLLER_BROKER_ID = -1  # the id the controller writes RLMM events with
+MAX_SWEEPS = 5
+"""Listings of a sweep that may still find objects before the attempt fails (objects that keep
+appearing below E mean a writer the job can not outrun; the next attempt tries again)."""
 
 
 class BulkDeleteUnsupportedError(RemoteStorageException):
@@ -87,8 +101,9 @@ def never_held(job: DeleteJob) -> str | None:
 
 
 class ObjectsLeftError(RemoteStorageException):
-    """Objects or segments of a deleted topic were found after the job deleted what it listed
-    (a copy that was still running when the job listed); the next attempt deletes them."""
+    """Objects kept appearing below the epoch through every listing of the sweep, or segments of
+    a deleted topic were added after the job listed them (a copy that was still running); the
+    next attempt deletes them."""
 
 
 class DeleteEngine(Protocol):
@@ -109,15 +124,26 @@ class _PartitionWork:
     handles: list[str]
 
 
+Counting = Callable[[int, int], int]
+"""How a step's objects gone add to a partition's recorded count: ``operator.add`` for objects
+no earlier attempt can have counted (those a listing found), ``max`` for those named from the
+metadata (an earlier attempt may have deleted and counted them)."""
+
+
 class _LiveProgress:
     """Counts, per partition, the objects the engine reports gone while it deletes (a Spark job
     reports each finished slice), so that a describe shows a large delete advance."""
 
     def __init__(
-        self, job: DeleteJob, work: Sequence[_PartitionWork], observe: Callable[[DeleteJob], None]
+        self,
+        job: DeleteJob,
+        handles: Mapping[int, Sequence[str]],
+        counting: Counting,
+        observe: Callable[[DeleteJob], None],
     ) -> None:
         self._job = job
-        self._partition_of = {h: item.tp.partition for item in work for h in item.handles}
+        self._partition_of = {h: p for p, hs in handles.items() for h in hs}
+        self._counting = counting
         self._observe = observe
         self._gone: set[str] = set()
         self._counts: dict[int, int] = {}
@@ -131,7 +157,14 @@ class _LiveProgress:
                     self._gone.add(handle)
                     self._counts[partition] = self._counts.get(partition, 0) + 1
             progress = tuple(
-                replace(p, objects_deleted=p.objects_deleted + self._counts.get(p.partition, 0))
+                replace(
+                    p,
+                    objects_deleted=self._counting(
+                        p.objects_deleted, self._counts.get(p.partition, 0)
+                    ),
+                )
+                if p.partition in self._counts
+                else p
                 for p in self._job.progress
             )
             self._observe(replace(self._job, progress=progress))
@@ -321,31 +354,17 @@ class DeleteJobRunner:
                 continue
             item = self._start_partition(storage, job, p)
             known = progress[p]
-            total = known.objects_deleted + len(item.handles)
-            progress[p] = replace(known, objects_total=max(known.objects_total, total))
+            total = max(known.objects_total, len(item.handles))
+            progress[p] = replace(known, objects_total=total)
             work.append(item)
         job = self._save(replace(job, progress=tuple(progress[p] for p in sorted(progress))))
         failpoints.hit("controller.delete_job.listed")
 
-        handles = [h for item in work for h in item.handles]
-        live = _LiveProgress(job, work, self._observe)
-        result = self._engine.delete(storage.object_deleter(), handles, live.objects_gone)
-        failed = set(result.failed_handles)
-        for item in work:
-            p = item.tp.partition
-            deleted = sum(1 for h in item.handles if h not in failed)
-            progress[p] = replace(
-                progress[p], objects_deleted=progress[p].objects_deleted + deleted
-            )
-        job = self._save(replace(job, progress=tuple(progress[p] for p in sorted(progress))))
+        known_handles = {item.tp.partition: item.handles for item in work}
+        job = self._delete_objects(storage, job, progress, known_handles, max)
+        failpoints.hit("controller.delete_job.known_objects_deleted")
+        job = self._sweep(storage, job, progress, [item.tp for item in work])
         failpoints.hit("controller.delete_job.objects_deleted")
-        if result.failed:
-            raise RuntimeError(
-                f"{result.failed} of {len(handles)} objects could not be deleted "
-                f"(first: {sorted(failed)[:3]})"
-            )
-        if job.topic_deleted:
-            self._check_nothing_left(storage, job, work)
 
         for item in work:
             self._finish_partition(item)
@@ -365,26 +384,73 @@ class DeleteJobRunner:
         )
         return job
 
+    def _delete_objects(
+        self,
+        storage: RemoteStorageBulkDeleter,
+        job: DeleteJob,
+        progress: dict[int, PartitionDeleteProgress],
+        handles: Mapping[int, Sequence[str]],
+        counting: Counting,
+    ) -> DeleteJob:
+        """Deletes ``handles`` (by partition) with the engine, counts them into ``progress`` and
+        persists it; raises once that is done if some could not be deleted."""
+        every = [h for hs in handles.values() for h in hs]
+        if not every:
+            return job
+        live = _LiveProgress(job, handles, counting, self._observe)
+        result = self._engine.delete(storage.object_deleter(), every, live.objects_gone)
+        failed = set(result.failed_handles)
+        for p, hs in handles.items():
+            gone = sum(1 for h in hs if h not in failed)
+            progress[p] = replace(
+                progress[p], objects_deleted=counting(progress[p].objects_deleted, gone)
+            )
+        job = self._save(replace(job, progress=tuple(progress[p] for p in sorted(progress))))
+        if result.failed:
+            raise RuntimeError(
+                f"{result.failed} of {len(every)} objects could not be deleted "
+                f"(first: {sorted(failed)[:3]})"
+            )
+        return job
+
+    def _sweep(
+        self,
+        storage: RemoteStorageBulkDeleter,
+        job: DeleteJob,
+        progress: dict[int, PartitionDeleteProgress],
+        partitions: Sequence[TopicIdPartition],
+    ) -> DeleteJob:
+        """Lists the partitions' objects below the epoch and deletes them, until a listing finds
+        none (:data:`MAX_SWEEPS` listings at most)."""
+        for _ in range(MAX_SWEEPS):
+            found = {
+                tp.partition: handles
+                for tp in partitions
+                if (handles := self._objects_below_epoch(storage, tp, job.tiered_epoch))
+            }
+            if not found:
+                return job
+            for p, handles in found.items():
+                total = max(progress[p].objects_total, progress[p].objects_deleted + len(handles))
+                progress[p] = replace(progress[p], objects_total=total)
+            job = self._save(replace(job, progress=tuple(progress[p] for p in sorted(progress))))
+            log.info(
+                "Delete job of %s below tiered epoch %d: %d objects the metadata did not name",
+                job.topic,
+                job.tiered_epoch,
+                sum(len(h) for h in found.values()),
+            )
+            job = self._delete_objects(storage, job, progress, found, operator.add)
+        raise ObjectsLeftError(
+            f"objects of {job.topic} below tiered epoch {job.tiered_epoch} were found again by "
+            f"each of {MAX_SWEEPS} listings after deleting them"
+        )
+
     @staticmethod
-    def _check_nothing_left(
-        storage: RemoteStorageBulkDeleter, job: DeleteJob, work: Sequence[_PartitionWork]
-    ) -> None:
-        """Lists each partition again: ``ObjectsLeftError`` if an object appeared since the
-        first listing (the partitions stay unfinished, so the next attempt deletes it)."""
-        left = {
-            item.tp.partition: n
-            for item in work
-            if (
-                n := sum(
-                    len(b) for b in storage.list_objects_below_epoch(item.tp, job.tiered_epoch)
-                )
-            )
-        }
-        if left:
-            raise ObjectsLeftError(
-                f"objects of the deleted topic appeared after the listing (partition: count "
-                f"{left}); deleting them in the next attempt"
-            )
+    def _objects_below_epoch(
+        storage: RemoteStorageBulkDeleter, tp: TopicIdPartition, tiered_epoch: int
+    ) -> list[str]:
+        return [h for batch in storage.list_objects_below_epoch(tp, tiered_epoch) for h in batch]
 
     def _check_metadata_removed(self, tp: TopicIdPartition) -> None:
         """``ObjectsLeftError`` unless DELETE_PARTITION_FINISHED removed the partition's metadata
@@ -424,10 +490,7 @@ class DeleteJobRunner:
             [m for m in segments if m.state is not RemoteLogSegmentState.DELETE_SEGMENT_STARTED],
             RemoteLogSegmentState.DELETE_SEGMENT_STARTED,
         )
-        handles = [
-            h for batch in storage.list_objects_below_epoch(tp, job.tiered_epoch) for h in batch
-        ]
-        return _PartitionWork(tp, segments, handles)
+        return _PartitionWork(tp, segments, storage.object_handles_of(segments))
 
     def _finish_partition(self, item: _PartitionWork) -> None:
         self._update_segments(item.segments, RemoteLogSegmentState.DELETE_SEGMENT_FINISHED)

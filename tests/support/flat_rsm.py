@@ -3,10 +3,11 @@ through ``remote.log.storage.manager.class.name``:
 
 - :class:`FlatRsm` keeps every object as one file of a flat directory, ``{test.flat.dir}/objects/
   {topic_id}.{partition}.e{tiered_epoch}.{start_offset}.{segment_id}.{suffix}`` (no ``te=``
-  prefixes), and implements the bulk delete capability over it. Its handles are the
-  file names. Every bulk call is recorded, wherever it runs (the controller or a Spark executor),
-  as a line of ``{test.flat.dir}/calls.log``: ``list {topic_id}-{partition} {tiered_epoch} {pid}``
-  and ``delete {count} {pid}``.
+  prefixes), and implements the bulk delete capability over it. Its handles are the file
+  names (a segment's four are named from its metadata, the rest listed). Every bulk call is
+  recorded, wherever it runs (the controller or a Spark executor), as a line of
+  ``{test.flat.dir}/calls.log``: ``list {topic_id}-{partition} {tiered_epoch} {pid}`` and
+  ``delete {count} {pid}``.
 - :class:`CopyOnlyRsm` stores the same way but lacks the capability.
 """
 
@@ -32,6 +33,7 @@ from tiered.api import (
 )
 
 DIR_CONFIG = "test.flat.dir"
+COPIED_SUFFIXES = ("log", IndexType.OFFSET.value, IndexType.TIMESTAMP.value, "epochs")
 LIST_BATCH = 7  # small, so that a partition's listing comes in several batches
 _NAME = re.compile(r"(?P<topic_id>[0-9a-f-]{36})\.(?P<partition>\d+)\.e(?P<epoch>\d+)\..+")
 
@@ -115,6 +117,9 @@ class FlatRsm(CopyOnlyRsm, RemoteStorageBulkDeleter):
                 names.append(name)
         for start in range(0, len(names), LIST_BATCH):
             yield names[start : start + LIST_BATCH]
+
+    def object_handles_of(self, segments: Sequence[RemoteLogSegmentMetadata]) -> list[str]:
+        return [self.name_of(m, suffix) for m in segments for suffix in COPIED_SUFFIXES]
 
     def object_deleter(self) -> FlatDeleter:
         return FlatDeleter(str(self.directory))

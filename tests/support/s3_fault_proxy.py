@@ -261,6 +261,9 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # An answer is two writes (headers, then body): without TCP_NODELAY the client's delayed
+    # ACK holds the body about 40 ms, which would cost every proxied request as much.
+    disable_nagle_algorithm = True
     server: _Server
 
     def log_message(self, format: str, *args: object) -> None:

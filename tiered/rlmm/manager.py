@@ -160,6 +160,8 @@ class StoreRemoteLogMetadataManager(api.BulkDeleteRemoteLogMetadataManager):
                     chunk: list[RemoteLogSegmentMetadataUpdate] = chunk,
                 ) -> bool:
                     applied = False
+                    # One read for the chunk's segments, not a round trip per update.
+                    s.segments([u.remote_log_segment_id.id for u in chunk])
                     for u in chunk:
                         if s.segment(u.remote_log_segment_id.id) is None:
                             log.info("%s is gone already; skipping %s", u.remote_log_segment_id, u)

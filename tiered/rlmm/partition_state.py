@@ -144,6 +144,10 @@ class PartitionMetadataState:
     def segment(self, segment_id: uuid.UUID) -> RemoteLogSegmentMetadata | None:
         return self._segments.segment(segment_id)
 
+    def segments(self, segment_ids: list[uuid.UUID]) -> list[RemoteLogSegmentMetadata | None]:
+        """The metadata of each id, in order (None where absent), read in one call."""
+        return self._segments.segments(segment_ids)
+
     def epochs(self) -> list[int]:
         if self._epoch_names is None:
             names = self._backend.list_children(keys.epochs_key(self.topic_id_partition))

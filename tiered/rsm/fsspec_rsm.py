@@ -17,7 +17,8 @@ connection) by the storage's one :class:`~tiered.retry.RetryPolicy`
 (:mod:`tiered.rsm.settings`); the exception then names the object and the last error.
 
 Bulk deletion (:class:`~tiered.api.RemoteStorageBulkDeleter`): the handles are the object keys
-relative to the root, listed under the partition's ``te=N/`` prefixes; the deleter is a
+relative to the root, derived from segment metadata by the layout or listed under the partition's
+``te=N/`` prefixes; the deleter is a
 :class:`~tiered.rsm.s3_delete.S3ObjectDeleter` on S3 (DeleteObjects batches) and a
 :class:`~tiered.rsm.fsspec_delete.FsspecObjectDeleter` (a thread pool of single deletes)
 elsewhere, both on ``remote.storage.delete.threads`` threads.
@@ -31,7 +32,7 @@ import contextlib
 import functools
 import logging
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -309,6 +310,19 @@ class FsspecRemoteStorageManager(RemoteStorageManager, RemoteStorageBulkDeleter)
                 continue  # removed since it was listed: nothing left to list
             for start in range(0, len(keys), LIST_BATCH_SIZE):
                 yield keys[start : start + LIST_BATCH_SIZE]
+
+    def object_handles_of(self, segments: Sequence[RemoteLogSegmentMetadata]) -> list[str]:
+        """The keys (relative to the root) of the objects every copy writes: the ``.log`` object
+        and the offset, time and leader-epoch indexes, under the segment's prefix
+        (:mod:`tiered.rsm.layout`). The optional indexes and a local copy's temporary files are
+        left to the listing."""
+        keys: dict[str, None] = {}
+        for metadata in segments:
+            if not isinstance(metadata, RemoteLogSegmentMetadata):
+                raise TypeError(f"expected RemoteLogSegmentMetadata, got {metadata!r}")
+            prefix = layout.segment_prefix(metadata)
+            keys.update((layout.object_key(prefix, s), None) for s in layout.WRITTEN_BY_EVERY_COPY)
+        return list(keys)
 
     def object_deleter(self) -> FsspecObjectDeleter | S3ObjectDeleter:
         """Deletes keys under this root on ``remote.storage.delete.threads`` threads."""

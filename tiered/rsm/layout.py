@@ -27,6 +27,15 @@ _TIERED_EPOCH_DIR = re.compile(r"te=(0|[1-9][0-9]*)")
 ALL_SUFFIXES: tuple[str, ...] = (LOG_SUFFIX, *(t.value for t in IndexType))
 """Every suffix a segment's objects may have, data first."""
 
+WRITTEN_BY_EVERY_COPY: tuple[str, ...] = (
+    LOG_SUFFIX,
+    IndexType.OFFSET.value,
+    IndexType.TIMESTAMP.value,
+    IndexType.LEADER_EPOCH.value,
+)
+"""The suffixes of the objects every copy writes (the producer snapshot and transaction index
+are optional)."""
+
 
 def partition_prefix(topic_id_partition: TopicIdPartition) -> str:
     """``{topic}-{topic_id}/{partition}``: every object of the partition is below it."""
