@@ -74,7 +74,6 @@ from bench.bulk_delete_world import (
     E,
     MetadataImage,
     SeededS3,
-    SparkCluster,
     Tree,
     chunks,
     log,
@@ -104,6 +103,7 @@ from tiered.api import (
 from tiered.cluster.model import DeleteJob, DeleteJobState
 from tiered.rsm import FsspecObjectDeleter
 from tiered.s3_endpoint import ENDPOINT_CREDENTIALS, write_credentials_file
+from tiered.spark_standalone import SparkStandaloneCluster
 
 DEFAULT_OUT = RESULTS_DIR / "bulk_delete.json"
 DEFAULT_SIZES = (1_000, 10_000, 100_000)
@@ -601,10 +601,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     spark_doc: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="bench-bulk-delete-", dir=args.workdir) as tmp:
         workdir = Path(tmp)
-        cluster: SparkCluster | None = None
+        cluster: SparkStandaloneCluster | None = None
         try:
             if args.master is None:
-                cluster = SparkCluster(workdir / "spark")
+                cluster = SparkStandaloneCluster(workdir / "spark")
                 spark_doc["cluster_start_s"] = cluster.start()
                 master = cluster.master.url
                 log(f"Spark master and 2 workers up in {spark_doc['cluster_start_s']:.1f} s")

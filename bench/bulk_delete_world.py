@@ -11,7 +11,6 @@ local directory), their metadata in a ZooKeeper RLMM, and a Spark standalone clu
 - :class:`MetadataImage`: the tree's metadata written once into a ZooKeeper server's data
   directory (the RLMM's own records, written as its commits write them); each run starts a real
   ZooKeeper server on a fresh copy of that directory, so every run finds the same metadata.
-- :class:`SparkCluster`: a master and two one-core workers (:mod:`tiered.spark_standalone`).
 """
 
 from __future__ import annotations
@@ -40,7 +39,6 @@ from tiered.api import (
 )
 from tiered.rlmm.partition_state import PartitionMetadataState
 from tiered.rsm import layout
-from tiered.spark_standalone import SparkMaster, SparkWorker
 
 TOPIC = "bench"
 OTHER_TOPIC = "bystander"
@@ -290,38 +288,6 @@ class MetadataImage:
 
 
 # ============================================================================= Spark
-
-
-class SparkCluster:
-    """A Spark standalone master and two one-core workers on loopback."""
-
-    def __init__(self, base: Path, workers: int = 2) -> None:
-        self.master = SparkMaster(log_path=base / "master.log")
-        self.workers = [
-            SparkWorker(
-                master_url=self.master.url,
-                master_web_url=self.master.web_url,
-                work_dir=base / f"worker-{i}",
-                log_path=base / f"worker-{i}.log",
-                cores=1,
-                memory="1g",
-            )
-            for i in range(1, workers + 1)
-        ]
-
-    def start(self) -> float:
-        started = time.perf_counter()
-        self.master.start()
-        for worker in self.workers:
-            worker.launch()
-        for worker in self.workers:
-            worker.wait_until_serving()
-        return time.perf_counter() - started
-
-    def stop(self) -> None:
-        for worker in self.workers:
-            worker.stop()
-        self.master.stop()
 
 
 def spark_settings(master: str, repo_root: Path) -> dict[str, str]:

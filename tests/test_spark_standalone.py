@@ -27,47 +27,16 @@ from tests.support.gated_deleter import GatedStorage, started
 from tests.support.remote_tree import build_tree, remaining
 from tests.test_delete_job_runner import Persisted, Remote
 from tiered.cluster.model import DeleteJob, DeleteJobState
-from tiered.spark_standalone import SparkMaster, SparkWorker, master_state
+from tiered.spark_standalone import SparkStandaloneCluster, master_state
 
 pytestmark = pytest.mark.processes
 
 SLICE_OBJECTS = 8  # 6 segments x 4 objects x 2 partitions in 6 slices
 
 
-class Standalone:
-    def __init__(self, base: Path) -> None:
-        self.master = SparkMaster(log_path=base / "master.log")
-        self.workers = [
-            SparkWorker(
-                master_url=self.master.url,
-                master_web_url=self.master.web_url,
-                work_dir=base / f"worker-{i}",
-                log_path=base / f"worker-{i}.log",
-            )
-            for i in (1, 2)
-        ]
-
-    def start(self) -> None:
-        self.master.start()
-        for worker in self.workers:
-            worker.launch()
-        for worker in self.workers:
-            worker.wait_until_serving()
-
-    def stop(self) -> None:
-        for worker in self.workers:
-            worker.stop()
-        self.master.stop()
-
-    def worker_running(self, executor_dir: str) -> SparkWorker:
-        """The worker whose work dir holds an executor's working directory."""
-        [worker] = [w for w in self.workers if Path(executor_dir).is_relative_to(w.work_dir)]
-        return worker
-
-
 @pytest.fixture(scope="module")
-def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]:
-    cluster = Standalone(tmp_path_factory.mktemp("spark"))
+def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkStandaloneCluster]:
+    cluster = SparkStandaloneCluster(tmp_path_factory.mktemp("spark"))
     try:
         cluster.start()
         yield cluster
@@ -76,7 +45,7 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]
 
 
 @pytest.fixture(scope="module")
-def provider(standalone: Standalone) -> Iterator[SparkSessionProvider]:
+def provider(standalone: SparkStandaloneCluster) -> Iterator[SparkSessionProvider]:
     cloudpickle.register_pickle_by_value(gated_deleter)  # executors cannot import the tests
     p = SparkSessionProvider(
         standalone.master.url,
@@ -176,7 +145,7 @@ def test_progress_shows_each_finished_slice_while_the_spark_job_runs(
 
 
 def test_a_worker_killed_mid_job_has_its_tasks_rerun_and_nothing_else_touched(
-    tmp_path: Path, provider: SparkSessionProvider, standalone: Standalone
+    tmp_path: Path, provider: SparkSessionProvider, standalone: SparkStandaloneCluster
 ) -> None:
     remote, gate, runner, job = job_on_spark(tmp_path, provider)
     try:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ __all__ = [
     "SparkDaemon",
     "SparkError",
     "SparkMaster",
+    "SparkStandaloneCluster",
     "SparkWorker",
     "master_state",
     "spark_home",
@@ -241,3 +243,40 @@ class SparkWorker(SparkDaemon):
 
     def describe(self) -> str:
         return f"the Spark worker on {LOOPBACK}:{self.port} (master {self.master_url})"
+
+
+class SparkStandaloneCluster:
+    """A master and ``workers`` one-core workers under ``base`` (a work dir and a log each),
+    started together: what tests and benchmarks run a Spark job on."""
+
+    def __init__(self, base: Path, workers: int = 2) -> None:
+        self.master = SparkMaster(log_path=base / "master.log")
+        self.workers = [
+            SparkWorker(
+                master_url=self.master.url,
+                master_web_url=self.master.web_url,
+                work_dir=base / f"worker-{i}",
+                log_path=base / f"worker-{i}.log",
+            )
+            for i in range(1, workers + 1)
+        ]
+
+    def start(self) -> float:
+        """Starts the master, then the workers side by side; returns the seconds it took."""
+        started = time.perf_counter()
+        self.master.start()
+        for worker in self.workers:
+            worker.launch()
+        for worker in self.workers:
+            worker.wait_until_serving()
+        return time.perf_counter() - started
+
+    def stop(self) -> None:
+        for worker in self.workers:
+            worker.stop()
+        self.master.stop()
+
+    def worker_running(self, executor_dir: str) -> SparkWorker:
+        """The worker whose work dir holds an executor's working directory."""
+        [worker] = [w for w in self.workers if Path(executor_dir).is_relative_to(w.work_dir)]
+        return worker
