@@ -21,6 +21,7 @@ from tiered.api import RemoteLogSegmentId, RemoteLogSegmentState
 from tiered.cluster import zk_paths
 from tiered.cluster.model import TieredState
 from tiered.rlmm import keys
+from tiered.rlmm.manager import RemoteLogMetadataConflictException
 from tiered.zookeeper import FOLLOWER, QuorumPeer
 
 ELECTION_TIMEOUT_S = 30
@@ -71,14 +72,27 @@ def _rejoin(cluster: SystemCluster, member: QuorumPeer) -> None:
 def _finished_segments(
     cluster: SystemCluster, topics: list[TopicDescription]
 ) -> set[RemoteLogSegmentId]:
-    """The ids of every segment the RLMM lists as COPY_SEGMENT_FINISHED."""
-    return {
-        segment.remote_log_segment_id
-        for topic in topics
-        for partition in range(len(topic.partitions))
-        for segment in cluster.remote_segments(topic, partition)
-        if segment.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
-    }
+    """The ids of every segment the RLMM lists as COPY_SEGMENT_FINISHED. Brokers go on tiering
+    while it reads, and a read that keeps finding its partition written to gives up: read again
+    then."""
+    found: set[RemoteLogSegmentId] = set()
+
+    def read() -> bool:
+        try:
+            found.update(
+                segment.remote_log_segment_id
+                for topic in topics
+                for partition in range(len(topic.partitions))
+                for segment in cluster.remote_segments(topic, partition)
+                if segment.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+            )
+        except RemoteLogMetadataConflictException:
+            found.clear()
+            return False
+        return True
+
+    poll_until(read, timeout=60, what="a read of the RLMM between two copies")
+    return found
 
 
 def test_zookeeper_leader_killed_mid_disabling(system_cluster: ClusterFactory) -> None:
