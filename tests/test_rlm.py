@@ -325,6 +325,36 @@ def test_stop_with_retain_waits_for_and_discards_an_in_flight_copy(broker: Broke
     assert log.log_start_offset == 0
 
 
+@pytest.mark.parametrize("policy", [RemoteLogDisablePolicy.DELETE, RemoteLogDisablePolicy.RETAIN])
+def test_a_copy_run_between_the_stop_event_and_the_task_cancel_copies_nothing(
+    broker: Broker, policy: RemoteLogDisablePolicy
+) -> None:
+    """DisableRemoteTopic raises the epoch before the copy task is cancelled. A run in that
+    window must not copy stamped with the stop's epoch: such a segment would outlive the
+    deletion for that epoch on a topic that no longer tiers."""
+    tp = broker.partition("window", 300)
+    tiering = PartitionTiering(tp, 0, TieringState.COPYING)
+    broker.rlm.on_leadership_change([TieredPartition(tp, broker.logs[tp], tiering=tiering)])
+    broker.copy_now(tp)
+    copied = broker.finished(tp)
+    log = broker.logs[tp]
+    for i in range(100):
+        append_record(log, None, b"more" * 10, 5_000 + i, 0)
+    log.roll()
+    assert tiering.handle_disable_remote_topic(1, policy)
+    task = broker.rlm.copy_task(tp)
+    assert task is not None
+    runs = task.runs
+    broker.rsm.copy_started.clear()
+    broker.rlm.trigger_copy(tp)
+    poll_until(lambda: task.runs > runs, what="a copy run")
+    assert task.failures == 0
+    assert not broker.rsm.copy_started.is_set()
+    assert broker.rlmm.list_remote_log_segments(tp) is not None
+    assert list(broker.rlmm.list_remote_log_segments(tp)) == copied
+    assert broker.rlm.apply_stop([tp]) == {tp: None}
+
+
 def test_stop_with_delete_drains_remote_fetches_and_raises_log_start(broker: Broker) -> None:
     tp = broker.partition("deleted", 300)
     log = broker.logs[tp]

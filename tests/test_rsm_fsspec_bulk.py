@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pickle
 import threading
-import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,28 +177,6 @@ def test_an_unusable_store_fails_the_batch_as_a_whole() -> None:
     deleter = FsspecObjectDeleter("nosuchfs://bucket/x")
     with pytest.raises(RemoteStorageException, match="nosuchfs"):
         deleter.delete_objects(["a/b.log"])
-
-
-def test_simulated_latency_hook(tmp_path: Path) -> None:
-    keys = build_tree(tmp_path, uuid.uuid4(), partitions=(0,), epochs=(0,), segments=1)[(0, 0)]
-    storage = rsm.create(
-        {
-            "remote.storage.root": str(tmp_path),
-            "remote.storage.delete.threads": "1",
-            "remote.storage.delete.simulated.latency.ms": "50",
-        }
-    )
-    assert isinstance(storage, FsspecRemoteStorageManager)
-    started = time.monotonic()
-    assert storage.object_deleter().delete_objects(keys) == DeleteOutcome(4)
-    assert time.monotonic() - started >= 4 * 0.05  # a sleep before each of the 4 deletes
-
-
-@pytest.mark.parametrize("latency", ["-1", "soon", "nan"])
-def test_bad_simulated_latency_names_the_key(tmp_path: Path, latency: str) -> None:
-    key = "remote.storage.delete.simulated.latency.ms"
-    with pytest.raises(ValueError, match=key.replace(".", r"\.")):
-        rsm.create({"remote.storage.root": str(tmp_path), key: latency})
 
 
 @pytest.mark.parametrize("threads", [0, True, "2"])

@@ -214,11 +214,16 @@ class RemoteLogManager:
             pass
         return highest
 
-    def copy_segment(self, state: LeaderPartition, segment: LogSegment, task: RLMCopyTask) -> None:
+    def copy_segment(self, state: LeaderPartition, segment: LogSegment, task: RLMCopyTask) -> bool:
+        """Copies one closed segment; False when copying stopped before it could start or
+        finish (a finished copy must carry an epoch at which the partition was copying)."""
         partition = state.partition
         tp = partition.topic_id_partition
         log_ = partition.log
         start, end = segment.base_offset, segment.next_offset - 1
+        stamp = state.tiering.copy_epoch()
+        if stamp is None:
+            return False
         metadata = RemoteLogSegmentMetadata(
             remote_log_segment_id=RemoteLogSegmentId.generate_new(tp),
             start_offset=start,
@@ -228,7 +233,7 @@ class RemoteLogManager:
             event_timestamp_ms=self._now_ms(),
             segment_size_in_bytes=segment.size_bytes,
             segment_leader_epochs=log_.leader_epoch_cache.epochs_in_range(start, end),
-            tiered_epoch=state.tiering.tiered_epoch,
+            tiered_epoch=stamp,
         )
         self.rlmm.add_remote_log_segment_metadata(metadata)
         self.metrics.copy_requests[tp.topic] += 1
@@ -255,11 +260,10 @@ class RemoteLogManager:
                 f"custom metadata of {len(custom)} bytes exceeds the limit of "
                 f"{self.config.custom_metadata_max_bytes} bytes"
             )
-        fence = state.tiering.tiered_epoch
-        if metadata.tiered_epoch < fence:
-            # A stop raised the epoch while this copy was in flight: discard it.
-            self._abandon_copy(metadata, f"fenced by tiered epoch {fence}")
-            return
+        if state.tiering.copy_epoch() != stamp:
+            # A stop (or a new epoch) came while this copy was in flight: discard it.
+            self._abandon_copy(metadata, f"fenced by {state.tiering}")
+            return False
         self.rlmm.update_remote_log_segment_metadata(
             RemoteLogSegmentMetadataUpdate(
                 metadata.remote_log_segment_id,
@@ -277,6 +281,7 @@ class RemoteLogManager:
             end,
             metadata.tiered_epoch,
         )
+        return True
 
     def _abandon_copy(self, metadata: RemoteLogSegmentMetadata, why: str) -> None:
         """Deletes a copy that will never finish. If the delete fails the segment stays

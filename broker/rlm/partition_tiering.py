@@ -32,15 +32,17 @@ instead of finished, so once a stop raised it, nothing stamped below is ever fin
 ``delete_below_epoch`` is the epoch of the last delete-policy stop: remote data stamped below it
 belongs to the bulk delete, and copying that resumes does not count it as copied.
 
-Events come under the agent's state change lock (or from the RemoteLogManager's own callers);
-copy threads read ``tiered_epoch`` without a lock (an int attribute: never torn), and a stop
-raises it before it changes the state, so the fence is up before anything waits on a copy.
+Events come under the agent's state change lock (or from the RemoteLogManager's own callers).
+Copy threads ask :meth:`PartitionTiering.copy_epoch` when a copy starts and again before it
+finishes: it reads the state and the epoch together, so a copy is never stamped with the epoch
+of the stop that is ending copying (such a copy would survive the deletion for that epoch).
 """
 
 from __future__ import annotations
 
 import enum
 import logging
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -138,6 +140,7 @@ class PartitionTiering:
         self._tiered_epoch = tiered_epoch
         self._state = state
         self._delete_below_epoch = tiered_epoch if state is TieringState.STOPPED_DELETE else 0
+        self._lock = threading.Lock()  # state and epoch change and are read as one
 
     def __repr__(self) -> str:
         return (
@@ -165,6 +168,11 @@ class PartitionTiering:
     @property
     def copying(self) -> bool:
         return self._state is TieringState.COPYING
+
+    def copy_epoch(self) -> int | None:
+        """The tiered epoch a copy is stamped with, or None when no copy may start or finish."""
+        with self._lock:
+            return self._tiered_epoch if self._state is TieringState.COPYING else None
 
     # ----------------------------------------------------------------------------- events
 
@@ -286,10 +294,11 @@ class PartitionTiering:
                 f"{self._state.name} (tiered epoch {self._tiered_epoch}) to {state.name} "
                 f"(tiered epoch {tiered_epoch}); valid targets: {names}"
             )
-        self._tiered_epoch = tiered_epoch  # the fence first: see the module docstring
-        if state is TieringState.STOPPED_DELETE:
-            self._delete_below_epoch = tiered_epoch
-        self._state = state
+        with self._lock:
+            self._tiered_epoch = tiered_epoch
+            if state is TieringState.STOPPED_DELETE:
+                self._delete_below_epoch = tiered_epoch
+            self._state = state
         return True
 
 

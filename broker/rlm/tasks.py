@@ -46,7 +46,7 @@ class CopyWork(Protocol):
 
     def copy_segment(
         self, state: LeaderPartition, segment: LogSegment, task: RLMCopyTask
-    ) -> None: ...
+    ) -> bool: ...
 
 
 class ExpirationWork(Protocol):
@@ -80,7 +80,8 @@ class RLMCopyTask(PeriodicTask):
                 return
             if segment.next_offset - 1 <= self.copied_offset or segment.is_empty:
                 continue
-            self._work.copy_segment(self._state, segment, self)
+            if not self._work.copy_segment(self._state, segment, self):
+                return  # copying stopped under this run: the stop cancels the task
             self.copied_offset = segment.next_offset - 1
 
 

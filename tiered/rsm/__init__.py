@@ -8,8 +8,6 @@
                                                required
 ``remote.storage.delete.threads``              thread pool size of a bulk delete (default
                                                16; per Spark partition on Spark)
-``remote.storage.delete.simulated.latency.ms`` bench/test hook: a sleep before each bulk
-                                               object delete (default 0; not on S3)
 ``remote.storage.retry.*``                     the retry policy of remote calls
                                                (:mod:`tiered.rsm.settings`)
 ``remote.storage.s3.*``                        endpoint, region and credentials of an
@@ -40,7 +38,6 @@ from tiered.rsm.s3_delete import S3ObjectDeleter
 from tiered.rsm.settings import (
     DELETE_THREADS_CONFIG,
     ROOT_CONFIG,
-    SIMULATED_DELETE_LATENCY_CONFIG,
 )
 
 __all__ = [
@@ -48,7 +45,6 @@ __all__ = [
     "DEFAULT_DELETE_THREADS",
     "DELETE_THREADS_CONFIG",
     "ROOT_CONFIG",
-    "SIMULATED_DELETE_LATENCY_CONFIG",
     "FsspecObjectDeleter",
     "FsspecRemoteStorageManager",
     "S3Credentials",

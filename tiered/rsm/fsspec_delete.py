@@ -12,7 +12,6 @@ Spark partition).
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -29,20 +28,14 @@ class FsspecObjectDeleter(RemoteObjectDeleter):
     """Deletes keys (relative to ``root``, the handles the fsspec RSM lists) on ``threads``
     threads pulling keys from one iterator. Deleting a key that is already gone counts as
     ``missing``; only filesystems that report a missing object (local, ``memory://``) can tell,
-    on object stores a DELETE of a missing key succeeds and counts as ``deleted``.
-
-    ``simulated_latency_s`` is a bench/test hook: a sleep before each delete, to model an object
-    store's round trip on a local directory."""
+    on object stores a DELETE of a missing key succeeds and counts as ``deleted``."""
 
     root: str
     threads: int = DEFAULT_DELETE_THREADS
-    simulated_latency_s: float = 0.0
 
     def __post_init__(self) -> None:
         if isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1:
             raise ValueError(f"threads must be an int >= 1, got {self.threads!r}")
-        if self.simulated_latency_s < 0:
-            raise ValueError(f"simulated_latency_s must be >= 0, got {self.simulated_latency_s}")
 
     def delete_objects(self, handles: Sequence[str]) -> DeleteOutcome:
         keys = list(handles)
@@ -67,8 +60,6 @@ class FsspecObjectDeleter(RemoteObjectDeleter):
                     key = next(pending, None)
                 if key is None:
                     return DeleteOutcome(deleted, missing, tuple(failed), first_error)
-                if self.simulated_latency_s > 0:
-                    time.sleep(self.simulated_latency_s)
                 try:
                     fs.rm_file(f"{base}/{key}")
                 except FileNotFoundError:

@@ -68,7 +68,6 @@ from tiered.rsm.settings import (
     DEFAULT_RETRY_POLICY,
     DELETE_THREADS_CONFIG,
     ROOT_CONFIG,
-    SIMULATED_DELETE_LATENCY_CONFIG,
     retry_policy_from_config,
 )
 
@@ -76,7 +75,6 @@ __all__ = [
     "DELETE_THREADS_CONFIG",
     "LIST_BATCH_SIZE",
     "ROOT_CONFIG",
-    "SIMULATED_DELETE_LATENCY_CONFIG",
     "FsspecRemoteStorageManager",
     "create_from_config",
 ]
@@ -96,14 +94,13 @@ class FsspecRemoteStorageManager(RemoteStorageManager, RemoteStorageBulkDeleter)
         self,
         root: str,
         delete_threads: int = DEFAULT_DELETE_THREADS,
-        simulated_delete_latency_s: float = 0.0,
         *,
         s3: S3Settings | None = None,
         retry: RetryPolicy = DEFAULT_RETRY_POLICY,
     ) -> None:
         """``s3``: how to reach an ``s3://`` root (default: its bucket and prefix with
         botocore's endpoint, region and the environment's credentials). ``retry``: the policy
-        of every remote call. ``simulated_delete_latency_s`` applies to other roots only."""
+        of every remote call."""
         if not isinstance(root, str) or not root.strip():
             raise ValueError(f"{ROOT_CONFIG} must be a non-empty path or fsspec URL, got {root!r}")
         if isinstance(delete_threads, bool) or not isinstance(delete_threads, int):
@@ -136,7 +133,7 @@ class FsspecRemoteStorageManager(RemoteStorageManager, RemoteStorageBulkDeleter)
         self._fs = fs
         self._root = str(path).rstrip("/")
         self._local = isinstance(fs, LocalFileSystem)
-        self._deleter = FsspecObjectDeleter(root, delete_threads, simulated_delete_latency_s)
+        self._deleter = FsspecObjectDeleter(root, delete_threads)
         # A local filesystem's errors (a full disk, a missing file) do not heal in seconds.
         self._transient = lambda error: False
         self._describe = lambda error: f"{type(error).__name__}: {error}"
@@ -459,7 +456,7 @@ def _check_position(value: object, name: str) -> None:
 
 def create_from_config(config: Mapping[str, object]) -> FsspecRemoteStorageManager:
     """Builds the manager from ``remote.storage.root``, ``remote.storage.delete.threads``,
-    ``remote.storage.delete.simulated.latency.ms``, the ``remote.storage.retry.*`` keys
+    the ``remote.storage.retry.*`` keys
     (:mod:`tiered.rsm.settings`) and, for an ``s3://`` root, the ``remote.storage.s3.*`` keys
     (:mod:`tiered.rsm.s3`). ``ValueError`` names the offending key."""
     raw_root = config.get(ROOT_CONFIG)
@@ -476,20 +473,10 @@ def create_from_config(config: Mapping[str, object]) -> FsspecRemoteStorageManag
             raise ValueError(
                 f"{DELETE_THREADS_CONFIG} must be an integer, got {raw_threads!r}"
             ) from None
-    raw_latency = config.get(SIMULATED_DELETE_LATENCY_CONFIG, 0)
-    try:
-        latency_ms = float(str(raw_latency).strip())
-    except ValueError:
-        latency_ms = -1.0
-    if not latency_ms >= 0:  # NaN too
-        raise ValueError(
-            f"{SIMULATED_DELETE_LATENCY_CONFIG} must be a number >= 0, got {raw_latency!r}"
-        )
     s3 = s3_settings_from_config(raw_root, config) if is_s3_url(raw_root) else None
     return FsspecRemoteStorageManager(
         raw_root,
         delete_threads=threads,
-        simulated_delete_latency_s=latency_ms / 1000,
         s3=s3,
         retry=retry_policy_from_config(config),
     )

@@ -29,15 +29,12 @@ __all__ = [
     "RETRY_BACKOFF_MS_CONFIG",
     "RETRY_MAX_ATTEMPTS_CONFIG",
     "ROOT_CONFIG",
-    "SIMULATED_DELETE_LATENCY_CONFIG",
     "retry_policy",
     "retry_policy_from_config",
 ]
 
 ROOT_CONFIG = "remote.storage.root"
 DELETE_THREADS_CONFIG = "remote.storage.delete.threads"
-SIMULATED_DELETE_LATENCY_CONFIG = "remote.storage.delete.simulated.latency.ms"
-"""Bench/test hook: a sleep before each bulk object delete, modelling an object store."""
 RETRY_MAX_ATTEMPTS_CONFIG = "remote.storage.retry.max.attempts"
 RETRY_BACKOFF_MS_CONFIG = "remote.storage.retry.backoff.ms"
 RETRY_BACKOFF_MAX_MS_CONFIG = "remote.storage.retry.backoff.max.ms"
