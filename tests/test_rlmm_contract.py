@@ -9,6 +9,7 @@ another (straight from the backend), as the controller's delete job and follower
 from __future__ import annotations
 
 import dataclasses
+import logging
 import random
 import uuid
 from collections.abc import Iterator
@@ -483,3 +484,49 @@ def test_segment_ids_are_per_partition(store: Store) -> None:
                 foreign, 1, None, DELETE_SEGMENT_STARTED, 0
             )
         )
+
+
+def test_a_batch_update_spans_many_writes_and_survives_a_writer_between_them(
+    paths: tuple[Paths, TopicIdPartition],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The bulk delete's batch: chunks commit one after another on one open partition; another
+    writer's commit between two chunks costs a reload, not an update, and loses nothing."""
+    p, tp = paths
+    caplog.set_level(logging.INFO, logger="tiered.rlmm.manager")
+    doomed = [
+        upsert(p.writer, tp, {0: 100 * i}, 100 * i, 100 * i + 99, COPY_SEGMENT_FINISHED)
+        for i in range(10)
+    ]
+    other = (
+        p.writer
+        if p.writer.is_leader_cache(tp)
+        else StoreRemoteLogMetadataManager(p.writer.backend, broker_id=BROKER_1)
+    )
+    intruder: list[RemoteLogSegmentMetadata] = []
+    commit = p.writer._commit
+
+    def commit_then_intrude(*args: object, **kwargs: object) -> None:
+        commit(*args, **kwargs)  # type: ignore[arg-type]
+        if not intruder and not p.writer.is_leader_cache(tp):
+            intruder.append(upsert(other, tp, {0: 5_000}, 5_000, 5_099, COPY_SEGMENT_FINISHED))
+
+    monkeypatch.setattr(p.writer, "_commit", commit_then_intrude)
+    p.writer.update_remote_log_segment_metadata_batch(
+        [update_of(m, DELETE_SEGMENT_STARTED) for m in doomed], batch_size=3
+    )
+    assert bool(intruder) == ("lost a race" in caplog.text)  # the store path reloaded once
+    listed = {m.remote_log_segment_id: m for m in listing(p.reader, tp)}
+    assert {listed[m.remote_log_segment_id].state for m in doomed} == {DELETE_SEGMENT_STARTED}
+    for m in intruder:
+        assert listed[m.remote_log_segment_id].state is COPY_SEGMENT_FINISHED
+    totals = p.reader.remote_log_totals(tp)
+    assert totals.segment_count == len(doomed) + len(intruder)
+    assert totals.copy_finished_segment_count == len(intruder)
+    p.writer.update_remote_log_segment_metadata_batch(
+        [update_of(m, DELETE_SEGMENT_FINISHED) for m in doomed], batch_size=4
+    )
+    assert [m.remote_log_segment_id for m in listing(p.reader, tp)] == [
+        m.remote_log_segment_id for m in intruder
+    ]

@@ -15,6 +15,7 @@ that path retry on conflicts (re-reading each time) under an injected RetryPolic
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence, Set
@@ -64,6 +65,20 @@ CONFLICT_RETRY = RetryPolicy(
 """How often and how patiently to re-read and re-apply after losing a race: bounded tries,
 capped exponential backoff with full jitter (many brokers racing on one partition record must
 not retry in lockstep), and a deadline."""
+
+
+def _apply_updates(
+    chunk: Sequence[RemoteLogSegmentMetadataUpdate], state: PartitionMetadataState
+) -> bool:
+    """Applies a chunk of one partition's segment updates; a segment already gone is skipped."""
+    applied = False
+    state.segments([u.remote_log_segment_id.id for u in chunk])  # one read for the chunk
+    for u in chunk:
+        if state.segment(u.remote_log_segment_id.id) is None:
+            log.info("%s is gone already; skipping %s", u.remote_log_segment_id, u)
+            continue
+        applied = state.handle_remote_log_segment_metadata_update(u) or applied
+    return applied
 
 
 class _LedPartition:
@@ -152,24 +167,14 @@ class StoreRemoteLogMetadataManager(api.BulkDeleteRemoteLogMetadataManager):
                 raise TypeError(f"expected RemoteLogSegmentMetadataUpdate, got {update!r}")
             by_partition.setdefault(update.topic_id_partition, []).append(update)
         for tp, pending in by_partition.items():
-            for start in range(0, len(pending), batch_size):
-                chunk = pending[start : start + batch_size]
-
-                def apply(
-                    s: PartitionMetadataState,
-                    chunk: list[RemoteLogSegmentMetadataUpdate] = chunk,
-                ) -> bool:
-                    applied = False
-                    # One read for the chunk's segments, not a round trip per update.
-                    s.segments([u.remote_log_segment_id.id for u in chunk])
-                    for u in chunk:
-                        if s.segment(u.remote_log_segment_id.id) is None:
-                            log.info("%s is gone already; skipping %s", u.remote_log_segment_id, u)
-                            continue
-                        applied = s.handle_remote_log_segment_metadata_update(u) or applied
-                    return applied
-
-                self._write(tp, apply)
+            chunks = [pending[i : i + batch_size] for i in range(0, len(pending), batch_size)]
+            applies = [functools.partial(_apply_updates, chunk) for chunk in chunks]
+            led = self._led.get(tp)
+            if led is not None:
+                for apply in applies:
+                    self._write_as_leader(tp, led, apply)
+            else:
+                self._write_many_from_store(tp, applies)
 
     def put_remote_partition_delete_metadata(self, metadata: RemotePartitionDeleteMetadata) -> None:
         if metadata is None:
@@ -269,6 +274,39 @@ class StoreRemoteLogMetadataManager(api.BulkDeleteRemoteLogMetadataManager):
             f"partition {tp}: another writer changed it on each of "
             f"{self._retry.max_tries} attempts (last conflict at {last.key if last else '?'})"
         )
+
+    def _write_many_from_store(
+        self, tp: TopicIdPartition, applies: Sequence[Callable[[PartitionMetadataState], bool]]
+    ) -> None:
+        """Like :meth:`_write_from_store` for each of ``applies`` in turn, keeping the partition
+        open between them: a committed state is the stored one, so only a lost race reloads it
+        (reopening for each write would re-read what the previous writes touched)."""
+        state: PartitionMetadataState | None = None
+        for apply in applies:
+            last: VersionConflictError | None = None
+            for _attempt in self._retry.attempts():
+                if state is None:
+                    state = self._open(tp)
+                    if state is None:
+                        raise RemoteResourceNotFoundException(
+                            f"no remote log metadata for partition {tp}"
+                        )
+                try:
+                    if apply(state):
+                        self._commit(state)
+                    break
+                except VersionConflictError as e:
+                    last, state = e, None
+                    log.info("Partition %s: write lost a race (%s); retrying", tp, e)
+                except BaseException:
+                    state = None  # possibly half-applied
+                    raise
+            else:
+                raise RemoteLogMetadataConflictException(
+                    f"partition {tp}: another writer changed it on each of "
+                    f"{self._retry.max_tries} attempts (last conflict at "
+                    f"{last.key if last else '?'})"
+                )
 
     def _commit(self, state: PartitionMetadataState, claim_version: int | None = None) -> None:
         ops = state.pending_ops()
