@@ -21,8 +21,8 @@ DISABLE_STEPS = [
     "controller.disable.all_acked",  # every ack in, DISABLED not persisted
 ]
 DELETE_JOB_STEPS = [
-    "controller.delete_job.listed",  # objects listed, none deleted
-    "controller.delete_job.objects_deleted",  # objects gone, RLMM metadata not yet
+    "controller.delete_job.listed",  # first partition named, nothing deleted
+    "controller.delete_job.objects_deleted",  # objects gone, partitions not finished
 ]
 
 

@@ -161,14 +161,14 @@ def test_the_fast_path_deletes_through_the_plugin_in_the_controller(
     segments = 3
     assert 2 * segments * OBJECTS_PER_SEGMENT <= FAST_PATH_MAX
     deletes = run_and_check(bulk, workdir, segments)
-    assert [c[2] for c in deletes] == [str(os.getpid())]  # one call, in this process
+    assert deletes and {c[2] for c in deletes} == {str(os.getpid())}  # in this process
 
 
 def test_the_spark_path_deletes_through_the_plugin_on_executors(
     bulk: wiring.BulkDelete, workdir: Path
 ) -> None:
-    segments = 8
-    assert 2 * segments * OBJECTS_PER_SEGMENT > FAST_PATH_MAX
+    segments = 12
+    assert segments * OBJECTS_PER_SEGMENT > FAST_PATH_MAX  # each partition's batch, at least
     deletes = run_and_check(bulk, workdir, segments)
     assert bulk.spark.started
     assert deletes and all(c[2] != str(os.getpid()) for c in deletes)  # on Spark's workers

@@ -19,6 +19,7 @@ from tiered import rlmm
 from tiered.api import (
     DeleteOutcome,
     RemoteLogSegmentMetadata,
+    RemoteLogSegmentState,
     RemoteObjectDeleter,
     RemoteResourceNotFoundException,
     RemoteStorageException,
@@ -312,7 +313,8 @@ def test_a_job_resumed_after_dying_between_the_phases_finishes_and_counts_once(
     died = persisted.last  # what the next controller finds
     assert died.state is DeleteJobState.RUNNING
     assert [(p.objects_deleted, p.objects_total) for p in died.progress] == [(20, 20)] * 2
-    assert orphan.exists() and len(remote.listed(0)) == 5  # metadata still there
+    # the segments whose objects are gone are finished; the orphan is the sweep's
+    assert orphan.exists() and remote.listed(0) == []
 
     resumed = runner_for(remote, GatedDeleter(), Persisted()).run_job(died)
     assert resumed.state is DeleteJobState.DONE and resumed.attempts == 2
@@ -443,3 +445,36 @@ def test_a_copy_landing_after_the_listing_is_deleted_by_the_next_attempt(remote:
     assert persisted.last.progress[0].objects_deleted == (2 + len(late)) * 4
     assert remote.objects(0) == []
     assert all(metadata_removed(remote, p) for p in range(2))
+
+
+def test_partitions_are_marked_while_the_earlier_ones_are_deleted(tmp_path: Path) -> None:
+    """The first partition's objects are deleted while the next partitions are marked, and
+    those marked meanwhile go to the engine together, in one batch."""
+    remote = Remote(tmp_path, partitions=3)
+    try:
+        for p in range(3):
+            remote.copy(p, 5, tiered_epoch=0)
+        deleter = GatedDeleter()
+        deleter.gate = threading.Event()
+        runner = runner_for(remote, deleter, Persisted())
+        outcome: list[DeleteJob] = []
+        worker = threading.Thread(target=lambda: outcome.append(runner.run_job(remote.job())))
+        worker.start()
+        try:
+            assert deleter.entered.wait(30)
+            assert deleter.calls == [5 * len(SUFFIXES)]  # partition 0 alone
+
+            def marked(partition: int) -> bool:
+                states = {m.state for m in remote.listed(partition)}
+                return states == {RemoteLogSegmentState.DELETE_SEGMENT_STARTED}
+
+            poll_until(lambda: marked(1) and marked(2), what="partitions 1 and 2 to be marked")
+            assert len(remote.objects(0)) == 3 * 5 * len(SUFFIXES)  # nothing deleted yet
+        finally:
+            deleter.gate.set()
+            worker.join(60)
+        assert outcome and outcome[0].state is DeleteJobState.DONE
+        assert deleter.calls == [5 * len(SUFFIXES), 2 * 5 * len(SUFFIXES)]
+        assert remote.objects(0) == [] and all(remote.listed(p) == [] for p in range(3))
+    finally:
+        remote.close()

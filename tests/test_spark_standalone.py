@@ -31,7 +31,7 @@ from tiered.spark_standalone import SparkStandaloneCluster, master_state
 
 pytestmark = pytest.mark.processes
 
-SLICE_OBJECTS = 8  # 6 segments x 4 objects x 2 partitions in 6 slices
+MAX_SLICE_OBJECTS = 8  # 6 segments x 4 objects x 2 partitions at most, in 6 slices
 
 
 @pytest.fixture(scope="module")
@@ -127,12 +127,16 @@ def test_progress_shows_each_finished_slice_while_the_spark_job_runs(
 
         (gate / "pass-1").touch()  # one slice, and only it, goes through
         poll_until(
-            lambda: objects_deleted(runner.progress(job)) == SLICE_OBJECTS,
+            lambda: objects_deleted(runner.progress(job)) > 0,
             timeout=60,
             what="the first slice's objects in the job's progress",
         )
         assert running.running  # the Spark job is still on: the others wait at the gate
-        assert len(remote.objects(0)) == 48 - SLICE_OBJECTS
+        # One slice of the first Spark job (partition 0's objects, or both partitions' if the
+        # second was marked before the job began), and the progress counts just those.
+        deleted = objects_deleted(runner.progress(job))
+        assert deleted <= MAX_SLICE_OBJECTS
+        assert len(remote.objects(0)) == 48 - deleted
 
         (gate / "open").touch()
         done = running.join()

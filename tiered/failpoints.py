@@ -43,11 +43,15 @@ POINTS: dict[str, str] = {
     "controller.disable.persisted": "DISABLING is persisted; no DisableRemoteTopic sent yet",
     "controller.disable.some_acked": "some brokers acked a disable; the topic still owes acks",
     "controller.disable.all_acked": "every broker acked; DISABLED is not persisted yet",
-    "controller.delete_job.listed": "a delete job named its segments' objects, deleted none yet",
+    "controller.delete_job.listed": (
+        "a delete job named its first partition's objects, deleted none yet"
+    ),
     "controller.delete_job.known_objects_deleted": (
         "a delete job deleted the objects its metadata named; the sweep has not listed yet"
     ),
-    "controller.delete_job.objects_deleted": "a delete job deleted its objects; metadata not yet",
+    "controller.delete_job.objects_deleted": (
+        "a delete job deleted its objects; its partitions are not finished yet"
+    ),
     "broker.disable.stopped": "a broker stopped tiering for a disable; the ack is not sent yet",
 }
 ACTIONS = ("crash", "pause")

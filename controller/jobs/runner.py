@@ -7,13 +7,13 @@ controller simply runs again from its last persisted progress:
 1. per partition: the partition moves to DELETE_PARTITION_STARTED, every segment stamped < E to
    DELETE_SEGMENT_STARTED, and the storage plugin names the objects of those segments from their
    metadata (``object_handles_of``: no listing);
-2. those objects are deleted at once by the plugin's deleter (on Spark, or in process for a small
-   job); a missing object counts as deleted;
+2. meanwhile, the partitions marked so far have their objects deleted by the plugin's deleter
+   (on Spark, or in process for a small batch; a missing object counts as deleted) and their
+   segments moved to DELETE_SEGMENT_FINISHED (:mod:`controller.jobs.delete_pipeline`);
 3. the sweep: the plugin lists each partition's objects of epochs < E, which now holds only what
    the metadata did not know (a copy that died before its metadata, temporary files), and those
    are deleted; again until a listing comes back empty;
-4. per partition: the segments move to DELETE_SEGMENT_FINISHED and the partition to
-   DELETE_PARTITION_FINISHED.
+4. per partition: DELETE_PARTITION_FINISHED.
 
 Listing comes after the bulk of the deletes because an object store lists a page of keys per
 request, so listing everything first would cost as many round trips as there are pages of
@@ -47,6 +47,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from controller.jobs.delete_pipeline import Counting, DeletePipeline, JobProgress
 from tiered import failpoints
 from tiered.api import (
     BulkDeleteRemoteLogMetadataManager,
@@ -63,7 +64,7 @@ from tiered.api import (
     RemoteStorageManager,
     TopicIdPartition,
 )
-from tiered.cluster.model import DeleteJob, DeleteJobState, PartitionDeleteProgress
+from tiered.cluster.model import DeleteJob, DeleteJobState
 from tiered.retry import ExponentialBackoff
 
 log = logging.getLogger(__name__)
@@ -124,19 +125,13 @@ class _PartitionWork:
     handles: list[str]
 
 
-Counting = Callable[[int, int], int]
-"""How a step's objects gone add to a partition's recorded count: ``operator.add`` for objects
-no earlier attempt can have counted (those a listing found), ``max`` for those named from the
-metadata (an earlier attempt may have deleted and counted them)."""
-
-
 class _LiveProgress:
     """Counts, per partition, the objects the engine reports gone while it deletes (a Spark job
     reports each finished slice), so that a describe shows a large delete advance."""
 
     def __init__(
         self,
-        job: DeleteJob,
+        job: Callable[[], DeleteJob],
         handles: Mapping[int, Sequence[str]],
         counting: Counting,
         observe: Callable[[DeleteJob], None],
@@ -156,6 +151,7 @@ class _LiveProgress:
                 if partition is not None and handle not in self._gone:
                     self._gone.add(handle)
                     self._counts[partition] = self._counts.get(partition, 0) + 1
+            job = self._job()
             progress = tuple(
                 replace(
                     p,
@@ -165,9 +161,9 @@ class _LiveProgress:
                 )
                 if p.partition in self._counts
                 else p
-                for p in self._job.progress
+                for p in job.progress
             )
-            self._observe(replace(self._job, progress=progress))
+            self._observe(replace(job, progress=progress))
 
 
 class DeleteJobRunner:
@@ -330,16 +326,8 @@ class DeleteJobRunner:
 
     def run_job(self, job: DeleteJob) -> DeleteJob:
         started = time.monotonic()
-        progress = {p.partition: p for p in job.progress}
-        for p in range(job.partition_count):
-            progress.setdefault(p, PartitionDeleteProgress(p))
-        job = self._save(
-            job.with_state(
-                DeleteJobState.RUNNING,
-                attempts=job.attempts + 1,
-                progress=tuple(progress[p] for p in sorted(progress)),
-            )
-        )
+        tracker = JobProgress(job, self._save)
+        job = tracker.save(lambda j: j.with_state(DeleteJobState.RUNNING, attempts=j.attempts + 1))
         log.info(
             "Delete job of %s below tiered epoch %d: attempt %d, %d partitions",
             job.topic,
@@ -348,32 +336,35 @@ class DeleteJobRunner:
             job.partition_count,
         )
         storage = bulk_deleter_of(self._storage)
+        deleter = storage.object_deleter()
         work: list[_PartitionWork] = []
-        for p in range(job.partition_count):
-            if progress[p].done:
-                continue
-            item = self._start_partition(storage, job, p)
-            known = progress[p]
-            total = max(known.objects_total, len(item.handles))
-            progress[p] = replace(known, objects_total=total)
-            work.append(item)
-        job = self._save(replace(job, progress=tuple(progress[p] for p in sorted(progress))))
-        failpoints.hit("controller.delete_job.listed")
 
-        known_handles = {item.tp.partition: item.handles for item in work}
-        job = self._delete_objects(storage, job, progress, known_handles, max)
+        def delete_batch(items: Sequence[_PartitionWork]) -> None:
+            handles = {item.tp.partition: item.handles for item in items}
+            self._delete_objects(deleter, tracker, handles, max)
+            for item in items:
+                self._update_segments(item.segments, RemoteLogSegmentState.DELETE_SEGMENT_FINISHED)
+
+        with DeletePipeline(delete_batch, f"delete-{job.topic}") as pipeline:
+            for p in range(job.partition_count):
+                if tracker.of(p).done:
+                    continue
+                item = self._start_partition(storage, job, p)
+                tracker.handle_objects_named({p: len(item.handles)})
+                if not work:
+                    failpoints.hit("controller.delete_job.listed")
+                work.append(item)
+                pipeline.submit(item)
         failpoints.hit("controller.delete_job.known_objects_deleted")
-        job = self._sweep(storage, job, progress, [item.tp for item in work])
+        self._sweep(storage, deleter, tracker, [item.tp for item in work])
         failpoints.hit("controller.delete_job.objects_deleted")
 
         for item in work:
             self._finish_partition(item)
             if job.topic_deleted:
                 self._check_metadata_removed(item.tp)
-            p = item.tp.partition
-            progress[p] = replace(progress[p], segments_deleted=len(item.segments), done=True)
-            job = self._save(replace(job, progress=tuple(progress[q] for q in sorted(progress))))
-        job = self._save(job.with_state(DeleteJobState.DONE, last_error=""))
+            tracker.handle_partition_done(item.tp.partition, len(item.segments))
+        job = tracker.save(lambda j: j.with_state(DeleteJobState.DONE, last_error=""))
         log.info(
             "Delete job of %s below tiered epoch %d done in %.1fs: %d objects, %d segments",
             job.topic,
@@ -386,42 +377,38 @@ class DeleteJobRunner:
 
     def _delete_objects(
         self,
-        storage: RemoteStorageBulkDeleter,
-        job: DeleteJob,
-        progress: dict[int, PartitionDeleteProgress],
+        deleter: RemoteObjectDeleter,
+        tracker: JobProgress,
         handles: Mapping[int, Sequence[str]],
         counting: Counting,
-    ) -> DeleteJob:
-        """Deletes ``handles`` (by partition) with the engine, counts them into ``progress`` and
+    ) -> None:
+        """Deletes ``handles`` (by partition) with the engine, counts them into the progress and
         persists it; raises once that is done if some could not be deleted."""
         every = [h for hs in handles.values() for h in hs]
         if not every:
-            return job
-        live = _LiveProgress(job, handles, counting, self._observe)
-        result = self._engine.delete(storage.object_deleter(), every, live.objects_gone)
+            return
+        live = _LiveProgress(lambda: tracker.job, handles, counting, self._observe)
+        result = self._engine.delete(deleter, every, live.objects_gone)
         failed = set(result.failed_handles)
-        for p, hs in handles.items():
-            gone = sum(1 for h in hs if h not in failed)
-            progress[p] = replace(
-                progress[p], objects_deleted=counting(progress[p].objects_deleted, gone)
-            )
-        job = self._save(replace(job, progress=tuple(progress[p] for p in sorted(progress))))
+        tracker.handle_objects_gone(
+            {p: sum(1 for h in hs if h not in failed) for p, hs in handles.items()}, counting
+        )
         if result.failed:
             raise RuntimeError(
                 f"{result.failed} of {len(every)} objects could not be deleted "
                 f"(first: {sorted(failed)[:3]})"
             )
-        return job
 
     def _sweep(
         self,
         storage: RemoteStorageBulkDeleter,
-        job: DeleteJob,
-        progress: dict[int, PartitionDeleteProgress],
+        deleter: RemoteObjectDeleter,
+        tracker: JobProgress,
         partitions: Sequence[TopicIdPartition],
-    ) -> DeleteJob:
+    ) -> None:
         """Lists the partitions' objects below the epoch and deletes them, until a listing finds
         none (:data:`MAX_SWEEPS` listings at most)."""
+        job = tracker.job
         for _ in range(MAX_SWEEPS):
             found = {
                 tp.partition: handles
@@ -429,18 +416,17 @@ class DeleteJobRunner:
                 if (handles := self._objects_below_epoch(storage, tp, job.tiered_epoch))
             }
             if not found:
-                return job
-            for p, handles in found.items():
-                total = max(progress[p].objects_total, progress[p].objects_deleted + len(handles))
-                progress[p] = replace(progress[p], objects_total=total)
-            job = self._save(replace(job, progress=tuple(progress[p] for p in sorted(progress))))
+                return
+            tracker.handle_objects_named(
+                {p: tracker.of(p).objects_deleted + len(handles) for p, handles in found.items()}
+            )
             log.info(
                 "Delete job of %s below tiered epoch %d: %d objects the metadata did not name",
                 job.topic,
                 job.tiered_epoch,
                 sum(len(h) for h in found.values()),
             )
-            job = self._delete_objects(storage, job, progress, found, operator.add)
+            self._delete_objects(deleter, tracker, found, operator.add)
         raise ObjectsLeftError(
             f"objects of {job.topic} below tiered epoch {job.tiered_epoch} were found again by "
             f"each of {MAX_SWEEPS} listings after deleting them"
@@ -493,7 +479,6 @@ class DeleteJobRunner:
         return _PartitionWork(tp, segments, storage.object_handles_of(segments))
 
     def _finish_partition(self, item: _PartitionWork) -> None:
-        self._update_segments(item.segments, RemoteLogSegmentState.DELETE_SEGMENT_FINISHED)
         try:
             if self._rlmm.remote_partition_delete_state(item.tp) is not None:
                 self._put_partition_state(
