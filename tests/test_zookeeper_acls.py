@@ -22,11 +22,14 @@ from tiered.cluster.model import BrokerRegistration, TieredState, TopicMetadata
 from tiered.cluster.zk_registration import BrokerRegistrationError, BrokerZkRegistration
 from tiered.rlmm.backend import StorageBackendError
 from tiered.rlmm.zookeeper_backend import ZooKeeperBackend
+from tiered.security.zookeeper_acl import ZooKeeperAuthenticationError
 from tiered.security.zookeeper_auth import (
     ZooKeeperCredentials,
     ZooKeeperSecurity,
     jaas_client_file_text,
 )
+from tiered.security.zookeeper_migration import main as migration_main
+from tiered.security.zookeeper_migration import migrate
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.processes]
 
@@ -207,3 +210,52 @@ def test_without_set_acl_znodes_stay_open(base: str, secure_config: dict[str, st
         outsider.stop()
         outsider.close()
         store.close()
+
+
+def test_the_migration_secures_existing_znodes_and_opens_them_again(
+    base: str, secure_config: dict[str, str], security: ZooKeeperSecurity, tmp_path: Path
+) -> None:
+    open_config = {**secure_config, "zookeeper.set.acl": "false"}
+    store = ZooKeeperMetadataStore.from_config(
+        {"zookeeper.connect": f"{base}/cluster", **open_config}
+    )
+    try:
+        assert store.elect(1, "127.0.0.1:9093", threading.Event()) == 1
+        store.create_topic(orders())
+        chroot = "/" + base.partition("/")[2]
+        store.client.create(f"{chroot}/cluster/config/users/alice", b"salted", makepath=True)
+    finally:
+        store.close()
+    properties = tmp_path / "migration.properties"
+    properties.write_text(
+        f"zookeeper.jaas.config.file={secure_config['zookeeper.jaas.config.file']}\n"
+    )
+    outsider = start_kazoo_client(f"{base}/cluster")
+    try:
+        outsider.set("/config/topics/orders", b"{}")  # open before
+        assert (
+            migration_main(
+                [
+                    "--zookeeper.connect",
+                    f"{base}/cluster",
+                    "--config",
+                    str(properties),
+                    "--zookeeper.acl",
+                    "secure",
+                ]
+            )
+            == 0
+        )
+        assert refused(lambda: outsider.set("/config/topics/orders", b"{}"))
+        assert refused(lambda: outsider.create("/brokers/topics/intruder", b"x"))
+        assert refused(lambda: outsider.get("/config/users/alice"))
+        assert outsider.get("/brokers/topics/orders")[0]
+        # Only the owner may undo it.
+        other = ZooKeeperSecurity(ZooKeeperCredentials(USER, WRONG_PASSWORD, "other.jaas"))
+        with pytest.raises(ZooKeeperAuthenticationError):
+            migrate(f"{base}/cluster", other, secure=False)
+        assert migrate(f"{base}/cluster", security, secure=False) > 5
+        outsider.set("/config/users/alice", b"{}")
+    finally:
+        outsider.stop()
+        outsider.close()
