@@ -13,9 +13,12 @@ from broker.rlm.manager import RemoteLogManagerConfig, RetentionConfig
 from tiered import config as keys
 from tiered.kafka.protocol import DEFAULT_MAX_REQUEST_BYTES
 from tiered.kafka.server import ListenerSettings
+from tiered.metrics_endpoint import DEFAULT_HOST as DEFAULT_METRICS_HOST
+from tiered.metrics_endpoint import metrics_host
 from tiered.net import GRPC, PLAINTEXT, Listener, advertised_listeners, parse_listeners
 from tiered.properties import bool_property, int_property
 from tiered.rsm import config_from_properties as rsm_config_from_properties
+from tiered.security.zookeeper_auth import NO_SECURITY, ZooKeeperSecurity, security_properties
 
 DEFAULT_LISTENERS = "GRPC://127.0.0.1:9091,PLAINTEXT://127.0.0.1:9092"
 
@@ -64,8 +67,11 @@ class BrokerConfig:
     rlmm: dict[str, str] = field(default_factory=dict)
     rsm: dict[str, str] = field(default_factory=dict)
     metrics_port: int | None = None  # None: no metrics endpoint; 0: any free port
+    metrics_host: str = DEFAULT_METRICS_HOST
     controller_bootstrap: tuple[str, ...] = ()  # KRaft mode: controller.quorum.bootstrap.servers
     zookeeper_connect: str | None = None  # ZooKeeper mode: where brokers register
+    # The process's ZooKeeper identity and znode ACLs (registration and a ZooKeeper RLMM).
+    zookeeper_security: ZooKeeperSecurity = NO_SECURITY
     heartbeat_interval_s: float = 2.0
     # The Kafka listener (PLAINTEXT in ``listeners``), None without one; its address as
     # registered for clients (``advertised.listeners``; port 0: the port bound).
@@ -85,6 +91,7 @@ class BrokerConfig:
             raise ValueError("log.dirs is required")
         log_dir = Path(values["log.dirs"].split(",")[0].strip())
         rlmm = {k: v for k, v in values.items() if k.startswith("rlmm.")}
+        rlmm.update(security_properties(values))
         rlmm.setdefault("rlmm.sqlite.path", str(log_dir / "__rlmm.db"))
         rlmm["broker.id"] = str(node_id)
         rsm = rsm_config_from_properties(values)
@@ -115,12 +122,14 @@ class BrokerConfig:
                 if "metrics.port" in values
                 else None
             ),
+            metrics_host=metrics_host(values),
             controller_bootstrap=tuple(
                 a.strip()
                 for a in values.get("controller.quorum.bootstrap.servers", "").split(",")
                 if a.strip()
             ),
             zookeeper_connect=values.get("zookeeper.connect") or None,
+            zookeeper_security=ZooKeeperSecurity.from_config(values),
             heartbeat_interval_s=int_property(
                 values, "broker.heartbeat.interval.ms", 2000, minimum=10
             )

@@ -116,7 +116,9 @@ def start_controller_link(
     if config.zookeeper_connect:
         from tiered.cluster.zk_registration import BrokerZkRegistration  # noqa: PLC0415 - lazy
 
-        zk = BrokerZkRegistration(config.zookeeper_connect, registration)
+        zk = BrokerZkRegistration(
+            config.zookeeper_connect, registration, security=config.zookeeper_security
+        )
         zk.start()  # raises BrokerRegistrationError if another live broker holds the id
         return zk
     log.info("No controller.quorum.bootstrap.servers or zookeeper.connect: standalone broker")
@@ -159,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     metrics = None
     if config.metrics_port is not None:
         try:
-            metrics = serve_metrics(agent, config.host, config.metrics_port)
+            metrics = serve_metrics(agent, config.metrics_host, config.metrics_port)
         except MetricsEndpointError as e:
             print(e, file=sys.stderr)
             agent.close()

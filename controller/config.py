@@ -9,10 +9,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tiered.metrics_endpoint import DEFAULT_HOST as DEFAULT_METRICS_HOST
+from tiered.metrics_endpoint import metrics_host
 from tiered.net import parse_listener
 from tiered.properties import int_property
 from tiered.retry import ExponentialBackoff
 from tiered.rsm import config_from_properties as rsm_config_from_properties
+from tiered.security.zookeeper_auth import security_properties
 
 
 @dataclass(frozen=True)
@@ -30,7 +33,7 @@ class ControllerConfig:
     remote: dict[str, str] = field(default_factory=dict)
     # The Prometheus endpoint: none without ``metrics.port``; port 0 is any free port.
     metrics_port: int | None = None
-    metrics_host: str = "127.0.0.1"
+    metrics_host: str = DEFAULT_METRICS_HOST
 
     @property
     def endpoint(self) -> str:
@@ -84,12 +87,13 @@ class ControllerConfig:
             spark={k: v for k, v in values.items() if k.startswith("spark.")},
             remote={
                 **{k: v for k, v in values.items() if k.startswith(("rlmm.", "bulk.delete."))},
+                **security_properties(values),  # a ZooKeeper RLMM's identity
                 **rsm_config_from_properties(
                     values
                 ),  # the brokers' storage plugin, configured alike
             },
             metrics_port=_metrics_port(values),
-            metrics_host=values.get("metrics.host", "127.0.0.1").strip() or "127.0.0.1",
+            metrics_host=metrics_host(values),
         )
 
 

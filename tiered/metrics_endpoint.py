@@ -4,10 +4,21 @@ collectors never mixes them up in prometheus_client's global registry."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from prometheus_client import start_http_server
 from prometheus_client.registry import Collector, CollectorRegistry
 
 PORT_KEY = "metrics.port"
+HOST_KEY = "metrics.host"
+DEFAULT_HOST = "127.0.0.1"
+"""Loopback unless configured otherwise: the endpoint has no authentication, and its labels name
+every topic."""
+
+
+def metrics_host(values: Mapping[str, str]) -> str:
+    """The address the endpoint binds (``metrics.host``; loopback when unset or empty)."""
+    return values.get(HOST_KEY, "").strip() or DEFAULT_HOST
 
 
 class MetricsEndpointError(Exception):

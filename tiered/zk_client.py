@@ -2,6 +2,10 @@
 registration, the RLMM backend): the connect string, the transport errors, a kazoo client whose
 every request waits at most the session timeout, and the reading of a failed transaction.
 
+Every znode is created with the ACL ``tiered.security.zookeeper_acl.znode_acl`` gives its path
+(kazoo's ``create``, ``ensure_path`` and transactions alike), and the client authenticates with the
+digest credentials of its ``ZooKeeperSecurity``.
+
 kazoo notes: a request made while disconnected is queued until the connection is back, however
 long, so ``ZkClient.wait`` gives up after the session timeout; a failed transaction returns a
 list with an exception per op instead of raising. The chroot of the connect string is handled
@@ -13,9 +17,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient, TransactionRequest
 from kazoo.exceptions import (
+    AuthFailedError,
     KazooException,
+    NoAuthError,
     NodeExistsError,
     NoNodeError,
     RolledBackError,
@@ -24,8 +30,19 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import WatchedEvent, ZnodeStat
 from kazoo.retry import KazooRetry
+from kazoo.security import ACL
 
 from tiered.retry import RetryPolicy
+from tiered.security.zookeeper_acl import (
+    ZooKeeperAuthenticationError,
+    check_may_change,
+    znode_acl,
+)
+from tiered.security.zookeeper_auth import (
+    JAAS_CONFIG_FILE_KEY,
+    NO_SECURITY,
+    ZooKeeperSecurity,
+)
 
 __all__ = [
     "TRANSPORT_ERRORS",
@@ -99,39 +116,94 @@ def first_failure(results: Sequence[Any]) -> tuple[int, Exception] | None:
     return None
 
 
+class _ClusterKazooClient(KazooClient):  # type: ignore[misc] # kazoo is untyped
+    """A KazooClient that creates every znode with the ACL its path calls for: kazoo's
+    ``default_acl`` is one ACL for every path, and a sensitive znode needs another."""
+
+    def __init__(self, acl_for: Callable[[str], list[ACL] | None], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.acl_for = acl_for
+
+    def create_async(self, path: str, value: bytes = b"", acl: Any = None, **kwargs: Any) -> Any:
+        # kazoo's create, ensure_path and their sync forms all end here.
+        return super().create_async(
+            path, value, self.acl_for(path) if acl is None else acl, **kwargs
+        )
+
+    def transaction(self) -> TransactionRequest:
+        return _ClusterTransaction(self)
+
+
+class _ClusterTransaction(TransactionRequest):  # type: ignore[misc] # kazoo is untyped
+    def create(self, path: str, value: bytes = b"", acl: Any = None, **kwargs: Any) -> None:
+        super().create(path, value, self.client.acl_for(path) if acl is None else acl, **kwargs)
+
+
 class ZkClient:
-    """A kazoo client for ``connect`` (``host:port[,host:port...][/chroot]``), not started.
+    """A kazoo client for ``connect`` (``host:port[,host:port...][/chroot]``), not started,
+    authenticated and creating znodes as ``security`` says.
 
     Paths given to its methods are full paths: ``path()`` puts the chroot in front of a path of
     the layout. Every wait is bounded by the session timeout (then ``KazooTimeoutError``); the
     methods raise kazoo's errors (``TRANSPORT_ERRORS``), which their callers wrap.
     """
 
-    def __init__(self, connect: str, session_timeout_s: float) -> None:
+    def __init__(
+        self, connect: str, session_timeout_s: float, security: ZooKeeperSecurity = NO_SECURITY
+    ) -> None:
         hosts, self.chroot = split_connect_string(connect)
         self.connect = connect
         self.op_timeout_s = session_timeout_s
-        self.kazoo = KazooClient(
+        self.security = security
+        self.kazoo = _ClusterKazooClient(
+            self.acl_for,
             hosts=hosts,
             timeout=session_timeout_s,
             connection_retry=connection_retry(session_timeout_s),
+            auth_data=security.auth_data(),
         )
 
     def __repr__(self) -> str:
         return f"ZkClient({self.connect!r})"
 
     def start(self, timeout_s: float, *parents: str) -> None:
-        """Connects, then creates the chroot and ``parents`` (paths of the layout) where missing;
-        releases the client if any of it fails."""
+        """Connects, then creates the chroot and ``parents`` (paths of the layout) where missing
+        and checks that this process may change them (``ZooKeeperAuthenticationError`` if
+        their ACLs grant another identity only); releases the client if any of it fails."""
         try:
-            self.kazoo.start(timeout=timeout_s)
-            if self.chroot:
-                self.ensure_path(self.chroot)
-            for parent in parents:
-                self.ensure_path(self.path(parent))
+            try:
+                self.kazoo.start(timeout=timeout_s)
+            except AuthFailedError:
+                raise ZooKeeperAuthenticationError(
+                    f"ZooKeeper authentication failed: the server refused the credentials of "
+                    f"{JAAS_CONFIG_FILE_KEY}"
+                ) from None
+            owned = [self.chroot] if self.chroot else []
+            owned += [self.path(parent) for parent in parents]
+            for path in owned:
+                self.ensure_path(path)
+                self.check_may_change(path)
         except BaseException:
             self.close()
             raise
+
+    def acl_for(self, path: str) -> list[ACL] | None:
+        """The ACL to create the znode at ``path`` (a full path) with."""
+        chroot = self.chroot
+        if chroot and path != chroot and not path.startswith(chroot + "/"):
+            return znode_acl("/", self.security.set_acl)  # an ancestor of the chroot
+        return znode_acl(path[len(chroot) :] or "/", self.security.set_acl)
+
+    def check_may_change(self, path: str) -> None:
+        """Raises ``ZooKeeperAuthenticationError`` if the existing znode ``path`` may be changed
+        only by identities other than this client's."""
+        try:
+            acls, _ = self.wait(self.kazoo.get_acls_async(path))
+        except NoAuthError:
+            acls = None
+        except NoNodeError:
+            return
+        check_may_change(path, acls, self.security)
 
     def close(self) -> None:
         """Ends the session (its ephemeral znodes go with it) and releases the client."""

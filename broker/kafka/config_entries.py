@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from broker.kafka.convert import ConfigSource, ConfigType
 from tiered import config as keys
 from tiered.cluster.model import TieredState
+from tiered.security.sensitive_configs import is_sensitive_config
 
 __all__ = [
     "READ_ONLY_TOPIC_KEYS",
@@ -41,9 +42,6 @@ _TYPES: Mapping[str, ConfigType] = {
     TIERED_STATE_KEY: ConfigType.STRING,
     TIERED_EPOCH_KEY: ConfigType.INT,
 }
-_SECRET_WORDS = ("password", "secret", "sasl.jaas", "credentials", "access.key", "session.token")
-"""A broker key naming any of these holds a secret or says where one is (Kafka answers such
-configs as sensitive, with a null value)."""
 
 
 @dataclass(frozen=True)
@@ -105,7 +103,7 @@ def broker_entries(properties: Mapping[str, str]) -> list[ConfigDescription]:
     """A broker's static configs, by name; values of secret-looking keys hidden."""
     described = []
     for name, value in sorted(properties.items()):
-        secret = any(word in name.lower() for word in _SECRET_WORDS)
+        secret = is_sensitive_config(name)
         described.append(
             ConfigDescription(
                 name,

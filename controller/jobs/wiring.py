@@ -21,6 +21,7 @@ from tiered import rlmm as rlmm_factory
 from tiered import rsm as rsm_factory
 from tiered.api import DeleteOutcome, RemoteObjectDeleter
 from tiered.cluster.model import DeleteJob
+from tiered.security.zookeeper_auth import security_properties
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,7 @@ class BulkDelete:
         except BulkDeleteUnsupportedError as e:
             log.warning("Delete jobs will fail: %s", e)
         rlmm_config = {k: v for k, v in remote.items() if k.startswith("rlmm.")}
+        rlmm_config.update(security_properties(remote))
         rlmm_config["broker.id"] = str(node_id)
         self.rlmm = rlmm_factory.create(rlmm_config)
         conf = {k: v for k, v in spark.items() if k != "spark.master"}

@@ -23,7 +23,8 @@ def create(config: Mapping[str, str]) -> MetadataStore:
     kraft: ``metadata.log.dir`` (required), ``metadata.log.segment.bytes``,
     ``metadata.log.snapshot.interval.records``. zookeeper: ``zookeeper.connect`` (host:port[,...]
     with an optional /chroot), ``zookeeper.session.timeout.ms`` (default 6000),
-    ``zookeeper.suspended.grace.ms`` (default 2000)."""
+    ``zookeeper.suspended.grace.ms`` (default 2000), ``zookeeper.jaas.config.file`` and
+    ``zookeeper.set.acl`` (``tiered.security.zookeeper_auth``)."""
     backend = config.get("metadata.store", "kraft").strip().lower()
     if backend == "kraft":
         from controller.store.kraft import KRaftMetadataStore  # noqa: PLC0415 - lazy by design

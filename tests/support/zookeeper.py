@@ -20,6 +20,7 @@ from typing import Any
 from kazoo.client import KazooClient
 
 from tiered.rlmm.zookeeper_backend import ZooKeeperBackend
+from tiered.security.zookeeper_auth import NO_SECURITY, ZooKeeperSecurity
 from tiered.zk_client import connection_retry
 from tiered.zookeeper import (
     DEFAULT_CLASSPATH,
@@ -78,9 +79,12 @@ def running_ensemble(base_dir: Path, **options: Any) -> Iterator[ZooKeeperEnsemb
 
 @contextlib.contextmanager
 def fresh_chroot(
-    server: ZooKeeperServer | ZooKeeperEnsemble, prefix: str = "tiered-test"
+    server: ZooKeeperServer | ZooKeeperEnsemble,
+    prefix: str = "tiered-test",
+    security: ZooKeeperSecurity = NO_SECURITY,
 ) -> Iterator[str]:
-    """``<connect string>/<prefix>-<hex>``: a new chroot on ``server``, removed afterwards."""
+    """``<connect string>/<prefix>-<hex>``: a new chroot on ``server``, removed afterwards (by a
+    client with ``security``'s credentials: the owner of znodes created with ACLs)."""
     chroot = f"/{prefix}-{uuid.uuid4().hex}"
     admin = start_kazoo_client(server.connect_string)
     try:
@@ -92,7 +96,7 @@ def fresh_chroot(
         yield f"{server.connect_string}{chroot}"
     finally:
         # The backend's batched delete: kazoo's recursive delete is one round trip per znode.
-        cleaner = ZooKeeperBackend(server.connect_string)
+        cleaner = ZooKeeperBackend(server.connect_string, security=security)
         try:
             cleaner.remove_by_prefix(chroot.lstrip("/"))
         finally:

@@ -22,6 +22,7 @@ from tiered.cluster import zk_paths
 from tiered.cluster.model import BrokerRegistration
 from tiered.cluster.zk_znodes import decode_controller, encode_broker_registration
 from tiered.retry import ExponentialBackoff
+from tiered.security.zookeeper_auth import NO_SECURITY, ZooKeeperSecurity
 from tiered.zk_client import TRANSPORT_ERRORS, ZkClient
 
 __all__ = [
@@ -86,8 +87,9 @@ class BrokerZkRegistration:
         connect_timeout_s: float = 15.0,
         stale_timeout_s: float | None = None,
         backoff: ExponentialBackoff = REREGISTRATION_BACKOFF,
+        security: ZooKeeperSecurity = NO_SECURITY,
     ) -> None:
-        self._zk = ZkClient(connect, session_timeout_s)
+        self._zk = ZkClient(connect, session_timeout_s, security)
         self._backoff = backoff
         self.registration = registration
         self._path = self._zk.path(zk_paths.broker(registration.broker_id))

@@ -7,6 +7,8 @@
 ``rlmm.sqlite.path``        the database file (sqlite; shared by the processes of a host)
 ``rlmm.zookeeper.connect``  ``host:port[,host:port...][/chroot]`` (zookeeper)
 ``rlmm.zookeeper.session.timeout.ms``  ZooKeeper session timeout (default 10000)
+``zookeeper.jaas.config.file`` / ``zookeeper.set.acl``  the process's ZooKeeper identity and
+                            znode ACLs (``tiered.security.zookeeper_auth``), zookeeper too
 ``broker.id`` / ``node.id`` the id recorded as leader when this process claims a partition
 ==========================  ==========================================================
 
@@ -58,11 +60,13 @@ def create_backend(config: Mapping[str, str]) -> MetadataStorageBackend:
         return SqliteBackend(_required(config, "rlmm.sqlite.path", backend))
     if backend == "zookeeper":
         from tiered.rlmm.zookeeper_backend import ZooKeeperBackend  # noqa: PLC0415
+        from tiered.security.zookeeper_auth import ZooKeeperSecurity  # noqa: PLC0415
 
         timeout_ms = int_property(config, "rlmm.zookeeper.session.timeout.ms", 10_000)
         return ZooKeeperBackend(
             _required(config, "rlmm.zookeeper.connect", backend),
             session_timeout_s=timeout_ms / 1000,
+            security=ZooKeeperSecurity.from_config(config),
         )
     raise ValueError(f"rlmm.backend={backend!r} is not valid; valid values: {', '.join(BACKENDS)}")
 

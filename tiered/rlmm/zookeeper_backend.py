@@ -47,6 +47,8 @@ from tiered.rlmm.backend import (
     parent_of,
     validate_key,
 )
+from tiered.security.zookeeper_acl import ZooKeeperAuthenticationError
+from tiered.security.zookeeper_auth import NO_SECURITY, ZooKeeperSecurity
 from tiered.zk_client import TRANSPORT_ERRORS, ZkClient, first_failure
 from tiered.zk_multi_read import BulkReader
 
@@ -77,8 +79,9 @@ class ZooKeeperBackend(MetadataStorageBackend):
         session_timeout_s: float = 10.0,
         connect_timeout_s: float = 15.0,
         read_retry: RetryPolicy = READ_RETRY,
+        security: ZooKeeperSecurity = NO_SECURITY,
     ) -> None:
-        self._zk = ZkClient(connect, session_timeout_s)
+        self._zk = ZkClient(connect, session_timeout_s, security)
         self._chroot = self._zk.chroot
         self._reader = BulkReader(self._zk)
         self._read_retry = read_retry
@@ -87,6 +90,8 @@ class ZooKeeperBackend(MetadataStorageBackend):
         self._watch_tokens: dict[str, object] = {}
         try:
             self._zk.start(connect_timeout_s)
+        except ZooKeeperAuthenticationError as e:
+            raise StorageBackendError(f"{e} (RLMM, ZooKeeper at {connect})") from e
         except TRANSPORT_ERRORS as e:
             raise StorageBackendError(f"cannot connect to ZooKeeper at {connect}: {e}") from e
         self._closed = False

@@ -16,6 +16,8 @@ from controller.store.zookeeper.writes import FencedWriter
 from tiered.cluster import zk_paths
 from tiered.cluster.model import BrokerRegistration, DeleteJob, MetadataImage, TopicMetadata
 from tiered.properties import int_property
+from tiered.security.zookeeper_acl import ZooKeeperAuthenticationError
+from tiered.security.zookeeper_auth import NO_SECURITY, ZooKeeperSecurity
 from tiered.zk_client import TRANSPORT_ERRORS, ZkClient
 from tiered.zk_multi_read import BulkReader
 
@@ -28,7 +30,8 @@ class ZooKeeperMetadataStore(MetadataStore):
     ``connect`` is ``host:port[,host:port...][/chroot]`` (a missing chroot is created);
     ``session_timeout_s`` is also how long any request may wait; ``suspended_grace_s`` is how
     long a lost connection may last before ``leadership_lost`` is set; ``multi_read=False`` makes
-    ``load`` read znode by znode (what it falls back to on a server without multiRead).
+    ``load`` read znode by znode (what it falls back to on a server without multiRead);
+    ``security``: the cluster's ZooKeeper identity and whether its znodes carry ACLs.
     """
 
     mode = "zookeeper"
@@ -41,9 +44,10 @@ class ZooKeeperMetadataStore(MetadataStore):
         suspended_grace_s: float = 2.0,
         connect_timeout_s: float = 15.0,
         multi_read: bool = True,
+        security: ZooKeeperSecurity = NO_SECURITY,
     ) -> None:
         super().__init__()
-        self._zk = ZkClient(connect, session_timeout_s)
+        self._zk = ZkClient(connect, session_timeout_s, security)
         self._closed = threading.Event()
         name = repr(self)
         self._leadership = Leadership(
@@ -64,6 +68,8 @@ class ZooKeeperMetadataStore(MetadataStore):
                 zk_paths.CONFIG_TOPICS,
                 zk_paths.DELETE_JOBS,
             )
+        except ZooKeeperAuthenticationError as e:
+            raise MetadataStoreError(f"{e} (ZooKeeper at {connect})") from e
         except TRANSPORT_ERRORS as e:
             raise MetadataStoreError(f"cannot connect to ZooKeeper at {connect}: {e!r}") from e
 
@@ -71,13 +77,19 @@ class ZooKeeperMetadataStore(MetadataStore):
     def from_config(cls, config: Mapping[str, str]) -> ZooKeeperMetadataStore:
         """``zookeeper.connect`` (host:port[,host:port...][/chroot], required),
         ``zookeeper.session.timeout.ms`` (default 6000), ``zookeeper.suspended.grace.ms``
-        (default 2000: how long a lost connection may last before leadership counts as lost)."""
+        (default 2000: how long a lost connection may last before leadership counts as lost),
+        ``zookeeper.jaas.config.file`` and ``zookeeper.set.acl`` (``ZooKeeperSecurity``)."""
         connect = str(config.get("zookeeper.connect") or "").strip()
         if not connect:
             raise ValueError("zookeeper.connect is required when metadata.store=zookeeper")
         session_ms = int_property(config, "zookeeper.session.timeout.ms", 6000, minimum=1)
         grace_ms = int_property(config, "zookeeper.suspended.grace.ms", 2000, minimum=0)
-        return cls(connect, session_timeout_s=session_ms / 1000, suspended_grace_s=grace_ms / 1000)
+        return cls(
+            connect,
+            session_timeout_s=session_ms / 1000,
+            suspended_grace_s=grace_ms / 1000,
+            security=ZooKeeperSecurity.from_config(config),
+        )
 
     def __repr__(self) -> str:
         return f"ZooKeeperMetadataStore({self._zk.connect!r})"
