@@ -13,6 +13,7 @@ from tiered.net import parse_listener
 from tiered.properties import int_property
 from tiered.retry import ExponentialBackoff
 from tiered.rsm import config_from_properties as rsm_config_from_properties
+from tiered.security.grpc_tls import GrpcSecurity
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,8 @@ class ControllerConfig:
     # The Prometheus endpoint: none without ``metrics.port``; port 0 is any free port.
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
+    # TLS on the gRPC listener and on the channels to the brokers (listener.security.protocol.map)
+    grpc_security: GrpcSecurity = field(default_factory=GrpcSecurity)
 
     @property
     def endpoint(self) -> str:
@@ -90,6 +93,7 @@ class ControllerConfig:
             },
             metrics_port=_metrics_port(values),
             metrics_host=values.get("metrics.host", "127.0.0.1").strip() or "127.0.0.1",
+            grpc_security=GrpcSecurity.from_properties(values),
         )
 
 

@@ -77,7 +77,12 @@ class TlsSettings:
     verify_hostname: bool = True
 
     @classmethod
-    def from_properties(cls, values: Mapping[str, str], listener: str | None = None) -> TlsSettings:
+    def from_properties(
+        cls,
+        values: Mapping[str, str],
+        listener: str | None = None,
+        client_auth_default: ClientAuth = ClientAuth.NONE,
+    ) -> TlsSettings:
         """The ``ssl.*`` keys of ``values`` (for ``listener``, if named); ValueError naming the
         key and the valid values for a bad one, or a file that cannot be read."""
 
@@ -88,7 +93,9 @@ class TlsSettings:
         for type_key in (KEYSTORE_TYPE, TRUSTSTORE_TYPE):
             _one_of(type_key, (get(type_key) or _PEM).upper(), (_PEM,))
         client_auth = _one_of(
-            CLIENT_AUTH, (get(CLIENT_AUTH) or "none").lower(), tuple(a.value for a in ClientAuth)
+            CLIENT_AUTH,
+            (get(CLIENT_AUTH) or client_auth_default.value).lower(),
+            tuple(a.value for a in ClientAuth),
         )
         protocols_value = get(ENABLED_PROTOCOLS)
         protocols = tuple(
