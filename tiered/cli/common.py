@@ -14,12 +14,17 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any, TextIO
 
+import grpc
+
 from tiered.errors import ErrorCode, TieredError
+from tiered.properties import load_properties
+from tiered.security.client_config import channel_credentials
 
 __all__ = [
     "ProgressLine",
     "add_bootstrap_option",
     "add_format_option",
+    "command_config_credentials",
     "invalid",
     "parse_config_assignment",
     "parse_config_list",
@@ -44,6 +49,28 @@ def add_bootstrap_option(parser: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT[,HOST:PORT]",
         help="controller or broker addresses; the active controller is found from them",
     )
+    parser.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="client properties, as Kafka's tools: security.protocol=SSL with "
+        "ssl.truststore.location, and ssl.keystore.location (ssl.keystore.type=PEM) for a "
+        "client certificate",
+    )
+
+
+def command_config_credentials(path: str | None) -> grpc.ChannelCredentials | None:
+    """The channel credentials ``--command-config`` asks for (None: plaintext); INVALID_CONFIG
+    naming the file and the key when it cannot be used."""
+    if path is None:
+        return None
+    try:
+        return channel_credentials(load_properties(path))
+    except OSError as e:
+        raise TieredError(
+            ErrorCode.INVALID_CONFIG, f"--command-config {path}: cannot read it ({e.strerror})"
+        ) from None
+    except ValueError as e:
+        raise TieredError(ErrorCode.INVALID_CONFIG, f"--command-config {path}: {e}") from None
 
 
 def add_format_option(parser: argparse.ArgumentParser) -> None:

@@ -34,7 +34,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import BinaryIO
 
-from tiered.cli.common import add_bootstrap_option, invalid, run
+from tiered.cli.common import add_bootstrap_option, command_config_credentials, invalid, run
 from tiered.cli.partition_client import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_RETRY,
@@ -317,6 +317,7 @@ def main(argv: Sequence[str] | None = None, stdin: BinaryIO | None = None) -> in
     def body() -> int:
         with PartitionClient(
             args.bootstrap_server,
+            credentials=command_config_credentials(args.command_config),
             retry=replace(DEFAULT_RETRY, max_tries=args.retries + 1),
             on_retry=warn_on_retry,
         ) as client:
