@@ -65,8 +65,6 @@ def _connect(
     server: KafkaServer, certificates: ClusterCertificates, keystore: KeystoreFiles | None
 ) -> WireClient:
     properties = certificates.client_properties(keystore)
-    if keystore is certificates.admin:
-        properties["ssl.key.password"] = KEY_PASSWORD
     client = WireClient(server.address)
     context = TlsSettings.from_properties(properties).client_context()
     client.sock = context.wrap_socket(client.sock, server_hostname="localhost")

@@ -98,8 +98,10 @@ def test_a_wrong_key_password_is_refused_without_showing_it(
 def test_written_files_are_pem_keystores_readable_by_their_owner_only(
     certificates: ClusterCertificates,
 ) -> None:
-    files = certificates.broker
+    files = certificates.controller
     assert files.keystore.read_bytes().startswith(b"-----BEGIN PRIVATE KEY-----")
+    encrypted = certificates.broker.keystore.read_bytes()
+    assert encrypted.startswith(b"-----BEGIN ENCRYPTED PRIVATE KEY-----")
     assert b"-----BEGIN CERTIFICATE-----" in files.keystore.read_bytes()
     for private in (files.keystore, files.private_key):
         assert private.stat().st_mode & 0o077 == 0
@@ -148,8 +150,6 @@ def _server(certificates: ClusterCertificates, client_auth: str) -> ssl.SSLConte
 
 def _client(certificates: ClusterCertificates, keystore: object = None) -> ssl.SSLContext:
     properties = certificates.client_properties(keystore)  # type: ignore[arg-type]
-    if keystore is certificates.admin:
-        properties["ssl.key.password"] = KEY_PASSWORD
     return TlsSettings.from_properties(properties).client_context()
 
 

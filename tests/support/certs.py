@@ -17,13 +17,13 @@ CONTROLLER_DN = "CN=controller,OU=controllers,O=tiered"
 ADMIN_DN = "CN=admin,OU=users,O=tiered"
 EXPIRED_DN = "CN=expired,OU=users,O=tiered"
 STRANGER_DN = "CN=stranger,OU=users,O=elsewhere"
-KEY_PASSWORD = "kafka-key-secret"  # the admin key is encrypted; the tests check it never shows
+KEY_PASSWORD = "kafka-key-secret"  # the broker's and the admin's keys; it must never show
 
 
 @dataclass(frozen=True)
 class ClusterCertificates:
     ca: Path  # the cluster CA's certificate: every truststore
-    broker: KeystoreFiles
+    broker: KeystoreFiles  # encrypted with KEY_PASSWORD
     controller: KeystoreFiles
     admin: KeystoreFiles  # encrypted with KEY_PASSWORD
     expired: KeystoreFiles
@@ -31,16 +31,17 @@ class ClusterCertificates:
 
     def server_properties(self, keystore: KeystoreFiles, **extra: str) -> dict[str, str]:
         """A daemon's ``ssl.*`` keys for ``keystore``, trusting the cluster CA."""
-        return {
+        properties = {
             "ssl.keystore.type": "PEM",
             "ssl.keystore.location": str(keystore.keystore),
             "ssl.truststore.location": str(self.ca),
             **extra,
         }
+        if keystore in (self.broker, self.admin):
+            properties["ssl.key.password"] = KEY_PASSWORD
+        return properties
 
-    def client_properties(
-        self, keystore: KeystoreFiles | None, password: str | None = None
-    ) -> dict[str, str]:
+    def client_properties(self, keystore: KeystoreFiles | None) -> dict[str, str]:
         """A ``--command-config`` for a client presenting ``keystore`` (None: no certificate)."""
         properties = {
             "security.protocol": "SSL",
@@ -49,8 +50,8 @@ class ClusterCertificates:
         if keystore is not None:
             properties["ssl.keystore.type"] = "PEM"
             properties["ssl.keystore.location"] = str(keystore.keystore)
-        if password is not None:
-            properties["ssl.key.password"] = password
+        if keystore in (self.broker, self.admin):
+            properties["ssl.key.password"] = KEY_PASSWORD
         return properties
 
 
@@ -64,7 +65,7 @@ def issue_certificates(directory: Path) -> ClusterCertificates:
     other = CertificateAuthority.create("CN=another-ca,O=elsewhere")
     return ClusterCertificates(
         ca=ca.write_certificate(directory / "ca.pem"),
-        broker=ca.issue(BROKER_DN).write_pem_files(directory, "broker"),
+        broker=ca.issue(BROKER_DN).write_pem_files(directory, "broker", key_password=KEY_PASSWORD),
         controller=ca.issue(CONTROLLER_DN).write_pem_files(directory, "controller"),
         admin=ca.issue(ADMIN_DN).write_pem_files(directory, "admin", key_password=KEY_PASSWORD),
         expired=ca.issue(

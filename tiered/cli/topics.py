@@ -23,6 +23,7 @@ from tiered.cli.common import (
     add_bootstrap_option,
     add_format_option,
     command_config_credentials,
+    explaining_refusals,
     invalid,
     parse_config_assignment,
     print_json,
@@ -212,7 +213,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def body() -> int:
         credentials = command_config_credentials(args.command_config)
-        with AdminClient(args.bootstrap_server, credentials=credentials) as admin:
+        with (
+            explaining_refusals(args.command_config, args.bootstrap_server),
+            AdminClient(args.bootstrap_server, credentials=credentials) as admin,
+        ):
             if args.create:
                 return _create(admin, args)
             if args.delete:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
+from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 __all__ = ["ClientAuth", "TlsSettings", "listener_property"]
@@ -191,6 +192,12 @@ class TlsSettings:
             private_key=key,
             certificate_chain=self._certificate_chain_pem() if key is not None else None,
         )
+
+    def certificate(self) -> x509.Certificate | None:
+        """The keystore's leaf certificate (None without a keystore)."""
+        if self.keystore_location is None:
+            return None
+        return x509.load_pem_x509_certificate(self._certificate_chain_pem())
 
     def _truststore_pem(self) -> bytes | None:
         return None if self.truststore_location is None else self.truststore_location.read_bytes()
