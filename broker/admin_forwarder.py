@@ -75,11 +75,14 @@ class ControllerAdmin:
         controller_endpoint: Callable[[], str | None],
         timeout_s: float = 60.0,
         retry: RetryPolicy | None = None,
+        credentials: grpc.ChannelCredentials | None = None,  # TLS to the controllers
     ) -> None:
         self._controller_endpoint = controller_endpoint
         self._timeout_s = timeout_s
         self._retry = retry or RetryPolicy(deadline_s=10.0, max_delay_s=0.5)
-        self._stubs = ChannelCache(pb_grpc.AdminServiceStub, options=_CHANNEL_OPTIONS)
+        self._stubs = ChannelCache(
+            pb_grpc.AdminServiceStub, options=_CHANNEL_OPTIONS, credentials=credentials
+        )
 
     def forward(self, method: str, request: Message) -> Any:
         """One attempt: the controller's response, or a NOT_CONTROLLER response when this

@@ -15,9 +15,20 @@ from tiered.kafka.protocol import DEFAULT_MAX_REQUEST_BYTES
 from tiered.kafka.server import ListenerSettings
 from tiered.metrics_endpoint import DEFAULT_HOST as DEFAULT_METRICS_HOST
 from tiered.metrics_endpoint import metrics_host
-from tiered.net import GRPC, PLAINTEXT, Listener, advertised_listeners, parse_listeners
+from tiered.net import (
+    GRPC,
+    KAFKA_LISTENER_NAMES,
+    SSL,
+    Listener,
+    advertised_listeners,
+    parse_listeners,
+)
 from tiered.properties import bool_property, int_property
 from tiered.rsm import config_from_properties as rsm_config_from_properties
+from tiered.security.grpc_tls import GrpcSecurity
+from tiered.security.ssl_principal import SslPrincipalMapper
+from tiered.security.tls import TlsSettings
+from tiered.security.tls_stream import TlsListener
 from tiered.security.zookeeper_auth import NO_SECURITY, ZooKeeperSecurity, security_properties
 
 DEFAULT_LISTENERS = "GRPC://127.0.0.1:9091,PLAINTEXT://127.0.0.1:9092"
@@ -37,12 +48,31 @@ def _listeners(values: Mapping[str, str]) -> tuple[dict[str, Listener], dict[str
     return listeners, advertised_listeners(listeners, values.get("advertised.listeners"))
 
 
+def _kafka_listener_name(listeners: Mapping[str, Listener]) -> str | None:
+    """PLAINTEXT or SSL: a broker serves one Kafka listener."""
+    names = [name for name in KAFKA_LISTENER_NAMES if name in listeners]
+    if len(names) > 1:
+        raise ValueError(
+            f"listeners has {' and '.join(names)} listeners; a broker serves one Kafka listener "
+            f"(PLAINTEXT or SSL) beside GRPC"
+        )
+    return names[0] if names else None
+
+
 def _kafka_settings(
     values: Mapping[str, str], listener: Listener | None
 ) -> ListenerSettings | None:
     if listener is None:
         return None
+    tls = None
+    if listener.name == SSL:
+        tls = TlsListener(
+            TlsSettings.from_properties(values, SSL).server_context(),
+            SslPrincipalMapper.from_properties(values, SSL),
+        )
     return ListenerSettings(
+        name=listener.name,
+        tls=tls,
         host=listener.host,
         port=listener.port,
         max_request_bytes=int_property(
@@ -73,11 +103,12 @@ class BrokerConfig:
     # The process's ZooKeeper identity and znode ACLs (registration and a ZooKeeper RLMM).
     zookeeper_security: ZooKeeperSecurity = NO_SECURITY
     heartbeat_interval_s: float = 2.0
-    # The Kafka listener (PLAINTEXT in ``listeners``), None without one; its address as
+    # The Kafka listener (PLAINTEXT or SSL in ``listeners``), None without one; its address as
     # registered for clients (``advertised.listeners``; port 0: the port bound).
     kafka: ListenerSettings | None = None
     kafka_advertised: Listener | None = None
     grpc_advertised: Listener | None = None  # None: host:port
+    grpc_security: GrpcSecurity = field(default_factory=GrpcSecurity)
     properties: Mapping[str, str] = field(default_factory=dict)  # the file, for DescribeConfigs
 
     @classmethod
@@ -86,6 +117,7 @@ class BrokerConfig:
             raise ValueError("node.id is required")
         node_id = int_property(values, "node.id", int_property(values, "broker.id", -1), minimum=0)
         listeners, advertised = _listeners(values)
+        kafka_name = _kafka_listener_name(listeners)
         host, port = listeners[GRPC].host, listeners[GRPC].port
         if "log.dirs" not in values:
             raise ValueError("log.dirs is required")
@@ -134,9 +166,10 @@ class BrokerConfig:
                 values, "broker.heartbeat.interval.ms", 2000, minimum=10
             )
             / 1000,
-            kafka=_kafka_settings(values, listeners.get(PLAINTEXT)),
-            kafka_advertised=advertised.get(PLAINTEXT),
+            kafka=_kafka_settings(values, None if kafka_name is None else listeners[kafka_name]),
+            kafka_advertised=None if kafka_name is None else advertised[kafka_name],
             grpc_advertised=advertised[GRPC],
+            grpc_security=GrpcSecurity.from_properties(values),
             properties=MappingProxyType(dict(values)),
         )
 

@@ -46,8 +46,10 @@ class KRaftControllerLink:
         heartbeat_interval_s: float = 2.0,
         backoff: ExponentialBackoff | None = None,
         remove_partitions: Callable[[int, Sequence[tuple[uuid.UUID, int]]], object] | None = None,
+        credentials: grpc.ChannelCredentials | None = None,  # TLS to the controllers
     ) -> None:
         self._bootstrap = list(bootstrap)
+        self._credentials = credentials
         self.registration = registration
         self._apply_assignments = apply_assignments
         self._on_controller_epoch = on_controller_epoch
@@ -84,7 +86,9 @@ class KRaftControllerLink:
     def _stub(self, endpoint: str) -> tuple[grpc.Channel, pb_grpc.ControllerServiceStub]:
         # A metadata snapshot of 100k topics is ~14 MB: above gRPC's 4 MiB default.
         channel = open_channel(
-            endpoint, options=[("grpc.max_receive_message_length", 256 * 1024 * 1024)]
+            endpoint,
+            options=[("grpc.max_receive_message_length", 256 * 1024 * 1024)],
+            credentials=self._credentials,
         )
         return channel, pb_grpc.ControllerServiceStub(channel)  # type: ignore[no-untyped-call]
 

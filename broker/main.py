@@ -1,6 +1,6 @@
 """``tiered-broker --config broker.properties``: the broker agent process.
 
-Prints ``broker N kafka listener on PLAINTEXT://HOST:PORT`` once its Kafka listener is bound
+Prints ``broker N kafka listener on PLAINTEXT://HOST:PORT`` (or ``SSL://``) once its Kafka listener is bound
 (when ``listeners`` has one) and ``broker N serving on HOST:PORT`` (gRPC) once it serves. SIGTERM
 or SIGINT stops it gracefully: requests in flight complete (up to a grace period), tiering tasks
 stop, logs are closed.
@@ -39,6 +39,7 @@ from tiered.properties import load_properties
 from tiered.rlmm.backend import StorageBackendError
 from tiered.rpc.v1 import broker_pb2_grpc as pb_grpc
 from tiered.rpc.v1 import controller_pb2_grpc as controller_grpc
+from tiered.security.grpc_context import use_principal_mapper
 
 log = logging.getLogger("tiered.broker")
 
@@ -62,7 +63,7 @@ class Closeable(Protocol):
 def start_kafka_listener(
     config: BrokerConfig, agent: BrokerAgent, controller: ControllerAdmin
 ) -> tuple[KafkaServer, ThisBroker, BrokerKafkaHandler] | None:
-    """Binds the Kafka listener (PLAINTEXT in ``listeners``), None without one; raises OSError
+    """Binds the Kafka listener (PLAINTEXT or SSL in ``listeners``), None without one; raises OSError
     if the bind fails."""
     if config.kafka is None or config.kafka_advertised is None:
         return None
@@ -110,6 +111,7 @@ def start_controller_link(
             agent.check_controller_epoch,
             config.heartbeat_interval_s,
             remove_partitions=agent.remove_partitions,
+            credentials=config.grpc_security.channel_credentials,
         )
         link.start()
         return link
@@ -152,10 +154,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     pb_grpc.add_BrokerServiceServicer_to_server(BrokerServicer(agent), server)  # type: ignore[no-untyped-call]
     endpoint = ControllerEndpoint()
-    controller = ControllerAdmin(endpoint.get)
+    controller = ControllerAdmin(endpoint.get, credentials=config.grpc_security.channel_credentials)
     controller_grpc.add_AdminServiceServicer_to_server(AdminForwarder(controller), server)  # type: ignore[no-untyped-call]
     address = f"{config.host}:{config.port}"
-    if not bind_grpc_port(server, address):
+    use_principal_mapper(config.grpc_security.principal_mapper)
+    if not bind_grpc_port(server, address, config.grpc_security.server_credentials):
         agent.close()
         return 1
     metrics = None

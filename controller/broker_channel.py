@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+import grpc
+
 from controller.disablement import DisableEntry
 from controller.metrics import ControllerMetrics
 from tiered.cluster.model import TopicMetadata
@@ -108,6 +110,7 @@ class BrokerChannel:
         backoff: ExponentialBackoff,
         request_timeout_s: float,
         metrics: ControllerMetrics | None = None,
+        credentials: grpc.ChannelCredentials | None = None,  # TLS to the broker
     ) -> None:
         self.broker_id = broker_id
         self._owner = owner
@@ -117,7 +120,7 @@ class BrokerChannel:
         self._wake = threading.Event()
         self._closed = threading.Event()
         self._endpoint: str | None = None
-        self._stubs = ChannelCache(pb_grpc.BrokerServiceStub)
+        self._stubs = ChannelCache(pb_grpc.BrokerServiceStub, credentials=credentials)
         # Owned by the channel thread; other threads ask for a reset through reset_backoff.
         self._failures = 0
         self._failed_since_success = False  # a reset backoff still sends the failed work again

@@ -231,6 +231,7 @@ class BrokerRegistry:
                 self._config.backoff,
                 self._config.request_timeout_s,
                 self._metrics,
+                credentials=self._config.grpc_security.channel_credentials,
             )
             self._channels[broker_id] = channel
         return channel

@@ -15,6 +15,7 @@ from tiered.net import parse_listener
 from tiered.properties import int_property
 from tiered.retry import ExponentialBackoff
 from tiered.rsm import config_from_properties as rsm_config_from_properties
+from tiered.security.grpc_tls import GrpcSecurity
 from tiered.security.zookeeper_auth import security_properties
 
 
@@ -34,6 +35,8 @@ class ControllerConfig:
     # The Prometheus endpoint: none without ``metrics.port``; port 0 is any free port.
     metrics_port: int | None = None
     metrics_host: str = DEFAULT_METRICS_HOST
+    # TLS on the gRPC listener and on the channels to the brokers (listener.security.protocol.map)
+    grpc_security: GrpcSecurity = field(default_factory=GrpcSecurity)
 
     @property
     def endpoint(self) -> str:
@@ -94,6 +97,7 @@ class ControllerConfig:
             },
             metrics_port=_metrics_port(values),
             metrics_host=metrics_host(values),
+            grpc_security=GrpcSecurity.from_properties(values),
         )
 
 

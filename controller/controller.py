@@ -44,7 +44,7 @@ class Controller:
         self.delete_jobs = DeleteJobSupervisor(self.term, store, jobs, self._brokers_owing_removal)
         self.disablements = DisableCompletion(self.term, store, self.delete_jobs)
         self.brokers = BrokerRegistry(config, store, self.term, self.disablements, self.metrics)
-        self._log_dirs = LogDirsClient()
+        self._log_dirs = LogDirsClient(credentials=config.grpc_security.channel_credentials)
         self.admin = AdminOperations(
             config.node_id,
             config.endpoint,

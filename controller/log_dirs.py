@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+import grpc
+
 from tiered.rpc.channels import ChannelCache
 from tiered.rpc.v1 import broker_pb2 as pb
 from tiered.rpc.v1 import broker_pb2_grpc as pb_grpc
@@ -57,9 +59,11 @@ class LogDirsClient:
     """Keeps one channel per broker endpoint (``--wait`` describes every half second) and asks
     brokers in parallel. Thread-safe."""
 
-    def __init__(self, parallelism: int = 8) -> None:
+    def __init__(
+        self, parallelism: int = 8, credentials: grpc.ChannelCredentials | None = None
+    ) -> None:
         self._pool = ThreadPoolExecutor(parallelism, thread_name_prefix="controller-describe")
-        self._stubs = ChannelCache(pb_grpc.BrokerServiceStub)
+        self._stubs = ChannelCache(pb_grpc.BrokerServiceStub, credentials=credentials)
 
     def describe(self, brokers: Mapping[int, str]) -> LogDirReports:
         """Each broker's report, by broker id; a broker that does not answer is left out (and

@@ -31,6 +31,7 @@ from tiered.metrics_endpoint import MetricsEndpointError
 from tiered.net import GRPC_EXCLUSIVE_PORT, bind_grpc_port
 from tiered.properties import load_properties
 from tiered.rpc.v1 import controller_pb2_grpc as pb_grpc
+from tiered.security.grpc_context import use_principal_mapper
 
 log = logging.getLogger("tiered.controller")
 
@@ -76,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     pb_grpc.add_ControllerServiceServicer_to_server(  # type: ignore[no-untyped-call]
         ControllerServicer(controller.brokers, controller.term, store, stopping), server
     )
-    if not bind_grpc_port(server, config.endpoint):
+    use_principal_mapper(config.grpc_security.principal_mapper)
+    if not bind_grpc_port(server, config.endpoint, config.grpc_security.server_credentials):
         return _gave_up(store, bulk_delete)
     endpoint = None
     if config.metrics_port is not None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
+from tests.support.certs import certificates  # noqa: F401 - fixture
 from tests.support.s3 import (  # noqa: F401 - fixtures
     _s3_session_proxy,
     s3_endpoint,

@@ -43,7 +43,10 @@ def test_a_listener_list_is_read_by_name_and_a_bare_address_is_grpc() -> None:
 @pytest.mark.parametrize(
     ("value", "fragments"),
     [
-        ("SSL://h:1,GRPC://h:2", ["listeners", "SSL", "not supported yet", "NAME://host:port"]),
+        (
+            "SASL_PLAINTEXT://h:1,GRPC://h:2",
+            ["listeners", "SASL_PLAINTEXT", "not supported yet", "NAME://host:port"],
+        ),
         ("SASL_SSL://h:1", ["SASL_SSL listeners are not supported yet"]),
         ("FOO://h:1", ["unknown listener name", "'FOO://h:1'", "PLAINTEXT"]),
         ("GRPC://h:1,GRPC://h:2", ["names listener GRPC twice"]),
@@ -99,7 +102,8 @@ def test_a_broker_has_a_grpc_and_a_kafka_listener(tmp_path: Path) -> None:
     [
         ("PLAINTEXT://127.0.0.1:9092", "has no gRPC listener"),
         ("GRPC://127.0.0.1:0", "has no gRPC listener"),
-        ("GRPC://h:1,SSL://h:2", "SSL listeners are not supported yet"),
+        ("GRPC://h:1,SASL_SSL://h:2", "SASL_SSL listeners are not supported yet"),
+        ("GRPC://h:1,PLAINTEXT://h:2,SSL://h:3", "one Kafka listener"),
     ],
 )
 def test_a_broker_without_a_grpc_listener_is_refused(

@@ -138,7 +138,10 @@ class AdminClient:
         *,
         retry: RetryPolicy | None = None,
         discovery_timeout_s: float = DEFAULT_DISCOVERY_TIMEOUT_S,
+        credentials: grpc.ChannelCredentials | None = None,
     ) -> None:
+        """``credentials``: TLS channel credentials (``tiered.security.client_config``); None
+        is plaintext."""
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be positive, not {timeout_s}")
         self.bootstrap = parse_bootstrap(bootstrap)
@@ -146,7 +149,7 @@ class AdminClient:
         self._retry = retry if retry is not None else ControllerRetry(deadline_s=timeout_s)
         self._discovery_timeout_s = min(discovery_timeout_s, timeout_s)
         self._lock = threading.Lock()
-        self._stubs = ChannelCache(pb_grpc.AdminServiceStub)
+        self._stubs = ChannelCache(pb_grpc.AdminServiceStub, credentials=credentials)
         self._controller: str | None = None
 
     # -- lifecycle

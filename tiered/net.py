@@ -6,8 +6,11 @@ name (DESIGN.md sections 9 to 11):
 - ``GRPC://host:port``: the gRPC services (the controller's link, the CLIs, DisableRemoteTopic). A
   scheme-less ``host:port`` means the same, as configs written before the Kafka listener did;
 - ``PLAINTEXT://host:port``: a Kafka wire-protocol listener;
-- ``SSL://`` and ``SASL_SSL://`` (and ``SASL_PLAINTEXT://``) are Kafka's names for secured
-  listeners: refused until security is built (DESIGN.md section 11).
+- ``SSL://host:port``: a Kafka listener over TLS (``ssl.*`` keys, ``tiered.security.tls``);
+- ``SASL_SSL://`` (and ``SASL_PLAINTEXT://``): refused until SASL is built (DESIGN.md section 11).
+
+The gRPC listener is TLS when Kafka's ``listener.security.protocol.map`` maps it so
+(``GRPC:SSL``; default ``GRPC:PLAINTEXT``); the other listeners' names are their protocols.
 
 An empty host binds every interface, as in Kafka. ``advertised.listeners`` has the same form and
 names, per listener, the address registered for clients when it differs from the bound one.
@@ -26,26 +29,35 @@ __all__ = [
     "GRPC_EXCLUSIVE_PORT",
     "KAFKA_LISTENER_NAMES",
     "PLAINTEXT",
+    "SSL",
     "Listener",
     "advertised_listeners",
+    "grpc_security_protocol",
     "parse_listener",
     "parse_listeners",
 ]
 
 GRPC = "GRPC"
 PLAINTEXT = "PLAINTEXT"
-KAFKA_LISTENER_NAMES: tuple[str, ...] = (PLAINTEXT,)
+SSL = "SSL"
+KAFKA_LISTENER_NAMES: tuple[str, ...] = (PLAINTEXT, SSL)
+SECURITY_PROTOCOL_MAP = "listener.security.protocol.map"
 # gRPC servers bind with SO_REUSEPORT by default: a second daemon given a port already in use
 # would share it silently, each answering some of the calls. Off, the bind fails and says so.
 GRPC_EXCLUSIVE_PORT = ("grpc.so_reuseport", 0)
 
 
-def bind_grpc_port(server: grpc.Server, address: str) -> bool:
-    """Binds ``server`` (made with ``GRPC_EXCLUSIVE_PORT``) to ``address``; False, having said
-    why on stderr, when it cannot (in use, not an address of this host). grpcio returns 0 for
-    some failures and raises RuntimeError for others."""
+def bind_grpc_port(
+    server: grpc.Server, address: str, credentials: grpc.ServerCredentials | None = None
+) -> bool:
+    """Binds ``server`` (made with ``GRPC_EXCLUSIVE_PORT``) to ``address``, over TLS with
+    ``credentials``; False, having said why on stderr, when it cannot (in use, not an address of
+    this host). grpcio returns 0 for some failures and raises RuntimeError for others."""
     try:
-        bound = server.add_insecure_port(address)
+        if credentials is None:
+            bound = server.add_insecure_port(address)
+        else:
+            bound = server.add_secure_port(address, credentials)
     except RuntimeError as e:
         print(f"cannot listen on {address}: {e}", file=sys.stderr)
         return False
@@ -55,8 +67,9 @@ def bind_grpc_port(server: grpc.Server, address: str) -> bool:
     return True
 
 
-_NOT_YET = ("SSL", "SASL_SSL", "SASL_PLAINTEXT")
-_EXPECTED = "a comma list of NAME://host:port with NAME GRPC (or no NAME://) or PLAINTEXT"
+_NOT_YET = ("SASL_SSL", "SASL_PLAINTEXT")
+_EXPECTED = "a comma list of NAME://host:port with NAME GRPC (or no NAME://), PLAINTEXT or SSL"
+_GRPC_PROTOCOLS = (PLAINTEXT, SSL)
 _UNROUTABLE = ("", "0.0.0.0", "::", "[::]")
 
 
@@ -141,6 +154,37 @@ def advertised_listeners(
             )
         result[name] = chosen
     return result
+
+
+def grpc_security_protocol(values: Mapping[str, str]) -> str:
+    """The gRPC listener's protocol from ``listener.security.protocol.map`` (``GRPC:SSL``):
+    PLAINTEXT or SSL, PLAINTEXT when the map does not name GRPC. ValueError naming the key for an
+    entry that is not NAME:PROTOCOL, or that maps a Kafka listener to another protocol than its
+    name (listener names are their protocols here)."""
+    text = values.get(SECURITY_PROTOCOL_MAP, "")
+    protocol = PLAINTEXT
+    for entry in text.split(","):
+        if not entry.strip():
+            continue
+        name, colon, mapped = (part.strip().upper() for part in entry.partition(":"))
+        if not colon or not name or not mapped:
+            raise ValueError(
+                f"{SECURITY_PROTOCOL_MAP}={text!r}: {entry.strip()!r} is not NAME:PROTOCOL "
+                f"(e.g. GRPC:SSL)"
+            )
+        if name == GRPC:
+            if mapped not in _GRPC_PROTOCOLS:
+                raise ValueError(
+                    f"{SECURITY_PROTOCOL_MAP}: GRPC:{mapped} is not valid; valid: GRPC:PLAINTEXT, "
+                    f"GRPC:SSL"
+                )
+            protocol = mapped
+        elif name != mapped:
+            raise ValueError(
+                f"{SECURITY_PROTOCOL_MAP}: {entry.strip()!r}: a Kafka listener's protocol is its "
+                f"name ({', '.join(KAFKA_LISTENER_NAMES)}); only GRPC is mapped"
+            )
+    return protocol
 
 
 def parse_listener(value: str) -> tuple[str, int]:

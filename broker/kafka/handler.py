@@ -54,7 +54,7 @@ class BrokerKafkaHandler:
         agent: DataAgent,
         metadata_max_age_s: float = 1.0,
     ) -> None:
-        view = ClusterView(controller, metadata_max_age_s)
+        view = ClusterView(controller, metadata_max_age_s, listener_name=this.endpoint.name)
         cluster = MetadataApi(view, this)
         topics = TopicsApi(controller, view)
         configs = ConfigApi(controller, this)

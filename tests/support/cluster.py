@@ -17,8 +17,9 @@ from tiered import rlmm
 from tiered.admin import AdminClient, TopicDescription
 from tiered.api import RemoteLogSegmentMetadata, RemoteResourceNotFoundException, TopicIdPartition
 from tiered.cluster.model import TieredState
-from tiered.net import GRPC, PLAINTEXT, parse_listeners
+from tiered.net import GRPC, KAFKA_LISTENER_NAMES, parse_listeners
 from tiered.ports import free_port
+from tiered.rpc.channels import open_channel
 from tiered.rpc.v1 import broker_pb2 as pb
 from tiered.rpc.v1 import broker_pb2_grpc as pb_grpc
 from tiered.rpc.v1 import records_pb2
@@ -60,8 +61,9 @@ def grpc_address(properties: Mapping[str, str]) -> str:
 
 
 def kafka_address(properties: Mapping[str, str]) -> str:
-    """``host:port`` of a broker's Kafka listener, from its properties."""
-    return parse_listeners(properties["listeners"])[PLAINTEXT].address
+    """``host:port`` of a broker's Kafka listener (PLAINTEXT or SSL), from its properties."""
+    listeners = parse_listeners(properties["listeners"])
+    return next(listeners[n] for n in KAFKA_LISTENER_NAMES if n in listeners).address
 
 
 class Cluster:
@@ -73,8 +75,12 @@ class Cluster:
         brokers: int = 2,
         controller_extra: dict[str, str] | None = None,
         broker_extra: dict[str, str] | None = None,
+        credentials: grpc.ChannelCredentials | None = None,
     ) -> None:
+        """``credentials``: of the test's own gRPC channels (admin, broker stubs), for a cluster
+        whose gRPC is TLS."""
         controller_extra = controller_extra or {}
+        self._credentials = credentials
         self.root = root
         self.mode = mode
         self.controllers: list[DaemonProcess] = []
@@ -122,7 +128,7 @@ class Cluster:
             self.brokers[broker_id] = DaemonProcess(
                 "broker.main", root / f"broker-{broker_id}.properties", props
             )
-        self.admin = AdminClient(self.bootstrap, timeout_s=30)
+        self.admin = AdminClient(self.bootstrap, timeout_s=30, credentials=credentials)
         self._stubs: dict[int, pb_grpc.BrokerServiceStub] = {}
         self._channels: list[grpc.Channel] = []
 
@@ -159,7 +165,9 @@ class Cluster:
     def broker_stub(self, broker_id: int) -> pb_grpc.BrokerServiceStub:
         stub = self._stubs.get(broker_id)
         if stub is None:
-            channel = grpc.insecure_channel(grpc_address(self.brokers[broker_id].properties))
+            channel = open_channel(
+                grpc_address(self.brokers[broker_id].properties), credentials=self._credentials
+            )
             self._channels.append(channel)
             stub = pb_grpc.BrokerServiceStub(channel)
             self._stubs[broker_id] = stub

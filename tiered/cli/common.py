@@ -8,18 +8,26 @@ Exit codes: 0 success; 1 an error from the cluster or a malformed argument value
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TextIO
 
+import grpc
+
 from tiered.errors import ErrorCode, TieredError
+from tiered.properties import load_properties
+from tiered.security.client_config import ClientSecurity
 
 __all__ = [
     "ProgressLine",
     "add_bootstrap_option",
     "add_format_option",
+    "command_config",
+    "command_config_credentials",
+    "explaining_refusals",
     "invalid",
     "parse_config_assignment",
     "parse_config_list",
@@ -44,6 +52,47 @@ def add_bootstrap_option(parser: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT[,HOST:PORT]",
         help="controller or broker addresses; the active controller is found from them",
     )
+    parser.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="client properties, as Kafka's tools: security.protocol=SSL with "
+        "ssl.truststore.location, and ssl.keystore.location (ssl.keystore.type=PEM) for a "
+        "client certificate",
+    )
+
+
+def command_config_credentials(path: str | None) -> grpc.ChannelCredentials | None:
+    """The channel credentials ``--command-config`` asks for (None: plaintext); INVALID_CONFIG
+    naming the file and the key when it cannot be used."""
+    return command_config(path).credentials
+
+
+@contextlib.contextmanager
+def explaining_refusals(path: str | None, bootstrap: str) -> Iterator[None]:
+    """Adds to a BROKER_NOT_AVAILABLE error why the TLS handshake with the first bootstrap
+    address fails, when it does (a refused certificate reaches gRPC as "Socket closed")."""
+    try:
+        yield
+    except TieredError as e:
+        if e.code is not ErrorCode.BROKER_NOT_AVAILABLE:
+            raise
+        why = command_config(path).explain_refusal(bootstrap.split(",", maxsplit=1)[0].strip())
+        if why is None:
+            raise
+        raise TieredError(e.code, f"{why}; {e.message}") from None
+
+
+def command_config(path: str | None) -> ClientSecurity:
+    if path is None:
+        return ClientSecurity()
+    try:
+        return ClientSecurity.from_properties(load_properties(path))
+    except OSError as e:
+        raise TieredError(
+            ErrorCode.INVALID_CONFIG, f"--command-config {path}: cannot read it ({e.strerror})"
+        ) from None
+    except ValueError as e:
+        raise TieredError(ErrorCode.INVALID_CONFIG, f"--command-config {path}: {e}") from None
 
 
 def add_format_option(parser: argparse.ArgumentParser) -> None:

@@ -21,6 +21,8 @@ from tiered.cli.common import (
     ProgressLine,
     add_bootstrap_option,
     add_format_option,
+    command_config_credentials,
+    explaining_refusals,
     parse_config_list,
     parse_key_list,
     print_json,
@@ -248,7 +250,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def body() -> int:
         call_timeout = min(MAX_CALL_TIMEOUT_S, args.timeout)
-        with AdminClient(args.bootstrap_server, timeout_s=call_timeout) as admin:
+        with (
+            explaining_refusals(args.command_config, args.bootstrap_server),
+            AdminClient(
+                args.bootstrap_server,
+                timeout_s=call_timeout,
+                credentials=command_config_credentials(args.command_config),
+            ) as admin,
+        ):
             if args.alter:
                 return _alter(admin, args)
             return _describe(admin, args)

@@ -26,7 +26,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import BinaryIO
 
-from tiered.cli.common import add_bootstrap_option, invalid, run
+from tiered.cli.common import (
+    add_bootstrap_option,
+    command_config_credentials,
+    explaining_refusals,
+    invalid,
+    run,
+)
 from tiered.cli.partition_client import (
     ConsumedRecord,
     Offsets,
@@ -255,7 +261,14 @@ def main(argv: Sequence[str] | None = None, stdout: BinaryIO | None = None) -> i
 
     def body() -> int:
         start = parse_offset(args.offset)
-        with PartitionClient(args.bootstrap_server, on_retry=warn_on_retry) as client:
+        with (
+            explaining_refusals(args.command_config, args.bootstrap_server),
+            PartitionClient(
+                args.bootstrap_server,
+                credentials=command_config_credentials(args.command_config),
+                on_retry=warn_on_retry,
+            ) as client,
+        ):
             client.check_partition(args.topic, args.partition)
             consumer = Consumer(client, args, stdout or sys.stdout.buffer)
             try:

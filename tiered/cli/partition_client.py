@@ -147,16 +147,17 @@ class PartitionClient:
         timeout_s: float = 30.0,
         retry: RetryPolicy = DEFAULT_RETRY,
         on_retry: Callable[[TieredError, int, float], None] | None = None,
+        credentials: grpc.ChannelCredentials | None = None,  # TLS (--command-config)
     ) -> None:
         """``on_retry(error, attempt, delay_s)`` hears of each failed attempt that is retried
         (``attempt`` counts from 1), e.g. to warn on stderr as Kafka's producer logs."""
-        self.admin = AdminClient(bootstrap, timeout_s=timeout_s)
+        self.admin = AdminClient(bootstrap, timeout_s=timeout_s, credentials=credentials)
         self.timeout_s = timeout_s
         self._retry = retry
         self._on_retry = on_retry
         self._topics: dict[str, TopicDescription] = {}
         self._brokers: dict[int, str] = {}
-        self._stubs = ChannelCache(pb_grpc.BrokerServiceStub)
+        self._stubs = ChannelCache(pb_grpc.BrokerServiceStub, credentials=credentials)
 
     def __enter__(self) -> PartitionClient:
         return self

@@ -34,7 +34,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import BinaryIO
 
-from tiered.cli.common import add_bootstrap_option, invalid, run
+from tiered.cli.common import (
+    add_bootstrap_option,
+    command_config_credentials,
+    explaining_refusals,
+    invalid,
+    run,
+)
 from tiered.cli.partition_client import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_RETRY,
@@ -315,11 +321,15 @@ def main(argv: Sequence[str] | None = None, stdin: BinaryIO | None = None) -> in
     _check_usage(parser, args)
 
     def body() -> int:
-        with PartitionClient(
-            args.bootstrap_server,
-            retry=replace(DEFAULT_RETRY, max_tries=args.retries + 1),
-            on_retry=warn_on_retry,
-        ) as client:
+        with (
+            explaining_refusals(args.command_config, args.bootstrap_server),
+            PartitionClient(
+                args.bootstrap_server,
+                credentials=command_config_credentials(args.command_config),
+                retry=replace(DEFAULT_RETRY, max_tries=args.retries + 1),
+                on_retry=warn_on_retry,
+            ) as client,
+        ):
             partitions: Iterator[int]
             if args.partition is None:
                 partitions = itertools.cycle(range(len(client.topic(args.topic).partitions)))

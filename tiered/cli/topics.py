@@ -22,6 +22,8 @@ from tiered.admin import (
 from tiered.cli.common import (
     add_bootstrap_option,
     add_format_option,
+    command_config_credentials,
+    explaining_refusals,
     invalid,
     parse_config_assignment,
     print_json,
@@ -210,7 +212,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     _check_usage(parser, args)
 
     def body() -> int:
-        with AdminClient(args.bootstrap_server) as admin:
+        credentials = command_config_credentials(args.command_config)
+        with (
+            explaining_refusals(args.command_config, args.bootstrap_server),
+            AdminClient(args.bootstrap_server, credentials=credentials) as admin,
+        ):
             if args.create:
                 return _create(admin, args)
             if args.delete:

@@ -30,6 +30,9 @@ from typing import Protocol, TypeAlias
 from kio.index import load_response_from_request
 from kio.static.protocol import RequestHeader, RequestPayload, ResponsePayload
 
+from tiered.security.principal import ANONYMOUS, KafkaPrincipal
+from tiered.security.principal import RequestContext as SecurityContext
+
 __all__ = [
     "CloseConnectionError",
     "HandlerResult",
@@ -48,10 +51,24 @@ class CloseConnectionError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class RequestContext:
-    """Who asked: the decoded request header and the client's address (``host:port``)."""
+    """Who asked: the decoded request header, the client's address (``host:port``), the
+    principal the connection authenticated as and the listener's name."""
 
     header: RequestHeader
     client_address: str
+    principal: KafkaPrincipal = ANONYMOUS
+    listener: str = "PLAINTEXT"
+
+    @property
+    def client_host(self) -> str:
+        """The client's IP address, without the port (``[::1]:5`` gives ``::1``)."""
+        host, _, _ = self.client_address.rpartition(":")
+        return host.strip("[]") or self.client_address
+
+    @property
+    def security(self) -> SecurityContext:
+        """What an authorizer judges: principal, client host, listener."""
+        return SecurityContext(self.principal, self.client_host, self.listener)
 
     @property
     def api_version(self) -> int:

@@ -21,12 +21,13 @@ beside its gRPC server.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import socket
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from kio.static.protocol import ResponsePayload
 
@@ -40,8 +41,12 @@ from tiered.kafka.protocol import (
     encode_response_chunks,
 )
 from tiered.kafka.record_batch import Buffer
-from tiered.kafka.socket_io import FrameReader, send_chunks
+from tiered.kafka.socket_io import FrameReader, Receive, Send, send_chunks
 from tiered.retry import ExponentialBackoff
+from tiered.security.principal import ANONYMOUS, KafkaPrincipal
+
+if TYPE_CHECKING:
+    from tiered.security.tls_stream import TlsListener
 
 __all__ = ["KafkaServer", "ListenerSettings"]
 
@@ -68,6 +73,8 @@ class ListenerSettings:
     connections_max_idle_s: float = 600.0  # connections.max.idle.ms / 1000
     pipeline_depth: int = 1  # complete frames read ahead of the one being handled
     backlog: int = 1024
+    name: str = "PLAINTEXT"  # the listener's name in ``listeners``
+    tls: TlsListener | None = None  # SSL: the handshake and principal of every connection
 
 
 class KafkaServer:
@@ -188,11 +195,23 @@ class KafkaServer:
 
     async def _serve_connection(self, sock: socket.socket, peer: object) -> None:
         client = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        loop = asyncio.get_running_loop()
+        receive: Receive | socket.socket = sock
+        send: Send = functools.partial(loop.sock_sendall, sock)
+        principal = ANONYMOUS
+        tls = self._settings.tls
+        if tls is not None:
+            accepted = await tls.accept(sock, client, self._settings.connections_max_idle_s)
+            if accepted is None:
+                sock.close()
+                return
+            stream, principal = accepted
+            receive, send = stream.recv_into, stream.sendall
         frames: asyncio.Queue[memoryview | None] = asyncio.Queue(self._settings.pipeline_depth)
-        reader = FrameReader(sock, self._settings.max_request_bytes)
+        reader = FrameReader(receive, self._settings.max_request_bytes)
         reading = asyncio.create_task(self._read_frames(reader, frames, client))
         try:
-            await self._answer_in_order(frames, sock, client)
+            await self._answer_in_order(frames, send, _Peer(client, principal))
         except (_DropConnectionError, ConnectionError):
             pass
         except asyncio.CancelledError:
@@ -224,28 +243,29 @@ class KafkaServer:
         await frames.put(_END)
 
     async def _answer_in_order(
-        self, frames: asyncio.Queue[memoryview | None], sock: socket.socket, client: str
+        self, frames: asyncio.Queue[memoryview | None], send: Send, peer: _Peer
     ) -> None:
         loop = asyncio.get_running_loop()
         while (frame := await frames.get()) is not _END:
             # Decoding, handling and encoding in one trip to the pool: a hop costs about as
             # much as decoding a small request.
-            answer = await loop.run_in_executor(self._pool, self._answer, frame, client)
+            answer = await loop.run_in_executor(self._pool, self._answer, frame, peer)
             if isinstance(answer, _Delayed):
                 result = await asyncio.wrap_future(answer.result)
                 answer = await loop.run_in_executor(
-                    self._pool, self._encode, answer.request, result, client
+                    self._pool, self._encode, answer.request, result, peer.client
                 )
             if answer is not None:
-                await send_chunks(sock, answer)
+                await send_chunks(send, answer)
 
-    def _answer(self, frame: memoryview, client: str) -> list[Buffer] | _Delayed | None:
-        request, result = self._handle(frame, client)
+    def _answer(self, frame: memoryview, peer: _Peer) -> list[Buffer] | _Delayed | None:
+        request, result = self._handle(frame, peer)
         if isinstance(result, Future):
             return _Delayed(request, result)
-        return self._encode(request, result, client)
+        return self._encode(request, result, peer.client)
 
-    def _handle(self, frame: memoryview, client: str) -> tuple[Request, HandlerResult]:
+    def _handle(self, frame: memoryview, peer: _Peer) -> tuple[Request, HandlerResult]:
+        client = peer.client
         try:
             request = decode_request(frame, self._registry)
         except ProtocolError as e:
@@ -256,7 +276,8 @@ class KafkaServer:
         name = self._registry.schema(request.api_key, request.api_version).name
         try:
             result: HandlerResult = getattr(self._handler, name)(
-                request.body, RequestContext(request.header, client)
+                request.body,
+                RequestContext(request.header, client, peer.principal, self._settings.name),
             )
         except CloseConnectionError as e:
             log.info("closing kafka connection from %s after %s: %s", client, name, e)
@@ -290,6 +311,14 @@ class KafkaServer:
         except Exception as e:
             log.exception("kafka response for api %s does not encode", request.api_key)
             raise _DropConnectionError from e
+
+
+@dataclass(frozen=True, slots=True)
+class _Peer:
+    """Who is at the other end of a connection: ``host:port`` and the authenticated principal."""
+
+    client: str
+    principal: KafkaPrincipal
 
 
 @dataclass(frozen=True, slots=True)

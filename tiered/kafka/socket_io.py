@@ -11,12 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from tiered.kafka.protocol import SIZE_PREFIX, frame_size
 from tiered.kafka.record_batch import Buffer
 
-__all__ = ["FrameReader", "send_chunks"]
+__all__ = ["FrameReader", "Receive", "Send", "send_chunks"]
+
+# What a connection moves bytes with: ``loop.sock_recv_into`` / ``loop.sock_sendall`` on the raw
+# socket, or a TLS layer's methods of the same shape (``tiered.security.tls_stream``).
+Receive = Callable[[memoryview], Awaitable[int]]
+Send = Callable[[Buffer], Awaitable[None]]
 
 _READ_BUFFER_BYTES = 64 * 1024
 # A large frame's buffer starts this big (a typical producer batch fits) and doubles as needed.
@@ -32,9 +37,21 @@ class FrameReader:
     """
 
     def __init__(
-        self, sock: socket.socket, max_request_bytes: int, buffer_bytes: int = _READ_BUFFER_BYTES
+        self,
+        source: socket.socket | Receive,
+        max_request_bytes: int,
+        buffer_bytes: int = _READ_BUFFER_BYTES,
     ) -> None:
-        self._sock = sock
+        """``source``: a non-blocking socket, or what receives from one (TLS)."""
+        if isinstance(source, socket.socket):
+            sock = source
+
+            def receive(view: memoryview) -> Awaitable[int]:
+                return asyncio.get_running_loop().sock_recv_into(sock, view)
+
+            self._receive: Receive = receive
+        else:
+            self._receive = source
         self._max_request_bytes = max_request_bytes
         self._buffer = bytearray(buffer_bytes)
         self._view = memoryview(self._buffer)
@@ -73,14 +90,13 @@ class FrameReader:
         have = self.buffered
         frame[:have] = self._view[self._start : self._end]
         self._start = self._end = 0
-        loop = asyncio.get_running_loop()
         while have < size:
             if have == len(frame):
                 frame.extend(bytes(min(len(frame), size - len(frame))))
             view = memoryview(frame)
             target = view[have:]
             try:
-                got = await loop.sock_recv_into(self._sock, target)
+                got = await self._receive(target)
             finally:  # released at once: the next resize needs the buffer unexported
                 target.release()
                 view.release()
@@ -97,9 +113,8 @@ class FrameReader:
             have = self.buffered
             self._buffer[:have] = self._view[self._start : self._end]
             self._start, self._end = 0, have
-        loop = asyncio.get_running_loop()
         while self.buffered < wanted:
-            got = await loop.sock_recv_into(self._sock, self._view[self._end :])
+            got = await self._receive(self._view[self._end :])
             if got == 0:
                 raise asyncio.IncompleteReadError(
                     bytes(self._view[self._start : self._end]), wanted
@@ -107,8 +122,7 @@ class FrameReader:
             self._end += got
 
 
-async def send_chunks(sock: socket.socket, chunks: Sequence[Buffer]) -> None:
+async def send_chunks(send: Send, chunks: Sequence[Buffer]) -> None:
     """Sends ``chunks`` in order (``encode_response_chunks`` already coalesced the small ones)."""
-    loop = asyncio.get_running_loop()
     for chunk in chunks:
-        await loop.sock_sendall(sock, chunk)
+        await send(chunk)
