@@ -13,9 +13,18 @@ from broker.rlm.manager import RemoteLogManagerConfig, RetentionConfig
 from tiered import config as keys
 from tiered.kafka.protocol import DEFAULT_MAX_REQUEST_BYTES
 from tiered.kafka.server import ListenerSettings
-from tiered.net import GRPC, PLAINTEXT, Listener, advertised_listeners, parse_listeners
+from tiered.net import (
+    GRPC,
+    KAFKA_LISTENER_NAMES,
+    SASL_LISTENER_NAMES,
+    Listener,
+    advertised_listeners,
+    parse_listeners,
+)
 from tiered.properties import bool_property, int_property
 from tiered.rsm import config_from_properties as rsm_config_from_properties
+from tiered.security.sasl import parse_enabled_mechanisms
+from tiered.security.scram import ScramMechanism
 
 DEFAULT_LISTENERS = "GRPC://127.0.0.1:9091,PLAINTEXT://127.0.0.1:9092"
 
@@ -32,6 +41,28 @@ def _listeners(values: Mapping[str, str]) -> tuple[dict[str, Listener], dict[str
             f"scheme-less host:port is the gRPC listener too)"
         )
     return listeners, advertised_listeners(listeners, values.get("advertised.listeners"))
+
+
+def _kafka_listener_name(listeners: Mapping[str, Listener]) -> str | None:
+    """The broker's one Kafka listener (PLAINTEXT or SASL_PLAINTEXT); ValueError naming
+    ``listeners`` when there are several."""
+    names = [name for name in listeners if name in KAFKA_LISTENER_NAMES]
+    if len(names) > 1:
+        raise ValueError(
+            f"listeners has Kafka listeners {' and '.join(names)}; a broker serves one Kafka "
+            f"listener, one of {', '.join(KAFKA_LISTENER_NAMES)}"
+        )
+    return names[0] if names else None
+
+
+def _sasl_mechanisms(
+    values: Mapping[str, str], kafka_name: str | None
+) -> tuple[ScramMechanism, ...]:
+    """``sasl.enabled.mechanisms`` for a SASL listener (checked whenever it is set)."""
+    if kafka_name in SASL_LISTENER_NAMES or "sasl.enabled.mechanisms" in values:
+        mechanisms = parse_enabled_mechanisms(values.get("sasl.enabled.mechanisms"))
+        return mechanisms if kafka_name in SASL_LISTENER_NAMES else ()
+    return ()
 
 
 def _kafka_settings(
@@ -67,10 +98,12 @@ class BrokerConfig:
     controller_bootstrap: tuple[str, ...] = ()  # KRaft mode: controller.quorum.bootstrap.servers
     zookeeper_connect: str | None = None  # ZooKeeper mode: where brokers register
     heartbeat_interval_s: float = 2.0
-    # The Kafka listener (PLAINTEXT in ``listeners``), None without one; its address as
-    # registered for clients (``advertised.listeners``; port 0: the port bound).
+    # The Kafka listener (PLAINTEXT or SASL_PLAINTEXT in ``listeners``), None without one; its
+    # address as registered for clients (``advertised.listeners``; port 0: the port bound).
     kafka: ListenerSettings | None = None
     kafka_advertised: Listener | None = None
+    # A SASL listener's ``sasl.enabled.mechanisms``; () for a listener without SASL.
+    sasl_mechanisms: tuple[ScramMechanism, ...] = ()
     grpc_advertised: Listener | None = None  # None: host:port
     properties: Mapping[str, str] = field(default_factory=dict)  # the file, for DescribeConfigs
 
@@ -80,6 +113,7 @@ class BrokerConfig:
             raise ValueError("node.id is required")
         node_id = int_property(values, "node.id", int_property(values, "broker.id", -1), minimum=0)
         listeners, advertised = _listeners(values)
+        kafka_name = _kafka_listener_name(listeners)
         host, port = listeners[GRPC].host, listeners[GRPC].port
         if "log.dirs" not in values:
             raise ValueError("log.dirs is required")
@@ -125,8 +159,9 @@ class BrokerConfig:
                 values, "broker.heartbeat.interval.ms", 2000, minimum=10
             )
             / 1000,
-            kafka=_kafka_settings(values, listeners.get(PLAINTEXT)),
-            kafka_advertised=advertised.get(PLAINTEXT),
+            kafka=_kafka_settings(values, None if kafka_name is None else listeners[kafka_name]),
+            kafka_advertised=None if kafka_name is None else advertised[kafka_name],
+            sasl_mechanisms=_sasl_mechanisms(values, kafka_name),
             grpc_advertised=advertised[GRPC],
             properties=MappingProxyType(dict(values)),
         )

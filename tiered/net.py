@@ -6,8 +6,9 @@ name (DESIGN.md sections 9 to 11):
 - ``GRPC://host:port``: the gRPC services (the controller's link, the CLIs, DisableRemoteTopic). A
   scheme-less ``host:port`` means the same, as configs written before the Kafka listener did;
 - ``PLAINTEXT://host:port``: a Kafka wire-protocol listener;
-- ``SSL://`` and ``SASL_SSL://`` (and ``SASL_PLAINTEXT://``) are Kafka's names for secured
-  listeners: refused until security is built (DESIGN.md section 11).
+- ``SASL_PLAINTEXT://host:port``: a Kafka listener whose clients log in with SCRAM
+  (``sasl.enabled.mechanisms``, DESIGN.md section 11) before anything else;
+- ``SSL://`` and ``SASL_SSL://`` are Kafka's names for TLS listeners: refused until TLS is built.
 
 An empty host binds every interface, as in Kafka. ``advertised.listeners`` has the same form and
 names, per listener, the address registered for clients when it differs from the bound one.
@@ -26,6 +27,8 @@ __all__ = [
     "GRPC_EXCLUSIVE_PORT",
     "KAFKA_LISTENER_NAMES",
     "PLAINTEXT",
+    "SASL_LISTENER_NAMES",
+    "SASL_PLAINTEXT",
     "Listener",
     "advertised_listeners",
     "parse_listener",
@@ -34,7 +37,9 @@ __all__ = [
 
 GRPC = "GRPC"
 PLAINTEXT = "PLAINTEXT"
-KAFKA_LISTENER_NAMES: tuple[str, ...] = (PLAINTEXT,)
+SASL_PLAINTEXT = "SASL_PLAINTEXT"
+KAFKA_LISTENER_NAMES: tuple[str, ...] = (PLAINTEXT, SASL_PLAINTEXT)
+SASL_LISTENER_NAMES: tuple[str, ...] = (SASL_PLAINTEXT,)
 # gRPC servers bind with SO_REUSEPORT by default: a second daemon given a port already in use
 # would share it silently, each answering some of the calls. Off, the bind fails and says so.
 GRPC_EXCLUSIVE_PORT = ("grpc.so_reuseport", 0)
@@ -55,8 +60,10 @@ def bind_grpc_port(server: grpc.Server, address: str) -> bool:
     return True
 
 
-_NOT_YET = ("SSL", "SASL_SSL", "SASL_PLAINTEXT")
-_EXPECTED = "a comma list of NAME://host:port with NAME GRPC (or no NAME://) or PLAINTEXT"
+_NOT_YET = ("SSL", "SASL_SSL")
+_EXPECTED = (
+    "a comma list of NAME://host:port with NAME GRPC (or no NAME://), PLAINTEXT or SASL_PLAINTEXT"
+)
 _UNROUTABLE = ("", "0.0.0.0", "::", "[::]")
 
 
@@ -85,8 +92,8 @@ class Listener:
         name = name.strip().upper()
         if name in _NOT_YET:
             raise ValueError(
-                f"{key}: {entry.strip()!r}: {name} listeners are not supported yet (security "
-                f"is a later issue); valid: {_EXPECTED}"
+                f"{key}: {entry.strip()!r}: {name} listeners are not supported yet (TLS); "
+                f"valid: {_EXPECTED}"
             )
         if name not in (GRPC, *KAFKA_LISTENER_NAMES):
             raise ValueError(

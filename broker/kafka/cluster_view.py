@@ -64,11 +64,13 @@ class KafkaCluster:
         )
 
 
-def _cluster_from_proto(response: pb.DescribeMetadataResponse) -> KafkaCluster:
+def _cluster_from_proto(response: pb.DescribeMetadataResponse, listener: str) -> KafkaCluster:
+    """The brokers as their ``listener`` listeners (Kafka answers Metadata with the endpoints of
+    the listener the request came in on)."""
     brokers: dict[int, Listener] = {}
     for broker in response.brokers:
         endpoint = next(
-            (e for e in broker_endpoints_from_proto(broker.kafka_endpoints) if e.name == PLAINTEXT),
+            (e for e in broker_endpoints_from_proto(broker.kafka_endpoints) if e.name == listener),
             None,
         )
         if endpoint is not None:
@@ -94,8 +96,10 @@ class ClusterView:
         max_age_s: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
         unknown_max_age_s: float = 0.25,
+        listener: str = PLAINTEXT,
     ) -> None:
         self._controller = controller
+        self._listener = listener
         self._max_age_s = max_age_s
         self._unknown_max_age_s = unknown_max_age_s
         # name -> (when, error): names the controller said do not exist. A client asking for
@@ -188,4 +192,4 @@ class ClusterView:
         error = error_from_proto(response.error)
         if error is not None:
             raise error
-        return _cluster_from_proto(response)
+        return _cluster_from_proto(response, self._listener)

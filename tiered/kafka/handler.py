@@ -30,6 +30,8 @@ from typing import Protocol, TypeAlias
 from kio.index import load_response_from_request
 from kio.static.protocol import RequestHeader, RequestPayload, ResponsePayload
 
+from tiered.security.principal import ANONYMOUS, KafkaPrincipal
+
 __all__ = [
     "CloseConnectionError",
     "HandlerResult",
@@ -48,10 +50,13 @@ class CloseConnectionError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class RequestContext:
-    """Who asked: the decoded request header and the client's address (``host:port``)."""
+    """Who asked: the decoded request header, the client's address (``host:port``) and the
+    principal the connection authenticated as (ANONYMOUS on a listener that authenticates
+    nobody)."""
 
     header: RequestHeader
     client_address: str
+    principal: KafkaPrincipal = ANONYMOUS
 
     @property
     def api_version(self) -> int:

@@ -66,6 +66,11 @@ class ScramMechanism(enum.Enum):
     def __str__(self) -> str:
         return self.mechanism_name
 
+    @property
+    def digest_size(self) -> int:
+        """Bytes of the hash: of a salted password, a stored key and a server key."""
+        return hashlib.new(self.hash_name).digest_size
+
     @classmethod
     def names(cls) -> list[str]:
         return [m.mechanism_name for m in cls]
@@ -360,11 +365,10 @@ class ScramSaslServer:
     def _unknown_user_credential(self, username: str) -> ScramCredential:
         """A credential no password matches, with a salt that is the same at every attempt."""
         salt = hmac.new(_UNKNOWN_USER_KEY, username.encode(), "sha256").digest()
-        digest_size = hashlib.new(self.mechanism.hash_name).digest_size
         return ScramCredential(
             salt=salt,
-            stored_key=os.urandom(digest_size),
-            server_key=os.urandom(digest_size),
+            stored_key=os.urandom(self.mechanism.digest_size),
+            server_key=os.urandom(self.mechanism.digest_size),
             iterations=DEFAULT_ITERATIONS,
         )
 
