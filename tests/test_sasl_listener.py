@@ -11,14 +11,12 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, Producer
 from kafka import KafkaProducer
-from kafka.net.sasl.scram import ScramClient
-from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12.request import MetadataRequest
-from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
 from tests.support.kafka_wire import OneTopicHandler, WireClient
+from tests.support.sasl import scram_login
 from tiered.kafka.api_versions import ApiVersionRegistry
 from tiered.kafka.handler import RequestContext
 from tiered.kafka.server import KafkaServer, ListenerSettings
@@ -145,20 +143,6 @@ def test_kafka_python_logs_in_and_produces(sasl: tuple[RecordingHandler, str]) -
     assert handler.principals == [KafkaPrincipal("User", "alice")]
 
 
-def _login(client: WireClient, user: str, password: str) -> Any:
-    """ApiVersions, SaslHandshake v1 and the two SaslAuthenticate rounds of a SCRAM login; the
-    last SaslAuthenticate response (the first one's, when that one failed)."""
-    assert client.call(ApiVersionsRequest(client_software_name="t", client_software_version="1"))
-    handshake = client.call(SaslHandshakeRequest(mechanism="SCRAM-SHA-512"), 2)
-    assert handshake.error_code == ErrorCode.none and handshake.mechanisms == ("SCRAM-SHA-512",)
-    scram = ScramClient(user, password, "SCRAM-SHA-512")
-    first = client.call(SaslAuthenticateRequest(auth_bytes=scram.first_message()), 3)
-    if first.error_code != ErrorCode.none:
-        return first
-    scram.process_server_first_message(first.auth_bytes)
-    return client.call(SaslAuthenticateRequest(auth_bytes=scram.final_message()), 4)
-
-
 @pytest.mark.parametrize(("user", "password"), [("alice", "wrong"), ("mallory", PASSWORD)])
 def test_a_failed_login_is_answered_58_alike_then_closed(
     sasl: tuple[RecordingHandler, str], user: str, password: str
@@ -167,7 +151,7 @@ def test_a_failed_login_is_answered_58_alike_then_closed(
     host, _, port = bootstrap.rpartition(":")
     client = WireClient((host, int(port)))
     try:
-        final = _login(client, user, password)
+        final = scram_login(client, user, password)
         assert final.error_code == ErrorCode.sasl_authentication_failed
         # Whether the user exists or not: the same step, the same words.
         assert final.error_message == AUTHENTICATION_FAILED.format(mechanism="SCRAM-SHA-512")
@@ -203,7 +187,7 @@ def test_a_successful_login_then_serves_requests_and_refuses_another_handshake(
     host, _, port = bootstrap.rpartition(":")
     client = WireClient((host, int(port)))
     try:
-        final = _login(client, "alice", PASSWORD)
+        final = scram_login(client, "alice", PASSWORD)
         assert final.error_code == ErrorCode.none and final.auth_bytes.startswith(b"v=")
         again = client.call(SaslHandshakeRequest(mechanism="SCRAM-SHA-512"), 5)
         assert again.error_code == ErrorCode.illegal_sasl_state

@@ -17,7 +17,7 @@ from tiered import rlmm
 from tiered.admin import AdminClient, TopicDescription
 from tiered.api import RemoteLogSegmentMetadata, RemoteResourceNotFoundException, TopicIdPartition
 from tiered.cluster.model import TieredState
-from tiered.net import GRPC, PLAINTEXT, parse_listeners
+from tiered.net import GRPC, KAFKA_LISTENER_NAMES, parse_listeners
 from tiered.ports import free_port
 from tiered.rpc.v1 import broker_pb2 as pb
 from tiered.rpc.v1 import broker_pb2_grpc as pb_grpc
@@ -60,8 +60,10 @@ def grpc_address(properties: Mapping[str, str]) -> str:
 
 
 def kafka_address(properties: Mapping[str, str]) -> str:
-    """``host:port`` of a broker's Kafka listener, from its properties."""
-    return parse_listeners(properties["listeners"])[PLAINTEXT].address
+    """``host:port`` of a broker's Kafka listener (PLAINTEXT or SASL_PLAINTEXT), from its
+    properties."""
+    listeners = parse_listeners(properties["listeners"])
+    return next(listeners[n] for n in KAFKA_LISTENER_NAMES if n in listeners).address
 
 
 class Cluster:
