@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from kafka.admin import KafkaAdminClient
+from kafka.admin._users import UserScramCredentialDeletion, UserScramCredentialUpsertion
 from kio.schema.errors import ErrorCode
 
 from tests.rlmm_support import poll_until
@@ -21,14 +23,19 @@ from tests.support.kafka_clients import (
     wait_hosted,
     without_offsets,
 )
-from tests.support.kafka_cluster import connected, shared_cluster
+from tests.support.kafka_cluster import connected, kafka_bootstrap, shared_cluster
 from tests.support.sasl import scram_login
 from tiered.cli import configs
 from tiered.security.sasl import AUTHENTICATION_FAILED
 
 pytestmark = pytest.mark.processes
 
-PASSWORDS = {"alice": "alice-Pw-7f3a", "bob": "bob-Pw-91c2", "carol": "carol-Pw-55e0"}
+PASSWORDS = {
+    "alice": "alice-Pw-7f3a",
+    "bob": "bob-Pw-91c2",
+    "carol": "carol-Pw-55e0",
+    "dan": "dan-Pw-3b8d",
+}
 USED_PASSWORDS = [*PASSWORDS.values(), "alice-Pw-WRONG", "short-lived-Pw-0d1e"]
 FAILED = AUTHENTICATION_FAILED.format(mechanism="SCRAM-SHA-512")
 
@@ -247,6 +254,33 @@ def test_a_deleted_user_is_refused(cluster: Cluster, capsys: pytest.CaptureFixtu
     assert code == 1 and err.startswith("RESOURCE_NOT_FOUND: ")
 
 
+def test_kafka_clients_manage_users_through_any_broker(cluster: Cluster) -> None:
+    """AlterUserScramCredentials and DescribeUserScramCredentials from kafka-python's admin
+    client, logged in over SASL, forwarded by the broker to the controller."""
+    admin = KafkaAdminClient(
+        bootstrap_servers=kafka_bootstrap(cluster, 2),
+        **sasl_config("alice", PASSWORDS["alice"], "python"),
+    )
+    try:
+        assert admin.alter_user_scram_credentials(
+            [
+                UserScramCredentialUpsertion("dan", "SCRAM-SHA-512", PASSWORDS["dan"]),
+                UserScramCredentialDeletion("nobody", "SCRAM-SHA-512"),
+            ]
+        ) == {"dan": None, "nobody": "Attempt to delete a user credential that does not exist"}
+        described = admin.describe_user_scram_credentials(["dan", "ghost"])
+    finally:
+        admin.close()
+    assert described["dan"] == {
+        "error": None,
+        "credential_infos": [{"mechanism": 2, "iterations": 4096}],
+    }
+    assert (
+        described["ghost"]["error"] == "Attempt to describe a user credential that does not exist"
+    )
+    wait_login(cluster, "dan", PASSWORDS["dan"], ok=True)
+
+
 def test_credentials_survive_a_controller_failover(
     cluster: Cluster, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -259,6 +293,7 @@ def test_credentials_survive_a_controller_failover(
     assert out.splitlines() == [
         "SCRAM credential configs for user-principal 'alice' are SCRAM-SHA-512=iterations=4096",
         "SCRAM credential configs for user-principal 'bob' are SCRAM-SHA-512=iterations=8192",
+        "SCRAM credential configs for user-principal 'dan' are SCRAM-SHA-512=iterations=4096",
     ]
     # The new controller writes, and brokers following it learn: a user made after the failover.
     add_user(cluster, capsys, "carol", PASSWORDS["carol"])

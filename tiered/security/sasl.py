@@ -211,12 +211,8 @@ class SaslServerAuthenticator(ConnectionAuthenticator):
             challenge = scram.evaluate_response(bytes(getattr(request, "auth_bytes", b"")))
         except ScramAuthenticationError as e:
             self._move(SaslState.FAILED)
-            # Kafka's rule: the SCRAM layer's own words only where they reveal nothing about
-            # the user (a refused extension or authorization id); otherwise one fixed message.
             message = (
-                str(e)
-                if "tokenauth" in str(e) or "authorization id" in str(e)
-                else (AUTHENTICATION_FAILED.format(mechanism=scram.mechanism))
+                str(e) if e.for_client else AUTHENTICATION_FAILED.format(mechanism=scram.mechanism)
             )
             log.info("SASL/%s authentication failed: %s", scram.mechanism, e)
             return AuthenticationStep(

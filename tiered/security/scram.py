@@ -255,7 +255,13 @@ CredentialLookup = Callable[[str], "ScramCredential | None"]
 
 
 class ScramAuthenticationError(Exception):
-    """The exchange failed; the message is what the client may be told."""
+    """The exchange failed. ``for_client`` (Kafka's SaslAuthenticationException): the message
+    reveals nothing about the user and may be sent to the client; otherwise (Kafka's
+    SaslException) the client is told one fixed message."""
+
+    def __init__(self, message: str, *, for_client: bool = False) -> None:
+        super().__init__(message)
+        self.for_client = for_client
 
 
 class ScramServerState(enum.Enum):
@@ -336,7 +342,8 @@ class ScramSaslServer:
         if extensions.get(TOKEN_AUTH_EXTENSION, "").lower() == "true":
             raise ScramAuthenticationError(
                 "Authentication failed: delegation tokens (the tokenauth extension) are not "
-                "supported"
+                "supported",
+                for_client=True,
             )
         try:
             username = decode_saslname(match["saslname"])
@@ -346,7 +353,8 @@ class ScramSaslServer:
         if authzid and authzid != username:
             raise ScramAuthenticationError(
                 "Authentication failed: Client requested an authorization id that is different "
-                "from username"
+                "from username",
+                for_client=True,
             )
         credential = self._credentials(username)
         self._known_user = (
