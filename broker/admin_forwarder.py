@@ -38,6 +38,8 @@ _METHODS = {
     "DescribeCluster": pb.DescribeClusterResponse,
     "DescribeMetadata": pb.DescribeMetadataResponse,
     "AlterTopicConfigs": pb.AlterTopicConfigsResponse,
+    "AlterUserScramCredentials": pb.AlterUserScramCredentialsResponse,
+    "DescribeUserScramCredentials": pb.DescribeUserScramCredentialsResponse,
 }
 # A DescribeMetadata answer for 100k topics is several MB: above gRPC's 4 MiB default.
 _CHANNEL_OPTIONS = [("grpc.max_receive_message_length", 256 * 1024 * 1024)]

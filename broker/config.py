@@ -18,7 +18,8 @@ from tiered.metrics_endpoint import metrics_host
 from tiered.net import (
     GRPC,
     KAFKA_LISTENER_NAMES,
-    SSL,
+    SASL_LISTENER_NAMES,
+    TLS_LISTENER_NAMES,
     Listener,
     advertised_listeners,
     parse_listeners,
@@ -26,6 +27,8 @@ from tiered.net import (
 from tiered.properties import bool_property, int_property
 from tiered.rsm import config_from_properties as rsm_config_from_properties
 from tiered.security.grpc_tls import GrpcSecurity
+from tiered.security.sasl import parse_enabled_mechanisms
+from tiered.security.scram import ScramMechanism
 from tiered.security.ssl_principal import SslPrincipalMapper
 from tiered.security.tls import TlsSettings
 from tiered.security.tls_stream import TlsListener
@@ -49,14 +52,25 @@ def _listeners(values: Mapping[str, str]) -> tuple[dict[str, Listener], dict[str
 
 
 def _kafka_listener_name(listeners: Mapping[str, Listener]) -> str | None:
-    """PLAINTEXT or SSL: a broker serves one Kafka listener."""
-    names = [name for name in KAFKA_LISTENER_NAMES if name in listeners]
+    """The broker's one Kafka listener (PLAINTEXT or SASL_PLAINTEXT); ValueError naming
+    ``listeners`` when there are several."""
+    names = [name for name in listeners if name in KAFKA_LISTENER_NAMES]
     if len(names) > 1:
         raise ValueError(
-            f"listeners has {' and '.join(names)} listeners; a broker serves one Kafka listener "
-            f"(PLAINTEXT or SSL) beside GRPC"
+            f"listeners has Kafka listeners {' and '.join(names)}; a broker serves one Kafka "
+            f"listener, one of {', '.join(KAFKA_LISTENER_NAMES)}"
         )
     return names[0] if names else None
+
+
+def _sasl_mechanisms(
+    values: Mapping[str, str], kafka_name: str | None
+) -> tuple[ScramMechanism, ...]:
+    """``sasl.enabled.mechanisms`` for a SASL listener (checked whenever it is set)."""
+    if kafka_name in SASL_LISTENER_NAMES or "sasl.enabled.mechanisms" in values:
+        mechanisms = parse_enabled_mechanisms(values.get("sasl.enabled.mechanisms"))
+        return mechanisms if kafka_name in SASL_LISTENER_NAMES else ()
+    return ()
 
 
 def _kafka_settings(
@@ -65,10 +79,10 @@ def _kafka_settings(
     if listener is None:
         return None
     tls = None
-    if listener.name == SSL:
+    if listener.name in TLS_LISTENER_NAMES:
         tls = TlsListener(
-            TlsSettings.from_properties(values, SSL).server_context(),
-            SslPrincipalMapper.from_properties(values, SSL),
+            TlsSettings.from_properties(values, listener.name).server_context(),
+            SslPrincipalMapper.from_properties(values, listener.name),
         )
     return ListenerSettings(
         name=listener.name,
@@ -103,10 +117,13 @@ class BrokerConfig:
     # The process's ZooKeeper identity and znode ACLs (registration and a ZooKeeper RLMM).
     zookeeper_security: ZooKeeperSecurity = NO_SECURITY
     heartbeat_interval_s: float = 2.0
-    # The Kafka listener (PLAINTEXT or SSL in ``listeners``), None without one; its address as
-    # registered for clients (``advertised.listeners``; port 0: the port bound).
+    # The Kafka listener (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL in ``listeners``), None
+    # without one; its address as registered for clients (``advertised.listeners``; port 0: the
+    # port bound).
     kafka: ListenerSettings | None = None
     kafka_advertised: Listener | None = None
+    # A SASL listener's ``sasl.enabled.mechanisms``; () for a listener without SASL.
+    sasl_mechanisms: tuple[ScramMechanism, ...] = ()
     grpc_advertised: Listener | None = None  # None: host:port
     grpc_security: GrpcSecurity = field(default_factory=GrpcSecurity)
     properties: Mapping[str, str] = field(default_factory=dict)  # the file, for DescribeConfigs
@@ -168,6 +185,7 @@ class BrokerConfig:
             / 1000,
             kafka=_kafka_settings(values, None if kafka_name is None else listeners[kafka_name]),
             kafka_advertised=None if kafka_name is None else advertised[kafka_name],
+            sasl_mechanisms=_sasl_mechanisms(values, kafka_name),
             grpc_advertised=advertised[GRPC],
             grpc_security=GrpcSecurity.from_properties(values),
             properties=MappingProxyType(dict(values)),

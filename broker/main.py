@@ -1,6 +1,6 @@
 """``tiered-broker --config broker.properties``: the broker agent process.
 
-Prints ``broker N kafka listener on PLAINTEXT://HOST:PORT`` (or ``SSL://``) once its Kafka listener is bound
+Prints ``broker N kafka listener on NAME://HOST:PORT`` once its Kafka listener is bound
 (when ``listeners`` has one) and ``broker N serving on HOST:PORT`` (gRPC) once it serves. SIGTERM
 or SIGINT stops it gracefully: requests in flight complete (up to a grace period), tiering tasks
 stop, logs are closed.
@@ -40,6 +40,8 @@ from tiered.rlmm.backend import StorageBackendError
 from tiered.rpc.v1 import broker_pb2_grpc as pb_grpc
 from tiered.rpc.v1 import controller_pb2_grpc as controller_grpc
 from tiered.security.grpc_context import use_principal_mapper
+from tiered.security.sasl import Authentication, SaslAuthentication, ScramCredentials
+from tiered.security.scram import ScramCredential, ScramMechanism
 
 log = logging.getLogger("tiered.broker")
 
@@ -60,11 +62,36 @@ class Closeable(Protocol):
     def close(self) -> None: ...
 
 
+class ScramCredentialSource:
+    """Where the SASL listener finds credentials: the metadata the broker follows (KRaft) or its
+    watch on ``/config/users`` (ZooKeeper), known once the link to the cluster is up (the Kafka
+    listener starts first: its port goes into the registration). None until then."""
+
+    def __init__(self) -> None:
+        self.lookup: ScramCredentials | None = None
+
+    def __call__(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None:
+        lookup = self.lookup
+        return None if lookup is None else lookup(user, mechanism)
+
+
+def kafka_authentication(
+    config: BrokerConfig, credentials: ScramCredentials
+) -> Authentication | None:
+    """A SASL listener's authentication (None: the listener authenticates nobody)."""
+    if not config.sasl_mechanisms or config.kafka_advertised is None:
+        return None
+    return SaslAuthentication(config.sasl_mechanisms, credentials, config.kafka_advertised.name)
+
+
 def start_kafka_listener(
-    config: BrokerConfig, agent: BrokerAgent, controller: ControllerAdmin
+    config: BrokerConfig,
+    agent: BrokerAgent,
+    controller: ControllerAdmin,
+    credentials: ScramCredentials,
 ) -> tuple[KafkaServer, ThisBroker, BrokerKafkaHandler] | None:
-    """Binds the Kafka listener (PLAINTEXT or SSL in ``listeners``), None without one; raises OSError
-    if the bind fails."""
+    """Binds the Kafka listener (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL in ``listeners``),
+    None without one; raises OSError if the bind fails."""
     if config.kafka is None or config.kafka_advertised is None:
         return None
     this = ThisBroker(config.node_id, config.kafka_advertised, config.log_dir, config.properties)
@@ -76,7 +103,12 @@ def start_kafka_listener(
         ]
 
     handler = BrokerKafkaHandler(this, controller, local_partitions, agent)
-    server = KafkaServer(handler, config.kafka, ApiVersionRegistry())
+    server = KafkaServer(
+        handler,
+        config.kafka,
+        ApiVersionRegistry(),
+        kafka_authentication(config, credentials),
+    )
     try:
         server.start()
     except OSError:
@@ -98,10 +130,14 @@ def registration_of(config: BrokerConfig, this: ThisBroker | None) -> BrokerRegi
 
 
 def start_controller_link(
-    config: BrokerConfig, agent: BrokerAgent, registration: BrokerRegistration
+    config: BrokerConfig,
+    agent: BrokerAgent,
+    registration: BrokerRegistration,
+    credentials: ScramCredentialSource,
 ) -> Closeable | None:
     """Registers with the cluster: KRaft (controller.quorum.bootstrap.servers) or ZooKeeper
-    (zookeeper.connect); neither means a standalone broker driven by local calls."""
+    (zookeeper.connect); neither means a standalone broker driven by local calls. Points
+    ``credentials`` at where this mode learns SCRAM credentials."""
     if config.controller_bootstrap:
         link = KRaftControllerLink(
             config.controller_bootstrap,
@@ -114,14 +150,23 @@ def start_controller_link(
             credentials=config.grpc_security.channel_credentials,
         )
         link.start()
+        credentials.lookup = link.scram_credential
         return link
     if config.zookeeper_connect:
         from tiered.cluster.zk_registration import BrokerZkRegistration  # noqa: PLC0415 - lazy
+        from tiered.security.zk_scram_watch import ZkScramCredentials  # noqa: PLC0415
 
         zk = BrokerZkRegistration(
             config.zookeeper_connect, registration, security=config.zookeeper_security
         )
         zk.start()  # raises BrokerRegistrationError if another live broker holds the id
+        try:
+            watch = ZkScramCredentials(zk.zk_client)
+            watch.start()
+        except BaseException:
+            zk.close()
+            raise
+        credentials.lookup = watch.scram_credential
         return zk
     log.info("No controller.quorum.bootstrap.servers or zookeeper.connect: standalone broker")
     return None
@@ -171,8 +216,9 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         announce(f"broker {config.node_id} metrics on {metrics.url}")
     server.start()
+    credentials = ScramCredentialSource()
     try:
-        kafka = start_kafka_listener(config, agent, controller)
+        kafka = start_kafka_listener(config, agent, controller, credentials)
     except OSError as e:
         assert config.kafka is not None
         print(
@@ -186,7 +232,10 @@ def main(argv: list[str] | None = None) -> int:
         announce(f"broker {config.node_id} kafka listener on {kafka[1].endpoint}")
     try:
         link = start_controller_link(
-            config, agent, registration_of(config, None if kafka is None else kafka[1])
+            config,
+            agent,
+            registration_of(config, None if kafka is None else kafka[1]),
+            credentials,
         )
     except Exception as e:
         print(

@@ -23,6 +23,7 @@ from controller.disable_completion import DisableCompletion
 from controller.leadership import Leadership, Term
 from controller.log_dirs import LogDirsClient
 from controller.metrics import ControllerMetrics
+from controller.scram_users import ScramUsers
 from controller.store import MetadataStore
 from tiered.cluster.model import MetadataImage
 
@@ -56,6 +57,7 @@ class Controller:
             self._log_dirs,
             cluster_id=config.cluster_id,
         )
+        self.scram_users = ScramUsers(store, self.term)
         self.leadership = Leadership(config.node_id, config.endpoint, store, self.term, self)
         self._requeued = 0
 

@@ -13,6 +13,7 @@ import grpc
 from controller.admin_operations import AdminOperations, TopicAlteration, TopicView
 from controller.broker_registry import BrokerRegistry
 from controller.leadership import Term
+from controller.scram_users import ScramDeletion, ScramUpsertion, ScramUsers
 from controller.store import MetadataStore, MetadataStoreError
 from controller.store.base import MetadataLogSource
 from tiered.cluster.model import (
@@ -126,8 +127,9 @@ def _topic_error(name: str) -> Callable[[TieredError], pb.TopicResult]:
 
 
 class AdminServicer(pb_grpc.AdminServiceServicer):
-    def __init__(self, admin: AdminOperations) -> None:
+    def __init__(self, admin: AdminOperations, scram_users: ScramUsers) -> None:
         self._admin = admin
+        self._scram_users = scram_users
 
     def CreateTopics(
         self, request: pb.CreateTopicsRequest, context: grpc.ServicerContext
@@ -298,6 +300,55 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
 
         return handle(
             context, call, lambda e: pb.AlterTopicConfigsResponse(error=error_to_proto(e))
+        )
+
+    def AlterUserScramCredentials(
+        self, request: pb.AlterUserScramCredentialsRequest, context: grpc.ServicerContext
+    ) -> pb.AlterUserScramCredentialsResponse:
+        def call() -> pb.AlterUserScramCredentialsResponse:
+            results = self._scram_users.alter(
+                [ScramDeletion(d.name, d.mechanism) for d in request.deletions],
+                [
+                    ScramUpsertion(u.name, u.mechanism, u.iterations, u.salt, u.salted_password)
+                    for u in request.upsertions
+                ],
+            )
+            return pb.AlterUserScramCredentialsResponse(
+                results=[pb.UserResult(user=u, error=error_to_proto(e)) for u, e in results],
+                error=error_to_proto(None),
+            )
+
+        return handle(
+            context, call, lambda e: pb.AlterUserScramCredentialsResponse(error=error_to_proto(e))
+        )
+
+    def DescribeUserScramCredentials(
+        self, request: pb.DescribeUserScramCredentialsRequest, context: grpc.ServicerContext
+    ) -> pb.DescribeUserScramCredentialsResponse:
+        def call() -> pb.DescribeUserScramCredentialsResponse:
+            results = []
+            for user, found in self._scram_users.describe(list(request.users)):
+                if isinstance(found, TieredError):
+                    results.append(pb.UserScramCredentials(user=user, error=error_to_proto(found)))
+                    continue
+                results.append(
+                    pb.UserScramCredentials(
+                        user=user,
+                        error=error_to_proto(None),
+                        credentials=[
+                            pb.ScramCredentialInfo(mechanism=m.type_id, iterations=i)
+                            for m, i in found
+                        ],
+                    )
+                )
+            return pb.DescribeUserScramCredentialsResponse(
+                results=results, error=error_to_proto(None)
+            )
+
+        return handle(
+            context,
+            call,
+            lambda e: pb.DescribeUserScramCredentialsResponse(error=error_to_proto(e)),
         )
 
 

@@ -50,6 +50,13 @@ from tiered.rpc.channels import ChannelCache, ChannelCacheClosedError
 from tiered.rpc.status import error_from_proto, error_from_rpc
 from tiered.rpc.v1 import controller_pb2 as pb
 from tiered.rpc.v1 import controller_pb2_grpc as pb_grpc
+from tiered.security.scram_admin import (
+    UserScramCredentialDeletion,
+    UserScramCredentials,
+    UserScramCredentialUpsertion,
+    alteration_to_proto,
+    described_from_proto,
+)
 
 __all__ = [
     "AdminClient",
@@ -279,6 +286,33 @@ class AdminClient:
         return cluster_from_proto(
             self._call("DescribeCluster", pb.DescribeClusterRequest(), pb.DescribeClusterResponse)
         )
+
+    def alter_user_scram_credentials(
+        self,
+        upsertions: Sequence[UserScramCredentialUpsertion] = (),
+        deletions: Sequence[UserScramCredentialDeletion] = (),
+    ) -> list[tuple[str, TieredError | None]]:
+        """Each user named and its outcome. Passwords are salted here; a bad upsertion raises
+        UNACCEPTABLE_CREDENTIAL before anything is sent."""
+        response = self._call(
+            "AlterUserScramCredentials",
+            alteration_to_proto(upsertions, deletions),
+            pb.AlterUserScramCredentialsResponse,
+        )
+        raise_if_error(response.error)
+        return [(r.user, error_from_proto(r.error)) for r in response.results]
+
+    def describe_user_scram_credentials(
+        self, users: Sequence[str] = ()
+    ) -> list[UserScramCredentials | TieredError]:
+        """The named users (in order), or every user with a credential (by name)."""
+        response = self._call(
+            "DescribeUserScramCredentials",
+            pb.DescribeUserScramCredentialsRequest(users=list(users)),
+            pb.DescribeUserScramCredentialsResponse,
+        )
+        raise_if_error(response.error)
+        return described_from_proto(response)
 
     # -- plumbing
 

@@ -64,17 +64,13 @@ class KafkaCluster:
         )
 
 
-def _cluster_from_proto(
-    response: pb.DescribeMetadataResponse, listener_name: str = PLAINTEXT
-) -> KafkaCluster:
+def _cluster_from_proto(response: pb.DescribeMetadataResponse, listener: str) -> KafkaCluster:
+    """The brokers as their ``listener`` listeners (Kafka answers Metadata with the endpoints of
+    the listener the request came in on)."""
     brokers: dict[int, Listener] = {}
     for broker in response.brokers:
         endpoint = next(
-            (
-                e
-                for e in broker_endpoints_from_proto(broker.kafka_endpoints)
-                if e.name == listener_name
-            ),
+            (e for e in broker_endpoints_from_proto(broker.kafka_endpoints) if e.name == listener),
             None,
         )
         if endpoint is not None:
@@ -100,11 +96,10 @@ class ClusterView:
         max_age_s: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
         unknown_max_age_s: float = 0.25,
-        listener_name: str = PLAINTEXT,
+        listener: str = PLAINTEXT,
     ) -> None:
-        """``listener_name``: the Kafka listener whose endpoints Metadata answers name."""
         self._controller = controller
-        self._listener_name = listener_name
+        self._listener = listener
         self._max_age_s = max_age_s
         self._unknown_max_age_s = unknown_max_age_s
         # name -> (when, error): names the controller said do not exist. A client asking for
@@ -197,4 +192,4 @@ class ClusterView:
         error = error_from_proto(response.error)
         if error is not None:
             raise error
-        return _cluster_from_proto(response, self._listener_name)
+        return _cluster_from_proto(response, self._listener)

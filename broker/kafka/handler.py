@@ -4,7 +4,8 @@ the module that answers it.
 - ``metadata_api``: Metadata, DescribeCluster, FindCoordinator (the cluster as the controller's
   image has it, through ``cluster_view``'s short-lived cache);
 - ``topics_api``: CreateTopics, DeleteTopics; ``config_api``: DescribeConfigs, AlterConfigs,
-  IncrementalAlterConfigs; all forwarded to the active controller (``ControllerAdmin``);
+  IncrementalAlterConfigs; ``scram_api``: AlterUserScramCredentials,
+  DescribeUserScramCredentials; all forwarded to the active controller (``ControllerAdmin``);
 - ``log_dirs_api``: DescribeLogDirs, from this broker's own partitions;
 - the record APIs, on this broker's logs (``BrokerAgent``): ``produce_api`` (Produce),
   ``fetch_api`` (Fetch, long polls waiting in ``fetch_waits``), ``offsets_api`` (ListOffsets),
@@ -32,6 +33,7 @@ from broker.kafka.offsets_api import ListOffsetsApi, TimestampSearch
 from broker.kafka.partitions import HostingAgent, PartitionLookup
 from broker.kafka.produce_api import Appender, ProduceApi
 from broker.kafka.producer_ids import InitProducerIdApi, ProducerIdBlocks
+from broker.kafka.scram_api import ScramApi
 from broker.kafka.this_broker import ThisBroker
 from broker.kafka.topics_api import TopicsApi
 from tiered.api import TopicIdPartition
@@ -54,7 +56,7 @@ class BrokerKafkaHandler:
         agent: DataAgent,
         metadata_max_age_s: float = 1.0,
     ) -> None:
-        view = ClusterView(controller, metadata_max_age_s, listener_name=this.endpoint.name)
+        view = ClusterView(controller, metadata_max_age_s, listener=this.endpoint.name)
         cluster = MetadataApi(view, this)
         topics = TopicsApi(controller, view)
         configs = ConfigApi(controller, this)
@@ -71,6 +73,9 @@ class BrokerKafkaHandler:
         self.alter_configs = configs.alter_configs
         self.incremental_alter_configs = configs.incremental_alter_configs
         self.describe_log_dirs = log_dirs.describe_log_dirs
+        scram = ScramApi(controller)
+        self.alter_user_scram_credentials = scram.alter_user_scram_credentials
+        self.describe_user_scram_credentials = scram.describe_user_scram_credentials
         self.produce = ProduceApi(agent, partitions).produce
         self.fetch = FetchApi(agent, partitions, self._waits).fetch
         self.list_offsets = ListOffsetsApi(agent, partitions).list_offsets

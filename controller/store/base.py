@@ -29,10 +29,17 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from tiered.cluster.model import BrokerRegistration, DeleteJob, MetadataImage, TopicMetadata
+from tiered.cluster.model import (
+    BrokerRegistration,
+    DeleteJob,
+    MetadataImage,
+    ScramCredentialKey,
+    TopicMetadata,
+)
+from tiered.security.scram import ScramCredential
 
 if TYPE_CHECKING:
     from tiered.rpc.v1.metadata_pb2 import MetadataRecordBatch
@@ -49,6 +56,17 @@ def check_delete_job_of(topic: TopicMetadata, delete_job: DeleteJob) -> None:
             f"the delete job of topic id {delete_job.topic_id} is not {topic.name}'s "
             f"({topic.topic_id})"
         )
+
+
+def check_scram_alteration(
+    upsertions: Mapping[ScramCredentialKey, ScramCredential],
+    deletions: Collection[ScramCredentialKey],
+) -> None:
+    """``ValueError`` for a credential both upserted and deleted in one alteration."""
+    both = set(upsertions) & set(deletions)
+    if both:
+        user, mechanism = sorted(both, key=lambda k: (k[0], k[1].type_id))[0]
+        raise ValueError(f"the {mechanism} credential of user {user!r} is both set and removed")
 
 
 class MetadataStoreError(Exception):
@@ -86,7 +104,8 @@ class MetadataStore(ABC):
 
     @abstractmethod
     def load(self) -> MetadataImage:
-        """Everything committed: topics, registered brokers, delete jobs, the controller epoch."""
+        """Everything committed: topics, registered brokers, delete jobs, SCRAM credentials, the
+        controller epoch."""
 
     # ----------------------------------------------------------------------------- fenced writes
 
@@ -125,6 +144,20 @@ class MetadataStore(ABC):
         """Removes the topic and everything stored under it, atomically, together with the
         creation of ``delete_job`` when given (the job of the topic's remote data: a deletion
         persisted without its job would orphan that data)."""
+
+    @abstractmethod
+    def alter_scram_credentials(
+        self,
+        upsertions: Mapping[ScramCredentialKey, ScramCredential],
+        deletions: Collection[ScramCredentialKey],
+    ) -> None:
+        """Creates or replaces each credential of ``upsertions`` and removes each of
+        ``deletions`` (keys ``(user, mechanism)``), atomically; a key in both is refused with
+        ValueError. Credentials are stored salted and hashed as given, never a password.
+        KRaft: one batch of UserScramCredential / RemoveUserScramCredential records; ZooKeeper:
+        one multi over Kafka's ``/config/users/{name}`` znodes (other keys of a user's config
+        are kept; a user whose config becomes empty keeps an empty one, as Kafka leaves it).
+        Removing a credential that is not there is not an error."""
 
     @abstractmethod
     def register_broker(self, registration: BrokerRegistration) -> None:

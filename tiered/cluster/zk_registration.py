@@ -113,6 +113,11 @@ class BrokerZkRegistration:
         return self._zk.kazoo
 
     @property
+    def zk_client(self) -> ZkClient:
+        """The client with its chroot, for what else the broker reads on its session."""
+        return self._zk
+
+    @property
     def controller_endpoint(self) -> str | None:
         """The active controller's endpoint as ``/controller`` names it (None if none or if
         ZooKeeper cannot be read): where this broker forwards AdminService calls."""

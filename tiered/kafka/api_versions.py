@@ -51,8 +51,12 @@ DEFAULT_API_VERSIONS: Mapping[int, tuple[int, int]] = {
     22: (0, 5),  # InitProducerId
     32: (1, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
+    17: (1, 1),  # SaslHandshake (v0's raw tokens without SaslAuthenticate are not served)
     35: (1, 4),  # DescribeLogDirs
+    36: (0, 2),  # SaslAuthenticate
     44: (0, 1),  # IncrementalAlterConfigs
+    50: (0, 0),  # DescribeUserScramCredentials
+    51: (0, 0),  # AlterUserScramCredentials
     60: (0, 1),  # DescribeCluster
 }
 

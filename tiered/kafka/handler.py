@@ -52,7 +52,8 @@ class CloseConnectionError(Exception):
 @dataclass(frozen=True, slots=True)
 class RequestContext:
     """Who asked: the decoded request header, the client's address (``host:port``), the
-    principal the connection authenticated as and the listener's name."""
+    principal the connection authenticated as (ANONYMOUS on a listener that authenticates
+    nobody) and the listener's name."""
 
     header: RequestHeader
     client_address: str

@@ -4,7 +4,7 @@ its parts (leadership, loading, fenced writes, the live-brokers watch)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from kazoo.client import KazooClient
 
@@ -14,8 +14,15 @@ from controller.store.zookeeper.live_brokers import LiveBrokersCallback, LiveBro
 from controller.store.zookeeper.loading import Loader
 from controller.store.zookeeper.writes import FencedWriter
 from tiered.cluster import zk_paths
-from tiered.cluster.model import BrokerRegistration, DeleteJob, MetadataImage, TopicMetadata
+from tiered.cluster.model import (
+    BrokerRegistration,
+    DeleteJob,
+    MetadataImage,
+    ScramCredentialKey,
+    TopicMetadata,
+)
 from tiered.properties import int_property
+from tiered.security.scram import ScramCredential
 from tiered.security.zookeeper_acl import ZooKeeperAuthenticationError
 from tiered.security.zookeeper_auth import NO_SECURITY, ZooKeeperSecurity
 from tiered.zk_client import TRANSPORT_ERRORS, ZkClient
@@ -66,6 +73,7 @@ class ZooKeeperMetadataStore(MetadataStore):
                 zk_paths.BROKER_IDS,
                 zk_paths.BROKER_TOPICS,
                 zk_paths.CONFIG_TOPICS,
+                zk_paths.CONFIG_USERS,
                 zk_paths.DELETE_JOBS,
             )
         except ZooKeeperAuthenticationError as e:
@@ -159,6 +167,13 @@ class ZooKeeperMetadataStore(MetadataStore):
 
     def delete_topic(self, topic: TopicMetadata, delete_job: DeleteJob | None = None) -> None:
         self._writer.delete_topic(topic, delete_job)
+
+    def alter_scram_credentials(
+        self,
+        upsertions: Mapping[ScramCredentialKey, ScramCredential],
+        deletions: Collection[ScramCredentialKey],
+    ) -> None:
+        self._writer.alter_scram_credentials(upsertions, deletions)
 
     # ------------------------------------------------------------------------------- lifecycle
 
