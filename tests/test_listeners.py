@@ -43,11 +43,7 @@ def test_a_listener_list_is_read_by_name_and_a_bare_address_is_grpc() -> None:
 @pytest.mark.parametrize(
     ("value", "fragments"),
     [
-        (
-            "SASL_PLAINTEXT://h:1,GRPC://h:2",
-            ["listeners", "SASL_PLAINTEXT", "not supported yet", "NAME://host:port"],
-        ),
-        ("SASL_SSL://h:1", ["SASL_SSL listeners are not supported yet"]),
+        ("SASL_TLS://h:1,GRPC://h:2", ["listeners", "unknown listener name", "NAME://host:port"]),
         ("FOO://h:1", ["unknown listener name", "'FOO://h:1'", "PLAINTEXT"]),
         ("GRPC://h:1,GRPC://h:2", ["names listener GRPC twice"]),
         ("PLAINTEXT://h", ["'PLAINTEXT://h' is not NAME://host:port"]),
@@ -102,7 +98,6 @@ def test_a_broker_has_a_grpc_and_a_kafka_listener(tmp_path: Path) -> None:
     [
         ("PLAINTEXT://127.0.0.1:9092", "has no gRPC listener"),
         ("GRPC://127.0.0.1:0", "has no gRPC listener"),
-        ("GRPC://h:1,SASL_SSL://h:2", "SASL_SSL listeners are not supported yet"),
         ("GRPC://h:1,PLAINTEXT://h:2,SSL://h:3", "one Kafka listener"),
     ],
 )
@@ -134,7 +129,7 @@ def test_a_registration_carries_the_kafka_endpoints_both_ways() -> None:
     ("listeners", "fragments"),
     [
         ("PLAINTEXT://127.0.0.1:9092", ["has no gRPC listener", "GRPC://127.0.0.1:9091"]),
-        ("GRPC://127.0.0.1:9091,SASL_SSL://127.0.0.1:9093", ["not supported yet"]),
+        ("GRPC://127.0.0.1:9091,SASL_SSL://127.0.0.1:9093,SSL://127.0.0.1:9094", ["one Kafka"]),
     ],
 )
 @pytest.mark.processes
