@@ -23,6 +23,7 @@ from tiered.cluster.model import (
 )
 from tiered.net import Listener
 from tiered.rpc.v1 import metadata_pb2
+from tiered.security.acl_serde import acl_record, binding_from_record
 
 logger = logging.getLogger(__name__)
 
@@ -279,6 +280,8 @@ def image_to_batch(image: MetadataImage, base_offset: int) -> metadata_pb2.Metad
         ts.tiered_epoch = topic.tiered_epoch
     for job in image.delete_jobs.values():
         records.add().delete_job.CopyFrom(delete_job_to_proto(job))
+    for acl_id, binding in image.acls.items():
+        records.append(acl_record(acl_id, binding))
     return batch
 
 
@@ -306,7 +309,8 @@ def apply_record(image: MetadataImage, record: metadata_pb2.MetadataRecord) -> N
     are idempotent, so re-applying a batch is harmless. Config, tiered state and remove records
     for a topic id the image does not know are ignored (debug log); a record of a kind this
     version does not know is ignored with a warning. A DeleteJobRecord replaces the job with the
-    same (topic id, tiered epoch), known topic or not. Malformed ids or states raise ValueError."""
+    same (topic id, tiered epoch), known topic or not; an ACL record adds (or removes) the ACL
+    with its id. Malformed ids, states or ACLs raise ValueError."""
     kind = record.WhichOneof("record")
     if kind == "topic":
         t = record.topic
@@ -352,6 +356,10 @@ def apply_record(image: MetadataImage, record: metadata_pb2.MetadataRecord) -> N
         # Jobs outlive their topic: applied whether or not the image knows the topic id.
         job = delete_job_from_proto(record.delete_job)
         image.delete_jobs[job.key] = job
+    elif kind == "access_control_entry":
+        image.acls.put(*binding_from_record(record.access_control_entry))
+    elif kind == "remove_access_control_entry":
+        image.acls.remove(uuid_from_bytes(record.remove_access_control_entry.id, "ACL id"))
     elif kind == "controller_epoch":
         ce = record.controller_epoch
         image.controller_id = ce.controller_id

@@ -25,6 +25,7 @@ from tiered.security.acl import (
     AclBinding,
     AclBindingFilter,
     PatternType,
+    ResourcePattern,
     ResourceType,
 )
 
@@ -73,6 +74,16 @@ class AclIndex:
     def id_of(self, binding: AclBinding) -> uuid.UUID | None:
         """The id of an ACL equal to ``binding``, None if there is none."""
         return self._ids.get(binding)
+
+    def of_pattern(self, pattern: ResourcePattern) -> list[tuple[uuid.UUID, AclBinding]]:
+        """The ACLs of exactly ``pattern`` (not of the patterns covering its name)."""
+        table = self._prefixed if pattern.pattern_type is PatternType.PREFIXED else self._literal
+        found = []
+        for entries in table.get((pattern.resource_type, pattern.name), _EMPTY).values():
+            for entry in entries:
+                binding = AclBinding(pattern, entry)
+                found.append((self._ids[binding], binding))
+        return found
 
     def matching(self, binding_filter: AclBindingFilter) -> list[tuple[uuid.UUID, AclBinding]]:
         """Every ACL the filter matches (DescribeAcls, DeleteAcls: a listing, not a check)."""

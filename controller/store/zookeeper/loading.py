@@ -1,9 +1,10 @@
 """The ZooKeeper store's reads: ``load`` and the live brokers.
 
 ``load`` lists ``/brokers/topics`` and ``/tiered/delete_jobs`` and reads the four znodes of every
-topic and the znode of every delete job in bulk (``tiered.zk_multi_read``: multiRead where the
-server has it). Topics are decoded as the answers arrive, while the next requests are in flight,
-and topics with the same config znode share one parsed config mapping.
+topic, the znode of every delete job and every ACL pattern's (``tiered.security.zk_acls``) in
+bulk (``tiered.zk_multi_read``: multiRead where the server has it). Topics are decoded as the
+answers arrive, while the next requests are in flight, and topics with the same config znode
+share one parsed config mapping.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from controller.store.zookeeper.znodes import decode_delete_job, decode_topic, p
 from tiered.cluster import zk_paths
 from tiered.cluster.model import BrokerRegistration, MetadataImage
 from tiered.cluster.zk_znodes import decode_broker_registration, decode_controller
+from tiered.security.zk_acls import read_all_acls
 from tiered.zk_client import TRANSPORT_ERRORS, ZkClient
 from tiered.zk_multi_read import BulkReader
 
@@ -77,6 +79,10 @@ class Loader:
             job = decode_delete_job(job_name, job_value)
             image.delete_jobs[job.key] = job
         image.brokers = self.live_brokers()
+        try:
+            image.acls = read_all_acls(zk, self._reader)
+        except ValueError as e:
+            raise MetadataStoreError(str(e)) from e
         found = zk.data_or_none(controller)
         if found is not None:
             try:

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 
 from kazoo.client import KazooClient
 
-from controller.store.base import MetadataStore, MetadataStoreError, TopicChange
+from controller.store.base import MetadataStore, MetadataStoreError, StoredAcl, TopicChange
 from controller.store.zookeeper.leadership import Leadership
 from controller.store.zookeeper.live_brokers import LiveBrokersCallback, LiveBrokersWatch
 from controller.store.zookeeper.loading import Loader
@@ -16,6 +16,7 @@ from controller.store.zookeeper.writes import FencedWriter
 from tiered.cluster import zk_paths
 from tiered.cluster.model import BrokerRegistration, DeleteJob, MetadataImage, TopicMetadata
 from tiered.properties import int_property
+from tiered.security.acl_znodes import ACL_PARENTS
 from tiered.zk_client import TRANSPORT_ERRORS, ZkClient
 from tiered.zk_multi_read import BulkReader
 
@@ -63,6 +64,7 @@ class ZooKeeperMetadataStore(MetadataStore):
                 zk_paths.BROKER_TOPICS,
                 zk_paths.CONFIG_TOPICS,
                 zk_paths.DELETE_JOBS,
+                *ACL_PARENTS,
             )
         except TRANSPORT_ERRORS as e:
             raise MetadataStoreError(f"cannot connect to ZooKeeper at {connect}: {e!r}") from e
@@ -147,6 +149,12 @@ class ZooKeeperMetadataStore(MetadataStore):
 
     def delete_topic(self, topic: TopicMetadata, delete_job: DeleteJob | None = None) -> None:
         self._writer.delete_topic(topic, delete_job)
+
+    def create_acls(self, acls: Sequence[StoredAcl]) -> None:
+        self._writer.change_acls(acls, ())
+
+    def delete_acls(self, acls: Sequence[StoredAcl]) -> None:
+        self._writer.change_acls((), acls)
 
     # ------------------------------------------------------------------------------- lifecycle
 
