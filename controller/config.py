@@ -13,6 +13,7 @@ from tiered.net import parse_listener
 from tiered.properties import int_property
 from tiered.retry import ExponentialBackoff
 from tiered.rsm import config_from_properties as rsm_config_from_properties
+from tiered.security.authorizer import AuthorizerConfig
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class ControllerConfig:
     # The Prometheus endpoint: none without ``metrics.port``; port 0 is any free port.
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
+    authorizer: AuthorizerConfig = field(default_factory=AuthorizerConfig)
 
     @property
     def endpoint(self) -> str:
@@ -90,6 +92,7 @@ class ControllerConfig:
             },
             metrics_port=_metrics_port(values),
             metrics_host=values.get("metrics.host", "127.0.0.1").strip() or "127.0.0.1",
+            authorizer=AuthorizerConfig.from_properties(values),
         )
 
 

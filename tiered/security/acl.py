@@ -11,6 +11,7 @@ field) and, for pattern types, MATCH (every pattern that covers the given name).
 from __future__ import annotations
 
 import enum
+import uuid
 from dataclasses import dataclass
 from typing import Self
 
@@ -34,6 +35,7 @@ __all__ = [
     "ResourcePattern",
     "ResourcePatternFilter",
     "ResourceType",
+    "acl_id",
     "operations_of",
 ]
 
@@ -307,3 +309,10 @@ class AclBindingFilter:
 
 
 ANY_BINDING = AclBindingFilter()
+_ID_NAMESPACE = uuid.UUID("5d6c3a6e-5b5f-4d0e-9a51-6b1f0d4e8a11")
+
+
+def acl_id(binding: AclBinding) -> uuid.UUID:
+    """An ACL's id: derived from its binding, so that the same ACL has the same id in every
+    process and mode (ZooKeeper's layout stores no ids), and creating it twice is one ACL."""
+    return uuid.uuid5(_ID_NAMESPACE, repr(binding))

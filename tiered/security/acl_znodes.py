@@ -9,14 +9,13 @@ notifications.
   pattern, ``/kafka-acl-extended-changes/acl_changes_<seq>`` (data ``{"version":1,
   "resourceType":"TOPIC","name":...,"patternType":"PREFIXED"}``) after a prefixed one.
 
-The layout has no ACL ids: an ACL's id here is derived from its binding (``acl_id``), the same in
-every process that reads it.
+The layout has no ACL ids: an ACL's id is derived from its binding (``tiered.security.acl.acl_id``,
+as in KRaft mode), the same in every process that reads it.
 """
 
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterable
 
 from tiered.security.acl import (
@@ -27,6 +26,7 @@ from tiered.security.acl import (
     PatternType,
     ResourcePattern,
     ResourceType,
+    acl_id,
 )
 
 __all__ = [
@@ -54,7 +54,6 @@ ACL_CHANGE_PREFIX = "acl_changes_"
 KEPT_NOTIFICATIONS = 1000  # per change directory; the controller deletes older ones
 ZNODE_VERSION = 1
 _TYPES = (ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER)
-_NAMESPACE = uuid.UUID("5d6c3a6e-5b5f-4d0e-9a51-6b1f0d4e8a11")
 
 
 def _root(pattern_type: PatternType) -> str:
@@ -78,11 +77,6 @@ def pattern_path(pattern: ResourcePattern) -> str:
     if "/" in pattern.name or pattern.name in (".", ".."):
         raise ValueError(f"resource name {pattern.name!r} cannot be a znode name")
     return f"{_root(pattern.pattern_type)}/{pattern.resource_type.kafka_name}/{pattern.name}"
-
-
-def acl_id(binding: AclBinding) -> uuid.UUID:
-    """The id of an ACL stored in ZooKeeper: derived from the binding, so every reader agrees."""
-    return uuid.uuid5(_NAMESPACE, repr(binding))
 
 
 def encode_acls(entries: Iterable[AccessControlEntry]) -> bytes:
