@@ -14,6 +14,7 @@ import logging
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
@@ -39,6 +40,9 @@ from tiered.properties import load_properties
 from tiered.rlmm.backend import StorageBackendError
 from tiered.rpc.v1 import broker_pb2_grpc as pb_grpc
 from tiered.rpc.v1 import controller_pb2_grpc as controller_grpc
+from tiered.security.access import AccessControl
+from tiered.security.acl_index import AclIndex
+from tiered.security.authorizer import AuthorizerConfig, StandardAuthorizer
 
 log = logging.getLogger("tiered.broker")
 
@@ -60,7 +64,7 @@ class Closeable(Protocol):
 
 
 def start_kafka_listener(
-    config: BrokerConfig, agent: BrokerAgent, controller: ControllerAdmin
+    config: BrokerConfig, agent: BrokerAgent, controller: ControllerAdmin, access: AccessControl
 ) -> tuple[KafkaServer, ThisBroker, BrokerKafkaHandler] | None:
     """Binds the Kafka listener (PLAINTEXT in ``listeners``), None without one; raises OSError
     if the bind fails."""
@@ -74,7 +78,7 @@ def start_kafka_listener(
             for d in agent.describe_log_dirs()
         ]
 
-    handler = BrokerKafkaHandler(this, controller, local_partitions, agent)
+    handler = BrokerKafkaHandler(this, controller, local_partitions, agent, access=access)
     server = KafkaServer(handler, config.kafka, ApiVersionRegistry())
     try:
         server.start()
@@ -96,11 +100,24 @@ def registration_of(config: BrokerConfig, this: ThisBroker | None) -> BrokerRegi
     )
 
 
+class BrokerAcls:
+    """Where this broker's ACLs come from, one route per mode: KRaft, the metadata log it
+    follows (``KRaftControllerLink.image``); ZooKeeper, Kafka's ACL znodes followed on its own
+    session (``AclZkFollower``); a standalone broker has none."""
+
+    def __init__(self) -> None:
+        self.source: Callable[[], AclIndex] = AclIndex
+
+    def __call__(self) -> AclIndex:
+        return self.source()
+
+
 def start_controller_link(
-    config: BrokerConfig, agent: BrokerAgent, registration: BrokerRegistration
+    config: BrokerConfig, agent: BrokerAgent, registration: BrokerRegistration, acls: BrokerAcls
 ) -> Closeable | None:
     """Registers with the cluster: KRaft (controller.quorum.bootstrap.servers) or ZooKeeper
-    (zookeeper.connect); neither means a standalone broker driven by local calls."""
+    (zookeeper.connect); neither means a standalone broker driven by local calls. Points
+    ``acls`` at the mode's ACLs."""
     if config.controller_bootstrap:
         link = KRaftControllerLink(
             config.controller_bootstrap,
@@ -112,12 +129,22 @@ def start_controller_link(
             remove_partitions=agent.remove_partitions,
         )
         link.start()
+        acls.source = lambda: link.image.acls
         return link
     if config.zookeeper_connect:
         from tiered.cluster.zk_registration import BrokerZkRegistration  # noqa: PLC0415 - lazy
+        from tiered.security.zk_acls import AclZkFollower  # noqa: PLC0415 - lazy
 
         zk = BrokerZkRegistration(config.zookeeper_connect, registration)
         zk.start()  # raises BrokerRegistrationError if another live broker holds the id
+        follower = AclZkFollower(zk.zk_client)
+        try:
+            follower.start()
+        except Exception:
+            zk.close()
+            raise
+        acls.source = lambda: follower.acls
+        zk.on_close(follower.close)
         return zk
     log.info("No controller.quorum.bootstrap.servers or zookeeper.connect: standalone broker")
     return None
@@ -131,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         failpoints.configure_from_environment()
         config = BrokerConfig.from_properties(load_properties(args.config))
+        authorizer_config = AuthorizerConfig.from_properties(config.properties)
     except (OSError, ValueError) as e:
         print(f"INVALID_CONFIG: {e}", file=sys.stderr)
         return 2
@@ -148,7 +176,9 @@ def main(argv: list[str] | None = None) -> int:
         maximum_concurrent_rpcs=256,
         options=[GRPC_EXCLUSIVE_PORT],
     )
-    pb_grpc.add_BrokerServiceServicer_to_server(BrokerServicer(agent), server)  # type: ignore[no-untyped-call]
+    acls = BrokerAcls()
+    access = AccessControl(StandardAuthorizer(authorizer_config, acls))
+    pb_grpc.add_BrokerServiceServicer_to_server(BrokerServicer(agent, access), server)  # type: ignore[no-untyped-call]
     endpoint = ControllerEndpoint()
     controller = ControllerAdmin(endpoint.get)
     controller_grpc.add_AdminServiceServicer_to_server(AdminForwarder(controller), server)  # type: ignore[no-untyped-call]
@@ -167,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         announce(f"broker {config.node_id} metrics on {metrics.url}")
     server.start()
     try:
-        kafka = start_kafka_listener(config, agent, controller)
+        kafka = start_kafka_listener(config, agent, controller, access)
     except OSError as e:
         assert config.kafka is not None
         print(
@@ -181,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         announce(f"broker {config.node_id} kafka listener on {kafka[1].endpoint}")
     try:
         link = start_controller_link(
-            config, agent, registration_of(config, None if kafka is None else kafka[1])
+            config, agent, registration_of(config, None if kafka is None else kafka[1]), acls
         )
     except Exception as e:
         print(

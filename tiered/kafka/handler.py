@@ -30,6 +30,9 @@ from typing import Protocol, TypeAlias
 from kio.index import load_response_from_request
 from kio.static.protocol import RequestHeader, RequestPayload, ResponsePayload
 
+from tiered.net import PLAINTEXT
+from tiered.security import principal as security
+
 __all__ = [
     "CloseConnectionError",
     "HandlerResult",
@@ -48,10 +51,25 @@ class CloseConnectionError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class RequestContext:
-    """Who asked: the decoded request header and the client's address (``host:port``)."""
+    """Who asked: the decoded request header, the client's address (``host:port``), the
+    principal the listener authenticated (``User:ANONYMOUS`` on a listener that authenticates
+    nobody) and the listener's name."""
 
     header: RequestHeader
     client_address: str
+    principal: security.KafkaPrincipal = security.ANONYMOUS
+    listener: str = PLAINTEXT
+
+    @property
+    def client_host(self) -> str:
+        """The client's host, without the port (``[::1]:5`` -> ``::1``)."""
+        host, _, _ = self.client_address.rpartition(":")
+        return (host or self.client_address).strip("[]")
+
+    @property
+    def requester(self) -> security.RequestContext:
+        """What the authorizer judges: principal, client host, listener."""
+        return security.RequestContext(self.principal, self.client_host, self.listener)
 
     @property
     def api_version(self) -> int:
@@ -108,3 +126,9 @@ class KafkaHandler(Protocol):
     def describe_cluster(
         self, request: RequestPayload, context: RequestContext
     ) -> HandlerResult: ...
+
+    def describe_acls(self, request: RequestPayload, context: RequestContext) -> HandlerResult: ...
+
+    def create_acls(self, request: RequestPayload, context: RequestContext) -> HandlerResult: ...
+
+    def delete_acls(self, request: RequestPayload, context: RequestContext) -> HandlerResult: ...

@@ -6,22 +6,48 @@ is refused: CLUSTER_AUTHORIZATION_FAILED."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Iterable, Iterator
+from contextvars import ContextVar
 
 from tiered.errors import ErrorCode, TieredError
 from tiered.security.acl import AclOperation, ResourceType
 from tiered.security.authorizer import StandardAuthorizer
 from tiered.security.principal import KafkaPrincipal, RequestContext
 
-__all__ = ["FORWARDED_HOST", "FORWARDED_LISTENER", "FORWARDED_PRINCIPAL", "forwarded", "judged_as"]
+__all__ = [
+    "FORWARDED_HOST",
+    "FORWARDED_LISTENER",
+    "FORWARDED_PRINCIPAL",
+    "forwarded",
+    "forwarding_for",
+    "judged_as",
+]
 
 FORWARDED_PRINCIPAL = "x-tiered-forwarded-principal"
 FORWARDED_HOST = "x-tiered-forwarded-host"
 FORWARDED_LISTENER = "x-tiered-forwarded-listener"
 
 
-def forwarded(client: RequestContext | None) -> tuple[tuple[str, str], ...]:
-    """The gRPC metadata naming ``client`` (none for the broker's own requests)."""
+# The client whose request this thread is forwarding (a broker's Kafka or AdminService handler
+# sets it around the handling; the controller client reads it for each call it makes).
+_forwarding: ContextVar[RequestContext | None] = ContextVar("forwarding", default=None)
+
+
+@contextlib.contextmanager
+def forwarding_for(client: RequestContext) -> Iterator[None]:
+    """Calls to the controller made in this block (this thread) carry ``client``."""
+    token = _forwarding.set(client)
+    try:
+        yield
+    finally:
+        _forwarding.reset(token)
+
+
+def forwarded() -> tuple[tuple[str, str], ...]:
+    """The gRPC metadata naming the client being forwarded for (none for the broker's own
+    requests, such as its metadata listing)."""
+    client = _forwarding.get()
     if client is None:
         return ()
     return (
