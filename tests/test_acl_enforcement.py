@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
@@ -30,9 +31,13 @@ from tests.support.kafka_cluster import (
     result_error,
     shared_cluster,
 )
-from tests.support.processes import REPO
+from tests.support.processes import REPO, DaemonProcess
 from tiered.cluster.model import TieredState
 from tiered.errors import ErrorCode, TieredError
+from tiered.ports import free_port
+from tiered.rpc.v1 import broker_pb2 as broker_pb
+from tiered.rpc.v1 import broker_pb2_grpc as broker_grpc
+from tiered.rpc.v1 import records_pb2
 from tiered.security.acl import (
     CLUSTER_NAME,
     AccessControlEntry,
@@ -331,3 +336,48 @@ def test_acl_changes_need_alter_on_the_cluster(cluster: Cluster) -> None:
         AclBindingFilter(entry=AccessControlEntryFilter(principal="User:x"))
     )
     assert found == []
+
+
+def test_disable_remote_topic_on_a_broker_needs_cluster_action(tmp_path: Path) -> None:
+    """A caller without ClusterAction (the super user is a principal nobody has, and no ACL
+    grants it) is refused by the broker itself, whoever forwarded what."""
+    port = free_port()
+    broker = DaemonProcess(
+        "broker.main",
+        tmp_path / "broker.properties",
+        {
+            "node.id": "7",
+            "listeners": f"GRPC://127.0.0.1:{port}",
+            "log.dirs": str(tmp_path / "log"),
+            "rlmm.sqlite.path": str(tmp_path / "rlmm.db"),
+            "remote.storage.root": str(tmp_path / "remote"),
+            "authorizer.enabled": "true",
+            "super.users": "User:nobody-has-this",
+        },
+    )
+    broker.start()
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        stub = broker_grpc.BrokerServiceStub(channel)  # type: ignore[no-untyped-call]
+        entry = broker_pb.DisableRemoteTopicEntry(
+            partition=records_pb2.TopicIdPartition(topic_id=uuid.uuid4().bytes, partition=0),
+            tiered_epoch=1,
+            policy="delete",
+        )
+        with pytest.raises(grpc.RpcError) as failure:
+            stub.DisableRemoteTopic(
+                broker_pb.DisableRemoteTopicRequest(controller_epoch=1, entries=[entry]), timeout=10
+            )
+        assert failure.value.code() is grpc.StatusCode.PERMISSION_DENIED
+        assert failure.value.details().startswith("CLUSTER_AUTHORIZATION_FAILED: User:ANONYMOUS")
+        # Forwarding a principal does not help a caller that may not forward.
+        with pytest.raises(grpc.RpcError) as failure:
+            stub.AssignPartitions(
+                broker_pb.AssignPartitionsRequest(controller_epoch=1),
+                timeout=10,
+                metadata=(("x-tiered-forwarded-principal", "User:nobody-has-this"),),
+            )
+        assert failure.value.code() is grpc.StatusCode.PERMISSION_DENIED
+    finally:
+        channel.close()
+        broker.close()
