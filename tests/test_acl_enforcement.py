@@ -19,6 +19,7 @@ from pathlib import Path
 import grpc
 import pytest
 from confluent_kafka import KafkaError, Producer
+from confluent_kafka import admin as kafka
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
 from tests.rlmm_support import poll_until
@@ -324,6 +325,40 @@ def _acls_or_none(cluster: Cluster) -> set[AclBinding] | None:
         return set(cluster.admin.describe_acls(AclBindingFilter()))
     except TieredError:
         return None
+
+
+def test_kafka_protocol_acl_apis(cluster: Cluster) -> None:
+    """CreateAcls, DescribeAcls and DeleteAcls through confluent-kafka, forwarded as the client."""
+    kafka_admin = confluent_admin(cluster)
+    binding = kafka.AclBinding(
+        kafka.ResourceType.TOPIC,
+        "kafka-made",
+        kafka.ResourcePatternType.PREFIXED,
+        "User:carol",
+        "*",
+        kafka.AclOperation.WRITE,
+        kafka.AclPermissionType.ALLOW,
+    )
+    [future] = kafka_admin.create_acls([binding]).values()
+    assert future.result(30) is None
+    any_carol = kafka.AclBindingFilter(
+        kafka.ResourceType.ANY,
+        None,
+        kafka.ResourcePatternType.ANY,
+        "User:carol",
+        None,
+        kafka.AclOperation.ANY,
+        kafka.AclPermissionType.ANY,
+    )
+    assert kafka_admin.describe_acls(any_carol).result(30) == [binding]
+    # The gRPC API sees what the Kafka protocol made.
+    [made] = cluster.admin.describe_acls(
+        AclBindingFilter(entry=AccessControlEntryFilter(principal="User:carol"))
+    )
+    assert made.pattern == ResourcePattern(ResourceType.TOPIC, "kafka-made", PatternType.PREFIXED)
+    [future] = kafka_admin.delete_acls([any_carol]).values()
+    assert future.result(30) == [binding]
+    assert kafka_admin.describe_acls(any_carol).result(30) == []
 
 
 def test_acl_changes_need_alter_on_the_cluster(cluster: Cluster) -> None:
