@@ -83,7 +83,7 @@ class BrokerKafkaHandler:
         topics = TopicsApi(controller, view)
         configs = ConfigApi(controller, this)
         acls = AclsApi(controller)
-        log_dirs = LogDirsApi(this.log_dir, local_partitions)
+        log_dirs = LogDirsApi(this.log_dir, local_partitions, access)
         partitions = PartitionLookup(agent, view, this.node_id, access)
         self._waits: FetchWaits[ResponsePayload | None] = FetchWaits()
         agent.on_append(lambda tp, size: self._waits.appended((tp.topic_id, tp.partition), size))
