@@ -14,6 +14,7 @@ import logging
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
@@ -39,6 +40,9 @@ from tiered.properties import load_properties
 from tiered.rlmm.backend import StorageBackendError
 from tiered.rpc.v1 import broker_pb2_grpc as pb_grpc
 from tiered.rpc.v1 import controller_pb2_grpc as controller_grpc
+from tiered.security.access import AccessControl
+from tiered.security.acl_index import AclIndex
+from tiered.security.authorizer import AuthorizerConfig, StandardAuthorizer
 from tiered.security.grpc_context import use_principal_mapper
 from tiered.security.sasl import Authentication, SaslAuthentication, ScramCredentials
 from tiered.security.scram import ScramCredential, ScramMechanism
@@ -89,6 +93,7 @@ def start_kafka_listener(
     agent: BrokerAgent,
     controller: ControllerAdmin,
     credentials: ScramCredentials,
+    access: AccessControl,
 ) -> tuple[KafkaServer, ThisBroker, BrokerKafkaHandler] | None:
     """Binds the Kafka listener (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL in ``listeners``),
     None without one; raises OSError if the bind fails."""
@@ -102,7 +107,7 @@ def start_kafka_listener(
             for d in agent.describe_log_dirs()
         ]
 
-    handler = BrokerKafkaHandler(this, controller, local_partitions, agent)
+    handler = BrokerKafkaHandler(this, controller, local_partitions, agent, access=access)
     server = KafkaServer(
         handler,
         config.kafka,
@@ -129,15 +134,28 @@ def registration_of(config: BrokerConfig, this: ThisBroker | None) -> BrokerRegi
     )
 
 
+class BrokerAcls:
+    """Where this broker's ACLs come from, one route per mode: KRaft, the metadata log it
+    follows (``KRaftControllerLink.image``); ZooKeeper, Kafka's ACL znodes followed on its own
+    session (``AclZkFollower``); a standalone broker has none."""
+
+    def __init__(self) -> None:
+        self.source: Callable[[], AclIndex] = AclIndex
+
+    def __call__(self) -> AclIndex:
+        return self.source()
+
+
 def start_controller_link(
     config: BrokerConfig,
     agent: BrokerAgent,
     registration: BrokerRegistration,
     credentials: ScramCredentialSource,
+    acls: BrokerAcls,
 ) -> Closeable | None:
     """Registers with the cluster: KRaft (controller.quorum.bootstrap.servers) or ZooKeeper
     (zookeeper.connect); neither means a standalone broker driven by local calls. Points
-    ``credentials`` at where this mode learns SCRAM credentials."""
+    ``credentials`` and ``acls`` at where this mode learns SCRAM credentials and ACLs."""
     if config.controller_bootstrap:
         link = KRaftControllerLink(
             config.controller_bootstrap,
@@ -151,22 +169,28 @@ def start_controller_link(
         )
         link.start()
         credentials.lookup = link.scram_credential
+        acls.source = lambda: link.image.acls
         return link
     if config.zookeeper_connect:
         from tiered.cluster.zk_registration import BrokerZkRegistration  # noqa: PLC0415 - lazy
+        from tiered.security.zk_acls import AclZkFollower  # noqa: PLC0415 - lazy
         from tiered.security.zk_scram_watch import ZkScramCredentials  # noqa: PLC0415
 
         zk = BrokerZkRegistration(
             config.zookeeper_connect, registration, security=config.zookeeper_security
         )
         zk.start()  # raises BrokerRegistrationError if another live broker holds the id
+        follower = AclZkFollower(zk.zk_client)
         try:
             watch = ZkScramCredentials(zk.zk_client)
             watch.start()
+            follower.start()
         except BaseException:
             zk.close()
             raise
         credentials.lookup = watch.scram_credential
+        acls.source = lambda: follower.acls
+        zk.on_close(follower.close)
         return zk
     log.info("No controller.quorum.bootstrap.servers or zookeeper.connect: standalone broker")
     return None
@@ -180,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         failpoints.configure_from_environment()
         config = BrokerConfig.from_properties(load_properties(args.config))
+        authorizer_config = AuthorizerConfig.from_properties(config.properties)
     except (OSError, ValueError) as e:
         print(f"INVALID_CONFIG: {e}", file=sys.stderr)
         return 2
@@ -197,7 +222,9 @@ def main(argv: list[str] | None = None) -> int:
         maximum_concurrent_rpcs=256,
         options=[GRPC_EXCLUSIVE_PORT],
     )
-    pb_grpc.add_BrokerServiceServicer_to_server(BrokerServicer(agent), server)  # type: ignore[no-untyped-call]
+    acls = BrokerAcls()
+    access = AccessControl(StandardAuthorizer(authorizer_config, acls))
+    pb_grpc.add_BrokerServiceServicer_to_server(BrokerServicer(agent, access), server)  # type: ignore[no-untyped-call]
     endpoint = ControllerEndpoint()
     controller = ControllerAdmin(endpoint.get, credentials=config.grpc_security.channel_credentials)
     controller_grpc.add_AdminServiceServicer_to_server(AdminForwarder(controller), server)  # type: ignore[no-untyped-call]
@@ -218,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     server.start()
     credentials = ScramCredentialSource()
     try:
-        kafka = start_kafka_listener(config, agent, controller, credentials)
+        kafka = start_kafka_listener(config, agent, controller, credentials, access)
     except OSError as e:
         assert config.kafka is not None
         print(
@@ -236,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
             agent,
             registration_of(config, None if kafka is None else kafka[1]),
             credentials,
+            acls,
         )
     except Exception as e:
         print(

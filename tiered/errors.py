@@ -21,6 +21,8 @@ class ErrorCode(enum.IntEnum):
     BROKER_NOT_AVAILABLE = 8
     STALE_CONTROLLER_EPOCH = 11
     INVALID_TOPIC_EXCEPTION = 17
+    TOPIC_AUTHORIZATION_FAILED = 29
+    CLUSTER_AUTHORIZATION_FAILED = 31
     TOPIC_ALREADY_EXISTS = 36
     INVALID_PARTITIONS = 37
     INVALID_REPLICATION_FACTOR = 38
@@ -47,3 +49,9 @@ class TieredError(Exception):
         super().__init__(f"{code.name}: {message}")
         self.code = code
         self.message = message
+
+
+AUTHORIZATION_FAILURES = frozenset(
+    {ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
+)
+"""The denials of the authorizer: PERMISSION_DENIED on gRPC (``tiered.rpc.status``)."""

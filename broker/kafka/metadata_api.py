@@ -28,6 +28,8 @@ from tiered.config import validate_topic_name
 from tiered.errors import ErrorCode, TieredError
 from tiered.kafka.handler import RequestContext, response_type_for
 from tiered.kafka.messages import build, nested
+from tiered.security.access import AccessControl
+from tiered.security.acl import AclOperation, ResourceType
 
 __all__ = ["MetadataApi"]
 
@@ -36,9 +38,13 @@ _BROKERS = 1  # DescribeCluster endpoint_type
 
 
 class MetadataApi:
-    def __init__(self, view: ClusterView, this: ThisBroker) -> None:
+    """Topics are told only to whom may Describe them: a listing leaves the others out, a named
+    one is TOPIC_AUTHORIZATION_FAILED (whether or not it exists), one named by id is unknown."""
+
+    def __init__(self, view: ClusterView, this: ThisBroker, access: AccessControl) -> None:
         self._view = view
         self._this = this
+        self._access = access
 
     # ------------------------------------------------------------------------------- Metadata
 
@@ -46,16 +52,26 @@ class MetadataApi:
         response_type = response_type_for(request)
         names, ids = _asked(request, context.api_version)
         cluster = self._cluster(names, need_listing=names is None or bool(ids))
+        requester = context.requester
+
+        def denial(name: str) -> TieredError | None:
+            return self._access.denial(requester, AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+
         topics: list[Any] = []
         if names is None:
-            listed = [t for t in cluster.topics.values() if isinstance(t, TopicPlacement)]
+            listed = [
+                t
+                for t in cluster.topics.values()
+                if isinstance(t, TopicPlacement) and denial(t.name) is None
+            ]
             topics += [_topic(response_type, t, cluster.brokers) for t in listed]
         else:
             for name in names:
-                topics.append(_topic(response_type, _named(cluster, name), cluster.brokers, name))
+                found_or_error = denial(name) or _named(cluster, name)
+                topics.append(_topic(response_type, found_or_error, cluster.brokers, name))
         for topic_id in ids:
             found = cluster.by_id(topic_id)
-            if found is None:
+            if found is None or denial(found.name) is not None:
                 topics.append(_unknown_id(response_type, topic_id))
             else:
                 topics.append(_topic(response_type, found, cluster.brokers))

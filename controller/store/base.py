@@ -28,6 +28,7 @@ Contract:
 from __future__ import annotations
 
 import threading
+import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -39,6 +40,7 @@ from tiered.cluster.model import (
     ScramCredentialKey,
     TopicMetadata,
 )
+from tiered.security.acl import AclBinding
 from tiered.security.scram import ScramCredential
 
 if TYPE_CHECKING:
@@ -46,6 +48,8 @@ if TYPE_CHECKING:
 
 # (before, after, delete job or None): one topic's change, as ``update_topic`` takes it.
 TopicChange = tuple[TopicMetadata, TopicMetadata, DeleteJob | None]
+# An ACL under its id, as ``MetadataImage.acls`` holds it.
+StoredAcl = tuple[uuid.UUID, AclBinding]
 
 
 def check_delete_job_of(topic: TopicMetadata, delete_job: DeleteJob) -> None:
@@ -104,8 +108,8 @@ class MetadataStore(ABC):
 
     @abstractmethod
     def load(self) -> MetadataImage:
-        """Everything committed: topics, registered brokers, delete jobs, SCRAM credentials, the
-        controller epoch."""
+        """Everything committed: topics, registered brokers, delete jobs, SCRAM credentials,
+        ACLs, the controller epoch."""
 
     # ----------------------------------------------------------------------------- fenced writes
 
@@ -158,6 +162,22 @@ class MetadataStore(ABC):
         one multi over Kafka's ``/config/users/{name}`` znodes (other keys of a user's config
         are kept; a user whose config becomes empty keeps an empty one, as Kafka leaves it).
         Removing a credential that is not there is not an error."""
+
+    @abstractmethod
+    def create_acls(self, acls: Sequence[StoredAcl]) -> None:
+        """Persists new ACLs, atomically: KRaft, one AccessControlEntryRecord each (with its
+        id) in one batch; ZooKeeper, Kafka's layout (``tiered.security.acl_znodes``: each
+        pattern's znode rewritten with its new entries, and one change notification per pattern)
+        in one multi, where the ids are derived from the bindings (``acl_id``) and ``load``
+        returns those. The caller passes ACLs not stored yet; ``ValueError`` for a resource name
+        the backend cannot store (ZooKeeper: one with ``/``), before anything is written."""
+
+    @abstractmethod
+    def delete_acls(self, acls: Sequence[StoredAcl]) -> None:
+        """Removes these ACLs (as ``load`` returned them), atomically: KRaft, one
+        RemoveAccessControlEntryRecord each in one batch; ZooKeeper, each pattern's znode
+        rewritten without them (deleted when none is left) with its change notification, in
+        one multi."""
 
     @abstractmethod
     def register_broker(self, registration: BrokerRegistration) -> None:

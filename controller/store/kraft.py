@@ -23,6 +23,7 @@ from controller.store.base import (
     MetadataLogSource,
     MetadataStore,
     MetadataStoreError,
+    StoredAcl,
     TopicChange,
     check_delete_job_of,
     check_scram_alteration,
@@ -44,6 +45,7 @@ from tiered.cluster.model import (
 from tiered.durable import atomic_write
 from tiered.properties import int_property
 from tiered.rpc.v1 import metadata_pb2
+from tiered.security.acl_serde import acl_record, remove_acl_record
 from tiered.security.scram import ScramCredential
 
 logger = logging.getLogger(__name__)
@@ -411,6 +413,22 @@ class KRaftMetadataStore(MetadataStore, MetadataLogSource):
                 for (user, mechanism), credential in upsertions.items()
             ]
             if records:
+                self._commit(records)
+
+    def create_acls(self, acls: Sequence[StoredAcl]) -> None:
+        """One batch of AccessControlEntryRecords."""
+        records = [acl_record(acl_id, binding) for acl_id, binding in acls]
+        if records:
+            with self._mu:
+                self._require_active()
+                self._commit(records)
+
+    def delete_acls(self, acls: Sequence[StoredAcl]) -> None:
+        """One batch of RemoveAccessControlEntryRecords."""
+        records = [remove_acl_record(acl_id) for acl_id, _ in acls]
+        if records:
+            with self._mu:
+                self._require_active()
                 self._commit(records)
 
     def register_broker(self, registration: BrokerRegistration) -> None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from tiered.net import PLAINTEXT, Listener
+from tiered.security.acl_index import AclIndex
 from tiered.security.scram import ScramCredential, ScramMechanism
 
 ScramCredentialKey = tuple[str, ScramMechanism]
@@ -184,6 +185,7 @@ class MetadataImage:
     delete_jobs: dict[tuple[uuid.UUID, int], DeleteJob] = field(default_factory=dict)
     # Salted and hashed only (``ScramCredential``); by (user name, mechanism).
     scram_credentials: dict[ScramCredentialKey, ScramCredential] = field(default_factory=dict)
+    acls: AclIndex = field(default_factory=AclIndex)  # by id, indexed for the authorizer
     _by_id: dict[uuid.UUID, str] = field(default_factory=dict, repr=False)
     # Topics per tiered state, kept by put_topic and remove_topic: a metrics scrape reads it in
     # O(1) however many topics there are.
@@ -210,6 +212,7 @@ class MetadataImage:
             offset=self.offset,
             delete_jobs=dict(self.delete_jobs),
             scram_credentials=dict(self.scram_credentials),
+            acls=self.acls.copy(),
         )
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None:

@@ -23,6 +23,7 @@ from tiered.cluster.model import (
 )
 from tiered.net import Listener
 from tiered.rpc.v1 import metadata_pb2
+from tiered.security.acl_serde import acl_record, binding_from_record
 from tiered.security.scram import ScramCredential, ScramMechanism
 
 logger = logging.getLogger(__name__)
@@ -310,6 +311,8 @@ def image_to_batch(image: MetadataImage, base_offset: int) -> metadata_pb2.Metad
         records.add().delete_job.CopyFrom(delete_job_to_proto(job))
     for (user, mechanism), credential in image.scram_credentials.items():
         records.append(scram_credential_record(user, mechanism, credential))
+    for acl_id, binding in image.acls.items():
+        records.append(acl_record(acl_id, binding))
     return batch
 
 
@@ -334,12 +337,13 @@ def _known_topic(
 
 def apply_record(image: MetadataImage, record: metadata_pb2.MetadataRecord) -> None:
     """Applies one record to ``image`` (mutating it; ``image.offset`` is the caller's). Records
-        are idempotent, so re-applying a batch is harmless. Config, tiered state and remove records
-        for a topic id the image does not know are ignored (debug log); a record of a kind this
-        version does not know is ignored with a warning. A DeleteJobRecord replaces the job with the
-        same (topic id, tiered epoch), known topic or not. A SCRAM credential record replaces the
-    credential of its (user, mechanism); removing one that is not there does nothing. Malformed ids,
-    states or mechanisms raise ValueError."""
+    are idempotent, so re-applying a batch is harmless. Config, tiered state and remove records
+    for a topic id the image does not know are ignored (debug log); a record of a kind this
+    version does not know is ignored with a warning. A DeleteJobRecord replaces the job with the
+    same (topic id, tiered epoch), known topic or not; a SCRAM credential record replaces the
+    credential of its (user, mechanism), and removing one that is not there does nothing; an ACL
+    record adds (or removes) the ACL with its id. Malformed ids, states, mechanisms or ACLs raise
+    ValueError."""
     kind = record.WhichOneof("record")
     if kind == "topic":
         t = record.topic
@@ -393,6 +397,10 @@ def apply_record(image: MetadataImage, record: metadata_pb2.MetadataRecord) -> N
     elif kind == "remove_user_scram_credential":
         r = record.remove_user_scram_credential
         image.scram_credentials.pop((r.name, ScramMechanism.from_type(r.mechanism)), None)
+    elif kind == "access_control_entry":
+        image.acls.put(*binding_from_record(record.access_control_entry))
+    elif kind == "remove_access_control_entry":
+        image.acls.remove(uuid_from_bytes(record.remove_access_control_entry.id, "ACL id"))
     elif kind == "controller_epoch":
         ce = record.controller_epoch
         image.controller_id = ce.controller_id

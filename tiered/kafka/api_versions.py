@@ -49,6 +49,9 @@ DEFAULT_API_VERSIONS: Mapping[int, tuple[int, int]] = {
     19: (2, 7),  # CreateTopics
     20: (1, 6),  # DeleteTopics
     22: (0, 5),  # InitProducerId
+    29: (1, 3),  # DescribeAcls
+    30: (1, 3),  # CreateAcls
+    31: (1, 3),  # DeleteAcls
     32: (1, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
     17: (1, 1),  # SaslHandshake (v0's raw tokens without SaslAuthenticate are not served)

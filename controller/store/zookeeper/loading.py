@@ -1,10 +1,10 @@
 """The ZooKeeper store's reads: ``load`` and the live brokers.
 
 ``load`` lists ``/brokers/topics``, ``/tiered/delete_jobs`` and ``/config/users`` and reads the
-four znodes of every topic, the znode of every delete job and every user's config in bulk
-(``tiered.zk_multi_read``: multiRead where the server has it). Topics are decoded as the answers
-arrive, while the next requests are in flight, and topics with the same config znode share one
-parsed config mapping.
+four znodes of every topic, the znode of every delete job, every user's config and every ACL
+pattern's (``tiered.security.zk_acls``) in bulk (``tiered.zk_multi_read``: multiRead where the
+server has it). Topics are decoded as the answers arrive, while the next requests are in flight,
+and topics with the same config znode share one parsed config mapping.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from tiered.cluster import zk_paths
 from tiered.cluster.model import BrokerRegistration, MetadataImage
 from tiered.cluster.zk_znodes import decode_broker_registration, decode_controller
 from tiered.security.scram_znodes import decode_user_config, scram_credentials_of
+from tiered.security.zk_acls import read_all_acls
 from tiered.zk_client import TRANSPORT_ERRORS, ZkClient
 from tiered.zk_multi_read import BulkReader
 
@@ -84,6 +85,10 @@ class Loader:
         for user_znode, user_value in zip(user_names, values, strict=True):
             self._load_user(image, user_znode, user_value)
         image.brokers = self.live_brokers()
+        try:
+            image.acls = read_all_acls(zk, self._reader)
+        except ValueError as e:
+            raise MetadataStoreError(str(e)) from e
         found = zk.data_or_none(controller)
         if found is not None:
             try:

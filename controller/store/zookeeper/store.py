@@ -8,7 +8,7 @@ from collections.abc import Collection, Mapping, Sequence
 
 from kazoo.client import KazooClient
 
-from controller.store.base import MetadataStore, MetadataStoreError, TopicChange
+from controller.store.base import MetadataStore, MetadataStoreError, StoredAcl, TopicChange
 from controller.store.zookeeper.leadership import Leadership
 from controller.store.zookeeper.live_brokers import LiveBrokersCallback, LiveBrokersWatch
 from controller.store.zookeeper.loading import Loader
@@ -22,6 +22,7 @@ from tiered.cluster.model import (
     TopicMetadata,
 )
 from tiered.properties import int_property
+from tiered.security.acl_znodes import ACL_PARENTS
 from tiered.security.scram import ScramCredential
 from tiered.security.zookeeper_acl import ZooKeeperAuthenticationError
 from tiered.security.zookeeper_auth import NO_SECURITY, ZooKeeperSecurity
@@ -75,6 +76,7 @@ class ZooKeeperMetadataStore(MetadataStore):
                 zk_paths.CONFIG_TOPICS,
                 zk_paths.CONFIG_USERS,
                 zk_paths.DELETE_JOBS,
+                *ACL_PARENTS,
             )
         except ZooKeeperAuthenticationError as e:
             raise MetadataStoreError(f"{e} (ZooKeeper at {connect})") from e
@@ -174,6 +176,12 @@ class ZooKeeperMetadataStore(MetadataStore):
         deletions: Collection[ScramCredentialKey],
     ) -> None:
         self._writer.alter_scram_credentials(upsertions, deletions)
+
+    def create_acls(self, acls: Sequence[StoredAcl]) -> None:
+        self._writer.change_acls(acls, ())
+
+    def delete_acls(self, acls: Sequence[StoredAcl]) -> None:
+        self._writer.change_acls((), acls)
 
     # ------------------------------------------------------------------------------- lifecycle
 

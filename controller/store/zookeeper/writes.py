@@ -20,10 +20,12 @@ from kazoo.exceptions import BadVersionError, NoNodeError
 from controller.store.base import (
     ControllerFencedError,
     MetadataStoreError,
+    StoredAcl,
     TopicChange,
     check_delete_job_of,
     check_scram_alteration,
 )
+from controller.store.zookeeper.acls import acl_change_ops, purge_notifications
 from controller.store.zookeeper.leadership import Leadership
 from controller.store.zookeeper.znodes import (
     ZnodeOp,
@@ -155,6 +157,22 @@ class FencedWriter:
             return None
         return ("create" if found is None else "set", path, encode_user_config(changed))
 
+    def change_acls(self, created: Sequence[StoredAcl], deleted: Sequence[StoredAcl]) -> None:
+        """One multi rewriting every pattern's znode the change touches, with their change
+        notifications; then old notifications are purged."""
+        what = f"change ACLs (+{len(created)} -{len(deleted)})"
+        self._check_open()
+        self._leadership.require(what)
+        try:
+            ops = acl_change_ops(self._zk, created, deleted)
+        except TRANSPORT_ERRORS as e:
+            raise MetadataStoreError(f"{what}: ZooKeeper read: {e!r}") from e
+        except ValueError as e:
+            raise MetadataStoreError(f"{what}: {e}") from e
+        if ops:
+            self._fenced_multi(what, ops)
+            purge_notifications(self._zk)
+
     def _delete_job_op(self, what: str, job: DeleteJob) -> ZnodeOp:
         """Create if the job's znode is absent, else set. Refused, without a read, when this
         process is not the active controller (the multi would be refused anyway)."""
@@ -179,6 +197,8 @@ class FencedWriter:
         for kind, path, data in ops:
             if kind == "create":
                 txn.create(zk.path(path), data)
+            elif kind == "create_sequential":
+                txn.create(zk.path(path), data, sequence=True)
             elif kind == "set":
                 txn.set_data(zk.path(path), data)
             else:
