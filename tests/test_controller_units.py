@@ -342,7 +342,9 @@ def test_fetch_metadata_needs_a_store_that_is_a_metadata_log(controller: Control
     servicer = ControllerServicer(
         controller.brokers, controller.term, store, threading.Event(), controller.access
     )
-    context = mock.Mock(**{"peer.return_value": "ipv4:127.0.0.1:5000"})
+    context = mock.Mock(
+        **{"peer.return_value": "ipv4:127.0.0.1:5000", "auth_context.return_value": {}}
+    )
     responses = list(servicer.FetchMetadata(pb.FetchMetadataRequest(from_offset=0), context))
     assert [r.error.code for r in responses] == [ErrorCode.INVALID_REQUEST.value]
     assert "needs metadata.store=kraft, not zookeeper" in responses[0].error.message

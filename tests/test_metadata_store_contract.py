@@ -866,6 +866,7 @@ def test_a_deposed_controller_cannot_alter_scram_credentials(store_factory: Stor
     assert new.load().scram_credentials == {}
 
 
+@pytest.mark.processes
 def test_zookeeper_user_config_znode_is_kafkas(zookeeper_factory: StoreFactory) -> None:
     """``/config/users/{sanitized}`` holds Kafka's entity config: the credential string beside
     the user's other keys, which are kept; removing the last credential leaves the rest."""
