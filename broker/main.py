@@ -66,7 +66,7 @@ class Closeable(Protocol):
 class ScramCredentialSource:
     """Where the SASL listener finds credentials: the metadata the broker follows (KRaft) or its
     watch on ``/config/users`` (ZooKeeper), known once the link to the cluster is up (the Kafka
-    listener starts first: its port goes into the registration). None until then."""
+    listeners start first: their ports go into the registration). None until then."""
 
     def __init__(self) -> None:
         self.lookup: ScramCredentials | None = None
