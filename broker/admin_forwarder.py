@@ -23,6 +23,8 @@ from tiered.rpc.status import error_from_rpc
 from tiered.rpc.v1 import broker_pb2
 from tiered.rpc.v1 import controller_pb2 as pb
 from tiered.rpc.v1 import controller_pb2_grpc as pb_grpc
+from tiered.security.forwarding import forwarded, forwarding_for
+from tiered.security.grpc_context import grpc_request_context
 
 __all__ = ["AdminForwarder", "ControllerAdmin"]
 
@@ -38,6 +40,11 @@ _METHODS = {
     "DescribeCluster": pb.DescribeClusterResponse,
     "DescribeMetadata": pb.DescribeMetadataResponse,
     "AlterTopicConfigs": pb.AlterTopicConfigsResponse,
+    "AlterUserScramCredentials": pb.AlterUserScramCredentialsResponse,
+    "DescribeUserScramCredentials": pb.DescribeUserScramCredentialsResponse,
+    "CreateAcls": pb.CreateAclsResponse,
+    "DescribeAcls": pb.DescribeAclsResponse,
+    "DeleteAcls": pb.DeleteAclsResponse,
 }
 # A DescribeMetadata answer for 100k topics is several MB: above gRPC's 4 MiB default.
 _CHANNEL_OPTIONS = [("grpc.max_receive_message_length", 256 * 1024 * 1024)]
@@ -87,14 +94,17 @@ class ControllerAdmin:
     def forward(self, method: str, request: Message) -> Any:
         """One attempt: the controller's response, or a NOT_CONTROLLER response when this
         broker knows no controller or it is unavailable. Raises ``grpc.RpcError`` for any other
-        failed RPC."""
+        failed RPC. Inside ``forwarding_for(client)``, the call names that client, whom the
+        controller then judges it as."""
         endpoint = self._controller_endpoint()
         if endpoint is None:
             return _not_controller(
                 _METHODS[method], "this broker does not know the active controller yet"
             )
         try:
-            return getattr(self._stubs.get(endpoint), method)(request, timeout=self._timeout_s)
+            return getattr(self._stubs.get(endpoint), method)(
+                request, timeout=self._timeout_s, metadata=forwarded()
+            )
         except grpc.RpcError as e:
             if e.code() != grpc.StatusCode.UNAVAILABLE:
                 raise
@@ -134,8 +144,10 @@ class AdminForwarder(pb_grpc.AdminServiceServicer):
         self._controller = controller
 
     def _forward(self, method: str, request: Any, context: grpc.ServicerContext) -> Any:
+        """Forwarded as the caller: the controller judges the CLI, not this broker."""
         try:
-            return self._controller.forward(method, request)
+            with forwarding_for(grpc_request_context(context)):
+                return self._controller.forward(method, request)
         except grpc.RpcError as e:
             context.abort(e.code(), e.details() or "")
         raise AssertionError("unreachable")

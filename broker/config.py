@@ -18,7 +18,8 @@ from tiered.metrics_endpoint import metrics_host
 from tiered.net import (
     GRPC,
     KAFKA_LISTENER_NAMES,
-    SSL,
+    SASL_LISTENER_NAMES,
+    TLS_LISTENER_NAMES,
     Listener,
     advertised_listeners,
     parse_listeners,
@@ -26,6 +27,8 @@ from tiered.net import (
 from tiered.properties import bool_property, int_property
 from tiered.rsm import config_from_properties as rsm_config_from_properties
 from tiered.security.grpc_tls import GrpcSecurity
+from tiered.security.sasl import parse_enabled_mechanisms
+from tiered.security.scram import ScramMechanism
 from tiered.security.ssl_principal import SslPrincipalMapper
 from tiered.security.tls import TlsSettings
 from tiered.security.tls_stream import TlsListener
@@ -48,27 +51,56 @@ def _listeners(values: Mapping[str, str]) -> tuple[dict[str, Listener], dict[str
     return listeners, advertised_listeners(listeners, values.get("advertised.listeners"))
 
 
-def _kafka_listener_name(listeners: Mapping[str, Listener]) -> str | None:
-    """PLAINTEXT or SSL: a broker serves one Kafka listener."""
-    names = [name for name in KAFKA_LISTENER_NAMES if name in listeners]
-    if len(names) > 1:
-        raise ValueError(
-            f"listeners has {' and '.join(names)} listeners; a broker serves one Kafka listener "
-            f"(PLAINTEXT or SSL) beside GRPC"
+def _sasl_mechanisms(
+    values: Mapping[str, str], listeners: Mapping[str, Listener]
+) -> tuple[ScramMechanism, ...]:
+    """``sasl.enabled.mechanisms`` of the SASL listeners (checked whenever it is set)."""
+    if "sasl.enabled.mechanisms" in values or any(n in SASL_LISTENER_NAMES for n in listeners):
+        return parse_enabled_mechanisms(values.get("sasl.enabled.mechanisms"))
+    return ()
+
+
+@dataclass(frozen=True)
+class KafkaListener:
+    """One of the broker's Kafka listeners: how it binds and serves (its TLS from
+    ``listener.name.<name>.ssl.*`` or ``ssl.*``), its address as registered for clients
+    (``advertised.listeners``; port 0: the port bound) and, on a SASL listener, the mechanisms
+    it logs clients in with (() on the others)."""
+
+    settings: ListenerSettings
+    advertised: Listener
+    sasl_mechanisms: tuple[ScramMechanism, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.settings.name
+
+
+def _kafka_listeners(
+    values: Mapping[str, str],
+    listeners: Mapping[str, Listener],
+    advertised: Mapping[str, Listener],
+) -> tuple[KafkaListener, ...]:
+    """Every Kafka listener in ``listeners`` (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL: one per
+    name, as Kafka), in its order."""
+    mechanisms = _sasl_mechanisms(values, listeners)
+    return tuple(
+        KafkaListener(
+            _kafka_settings(values, listener),
+            advertised[name],
+            mechanisms if name in SASL_LISTENER_NAMES else (),
         )
-    return names[0] if names else None
+        for name, listener in listeners.items()
+        if name in KAFKA_LISTENER_NAMES
+    )
 
 
-def _kafka_settings(
-    values: Mapping[str, str], listener: Listener | None
-) -> ListenerSettings | None:
-    if listener is None:
-        return None
+def _kafka_settings(values: Mapping[str, str], listener: Listener) -> ListenerSettings:
     tls = None
-    if listener.name == SSL:
+    if listener.name in TLS_LISTENER_NAMES:
         tls = TlsListener(
-            TlsSettings.from_properties(values, SSL).server_context(),
-            SslPrincipalMapper.from_properties(values, SSL),
+            TlsSettings.from_properties(values, listener.name).server_context(),
+            SslPrincipalMapper.from_properties(values, listener.name),
         )
     return ListenerSettings(
         name=listener.name,
@@ -103,10 +135,8 @@ class BrokerConfig:
     # The process's ZooKeeper identity and znode ACLs (registration and a ZooKeeper RLMM).
     zookeeper_security: ZooKeeperSecurity = NO_SECURITY
     heartbeat_interval_s: float = 2.0
-    # The Kafka listener (PLAINTEXT or SSL in ``listeners``), None without one; its address as
-    # registered for clients (``advertised.listeners``; port 0: the port bound).
-    kafka: ListenerSettings | None = None
-    kafka_advertised: Listener | None = None
+    # The Kafka listeners (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL), in ``listeners`` order.
+    kafka_listeners: tuple[KafkaListener, ...] = ()
     grpc_advertised: Listener | None = None  # None: host:port
     grpc_security: GrpcSecurity = field(default_factory=GrpcSecurity)
     properties: Mapping[str, str] = field(default_factory=dict)  # the file, for DescribeConfigs
@@ -117,7 +147,6 @@ class BrokerConfig:
             raise ValueError("node.id is required")
         node_id = int_property(values, "node.id", int_property(values, "broker.id", -1), minimum=0)
         listeners, advertised = _listeners(values)
-        kafka_name = _kafka_listener_name(listeners)
         host, port = listeners[GRPC].host, listeners[GRPC].port
         if "log.dirs" not in values:
             raise ValueError("log.dirs is required")
@@ -166,8 +195,7 @@ class BrokerConfig:
                 values, "broker.heartbeat.interval.ms", 2000, minimum=10
             )
             / 1000,
-            kafka=_kafka_settings(values, None if kafka_name is None else listeners[kafka_name]),
-            kafka_advertised=None if kafka_name is None else advertised[kafka_name],
+            kafka_listeners=_kafka_listeners(values, listeners, advertised),
             grpc_advertised=advertised[GRPC],
             grpc_security=GrpcSecurity.from_properties(values),
             properties=MappingProxyType(dict(values)),

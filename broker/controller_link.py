@@ -4,12 +4,14 @@ KRaft mode (``controller.quorum.bootstrap.servers``): find the active controller
 bootstrap addresses, RegisterBroker, heartbeat every ``broker.heartbeat.interval.ms``, and follow
 the metadata log through FetchMetadata, applying every change to a topic this broker hosts
 (configs, tiered epoch) as the controller's AssignPartitions would: configs for a hosted
-partition, the topic's tiering state for a new one. Stopping tiering is DisableRemoteTopic's
+partition, the topic's tiering state for a new one. SCRAM credentials come with the image
+(``scram_credential``), for the SASL listener. Stopping tiering is DisableRemoteTopic's
 alone, pushed by the controller (``broker.tiering``). A controller that stops answering or says
 NOT_CONTROLLER sends the broker back to discovery.
 
 ZooKeeper mode (``zookeeper.connect``): an ephemeral ``/brokers/ids/{id}`` registration,
-re-created after a session expiry; the controller pushes everything else.
+re-created after a session expiry; SCRAM credentials are watched under ``/config/users`` on the
+same session (``tiered.security.zk_scram_watch``); the controller pushes everything else.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from tiered.rpc.channels import open_channel
 from tiered.rpc.v1 import controller_pb2 as pb
 from tiered.rpc.v1 import controller_pb2_grpc as pb_grpc
 from tiered.rpc.v1 import metadata_pb2
+from tiered.security.scram import ScramCredential, ScramMechanism
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +75,10 @@ class KRaftControllerLink:
     def start(self) -> None:
         for thread in self._threads:
             thread.start()
+
+    def scram_credential(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None:
+        """A SCRAM credential as the followed metadata has it (None before the first batch)."""
+        return self.image.scram_credentials.get((user, mechanism))
 
     def close(self) -> None:
         self._closed.set()

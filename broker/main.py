@@ -1,7 +1,7 @@
 """``tiered-broker --config broker.properties``: the broker agent process.
 
-Prints ``broker N kafka listener on PLAINTEXT://HOST:PORT`` (or ``SSL://``) once its Kafka listener is bound
-(when ``listeners`` has one) and ``broker N serving on HOST:PORT`` (gRPC) once it serves. SIGTERM
+Prints ``broker N kafka listener on NAME://HOST:PORT`` once per Kafka listener in ``listeners``
+when they are bound and ``broker N serving on HOST:PORT`` (gRPC) once it serves. SIGTERM
 or SIGINT stops it gracefully: requests in flight complete (up to a grace period), tiering tasks
 stop, logs are closed.
 """
@@ -14,6 +14,7 @@ import logging
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
@@ -23,23 +24,25 @@ from broker.admin_forwarder import AdminForwarder, ControllerAdmin
 from broker.agent import BrokerAgent
 from broker.config import BrokerConfig
 from broker.controller_link import KRaftControllerLink
-from broker.kafka.handler import BrokerKafkaHandler
-from broker.kafka.log_dirs_api import LocalPartition
 from broker.kafka.this_broker import ThisBroker
+from broker.kafka_listeners import KafkaListenerBindError, start_kafka_listeners
 from broker.metrics import serve_metrics
 from broker.servicer import BrokerServicer
 from tiered import failpoints
 from tiered.cluster.model import BrokerRegistration
 from tiered.daemon_logging import announce, configure_daemon_logging
-from tiered.kafka.api_versions import ApiVersionRegistry
-from tiered.kafka.server import KafkaServer
 from tiered.metrics_endpoint import MetricsEndpointError
 from tiered.net import GRPC_EXCLUSIVE_PORT, bind_grpc_port
 from tiered.properties import load_properties
 from tiered.rlmm.backend import StorageBackendError
 from tiered.rpc.v1 import broker_pb2_grpc as pb_grpc
 from tiered.rpc.v1 import controller_pb2_grpc as controller_grpc
+from tiered.security.access import AccessControl
+from tiered.security.acl_index import AclIndex
+from tiered.security.authorizer import AuthorizerConfig, StandardAuthorizer
 from tiered.security.grpc_context import use_principal_mapper
+from tiered.security.sasl import ScramCredentials
+from tiered.security.scram import ScramCredential, ScramMechanism
 
 log = logging.getLogger("tiered.broker")
 
@@ -60,48 +63,52 @@ class Closeable(Protocol):
     def close(self) -> None: ...
 
 
-def start_kafka_listener(
-    config: BrokerConfig, agent: BrokerAgent, controller: ControllerAdmin
-) -> tuple[KafkaServer, ThisBroker, BrokerKafkaHandler] | None:
-    """Binds the Kafka listener (PLAINTEXT or SSL in ``listeners``), None without one; raises OSError
-    if the bind fails."""
-    if config.kafka is None or config.kafka_advertised is None:
-        return None
-    this = ThisBroker(config.node_id, config.kafka_advertised, config.log_dir, config.properties)
+class ScramCredentialSource:
+    """Where the SASL listener finds credentials: the metadata the broker follows (KRaft) or its
+    watch on ``/config/users`` (ZooKeeper), known once the link to the cluster is up (the Kafka
+    listeners start first: their ports go into the registration). None until then."""
 
-    def local_partitions() -> list[LocalPartition]:
-        return [
-            (d.topic_id_partition.topic, d.topic_id_partition.partition, d.local_size_bytes)
-            for d in agent.describe_log_dirs()
-        ]
+    def __init__(self) -> None:
+        self.lookup: ScramCredentials | None = None
 
-    handler = BrokerKafkaHandler(this, controller, local_partitions, agent)
-    server = KafkaServer(handler, config.kafka, ApiVersionRegistry())
-    try:
-        server.start()
-    except OSError:
-        handler.close()
-        raise
-    this.bound_to(server.address[1])
-    return server, this, handler
+    def __call__(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None:
+        lookup = self.lookup
+        return None if lookup is None else lookup(user, mechanism)
 
 
 def registration_of(config: BrokerConfig, this: ThisBroker | None) -> BrokerRegistration:
-    """What the broker registers: its gRPC endpoint and its Kafka listener, as advertised."""
+    """What the broker registers: its gRPC endpoint and its Kafka listeners, as advertised."""
     grpc_endpoint = config.grpc_advertised
     return BrokerRegistration(
         config.node_id,
         config.host if grpc_endpoint is None else grpc_endpoint.host,
         config.port if grpc_endpoint is None else grpc_endpoint.port,
-        kafka_endpoints=() if this is None else (this.endpoint,),
+        kafka_endpoints=() if this is None else this.endpoints,
     )
 
 
+class BrokerAcls:
+    """Where this broker's ACLs come from, one route per mode: KRaft, the metadata log it
+    follows (``KRaftControllerLink.image``); ZooKeeper, Kafka's ACL znodes followed on its own
+    session (``AclZkFollower``); a standalone broker has none."""
+
+    def __init__(self) -> None:
+        self.source: Callable[[], AclIndex] = AclIndex
+
+    def __call__(self) -> AclIndex:
+        return self.source()
+
+
 def start_controller_link(
-    config: BrokerConfig, agent: BrokerAgent, registration: BrokerRegistration
+    config: BrokerConfig,
+    agent: BrokerAgent,
+    registration: BrokerRegistration,
+    credentials: ScramCredentialSource,
+    acls: BrokerAcls,
 ) -> Closeable | None:
     """Registers with the cluster: KRaft (controller.quorum.bootstrap.servers) or ZooKeeper
-    (zookeeper.connect); neither means a standalone broker driven by local calls."""
+    (zookeeper.connect); neither means a standalone broker driven by local calls. Points
+    ``credentials`` and ``acls`` at where this mode learns SCRAM credentials and ACLs."""
     if config.controller_bootstrap:
         link = KRaftControllerLink(
             config.controller_bootstrap,
@@ -114,14 +121,29 @@ def start_controller_link(
             credentials=config.grpc_security.channel_credentials,
         )
         link.start()
+        credentials.lookup = link.scram_credential
+        acls.source = lambda: link.image.acls
         return link
     if config.zookeeper_connect:
         from tiered.cluster.zk_registration import BrokerZkRegistration  # noqa: PLC0415 - lazy
+        from tiered.security.zk_acls import AclZkFollower  # noqa: PLC0415 - lazy
+        from tiered.security.zk_scram_watch import ZkScramCredentials  # noqa: PLC0415
 
         zk = BrokerZkRegistration(
             config.zookeeper_connect, registration, security=config.zookeeper_security
         )
         zk.start()  # raises BrokerRegistrationError if another live broker holds the id
+        follower = AclZkFollower(zk.zk_client)
+        try:
+            watch = ZkScramCredentials(zk.zk_client)
+            watch.start()
+            follower.start()
+        except BaseException:
+            zk.close()
+            raise
+        credentials.lookup = watch.scram_credential
+        acls.source = lambda: follower.acls
+        zk.on_close(follower.close)
         return zk
     log.info("No controller.quorum.bootstrap.servers or zookeeper.connect: standalone broker")
     return None
@@ -135,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         failpoints.configure_from_environment()
         config = BrokerConfig.from_properties(load_properties(args.config))
+        authorizer_config = AuthorizerConfig.from_properties(config.properties)
     except (OSError, ValueError) as e:
         print(f"INVALID_CONFIG: {e}", file=sys.stderr)
         return 2
@@ -152,7 +175,9 @@ def main(argv: list[str] | None = None) -> int:
         maximum_concurrent_rpcs=256,
         options=[GRPC_EXCLUSIVE_PORT],
     )
-    pb_grpc.add_BrokerServiceServicer_to_server(BrokerServicer(agent), server)  # type: ignore[no-untyped-call]
+    acls = BrokerAcls()
+    access = AccessControl(StandardAuthorizer(authorizer_config, acls))
+    pb_grpc.add_BrokerServiceServicer_to_server(BrokerServicer(agent, access), server)  # type: ignore[no-untyped-call]
     endpoint = ControllerEndpoint()
     controller = ControllerAdmin(endpoint.get, credentials=config.grpc_security.channel_credentials)
     controller_grpc.add_AdminServiceServicer_to_server(AdminForwarder(controller), server)  # type: ignore[no-untyped-call]
@@ -171,30 +196,30 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         announce(f"broker {config.node_id} metrics on {metrics.url}")
     server.start()
+    credentials = ScramCredentialSource()
     try:
-        kafka = start_kafka_listener(config, agent, controller)
-    except OSError as e:
-        assert config.kafka is not None
-        print(
-            f"cannot listen on {config.kafka.host}:{config.kafka.port} (Kafka): {e}",
-            file=sys.stderr,
-        )
+        kafka = start_kafka_listeners(config, agent, controller, credentials, access)
+    except KafkaListenerBindError as e:
+        print(e, file=sys.stderr)
         server.stop(0).wait()
         agent.close()
         return 1
-    if kafka is not None:
-        announce(f"broker {config.node_id} kafka listener on {kafka[1].endpoint}")
+    for kafka_endpoint in () if kafka is None else kafka.this.endpoints:
+        announce(f"broker {config.node_id} kafka listener on {kafka_endpoint}")
     try:
         link = start_controller_link(
-            config, agent, registration_of(config, None if kafka is None else kafka[1])
+            config,
+            agent,
+            registration_of(config, None if kafka is None else kafka.this),
+            credentials,
+            acls,
         )
     except Exception as e:
         print(
             f"BROKER_NOT_AVAILABLE: cannot register broker {config.node_id}: {e}", file=sys.stderr
         )
         if kafka is not None:
-            kafka[0].stop()
-            kafka[2].close()
+            kafka.stop()
         server.stop(0).wait()
         agent.close()
         return 1
@@ -208,8 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     if link is not None:
         link.close()
     if kafka is not None:
-        kafka[0].stop()
-        kafka[2].close()
+        kafka.stop()
     server.stop(GRACE_S).wait()
     if metrics is not None:
         metrics.close()

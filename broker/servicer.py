@@ -1,7 +1,11 @@
 """The BrokerService gRPC servicer: converts protobuf at the edge and calls BrokerAgent.
 
 Domain errors (TieredError) come back as an ``Error`` in the response with Kafka's code and name;
-a malformed request is INVALID_ARGUMENT; anything unexpected is logged and INTERNAL.
+a malformed request is INVALID_ARGUMENT; anything unexpected is logged and INTERNAL. Every call is
+authorized first (a denial is PERMISSION_DENIED): the controller's (AssignPartitions,
+DisableRemoteTopic, RemovePartitions) need ClusterAction on the cluster; Produce needs Write on
+the topic, Fetch Read, ListOffsets Describe; DescribeLogDirs ClusterAction or Describe on the
+cluster.
 """
 
 from __future__ import annotations
@@ -21,6 +25,9 @@ from tiered.rpc.status import error_to_proto, handle
 from tiered.rpc.v1 import broker_pb2 as pb
 from tiered.rpc.v1 import broker_pb2_grpc as pb_grpc
 from tiered.rpc.v1 import records_pb2
+from tiered.security.access import AccessControl
+from tiered.security.acl import CLUSTER_NAME, AclOperation, ResourceType
+from tiered.security.grpc_context import grpc_request_context
 
 log = logging.getLogger(__name__)
 
@@ -55,14 +62,35 @@ def _stop_from_proto(entry: pb.DisableRemoteTopicEntry) -> PartitionStop | Tiere
 
 
 class BrokerServicer(pb_grpc.BrokerServiceServicer):
-    def __init__(self, agent: BrokerAgent) -> None:
+    def __init__(self, agent: BrokerAgent, access: AccessControl) -> None:
         self._agent = agent
+        self._access = access
+
+    def _require_cluster(self, context: grpc.ServicerContext, *operations: AclOperation) -> None:
+        """Any one of ``operations`` on the cluster, for the caller itself."""
+        caller = grpc_request_context(context)
+        denials = [
+            self._access.denial(caller, op, ResourceType.CLUSTER, CLUSTER_NAME) for op in operations
+        ]
+        if all(denials):
+            raise denials[0]  # type: ignore[misc]
+
+    def _require_topic(
+        self,
+        context: grpc.ServicerContext,
+        operation: AclOperation,
+        topic_id: uuid.UUID,
+        partition: int,
+    ) -> None:
+        topic = self._agent.hosted(topic_id, partition).topic_id_partition.topic
+        self._access.require(grpc_request_context(context), operation, ResourceType.TOPIC, topic)
 
     def Produce(
         self, request: pb.ProduceRequest, context: grpc.ServicerContext
     ) -> pb.ProduceResponse:
         def call() -> pb.ProduceResponse:
             topic_id, partition = _partition_key(request.partition)
+            self._require_topic(context, AclOperation.WRITE, topic_id, partition)
             info = self._agent.produce(topic_id, partition, request.records)
             return pb.ProduceResponse(
                 error=error_to_proto(None),
@@ -77,6 +105,7 @@ class BrokerServicer(pb_grpc.BrokerServiceServicer):
     def Fetch(self, request: pb.FetchRequest, context: grpc.ServicerContext) -> pb.FetchResponse:
         def call() -> pb.FetchResponse:
             topic_id, partition = _partition_key(request.partition)
+            self._require_topic(context, AclOperation.READ, topic_id, partition)
             read, remote = self._agent.fetch(
                 topic_id, partition, request.offset, request.max_bytes or 1024 * 1024
             )
@@ -94,6 +123,7 @@ class BrokerServicer(pb_grpc.BrokerServiceServicer):
     ) -> pb.ListOffsetsResponse:
         def call() -> pb.ListOffsetsResponse:
             topic_id, partition = _partition_key(request.partition)
+            self._require_topic(context, AclOperation.DESCRIBE, topic_id, partition)
             response = pb.ListOffsetsResponse(
                 error=error_to_proto(None),
                 offsets=offsets_to_proto(self._agent.offsets(topic_id, partition)),
@@ -113,6 +143,7 @@ class BrokerServicer(pb_grpc.BrokerServiceServicer):
         self, request: pb.DescribeLogDirsRequest, context: grpc.ServicerContext
     ) -> pb.DescribeLogDirsResponse:
         def call() -> pb.DescribeLogDirsResponse:
+            self._require_cluster(context, AclOperation.CLUSTER_ACTION, AclOperation.DESCRIBE)
             return pb.DescribeLogDirsResponse(
                 partitions=[
                     pb.PartitionLogDir(
@@ -140,6 +171,7 @@ class BrokerServicer(pb_grpc.BrokerServiceServicer):
         self, request: pb.AssignPartitionsRequest, context: grpc.ServicerContext
     ) -> pb.AssignPartitionsResponse:
         def call() -> pb.AssignPartitionsResponse:
+            self._require_cluster(context, AclOperation.CLUSTER_ACTION)
             assignments = [
                 (topic_id_partition_from_proto(a.partition), dict(a.configs), a.tiered_epoch)
                 for a in request.partitions
@@ -159,6 +191,7 @@ class BrokerServicer(pb_grpc.BrokerServiceServicer):
         self, request: pb.DisableRemoteTopicRequest, context: grpc.ServicerContext
     ) -> pb.DisableRemoteTopicResponse:
         def call() -> pb.DisableRemoteTopicResponse:
+            self._require_cluster(context, AclOperation.CLUSTER_ACTION)
             # Every entry is read before anything is applied: a malformed one refuses them all.
             entries = [_stop_from_proto(e) for e in request.entries]
             stops = [e for e in entries if isinstance(e, PartitionStop)]
@@ -176,6 +209,7 @@ class BrokerServicer(pb_grpc.BrokerServiceServicer):
         self, request: pb.RemovePartitionsRequest, context: grpc.ServicerContext
     ) -> pb.RemovePartitionsResponse:
         def call() -> pb.RemovePartitionsResponse:
+            self._require_cluster(context, AclOperation.CLUSTER_ACTION)
             keys = [_partition_key(p) for p in request.partitions]
             errors = self._agent.remove_partitions(request.controller_epoch, keys)
             return pb.RemovePartitionsResponse(errors=[error_to_proto(e) for e in errors])

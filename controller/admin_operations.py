@@ -14,6 +14,7 @@ import random
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from controller.broker_registry import BrokerRegistry
 from controller.delete_jobs import DeleteJobSupervisor
@@ -21,11 +22,17 @@ from controller.disable_completion import DisableCompletion
 from controller.leadership import Term
 from controller.log_dirs import LogDirsClient, ReportedPartition
 from controller.store import MetadataStore
-from controller.tiered_state import initial_topic_state, plan_config_change, was_ever_tiered
+from controller.tiered_state import (
+    DISABLE,
+    initial_topic_state,
+    plan_config_change,
+    was_ever_tiered,
+)
 from tiered import failpoints
 from tiered.cluster.model import BrokerRegistration, DeleteJob, TopicMetadata
 from tiered.config import (
     ConfigOperation,
+    RemoteLogDisablePolicy,
     apply_config_operations,
     disable_policy,
     validate_partition_count,
@@ -84,11 +91,33 @@ class MetadataView:
     topics: Sequence[TopicMetadata | TieredError]
 
 
+class AlterationAuthorizer(Protocol):
+    """Whether the requester may make a config change (the servicer's, for the caller): None
+    when allowed, else the error that is the topic's result."""
+
+    def may_alter_configs(self, topic: str) -> TieredError | None:
+        """Any change of the topic's configs (AlterConfigs on the topic)."""
+
+    def may_delete_remote_data(self, topic: str) -> TieredError | None:
+        """A change that turns tiering off with the delete policy: it destroys the topic's
+        remote data (Delete on the topic, besides AlterConfigs)."""
+
+
 def _named_twice(name: str) -> TieredError:
     return TieredError(
         ErrorCode.INVALID_REQUEST,
         f"topic {name!r} appears more than once in the request; valid: each topic once",
     )
+
+
+def _raise_if(error: TieredError | None) -> None:
+    if error is not None:
+        raise error
+
+
+def _deletes_remote_data(after: TopicMetadata, trigger: str | None) -> bool:
+    """A disable whose policy, read from the topic's resulting configs, is delete."""
+    return trigger == DISABLE and disable_policy(after.configs) is RemoteLogDisablePolicy.DELETE
 
 
 def _unknown_topic(name: str) -> TieredError:
@@ -184,6 +213,7 @@ class AdminOperations:
         set_: Mapping[str, str] | None = None,
         delete: Sequence[str] = (),
         validate_only: bool = False,
+        authorizer: AlterationAuthorizer | None = None,
     ) -> TopicMetadata:
         """Replaces the topic's configs (``configs``) or sets and deletes keys: one topic's
         ``alter_topic_configs``, whose error is raised."""
@@ -201,18 +231,27 @@ class AdminOperations:
                 )
                 + tuple((key, ConfigOperation.SET, value) for key, value in set_.items()),
             )
-        [result] = self.alter_topic_configs([alteration], validate_only)
+        [result] = self.alter_topic_configs([alteration], validate_only, authorizer)
         if isinstance(result, TieredError):
             raise result
         return result
 
     def alter_topic_configs(
-        self, alterations: Sequence[TopicAlteration], validate_only: bool = False
+        self,
+        alterations: Sequence[TopicAlteration],
+        validate_only: bool = False,
+        authorizer: AlterationAuthorizer | None = None,
     ) -> list[TopicMetadata | TieredError]:
         """Each topic's new value or error, in request order. Every change is validated first
         (a rejected one changes nothing); the accepted ones are persisted in one write, before
         brokers are told; a change of ``remote.storage.enable`` fires the state machine. A
-        topic named twice is INVALID_REQUEST for both."""
+        topic named twice is INVALID_REQUEST for both.
+
+        With ``authorizer``, each change is authorized before anything is written: AlterConfigs
+        first (before the topic's existence is told), and, for a change whose *resulting*
+        configs turn tiering off with the delete policy, Delete too: however the policy is
+        spelled (``remote.log.disable.policy=delete``, ``remote.log.delete.on.disable=true``)
+        and whichever earlier alter set it."""
         with self._term.lock:
             self._term.require_active()
             names = [a.topic for a in alterations]
@@ -223,8 +262,12 @@ class AdminOperations:
                     results.append(_named_twice(alteration.topic))
                     continue
                 try:
+                    if authorizer is not None:
+                        _raise_if(authorizer.may_alter_configs(alteration.topic))
                     before = self._topic(alteration.topic)
                     after, trigger = self._plan(before, alteration)
+                    if authorizer is not None and _deletes_remote_data(after, trigger):
+                        _raise_if(authorizer.may_delete_remote_data(alteration.topic))
                 except TieredError as e:
                     results.append(e)
                     continue

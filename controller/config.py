@@ -15,6 +15,7 @@ from tiered.net import parse_listener
 from tiered.properties import int_property
 from tiered.retry import ExponentialBackoff
 from tiered.rsm import config_from_properties as rsm_config_from_properties
+from tiered.security.authorizer import AuthorizerConfig
 from tiered.security.grpc_tls import GrpcSecurity
 from tiered.security.zookeeper_auth import security_properties
 
@@ -37,6 +38,7 @@ class ControllerConfig:
     metrics_host: str = DEFAULT_METRICS_HOST
     # TLS on the gRPC listener and on the channels to the brokers (listener.security.protocol.map)
     grpc_security: GrpcSecurity = field(default_factory=GrpcSecurity)
+    authorizer: AuthorizerConfig = field(default_factory=AuthorizerConfig)
 
     @property
     def endpoint(self) -> str:
@@ -98,6 +100,7 @@ class ControllerConfig:
             metrics_port=_metrics_port(values),
             metrics_host=metrics_host(values),
             grpc_security=GrpcSecurity.from_properties(values),
+            authorizer=AuthorizerConfig.from_properties(values),
         )
 
 

@@ -15,6 +15,7 @@ import logging
 import threading
 import uuid
 
+from controller.acl_operations import AclOperations
 from controller.admin_operations import AdminOperations
 from controller.broker_registry import BrokerRegistry
 from controller.config import ControllerConfig
@@ -23,8 +24,11 @@ from controller.disable_completion import DisableCompletion
 from controller.leadership import Leadership, Term
 from controller.log_dirs import LogDirsClient
 from controller.metrics import ControllerMetrics
+from controller.scram_users import ScramUsers
 from controller.store import MetadataStore
 from tiered.cluster.model import MetadataImage
+from tiered.security.access import AccessControl
+from tiered.security.authorizer import StandardAuthorizer
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +59,13 @@ class Controller:
             self.delete_jobs,
             self._log_dirs,
             cluster_id=config.cluster_id,
+        )
+        self.scram_users = ScramUsers(store, self.term)
+        self.acls = AclOperations(store, self.term)
+        # Checks read the term's image (its ACLs), on the active controller only.
+        self.access = AccessControl(
+            StandardAuthorizer(config.authorizer, lambda: self.term.image.acls),
+            self.term.require_active,
         )
         self.leadership = Leadership(config.node_id, config.endpoint, store, self.term, self)
         self._requeued = 0

@@ -73,9 +73,13 @@ def main(argv: list[str] | None = None) -> int:
         # a metadata snapshot of 100k topics is ~14 MB
         options=[*MESSAGE_SIZE_OPTIONS, GRPC_EXCLUSIVE_PORT],
     )
-    pb_grpc.add_AdminServiceServicer_to_server(AdminServicer(controller.admin), server)  # type: ignore[no-untyped-call]
+    pb_grpc.add_AdminServiceServicer_to_server(  # type: ignore[no-untyped-call]
+        AdminServicer(controller.admin, controller.access, controller.acls, controller.scram_users),
+        server,
+    )
     pb_grpc.add_ControllerServiceServicer_to_server(  # type: ignore[no-untyped-call]
-        ControllerServicer(controller.brokers, controller.term, store, stopping), server
+        ControllerServicer(controller.brokers, controller.term, store, stopping, controller.access),
+        server,
     )
     use_principal_mapper(config.grpc_security.principal_mapper)
     if not bind_grpc_port(server, config.endpoint, config.grpc_security.server_credentials):

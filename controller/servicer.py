@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 
 import grpc
 
+from controller.acl_operations import AclOperations
+from controller.acl_servicer import CLUSTER, TOPIC, AclMethods, Requester
 from controller.admin_operations import AdminOperations, TopicAlteration, TopicView
 from controller.broker_registry import BrokerRegistry
 from controller.leadership import Term
+from controller.scram_users import ScramDeletion, ScramUpsertion, ScramUsers
 from controller.store import MetadataStore, MetadataStoreError
 from controller.store.base import MetadataLogSource
 from tiered.cluster.model import (
@@ -33,6 +37,9 @@ from tiered.rpc.status import error_to_proto, handle
 from tiered.rpc.v1 import broker_pb2 as broker_pb
 from tiered.rpc.v1 import controller_pb2 as pb
 from tiered.rpc.v1 import controller_pb2_grpc as pb_grpc
+from tiered.security.access import AccessControl
+from tiered.security.acl import CLUSTER_NAME, AclOperation
+from tiered.security.grpc_context import grpc_request_context
 
 
 def topic_description_to_proto(view: TopicView) -> pb.TopicDescription:
@@ -125,17 +132,34 @@ def _topic_error(name: str) -> Callable[[TieredError], pb.TopicResult]:
     return lambda e: pb.TopicResult(name=name, error=error_to_proto(e))
 
 
-class AdminServicer(pb_grpc.AdminServiceServicer):
-    def __init__(self, admin: AdminOperations) -> None:
+class AdminServicer(AclMethods, pb_grpc.AdminServiceServicer):
+    """Every method judges its caller (``AclMethods.requester``); batch methods answer a denied
+    topic in its result (TOPIC_AUTHORIZATION_FAILED), single-resource ones with the status
+    PERMISSION_DENIED (``tiered.rpc.status.handle``)."""
+
+    def __init__(
+        self,
+        admin: AdminOperations,
+        access: AccessControl,
+        acls: AclOperations,
+        scram_users: ScramUsers,
+    ) -> None:
         self._admin = admin
+        self._access = access
+        self._acls = acls
+        self._scram_users = scram_users
 
     def CreateTopics(
         self, request: pb.CreateTopicsRequest, context: grpc.ServicerContext
     ) -> pb.CreateTopicsResponse:
+        requester = handle(context, lambda: self.requester(context), _no_requester)
         results = []
         for new in request.topics:
 
             def call(new: pb.NewTopic = new) -> pb.TopicResult:
+                denied = requester.may_create(new.name)
+                if denied is not None:
+                    return pb.TopicResult(name=new.name, error=error_to_proto(denied))
                 topic = self._admin.create_topic(
                     new.name, new.partitions, dict(new.configs), request.validate_only
                 )
@@ -149,10 +173,14 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
     def DeleteTopics(
         self, request: pb.DeleteTopicsRequest, context: grpc.ServicerContext
     ) -> pb.DeleteTopicsResponse:
+        requester = handle(context, lambda: self.requester(context), _no_requester)
         results = []
         for name in request.names:
 
             def call(name: str = name) -> pb.TopicResult:
+                denied = requester.denial(AclOperation.DELETE, TOPIC, name, audit=True)
+                if denied is not None:
+                    return pb.TopicResult(name=name, error=error_to_proto(denied))
                 self._admin.delete_topic(name)
                 return pb.TopicResult(name=name, error=error_to_proto(None))
 
@@ -163,16 +191,39 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         self, request: pb.DescribeTopicsRequest, context: grpc.ServicerContext
     ) -> pb.DescribeTopicsResponse:
         def call() -> pb.DescribeTopicsResponse:
-            views = self._admin.describe_topics(
-                list(request.names), request.include_partition_state
-            )
+            requester = self.requester(context)
+            names = list(request.names)
+            denied = {n: requester.denial(AclOperation.DESCRIBE, TOPIC, n) for n in names}
+            allowed = [n for n in names if denied[n] is None]
+            views: list[TopicView | TieredError] = []
+            if allowed or not names:
+                views = self._admin.describe_topics(allowed, request.include_partition_state)
+            if not names:  # a listing leaves out what the requester may not see
+                views = [
+                    v
+                    for v in views
+                    if isinstance(v, TieredError)
+                    or requester.may(AclOperation.DESCRIBE, v.topic.name)
+                ]
+            found = iter(views)
             topics = []
-            for name, view in zip(request.names or [None] * len(views), views, strict=True):
+            listed: list[str | None] = list(names) or [None] * len(views)
+            for name in listed:
+                error = denied.get(name) if name is not None else None
+                view = error or next(found)
                 if isinstance(view, TieredError):
                     topics.append(pb.TopicDescription(name=name or "", error=error_to_proto(view)))
                 else:
                     topics.append(topic_description_to_proto(view))
-            deleted = self._admin.describe_deleted_topics(list(request.names))
+            deleted = (
+                [
+                    j
+                    for j in self._admin.describe_deleted_topics(allowed)
+                    if requester.may(AclOperation.DESCRIBE, j.topic)
+                ]
+                if allowed or not names
+                else []
+            )
             return pb.DescribeTopicsResponse(
                 topics=topics, deleted_topics=[deleted_topic_to_proto(j) for j in deleted]
             )
@@ -189,6 +240,7 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         self, request: pb.DescribeConfigsRequest, context: grpc.ServicerContext
     ) -> pb.DescribeConfigsResponse:
         def call() -> pb.DescribeConfigsResponse:
+            self._require(context, AclOperation.DESCRIBE_CONFIGS, request.topic)
             topic = self._admin.describe_configs(request.topic)
             entries = [
                 pb.ConfigEntry(
@@ -217,6 +269,7 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
                     request.topic,
                     configs=dict(request.configs),
                     validate_only=request.validate_only,
+                    authorizer=self.requester(context),
                 )
             ),
             lambda e: pb.AlterConfigsResponse(error=error_to_proto(e)),
@@ -233,6 +286,7 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
                     set_=dict(request.set),
                     delete=list(request.delete),
                     validate_only=request.validate_only,
+                    authorizer=self.requester(context),
                 )
             ),
             lambda e: pb.AlterConfigsResponse(error=error_to_proto(e)),
@@ -265,11 +319,19 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         self, request: pb.DescribeMetadataRequest, context: grpc.ServicerContext
     ) -> pb.DescribeMetadataResponse:
         def call() -> pb.DescribeMetadataResponse:
+            requester = self.requester(context)
+            # A broker (ClusterAction) sees everything and filters for its own clients.
+            everything = (
+                requester.denial(AclOperation.CLUSTER_ACTION, CLUSTER, CLUSTER_NAME) is None
+            )
             names = None if request.all_topics else list(request.topics)
             view = self._admin.describe_metadata(names)
             asked: list[str | None] = (
                 list(names) if names is not None else [None] * len(view.topics)
             )
+            if not everything:
+                asked, topics = _visible(requester, asked, view.topics)
+                view = replace(view, topics=topics)
             return pb.DescribeMetadataResponse(
                 error=error_to_proto(None),
                 cluster_id=view.cluster_id,
@@ -287,7 +349,9 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
     ) -> pb.AlterTopicConfigsResponse:
         def call() -> pb.AlterTopicConfigsResponse:
             alterations = [_alteration_from_proto(a) for a in request.topics]
-            results = self._admin.alter_topic_configs(alterations, request.validate_only)
+            results = self._admin.alter_topic_configs(
+                alterations, request.validate_only, self.requester(context)
+            )
             return pb.AlterTopicConfigsResponse(
                 results=[
                     _alter_result_to_proto(a.topic, r)
@@ -299,6 +363,86 @@ class AdminServicer(pb_grpc.AdminServiceServicer):
         return handle(
             context, call, lambda e: pb.AlterTopicConfigsResponse(error=error_to_proto(e))
         )
+
+    def AlterUserScramCredentials(
+        self, request: pb.AlterUserScramCredentialsRequest, context: grpc.ServicerContext
+    ) -> pb.AlterUserScramCredentialsResponse:
+        def call() -> pb.AlterUserScramCredentialsResponse:
+            results = self._scram_users.alter(
+                [ScramDeletion(d.name, d.mechanism) for d in request.deletions],
+                [
+                    ScramUpsertion(u.name, u.mechanism, u.iterations, u.salt, u.salted_password)
+                    for u in request.upsertions
+                ],
+            )
+            return pb.AlterUserScramCredentialsResponse(
+                results=[pb.UserResult(user=u, error=error_to_proto(e)) for u, e in results],
+                error=error_to_proto(None),
+            )
+
+        return handle(
+            context, call, lambda e: pb.AlterUserScramCredentialsResponse(error=error_to_proto(e))
+        )
+
+    def DescribeUserScramCredentials(
+        self, request: pb.DescribeUserScramCredentialsRequest, context: grpc.ServicerContext
+    ) -> pb.DescribeUserScramCredentialsResponse:
+        def call() -> pb.DescribeUserScramCredentialsResponse:
+            results = []
+            for user, found in self._scram_users.describe(list(request.users)):
+                if isinstance(found, TieredError):
+                    results.append(pb.UserScramCredentials(user=user, error=error_to_proto(found)))
+                    continue
+                results.append(
+                    pb.UserScramCredentials(
+                        user=user,
+                        error=error_to_proto(None),
+                        credentials=[
+                            pb.ScramCredentialInfo(mechanism=m.type_id, iterations=i)
+                            for m, i in found
+                        ],
+                    )
+                )
+            return pb.DescribeUserScramCredentialsResponse(
+                results=results, error=error_to_proto(None)
+            )
+
+        return handle(
+            context,
+            call,
+            lambda e: pb.DescribeUserScramCredentialsResponse(error=error_to_proto(e)),
+        )
+
+    def _require(self, context: grpc.ServicerContext, operation: AclOperation, topic: str) -> None:
+        error = self.requester(context).denial(operation, TOPIC, topic)
+        if error is not None:
+            raise error
+
+
+def _no_requester(error: TieredError) -> Requester:
+    raise error  # handle() answered it: PERMISSION_DENIED, or the NOT_CONTROLLER below
+
+
+def _visible(
+    requester: Requester,
+    asked: list[str | None],
+    topics: Sequence[TopicMetadata | TieredError],
+) -> tuple[list[str | None], list[TopicMetadata | TieredError]]:
+    """What a requester without ClusterAction may see of DescribeMetadata's topics: a listing
+    leaves out the topics it may not Describe, a named one is TOPIC_AUTHORIZATION_FAILED."""
+    kept_names: list[str | None] = []
+    kept: list[TopicMetadata | TieredError] = []
+    for name, topic in zip(asked, topics, strict=True):
+        if name is None:
+            if isinstance(topic, TopicMetadata) and requester.may(
+                AclOperation.DESCRIBE, topic.name
+            ):
+                kept_names.append(name)
+                kept.append(topic)
+            continue
+        kept_names.append(name)
+        kept.append(requester.denial(AclOperation.DESCRIBE, TOPIC, name) or topic)
+    return kept_names, kept
 
 
 def broker_description_to_proto(
@@ -347,22 +491,32 @@ def _alter_result_to_proto(
 
 
 class ControllerServicer(pb_grpc.ControllerServiceServicer):
+    """Brokers' calls: each needs ClusterAction on the cluster, of the caller itself."""
+
     def __init__(
         self,
         brokers: BrokerRegistry,
         term: Term,
         store: MetadataStore,
         stopping: threading.Event,
+        access: AccessControl,
     ) -> None:
         self._brokers = brokers
         self._term = term
         self._store = store
         self._stopping = stopping
+        self._access = access
+
+    def _require_cluster_action(self, context: grpc.ServicerContext) -> None:
+        self._access.require(
+            grpc_request_context(context), AclOperation.CLUSTER_ACTION, CLUSTER, CLUSTER_NAME
+        )
 
     def RegisterBroker(
         self, request: pb.RegisterBrokerRequest, context: grpc.ServicerContext
     ) -> pb.RegisterBrokerResponse:
         def call() -> pb.RegisterBrokerResponse:
+            self._require_cluster_action(context)
             epoch = self._brokers.register(broker_registration_from_proto(request.registration))
             return pb.RegisterBrokerResponse(error=error_to_proto(None), controller_epoch=epoch)
 
@@ -372,6 +526,7 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
         self, request: pb.BrokerHeartbeatRequest, context: grpc.ServicerContext
     ) -> pb.BrokerHeartbeatResponse:
         def call() -> pb.BrokerHeartbeatResponse:
+            self._require_cluster_action(context)
             epoch = self._brokers.heartbeat(
                 request.broker_id, uuid.UUID(bytes=request.incarnation_id)
             )
@@ -385,6 +540,12 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
         """KRaft mode: the metadata log from ``from_offset`` on, then new batches as they are
         written, until the broker goes away or this controller stops being active."""
         store = self._store
+        denied: pb.FetchMetadataResponse | None = handle(
+            context, lambda: self._require_cluster_action(context), _fetch_refused
+        )
+        if denied is not None:
+            yield denied
+            return
         if not isinstance(store, MetadataLogSource):
             yield pb.FetchMetadataResponse(
                 error=error_to_proto(
@@ -420,3 +581,7 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
                     next_offset=offset,
                     error=error_to_proto(None),
                 )
+
+
+def _fetch_refused(error: TieredError) -> pb.FetchMetadataResponse:
+    return pb.FetchMetadataResponse(error=error_to_proto(error))

@@ -219,3 +219,11 @@ def test_kafka_protocol_bench_small(tmp_path: Path) -> None:
     # Kafka, its bare client and gRPC against the floor, and Kafka against gRPC: produce, local
     # and remote fetch each; Kafka fetches against the stub broker, the stub against the floor
     check_summary(document, rows=15)
+
+
+def test_authorizer_bench_quick(tmp_path: Path) -> None:
+    document = run_quick("authorizer.py", tmp_path / "a.json", "--repeat", "50", timeout_s=120)
+    assert document["ok"] is True and document["failures"] == []
+    check_summary(document, rows=2)  # 1k and 10k ACLs
+    assert [r["acls"] for r in document["results"]] == [1_002, 10_002]
+    assert document["flatness"] > 0

@@ -337,7 +337,10 @@ def test_admin_requests_are_counted_by_request_and_error_at_the_edge(
     server = grpc.server(
         ThreadPoolExecutor(max_workers=4), interceptors=[AdminRequestMetrics(controller.metrics)]
     )
-    pb_grpc.add_AdminServiceServicer_to_server(AdminServicer(controller.admin), server)  # type: ignore[no-untyped-call]
+    pb_grpc.add_AdminServiceServicer_to_server(  # type: ignore[no-untyped-call]
+        AdminServicer(controller.admin, controller.access, controller.acls, controller.scram_users),
+        server,
+    )
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     admin = AdminClient(f"127.0.0.1:{port}", timeout_s=10)

@@ -339,15 +339,20 @@ def test_a_channel_backs_off_more_each_failure_until_its_broker_comes_back(
 def test_fetch_metadata_needs_a_store_that_is_a_metadata_log(controller: Controller) -> None:
     store = mock.create_autospec(MetadataStore, instance=True)
     store.mode = "zookeeper"
-    servicer = ControllerServicer(controller.brokers, controller.term, store, threading.Event())
-    responses = list(servicer.FetchMetadata(pb.FetchMetadataRequest(from_offset=0), mock.Mock()))
+    servicer = ControllerServicer(
+        controller.brokers, controller.term, store, threading.Event(), controller.access
+    )
+    context = mock.Mock(
+        **{"peer.return_value": "ipv4:127.0.0.1:5000", "auth_context.return_value": {}}
+    )
+    responses = list(servicer.FetchMetadata(pb.FetchMetadataRequest(from_offset=0), context))
     assert [r.error.code for r in responses] == [ErrorCode.INVALID_REQUEST.value]
     assert "needs metadata.store=kraft, not zookeeper" in responses[0].error.message
     # The KRaft store is one: the same call streams its log.
     kraft = ControllerServicer(
-        controller.brokers, controller.term, controller.store, threading.Event()
+        controller.brokers, controller.term, controller.store, threading.Event(), controller.access
     )
-    first = next(kraft.FetchMetadata(pb.FetchMetadataRequest(from_offset=0), mock.Mock()))
+    first = next(kraft.FetchMetadata(pb.FetchMetadataRequest(from_offset=0), context))
     assert first.error.code == ErrorCode.NONE.value and first.next_offset > 0
 
 

@@ -83,7 +83,7 @@ def test_the_handler_sees_the_principal_of_the_client_certificate(
     context = handler.contexts[0]
     assert context.principal == KafkaPrincipal("User", ADMIN_DN)
     assert (context.listener, context.client_host) == ("SSL", "127.0.0.1")
-    assert context.security.principal == context.principal
+    assert context.requester.principal == context.principal
 
 
 def test_mapping_rules_name_the_principal_and_no_certificate_is_anonymous_when_requested(

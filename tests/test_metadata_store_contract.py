@@ -36,6 +36,7 @@ from tiered.cluster.model import (
     TopicMetadata,
 )
 from tiered.rpc.v1 import metadata_pb2
+from tiered.security.scram import ScramCredential, ScramMechanism
 
 PROMPT_S = 2.0  # what "returns promptly" means here
 JOIN_S = 10.0
@@ -816,3 +817,93 @@ def test_registered_broker_is_loaded(store_factory: StoreFactory) -> None:
     store_factory.make_present(registration)
     store.register_broker(registration)
     assert store_factory.open().load().brokers.get(3) == registration
+
+
+# ----------------------------------------------------------------------------- SCRAM credentials
+
+SHA256 = ScramMechanism.SCRAM_SHA_256
+SHA512 = ScramMechanism.SCRAM_SHA_512
+
+
+def test_scram_credentials_round_trip(store_factory: StoreFactory) -> None:
+    store = store_factory.open()
+    elect(store)
+    alice_512 = ScramCredential.from_password(SHA512, "a", 4096)
+    alice_256 = ScramCredential.from_password(SHA256, "a", 8192)
+    bob = ScramCredential.from_password(SHA512, "b", 4096)
+    store.alter_scram_credentials(
+        {("alice", SHA512): alice_512, ("alice", SHA256): alice_256, ("b,o=b", SHA512): bob}, []
+    )
+    assert store_factory.open().load().scram_credentials == {
+        ("alice", SHA512): alice_512,
+        ("alice", SHA256): alice_256,
+        ("b,o=b", SHA512): bob,
+    }
+    new_bob = ScramCredential.from_password(SHA512, "b2", 4096)
+    store.alter_scram_credentials(
+        {("b,o=b", SHA512): new_bob}, [("alice", SHA256), ("nobody", SHA512)]
+    )
+    assert store.load().scram_credentials == {
+        ("alice", SHA512): alice_512,
+        ("b,o=b", SHA512): new_bob,
+    }
+    with pytest.raises(ValueError, match="both set and removed"):
+        store.alter_scram_credentials({("alice", SHA512): bob}, [("alice", SHA512)])
+    store.alter_scram_credentials({}, [("alice", SHA512), ("b,o=b", SHA512)])
+    assert store_factory.open().load().scram_credentials == {}
+
+
+def test_a_deposed_controller_cannot_alter_scram_credentials(store_factory: StoreFactory) -> None:
+    old = store_factory.open()
+    elect(old, controller_id=1)
+    store_factory.depose(old)
+    new = store_factory.open()
+    elect(new, controller_id=2)
+    with pytest.raises(ControllerFencedError):
+        old.alter_scram_credentials(
+            {("zombie", SHA512): ScramCredential.from_password(SHA512, "z")}, []
+        )
+    assert new.load().scram_credentials == {}
+
+
+@pytest.mark.processes
+def test_zookeeper_user_config_znode_is_kafkas(zookeeper_factory: StoreFactory) -> None:
+    """``/config/users/{sanitized}`` holds Kafka's entity config: the credential string beside
+    the user's other keys, which are kept; removing the last credential leaves the rest."""
+    from controller.store.zookeeper import ZooKeeperMetadataStore
+
+    store = zookeeper_factory.open()
+    elect(store)
+    assert isinstance(store, ZooKeeperMetadataStore)
+    path = store._p("/config/users/al%20ice%2A%7E")
+    assert store._p(zk_paths.user_config("al ice*~")) == path
+    store.client.create(path, b'{"version":1,"config":{"producer_byte_rate":"1024"}}')
+    credential = ScramCredential(b"salt", b"stored", b"server", 4096)
+    store.alter_scram_credentials({("al ice*~", SHA512): credential}, [])
+    assert json.loads(store.client.get(path)[0]) == {
+        "version": 1,
+        "config": {
+            "producer_byte_rate": "1024",
+            "SCRAM-SHA-512": "salt=c2FsdA==,stored_key=c3RvcmVk,server_key=c2VydmVy,iterations=4096",
+        },
+    }
+    assert zookeeper_factory.open().load().scram_credentials == {("al ice*~", SHA512): credential}
+    store.alter_scram_credentials({}, [("al ice*~", SHA512)])
+    assert json.loads(store.client.get(path)[0]) == {
+        "version": 1,
+        "config": {"producer_byte_rate": "1024"},
+    }
+    store.client.create(store._p("/config/users/garbage"), b"not json")
+    assert zookeeper_factory.open().load().scram_credentials == {}  # logged and left out
+
+
+def test_kraft_snapshot_carries_scram_credentials() -> None:
+    from tiered.cluster import serde
+    from tiered.cluster.model import MetadataImage
+
+    image = MetadataImage()
+    credential = ScramCredential.from_password(SHA512, "pw")
+    image.scram_credentials[("alice", SHA512)] = credential
+    restored = serde.image_from_snapshot(serde.image_to_batch(image, 5))
+    assert restored.scram_credentials == {("alice", SHA512): credential}
+    assert image.copy().scram_credentials == image.scram_credentials

@@ -75,8 +75,14 @@ class FailedCall(grpc.RpcError, grpc.Call):  # type: ignore[misc]
         (
             grpc.StatusCode.PERMISSION_DENIED,
             "needs ClusterAction",
-            ErrorCode.UNKNOWN_SERVER_ERROR,
-            f"{WHAT}: PERMISSION_DENIED: needs ClusterAction",
+            ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            f"{WHAT}: needs ClusterAction",
+        ),
+        (
+            grpc.StatusCode.PERMISSION_DENIED,
+            "TOPIC_AUTHORIZATION_FAILED: User:a from h is not authorized to Delete topic 't'",
+            ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+            "User:a from h is not authorized to Delete topic 't'",
         ),
         (
             grpc.StatusCode.INTERNAL,

@@ -50,6 +50,15 @@ from tiered.rpc.channels import ChannelCache, ChannelCacheClosedError
 from tiered.rpc.status import error_from_proto, error_from_rpc
 from tiered.rpc.v1 import controller_pb2 as pb
 from tiered.rpc.v1 import controller_pb2_grpc as pb_grpc
+from tiered.security.acl import AclBinding, AclBindingFilter
+from tiered.security.acl_serde import binding_from_proto, binding_to_proto, filter_to_proto
+from tiered.security.scram_admin import (
+    UserScramCredentialDeletion,
+    UserScramCredentials,
+    UserScramCredentialUpsertion,
+    alteration_to_proto,
+    described_from_proto,
+)
 
 __all__ = [
     "AdminClient",
@@ -279,6 +288,68 @@ class AdminClient:
         return cluster_from_proto(
             self._call("DescribeCluster", pb.DescribeClusterRequest(), pb.DescribeClusterResponse)
         )
+
+    def alter_user_scram_credentials(
+        self,
+        upsertions: Sequence[UserScramCredentialUpsertion] = (),
+        deletions: Sequence[UserScramCredentialDeletion] = (),
+    ) -> list[tuple[str, TieredError | None]]:
+        """Each user named and its outcome. Passwords are salted here; a bad upsertion raises
+        UNACCEPTABLE_CREDENTIAL before anything is sent."""
+        response = self._call(
+            "AlterUserScramCredentials",
+            alteration_to_proto(upsertions, deletions),
+            pb.AlterUserScramCredentialsResponse,
+        )
+        raise_if_error(response.error)
+        return [(r.user, error_from_proto(r.error)) for r in response.results]
+
+    def describe_user_scram_credentials(
+        self, users: Sequence[str] = ()
+    ) -> list[UserScramCredentials | TieredError]:
+        """The named users (in order), or every user with a credential (by name)."""
+        response = self._call(
+            "DescribeUserScramCredentials",
+            pb.DescribeUserScramCredentialsRequest(users=list(users)),
+            pb.DescribeUserScramCredentialsResponse,
+        )
+        raise_if_error(response.error)
+        return described_from_proto(response)
+
+    def create_acls(self, bindings: Sequence[AclBinding]) -> None:
+        """Creates the ACLs (those that exist already stay as they are); raises the first
+        error."""
+        response = self._call(
+            "CreateAcls",
+            pb.CreateAclsRequest(creations=[binding_to_proto(b) for b in bindings]),
+            pb.CreateAclsResponse,
+        )
+        raise_if_error(response.error)
+        for result in response.results:
+            raise_if_error(result.error)
+
+    def describe_acls(self, binding_filter: AclBindingFilter) -> list[AclBinding]:
+        response = self._call(
+            "DescribeAcls",
+            pb.DescribeAclsRequest(filter=filter_to_proto(binding_filter)),
+            pb.DescribeAclsResponse,
+        )
+        raise_if_error(response.error)
+        return [binding_from_proto(b) for b in response.acls]
+
+    def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[AclBinding]:
+        """Deletes every ACL the filters match; returns them."""
+        response = self._call(
+            "DeleteAcls",
+            pb.DeleteAclsRequest(filters=[filter_to_proto(f) for f in filters]),
+            pb.DeleteAclsResponse,
+        )
+        raise_if_error(response.error)
+        deleted = []
+        for result in response.results:
+            raise_if_error(result.error)
+            deleted += [binding_from_proto(b) for b in result.deleted]
+        return deleted
 
     # -- plumbing
 

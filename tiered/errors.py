@@ -21,17 +21,23 @@ class ErrorCode(enum.IntEnum):
     BROKER_NOT_AVAILABLE = 8
     STALE_CONTROLLER_EPOCH = 11
     INVALID_TOPIC_EXCEPTION = 17
+    TOPIC_AUTHORIZATION_FAILED = 29
+    CLUSTER_AUTHORIZATION_FAILED = 31
     TOPIC_ALREADY_EXISTS = 36
     INVALID_PARTITIONS = 37
     INVALID_REPLICATION_FACTOR = 38
     INVALID_CONFIG = 40
     NOT_CONTROLLER = 41
     INVALID_REQUEST = 42
+    UNSUPPORTED_SASL_MECHANISM = 33
     OUT_OF_ORDER_SEQUENCE_NUMBER = 45
     INVALID_PRODUCER_EPOCH = 47
     KAFKA_STORAGE_ERROR = 56
     STALE_BROKER_EPOCH = 77
     INVALID_RECORD = 87
+    RESOURCE_NOT_FOUND = 91
+    DUPLICATE_RESOURCE = 92
+    UNACCEPTABLE_CREDENTIAL = 93
     # Not a Kafka code: KIP-950 rejects a disable or enable while a disablement is in flight.
     TIERED_STORAGE_DISABLEMENT_IN_PROGRESS = 1001
 
@@ -43,3 +49,9 @@ class TieredError(Exception):
         super().__init__(f"{code.name}: {message}")
         self.code = code
         self.message = message
+
+
+AUTHORIZATION_FAILURES = frozenset(
+    {ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
+)
+"""The denials of the authorizer: PERMISSION_DENIED on gRPC (``tiered.rpc.status``)."""

@@ -7,10 +7,13 @@ name (DESIGN.md sections 9 to 11):
   scheme-less ``host:port`` means the same, as configs written before the Kafka listener did;
 - ``PLAINTEXT://host:port``: a Kafka wire-protocol listener;
 - ``SSL://host:port``: a Kafka listener over TLS (``ssl.*`` keys, ``tiered.security.tls``);
-- ``SASL_SSL://`` (and ``SASL_PLAINTEXT://``): refused until SASL is built (DESIGN.md section 11).
+- ``SASL_PLAINTEXT://host:port`` and ``SASL_SSL://host:port``: Kafka listeners whose clients log
+  in with SCRAM (``sasl.enabled.mechanisms``, DESIGN.md section 11) before anything else, the
+  second over TLS.
 
-The gRPC listener is TLS when Kafka's ``listener.security.protocol.map`` maps it so
-(``GRPC:SSL``; default ``GRPC:PLAINTEXT``); the other listeners' names are their protocols.
+A broker may have one listener of each name. The gRPC listener is TLS when Kafka's
+``listener.security.protocol.map`` maps it so (``GRPC:SSL``; default ``GRPC:PLAINTEXT``); the
+other listeners' names are their protocols.
 
 An empty host binds every interface, as in Kafka. ``advertised.listeners`` has the same form and
 names, per listener, the address registered for clients when it differs from the bound one.
@@ -29,7 +32,11 @@ __all__ = [
     "GRPC_EXCLUSIVE_PORT",
     "KAFKA_LISTENER_NAMES",
     "PLAINTEXT",
+    "SASL_LISTENER_NAMES",
+    "SASL_PLAINTEXT",
+    "SASL_SSL",
     "SSL",
+    "TLS_LISTENER_NAMES",
     "Listener",
     "advertised_listeners",
     "grpc_security_protocol",
@@ -40,7 +47,11 @@ __all__ = [
 GRPC = "GRPC"
 PLAINTEXT = "PLAINTEXT"
 SSL = "SSL"
-KAFKA_LISTENER_NAMES: tuple[str, ...] = (PLAINTEXT, SSL)
+SASL_PLAINTEXT = "SASL_PLAINTEXT"
+SASL_SSL = "SASL_SSL"
+KAFKA_LISTENER_NAMES: tuple[str, ...] = (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)
+SASL_LISTENER_NAMES: tuple[str, ...] = (SASL_PLAINTEXT, SASL_SSL)
+TLS_LISTENER_NAMES: tuple[str, ...] = (SSL, SASL_SSL)
 SECURITY_PROTOCOL_MAP = "listener.security.protocol.map"
 # gRPC servers bind with SO_REUSEPORT by default: a second daemon given a port already in use
 # would share it silently, each answering some of the calls. Off, the bind fails and says so.
@@ -67,8 +78,10 @@ def bind_grpc_port(
     return True
 
 
-_NOT_YET = ("SASL_SSL", "SASL_PLAINTEXT")
-_EXPECTED = "a comma list of NAME://host:port with NAME GRPC (or no NAME://), PLAINTEXT or SSL"
+_EXPECTED = (
+    "a comma list of NAME://host:port with NAME GRPC (or no NAME://), PLAINTEXT, SSL, "
+    "SASL_PLAINTEXT or SASL_SSL"
+)
 _GRPC_PROTOCOLS = (PLAINTEXT, SSL)
 _UNROUTABLE = ("", "0.0.0.0", "::", "[::]")
 
@@ -96,11 +109,6 @@ class Listener:
         if not sep:
             name, address = GRPC, entry.strip()
         name = name.strip().upper()
-        if name in _NOT_YET:
-            raise ValueError(
-                f"{key}: {entry.strip()!r}: {name} listeners are not supported yet (security "
-                f"is a later issue); valid: {_EXPECTED}"
-            )
         if name not in (GRPC, *KAFKA_LISTENER_NAMES):
             raise ValueError(
                 f"{key}: unknown listener name in {entry.strip()!r}; valid: {_EXPECTED}"

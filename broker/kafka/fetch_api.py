@@ -33,6 +33,7 @@ from broker.kafka.partitions import PartitionLookup, Resolved, guarded, leader_e
 from broker.log import BatchRead
 from tiered.kafka.handler import HandlerResult, RequestContext, response_type_for
 from tiered.kafka.messages import build, nested
+from tiered.security.acl import AclOperation
 
 __all__ = ["FetchApi"]
 
@@ -94,7 +95,9 @@ class FetchApi:
                 responses=(),
             )
         resolved = self._partitions.resolve(
-            (t.topic, int(p.partition)) for t in request.topics for p in t.partitions
+            ((t.topic, int(p.partition)) for t in request.topics for p in t.partitions),
+            context.requester,
+            AclOperation.READ,
         )
         first = self._read(request, resolved)
         wait_s = request.max_wait.total_seconds()

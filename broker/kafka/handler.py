@@ -4,24 +4,28 @@ the module that answers it.
 - ``metadata_api``: Metadata, DescribeCluster, FindCoordinator (the cluster as the controller's
   image has it, through ``cluster_view``'s short-lived cache);
 - ``topics_api``: CreateTopics, DeleteTopics; ``config_api``: DescribeConfigs, AlterConfigs,
-  IncrementalAlterConfigs; all forwarded to the active controller (``ControllerAdmin``);
+  IncrementalAlterConfigs; ``scram_api``: AlterUserScramCredentials,
+  DescribeUserScramCredentials; ``acls_api``: CreateAcls, DescribeAcls, DeleteAcls; all
+  forwarded to the active controller (``ControllerAdmin``), which judges them as the client;
 - ``log_dirs_api``: DescribeLogDirs, from this broker's own partitions;
 - the record APIs, on this broker's logs (``BrokerAgent``): ``produce_api`` (Produce),
   ``fetch_api`` (Fetch, long polls waiting in ``fetch_waits``), ``offsets_api`` (ListOffsets),
   ``producer_ids`` (InitProducerId); ``partitions`` finds the partitions they name.
 
 Requests and responses are kio's; what crosses to the controller is protobuf, converted in those
-modules; domain rules stay with the controller and ``tiered.config``.
+modules; domain rules stay with the controller and ``tiered.config``. Metadata and the record
+APIs are authorized here, by ``access`` (this broker's ACLs).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Protocol
+from typing import Any, Protocol
 
 from kio.static.protocol import ResponsePayload
 
 from broker.admin_forwarder import ControllerAdmin
+from broker.kafka.acls_api import AclsApi
 from broker.kafka.cluster_view import ClusterView
 from broker.kafka.config_api import ConfigApi
 from broker.kafka.fetch_api import FetchApi, Reader
@@ -32,11 +36,32 @@ from broker.kafka.offsets_api import ListOffsetsApi, TimestampSearch
 from broker.kafka.partitions import HostingAgent, PartitionLookup
 from broker.kafka.produce_api import Appender, ProduceApi
 from broker.kafka.producer_ids import InitProducerIdApi, ProducerIdBlocks
+from broker.kafka.scram_api import ScramApi
 from broker.kafka.this_broker import ThisBroker
 from broker.kafka.topics_api import TopicsApi
 from tiered.api import TopicIdPartition
+from tiered.kafka.handler import HandlerResult, RequestContext
+from tiered.security.access import AccessControl
+from tiered.security.acl_index import AclIndex
+from tiered.security.authorizer import AuthorizerConfig, StandardAuthorizer
+from tiered.security.forwarding import forwarding_for
 
-__all__ = ["BrokerKafkaHandler", "DataAgent"]
+__all__ = ["ALLOW_ALL", "BrokerKafkaHandler", "DataAgent"]
+
+ALLOW_ALL = AccessControl(StandardAuthorizer(AuthorizerConfig(), AclIndex))
+"""A handler's access control without an authorizer (``authorizer.enabled=false``)."""
+
+Api = Callable[[Any, RequestContext], HandlerResult]
+
+
+def _as_client(api: Api) -> Api:
+    """An API forwarded to the controller, which judges it as the client (Kafka's envelope)."""
+
+    def forward(request: Any, context: RequestContext) -> HandlerResult:
+        with forwarding_for(context.requester):
+            return api(request, context)
+
+    return forward
 
 
 class DataAgent(HostingAgent, Appender, Reader, TimestampSearch, Protocol):
@@ -53,24 +78,32 @@ class BrokerKafkaHandler:
         local_partitions: Callable[[], Iterable[LocalPartition]],
         agent: DataAgent,
         metadata_max_age_s: float = 1.0,
+        access: AccessControl = ALLOW_ALL,
     ) -> None:
-        view = ClusterView(controller, metadata_max_age_s, listener_name=this.endpoint.name)
-        cluster = MetadataApi(view, this)
+        view = ClusterView(controller, metadata_max_age_s)
+        cluster = MetadataApi(view, this, access)
         topics = TopicsApi(controller, view)
         configs = ConfigApi(controller, this)
-        log_dirs = LogDirsApi(this.log_dir, local_partitions)
-        partitions = PartitionLookup(agent, view, this.node_id)
+        acls = AclsApi(controller)
+        log_dirs = LogDirsApi(this.log_dir, local_partitions, access)
+        partitions = PartitionLookup(agent, view, this.node_id, access)
         self._waits: FetchWaits[ResponsePayload | None] = FetchWaits()
         agent.on_append(lambda tp, size: self._waits.appended((tp.topic_id, tp.partition), size))
         self.metadata = cluster.metadata
         self.describe_cluster = cluster.describe_cluster
         self.find_coordinator = cluster.find_coordinator
-        self.create_topics = topics.create_topics
-        self.delete_topics = topics.delete_topics
-        self.describe_configs = configs.describe_configs
-        self.alter_configs = configs.alter_configs
-        self.incremental_alter_configs = configs.incremental_alter_configs
+        self.create_topics = _as_client(topics.create_topics)
+        self.delete_topics = _as_client(topics.delete_topics)
+        self.describe_configs = _as_client(configs.describe_configs)
+        self.alter_configs = _as_client(configs.alter_configs)
+        self.incremental_alter_configs = _as_client(configs.incremental_alter_configs)
+        self.create_acls = _as_client(acls.create_acls)
+        self.describe_acls = _as_client(acls.describe_acls)
+        self.delete_acls = _as_client(acls.delete_acls)
         self.describe_log_dirs = log_dirs.describe_log_dirs
+        scram = ScramApi(controller)
+        self.alter_user_scram_credentials = scram.alter_user_scram_credentials
+        self.describe_user_scram_credentials = scram.describe_user_scram_credentials
         self.produce = ProduceApi(agent, partitions).produce
         self.fetch = FetchApi(agent, partitions, self._waits).fetch
         self.list_offsets = ListOffsetsApi(agent, partitions).list_offsets

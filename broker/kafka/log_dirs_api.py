@@ -1,5 +1,7 @@
 """DescribeLogDirs: this broker's one log directory and the partitions in it, with their local
-sizes (what Kafka reports: the log on this broker's disk, remote segments not counted)."""
+sizes (what Kafka reports: the log on this broker's disk, remote segments not counted). It needs
+Describe on the cluster, as in Kafka: without it the answer is CLUSTER_AUTHORIZATION_FAILED (v3+;
+older versions can only say nothing)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ from kio.static.protocol import ResponsePayload
 from broker.kafka.convert import NO_THROTTLE
 from tiered.kafka.handler import RequestContext, response_type_for
 from tiered.kafka.messages import build, nested
+from tiered.security.access import AccessControl
+from tiered.security.acl import AclOperation, ResourceType
 
 __all__ = ["LocalPartition", "LogDirsApi"]
 
@@ -22,12 +26,25 @@ LocalPartition = tuple[str, int, int]  # (topic, partition, local size in bytes)
 
 
 class LogDirsApi:
-    def __init__(self, log_dir: Path, partitions: Callable[[], Iterable[LocalPartition]]) -> None:
+    def __init__(
+        self,
+        log_dir: Path,
+        partitions: Callable[[], Iterable[LocalPartition]],
+        access: AccessControl,
+    ) -> None:
         self._log_dir = log_dir
         self._partitions = partitions
+        self._access = access
 
     def describe_log_dirs(self, request: Any, context: RequestContext) -> ResponsePayload:
         response_type = response_type_for(request)
+        if not self._access.allowed(context.requester, AclOperation.DESCRIBE, ResourceType.CLUSTER):
+            return build(
+                response_type,
+                throttle_time=NO_THROTTLE,
+                error_code=KafkaErrorCode.cluster_authorization_failed,
+                results=(),
+            )
         wanted: dict[str, set[int]] | None = None
         if request.topics is not None:
             wanted = defaultdict(set)

@@ -26,6 +26,7 @@ from broker.kafka.partitions import PartitionLookup, guarded, leader_epoch_error
 from broker.log import TimestampOffset
 from tiered.kafka.handler import RequestContext, response_type_for
 from tiered.kafka.messages import build, nested
+from tiered.security.acl import AclOperation
 
 __all__ = [
     "EARLIEST",
@@ -66,7 +67,9 @@ class ListOffsetsApi:
         response_type = response_type_for(request)
         asked = [(t.name, int(p.partition_index)) for t in request.topics for p in t.partitions]
         listed = Counter(asked)
-        resolved = self._partitions.resolve(tp for tp, n in listed.items() if n == 1)
+        resolved = self._partitions.resolve(
+            (tp for tp, n in listed.items() if n == 1), context.requester, AclOperation.DESCRIBE
+        )
         partition_type = nested(response_type, "ListOffsetsPartitionResponse")
 
         def partition(name: str, asked: Any) -> Any:

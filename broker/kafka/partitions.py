@@ -4,7 +4,9 @@ Kafka's error for each one it does not.
 A hosted partition is found by name in the agent (no controller call). Only the others are looked
 up in the cluster view, once per request for all of them: a partition another broker leads is
 NOT_LEADER_OR_FOLLOWER (the client refreshes its metadata and goes there), one that does not
-exist is UNKNOWN_TOPIC_OR_PARTITION, as a Kafka broker answers from its metadata cache.
+exist is UNKNOWN_TOPIC_OR_PARTITION, as a Kafka broker answers from its metadata cache. Before
+any of that, a topic the requester may not use so is TOPIC_AUTHORIZATION_FAILED (its existence
+is not told).
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ from broker.hosted import HostedPartition
 from broker.kafka.cluster_view import ClusterView, TopicPlacement
 from broker.kafka.convert import KafkaError, kafka_error
 from tiered.errors import TieredError
+from tiered.security.access import AccessControl
+from tiered.security.acl import AclOperation, ResourceType
+from tiered.security.principal import RequestContext
 
 __all__ = [
     "LEADER_EPOCH",
@@ -45,16 +50,33 @@ class HostingAgent(Protocol):
 
 
 class PartitionLookup:
-    def __init__(self, agent: HostingAgent, view: ClusterView, node_id: int) -> None:
+    def __init__(
+        self, agent: HostingAgent, view: ClusterView, node_id: int, access: AccessControl
+    ) -> None:
         self._agent = agent
         self._view = view
         self._node_id = node_id
+        self._access = access
 
-    def resolve(self, wanted: Iterable[TopicPartition]) -> dict[TopicPartition, Resolved]:
-        """Each partition: hosted here, or the (code, message) a client gets for it."""
+    def resolve(
+        self,
+        wanted: Iterable[TopicPartition],
+        requester: RequestContext,
+        operation: AclOperation,
+    ) -> dict[TopicPartition, Resolved]:
+        """Each partition: hosted here, or the (code, message) a client gets for it. Every
+        topic is authorized once for ``operation`` (Write, Read, Describe)."""
         found: dict[TopicPartition, Resolved] = {}
         missing: list[TopicPartition] = []
+        denials: dict[str, KafkaError | None] = {}
         for topic, partition in wanted:
+            if topic not in denials:
+                denial = self._access.denial(requester, operation, ResourceType.TOPIC, topic)
+                denials[topic] = None if denial is None else kafka_error(denial)
+            refused = denials[topic]
+            if refused is not None:
+                found[(topic, partition)] = refused
+                continue
             hosted = self._agent.hosted_by_name(topic, partition) if partition >= 0 else None
             if hosted is None:
                 missing.append((topic, partition))

@@ -25,6 +25,7 @@ from broker.log import AppendInfo
 from tiered.kafka.handler import CloseConnectionError, RequestContext, response_type_for
 from tiered.kafka.messages import build, nested
 from tiered.kafka.record_batch import RecordBatchError, parse_batch_header
+from tiered.security.acl import AclOperation
 
 __all__ = ["ProduceApi"]
 
@@ -49,7 +50,11 @@ class ProduceApi:
         acks = int(request.acks)
         refused = _request_error(request, acks)
         wanted = [(t.name, int(p.index)) for t in request.topic_data for p in t.partition_data]
-        resolved = {} if refused else self._partitions.resolve(wanted)
+        resolved = (
+            {}
+            if refused
+            else self._partitions.resolve(wanted, context.requester, AclOperation.WRITE)
+        )
         results: dict[tuple[str, int], AppendInfo | KafkaError] = {}
         for topic in request.topic_data:
             for data in topic.partition_data:

@@ -28,17 +28,28 @@ Contract:
 from __future__ import annotations
 
 import threading
+import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from tiered.cluster.model import BrokerRegistration, DeleteJob, MetadataImage, TopicMetadata
+from tiered.cluster.model import (
+    BrokerRegistration,
+    DeleteJob,
+    MetadataImage,
+    ScramCredentialKey,
+    TopicMetadata,
+)
+from tiered.security.acl import AclBinding
+from tiered.security.scram import ScramCredential
 
 if TYPE_CHECKING:
     from tiered.rpc.v1.metadata_pb2 import MetadataRecordBatch
 
 # (before, after, delete job or None): one topic's change, as ``update_topic`` takes it.
 TopicChange = tuple[TopicMetadata, TopicMetadata, DeleteJob | None]
+# An ACL under its id, as ``MetadataImage.acls`` holds it.
+StoredAcl = tuple[uuid.UUID, AclBinding]
 
 
 def check_delete_job_of(topic: TopicMetadata, delete_job: DeleteJob) -> None:
@@ -49,6 +60,17 @@ def check_delete_job_of(topic: TopicMetadata, delete_job: DeleteJob) -> None:
             f"the delete job of topic id {delete_job.topic_id} is not {topic.name}'s "
             f"({topic.topic_id})"
         )
+
+
+def check_scram_alteration(
+    upsertions: Mapping[ScramCredentialKey, ScramCredential],
+    deletions: Collection[ScramCredentialKey],
+) -> None:
+    """``ValueError`` for a credential both upserted and deleted in one alteration."""
+    both = set(upsertions) & set(deletions)
+    if both:
+        user, mechanism = sorted(both, key=lambda k: (k[0], k[1].type_id))[0]
+        raise ValueError(f"the {mechanism} credential of user {user!r} is both set and removed")
 
 
 class MetadataStoreError(Exception):
@@ -86,7 +108,8 @@ class MetadataStore(ABC):
 
     @abstractmethod
     def load(self) -> MetadataImage:
-        """Everything committed: topics, registered brokers, delete jobs, the controller epoch."""
+        """Everything committed: topics, registered brokers, delete jobs, SCRAM credentials,
+        ACLs, the controller epoch."""
 
     # ----------------------------------------------------------------------------- fenced writes
 
@@ -125,6 +148,36 @@ class MetadataStore(ABC):
         """Removes the topic and everything stored under it, atomically, together with the
         creation of ``delete_job`` when given (the job of the topic's remote data: a deletion
         persisted without its job would orphan that data)."""
+
+    @abstractmethod
+    def alter_scram_credentials(
+        self,
+        upsertions: Mapping[ScramCredentialKey, ScramCredential],
+        deletions: Collection[ScramCredentialKey],
+    ) -> None:
+        """Creates or replaces each credential of ``upsertions`` and removes each of
+        ``deletions`` (keys ``(user, mechanism)``), atomically; a key in both is refused with
+        ValueError. Credentials are stored salted and hashed as given, never a password.
+        KRaft: one batch of UserScramCredential / RemoveUserScramCredential records; ZooKeeper:
+        one multi over Kafka's ``/config/users/{name}`` znodes (other keys of a user's config
+        are kept; a user whose config becomes empty keeps an empty one, as Kafka leaves it).
+        Removing a credential that is not there is not an error."""
+
+    @abstractmethod
+    def create_acls(self, acls: Sequence[StoredAcl]) -> None:
+        """Persists new ACLs, atomically: KRaft, one AccessControlEntryRecord each (with its
+        id) in one batch; ZooKeeper, Kafka's layout (``tiered.security.acl_znodes``: each
+        pattern's znode rewritten with its new entries, and one change notification per pattern)
+        in one multi, where the ids are derived from the bindings (``acl_id``) and ``load``
+        returns those. The caller passes ACLs not stored yet; ``ValueError`` for a resource name
+        the backend cannot store (ZooKeeper: one with ``/``), before anything is written."""
+
+    @abstractmethod
+    def delete_acls(self, acls: Sequence[StoredAcl]) -> None:
+        """Removes these ACLs (as ``load`` returned them), atomically: KRaft, one
+        RemoveAccessControlEntryRecord each in one batch; ZooKeeper, each pattern's znode
+        rewritten without them (deleted when none is left) with its change notification, in
+        one multi."""
 
     @abstractmethod
     def register_broker(self, registration: BrokerRegistration) -> None:

@@ -15,7 +15,7 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 from controller.store.base import (
@@ -23,8 +23,10 @@ from controller.store.base import (
     MetadataLogSource,
     MetadataStore,
     MetadataStoreError,
+    StoredAcl,
     TopicChange,
     check_delete_job_of,
+    check_scram_alteration,
 )
 from controller.store.kraft_log import (
     DEFAULT_SEGMENT_BYTES,
@@ -33,10 +35,18 @@ from controller.store.kraft_log import (
     OffsetBelowLogStart,
 )
 from tiered.cluster import serde
-from tiered.cluster.model import BrokerRegistration, DeleteJob, MetadataImage, TopicMetadata
+from tiered.cluster.model import (
+    BrokerRegistration,
+    DeleteJob,
+    MetadataImage,
+    ScramCredentialKey,
+    TopicMetadata,
+)
 from tiered.durable import atomic_write
 from tiered.properties import int_property
 from tiered.rpc.v1 import metadata_pb2
+from tiered.security.acl_serde import acl_record, remove_acl_record
+from tiered.security.scram import ScramCredential
 
 logger = logging.getLogger(__name__)
 
@@ -196,12 +206,13 @@ class KRaftMetadataStore(MetadataStore, MetadataLogSource):
         _release_free_heap()  # the snapshot's parsed batch
         logger.info(
             "metadata log %s recovered in %.3fs: %d topics, %d brokers, %d delete jobs, "
-            "offsets [%d, %d), snapshot at %d",
+            "%d SCRAM credentials, offsets [%d, %d), snapshot at %d",
             self.directory,
             time.monotonic() - started,
             len(image.topics),
             len(image.brokers),
             len(image.delete_jobs),
+            len(image.scram_credentials),
             log.log_start_offset,
             log.end_offset,
             log.snapshot_offset,
@@ -381,6 +392,44 @@ class KRaftMetadataStore(MetadataStore, MetadataLogSource):
             if self._image.topic_by_id(topic.topic_id) is None:
                 raise MetadataStoreError(f"unknown topic {topic.name!r} ({topic.topic_id})")
             self._commit(records)
+
+    def alter_scram_credentials(
+        self,
+        upsertions: Mapping[ScramCredentialKey, ScramCredential],
+        deletions: Collection[ScramCredentialKey],
+    ) -> None:
+        """One batch: a RemoveUserScramCredentialRecord per deletion of a credential that is
+        there, a UserScramCredentialRecord per upsertion."""
+        check_scram_alteration(upsertions, deletions)
+        with self._mu:
+            self._require_active()
+            records = [
+                serde.remove_scram_credential_record(user, mechanism)
+                for user, mechanism in deletions
+                if (user, mechanism) in self._image.scram_credentials
+            ]
+            records += [
+                serde.scram_credential_record(user, mechanism, credential)
+                for (user, mechanism), credential in upsertions.items()
+            ]
+            if records:
+                self._commit(records)
+
+    def create_acls(self, acls: Sequence[StoredAcl]) -> None:
+        """One batch of AccessControlEntryRecords."""
+        records = [acl_record(acl_id, binding) for acl_id, binding in acls]
+        if records:
+            with self._mu:
+                self._require_active()
+                self._commit(records)
+
+    def delete_acls(self, acls: Sequence[StoredAcl]) -> None:
+        """One batch of RemoveAccessControlEntryRecords."""
+        records = [remove_acl_record(acl_id) for acl_id, _ in acls]
+        if records:
+            with self._mu:
+                self._require_active()
+                self._commit(records)
 
     def register_broker(self, registration: BrokerRegistration) -> None:
         with self._mu:

@@ -61,7 +61,8 @@ def grpc_address(properties: Mapping[str, str]) -> str:
 
 
 def kafka_address(properties: Mapping[str, str]) -> str:
-    """``host:port`` of a broker's Kafka listener (PLAINTEXT or SSL), from its properties."""
+    """``host:port`` of a broker's Kafka listener (the first of PLAINTEXT, SSL, SASL_PLAINTEXT,
+    SASL_SSL it has), from its properties."""
     listeners = parse_listeners(properties["listeners"])
     return next(listeners[n] for n in KAFKA_LISTENER_NAMES if n in listeners).address
 

@@ -26,10 +26,12 @@ def shared_cluster(
     root: Path,
     broker_overrides: Mapping[int, Mapping[str, str]] | None = None,
     controller_overrides: Mapping[str, str] | None = None,
+    kafka_listener: str = "PLAINTEXT",
 ) -> Iterator[Cluster]:
     """A started two-broker cluster in ``request.param``'s metadata mode, for a module-scoped
     fixture (``broker_overrides``: more properties of a broker, by id; ``controller_overrides``:
-    of both controllers); the processes' logs are printed if a test of the module failed."""
+    of both controllers; ``kafka_listener``: the name of the brokers' Kafka listener); the
+    processes' logs are printed if a test of the module failed."""
     mode = request.param
     with contextlib.ExitStack() as stack:
         zk_connect = None
@@ -43,6 +45,11 @@ def shared_cluster(
             broker_extra={"socket.request.max.bytes": str(MAX_REQUEST_BYTES)},
             controller_extra=dict(controller_overrides or {}),
         )
+        for broker in cluster.brokers.values():
+            listeners = broker.properties["listeners"]
+            broker.properties["listeners"] = listeners.replace(
+                "PLAINTEXT://", f"{kafka_listener}://"
+            )
         for broker_id, properties in (broker_overrides or {}).items():
             cluster.brokers[broker_id].properties.update(properties)
         failed_before = request.session.testsfailed

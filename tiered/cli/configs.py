@@ -1,9 +1,13 @@
-"""``tiered-configs``: describe and alter topic configs, in the shape of kafka-configs.sh.
+"""``tiered-configs``: describe and alter topic configs and SCRAM users, in the shape of
+kafka-configs.sh.
 
     tiered-configs --bootstrap-server H:P --alter --entity-type topics --entity-name T
                    --add-config 'K=V,K=V' [--delete-config K[,K]] [--wait] [--timeout SECONDS]
     tiered-configs --bootstrap-server H:P --describe --entity-type topics --entity-name T
                    [--format json]
+    tiered-configs --bootstrap-server H:P --alter --entity-type users --entity-name NAME
+                   --add-config 'SCRAM-SHA-512=[password=PW]' | --delete-config SCRAM-SHA-512
+    tiered-configs --bootstrap-server H:P --describe --entity-type users [--entity-name NAME]
 
 ``--wait`` polls the topic after the alter until its disablement is over (tiered_state is no longer
 DISABLING), showing progress on stderr, then prints the final state on stdout.
@@ -28,6 +32,7 @@ from tiered.cli.common import (
     print_json,
     run,
 )
+from tiered.cli.scram_users import alter_users, describe_users
 from tiered.cluster.model import TieredState
 from tiered.errors import ErrorCode, TieredError
 
@@ -48,14 +53,18 @@ MAX_CALL_TIMEOUT_S = 30.0
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="tiered-configs", description="Describe and alter topic configs."
+        prog="tiered-configs", description="Describe and alter topic configs and SCRAM users."
     )
     add_bootstrap_option(parser)
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--alter", action="store_true", help="set and delete topic configs")
     action.add_argument("--describe", action="store_true", help="show a topic's configs")
-    parser.add_argument("--entity-type", required=True, choices=("topics",))
-    parser.add_argument("--entity-name", required=True, metavar="T", help="the topic")
+    parser.add_argument("--entity-type", required=True, choices=("topics", "users"))
+    parser.add_argument(
+        "--entity-name",
+        metavar="NAME",
+        help="the topic, or the user (every user when describing users without it)",
+    )
     parser.add_argument(
         "--add-config",
         action="append",
@@ -87,6 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if args.entity_name is None and (args.entity_type == "topics" or args.alter):
+        parser.error("--entity-name is required, but with --describe --entity-type users")
+    if args.entity_type == "users" and args.wait:
+        parser.error("--wait goes with --entity-type topics only")
     if args.alter and not (args.add_config or args.delete_config):
         parser.error("--alter needs --add-config or --delete-config")
     if args.describe and (args.add_config or args.delete_config or args.wait):
@@ -258,6 +271,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 credentials=command_config_credentials(args.command_config),
             ) as admin,
         ):
+            if args.entity_type == "users" and args.alter:
+                return alter_users(admin, args.entity_name, args.add_config, args.delete_config)
+            if args.entity_type == "users":
+                return describe_users(admin, args.entity_name, args.format)
             if args.alter:
                 return _alter(admin, args)
             return _describe(admin, args)

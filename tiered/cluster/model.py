@@ -10,6 +10,11 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from tiered.net import PLAINTEXT, Listener
+from tiered.security.acl_index import AclIndex
+from tiered.security.scram import ScramCredential, ScramMechanism
+
+ScramCredentialKey = tuple[str, ScramMechanism]
+"""A SCRAM credential's key: (user name, mechanism)."""
 
 
 class TieredState(enum.Enum):
@@ -178,6 +183,9 @@ class MetadataImage:
     controller_endpoint: str = ""
     offset: int = -1  # KRaft: the offset of the last applied record; -1 for none
     delete_jobs: dict[tuple[uuid.UUID, int], DeleteJob] = field(default_factory=dict)
+    # Salted and hashed only (``ScramCredential``); by (user name, mechanism).
+    scram_credentials: dict[ScramCredentialKey, ScramCredential] = field(default_factory=dict)
+    acls: AclIndex = field(default_factory=AclIndex)  # by id, indexed for the authorizer
     _by_id: dict[uuid.UUID, str] = field(default_factory=dict, repr=False)
     # Topics per tiered state, kept by put_topic and remove_topic: a metrics scrape reads it in
     # O(1) however many topics there are.
@@ -203,6 +211,8 @@ class MetadataImage:
             controller_endpoint=self.controller_endpoint,
             offset=self.offset,
             delete_jobs=dict(self.delete_jobs),
+            scram_credentials=dict(self.scram_credentials),
+            acls=self.acls.copy(),
         )
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None:

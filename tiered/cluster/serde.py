@@ -23,6 +23,8 @@ from tiered.cluster.model import (
 )
 from tiered.net import Listener
 from tiered.rpc.v1 import metadata_pb2
+from tiered.security.acl_serde import acl_record, binding_from_record
+from tiered.security.scram import ScramCredential, ScramMechanism
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +46,9 @@ __all__ = [
     "image_to_batch",
     "image_to_records",
     "registration_to_record",
+    "remove_scram_credential_record",
     "remove_topic_record",
+    "scram_credential_record",
     "tiered_state_from_proto",
     "tiered_state_to_proto",
     "topic_to_records",
@@ -242,6 +246,32 @@ def remove_topic_record(topic_id: uuid.UUID) -> metadata_pb2.MetadataRecord:
     )
 
 
+def scram_credential_record(
+    user: str, mechanism: ScramMechanism, credential: ScramCredential
+) -> metadata_pb2.MetadataRecord:
+    """Creates the credential or replaces the one of the same (user, mechanism)."""
+    return metadata_pb2.MetadataRecord(
+        user_scram_credential=metadata_pb2.UserScramCredentialRecord(
+            name=user,
+            mechanism=mechanism.type_id,
+            salt=credential.salt,
+            stored_key=credential.stored_key,
+            server_key=credential.server_key,
+            iterations=credential.iterations,
+        )
+    )
+
+
+def remove_scram_credential_record(
+    user: str, mechanism: ScramMechanism
+) -> metadata_pb2.MetadataRecord:
+    return metadata_pb2.MetadataRecord(
+        remove_user_scram_credential=metadata_pb2.RemoveUserScramCredentialRecord(
+            name=user, mechanism=mechanism.type_id
+        )
+    )
+
+
 def controller_epoch_record(
     controller_id: int, controller_epoch: int, endpoint: str
 ) -> metadata_pb2.MetadataRecord:
@@ -279,6 +309,10 @@ def image_to_batch(image: MetadataImage, base_offset: int) -> metadata_pb2.Metad
         ts.tiered_epoch = topic.tiered_epoch
     for job in image.delete_jobs.values():
         records.add().delete_job.CopyFrom(delete_job_to_proto(job))
+    for (user, mechanism), credential in image.scram_credentials.items():
+        records.append(scram_credential_record(user, mechanism, credential))
+    for acl_id, binding in image.acls.items():
+        records.append(acl_record(acl_id, binding))
     return batch
 
 
@@ -306,7 +340,10 @@ def apply_record(image: MetadataImage, record: metadata_pb2.MetadataRecord) -> N
     are idempotent, so re-applying a batch is harmless. Config, tiered state and remove records
     for a topic id the image does not know are ignored (debug log); a record of a kind this
     version does not know is ignored with a warning. A DeleteJobRecord replaces the job with the
-    same (topic id, tiered epoch), known topic or not. Malformed ids or states raise ValueError."""
+    same (topic id, tiered epoch), known topic or not; a SCRAM credential record replaces the
+    credential of its (user, mechanism), and removing one that is not there does nothing; an ACL
+    record adds (or removes) the ACL with its id. Malformed ids, states, mechanisms or ACLs raise
+    ValueError."""
     kind = record.WhichOneof("record")
     if kind == "topic":
         t = record.topic
@@ -352,6 +389,18 @@ def apply_record(image: MetadataImage, record: metadata_pb2.MetadataRecord) -> N
         # Jobs outlive their topic: applied whether or not the image knows the topic id.
         job = delete_job_from_proto(record.delete_job)
         image.delete_jobs[job.key] = job
+    elif kind == "user_scram_credential":
+        c = record.user_scram_credential
+        image.scram_credentials[(c.name, ScramMechanism.from_type(c.mechanism))] = ScramCredential(
+            c.salt, c.stored_key, c.server_key, c.iterations
+        )
+    elif kind == "remove_user_scram_credential":
+        r = record.remove_user_scram_credential
+        image.scram_credentials.pop((r.name, ScramMechanism.from_type(r.mechanism)), None)
+    elif kind == "access_control_entry":
+        image.acls.put(*binding_from_record(record.access_control_entry))
+    elif kind == "remove_access_control_entry":
+        image.acls.remove(uuid_from_bytes(record.remove_access_control_entry.id, "ACL id"))
     elif kind == "controller_epoch":
         ce = record.controller_epoch
         image.controller_id = ce.controller_id

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NodeExistsError, NoNodeError
@@ -102,6 +103,7 @@ class BrokerZkRegistration:
         self._wake = threading.Event()
         self._closed = threading.Event()
         self._worker: threading.Thread | None = None
+        self._on_close: list[Callable[[], None]] = []
         self.registrations = 0  # how many times the znode was created (1 + re-registrations)
 
     def __repr__(self) -> str:
@@ -111,6 +113,15 @@ class BrokerZkRegistration:
     def client(self) -> KazooClient:
         """The kazoo client (its session owns the registration)."""
         return self._zk.kazoo
+
+    @property
+    def zk_client(self) -> ZkClient:
+        """The broker's ZooKeeper client, for what else it follows on its session (ACLs)."""
+        return self._zk
+
+    def on_close(self, callback: Callable[[], None]) -> None:
+        """``callback`` runs in ``close``, before the session ends."""
+        self._on_close.append(callback)
 
     @property
     def controller_endpoint(self) -> str | None:
@@ -159,6 +170,8 @@ class BrokerZkRegistration:
             return
         self._closed.set()
         self._wake.set()
+        for callback in self._on_close:
+            callback()
         self._zk.kazoo.remove_listener(self._on_state)
         worker = self._worker
         if worker is not None and worker is not threading.current_thread():

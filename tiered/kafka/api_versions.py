@@ -49,10 +49,17 @@ DEFAULT_API_VERSIONS: Mapping[int, tuple[int, int]] = {
     19: (2, 7),  # CreateTopics
     20: (1, 6),  # DeleteTopics
     22: (0, 5),  # InitProducerId
+    29: (1, 3),  # DescribeAcls
+    30: (1, 3),  # CreateAcls
+    31: (1, 3),  # DeleteAcls
     32: (1, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
+    17: (1, 1),  # SaslHandshake (v0's raw tokens without SaslAuthenticate are not served)
     35: (1, 4),  # DescribeLogDirs
+    36: (0, 2),  # SaslAuthenticate
     44: (0, 1),  # IncrementalAlterConfigs
+    50: (0, 0),  # DescribeUserScramCredentials
+    51: (0, 0),  # AlterUserScramCredentials
     60: (0, 1),  # DescribeCluster
 }
 

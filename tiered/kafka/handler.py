@@ -30,8 +30,8 @@ from typing import Protocol, TypeAlias
 from kio.index import load_response_from_request
 from kio.static.protocol import RequestHeader, RequestPayload, ResponsePayload
 
-from tiered.security.principal import ANONYMOUS, KafkaPrincipal
-from tiered.security.principal import RequestContext as SecurityContext
+from tiered.net import PLAINTEXT
+from tiered.security import principal as security
 
 __all__ = [
     "CloseConnectionError",
@@ -52,23 +52,24 @@ class CloseConnectionError(Exception):
 @dataclass(frozen=True, slots=True)
 class RequestContext:
     """Who asked: the decoded request header, the client's address (``host:port``), the
-    principal the connection authenticated as and the listener's name."""
+    principal the listener authenticated (``User:ANONYMOUS`` on a listener that authenticates
+    nobody) and the listener's name."""
 
     header: RequestHeader
     client_address: str
-    principal: KafkaPrincipal = ANONYMOUS
-    listener: str = "PLAINTEXT"
+    principal: security.KafkaPrincipal = security.ANONYMOUS
+    listener: str = PLAINTEXT
 
     @property
     def client_host(self) -> str:
-        """The client's IP address, without the port (``[::1]:5`` gives ``::1``)."""
+        """The client's host, without the port (``[::1]:5`` -> ``::1``)."""
         host, _, _ = self.client_address.rpartition(":")
-        return host.strip("[]") or self.client_address
+        return (host or self.client_address).strip("[]")
 
     @property
-    def security(self) -> SecurityContext:
-        """What an authorizer judges: principal, client host, listener."""
-        return SecurityContext(self.principal, self.client_host, self.listener)
+    def requester(self) -> security.RequestContext:
+        """What the authorizer judges: principal, client host, listener."""
+        return security.RequestContext(self.principal, self.client_host, self.listener)
 
     @property
     def api_version(self) -> int:
@@ -125,3 +126,9 @@ class KafkaHandler(Protocol):
     def describe_cluster(
         self, request: RequestPayload, context: RequestContext
     ) -> HandlerResult: ...
+
+    def describe_acls(self, request: RequestPayload, context: RequestContext) -> HandlerResult: ...
+
+    def create_acls(self, request: RequestPayload, context: RequestContext) -> HandlerResult: ...
+
+    def delete_acls(self, request: RequestPayload, context: RequestContext) -> HandlerResult: ...

@@ -16,6 +16,11 @@ do not decode, an api key or version not in the registry, no complete request wi
 ``connections.max.idle.ms``. Requests that arrived before the bad frame are still answered.
 ``start()`` runs the loop on a daemon thread so a synchronous broker can mount the listener
 beside its gRPC server.
+
+Each connection has a ``ConnectionAuthenticator`` from the listener's ``Authentication``
+(``tiered.security.sasl``): it decides which requests may be decoded before the connection is
+authenticated, answers SaslHandshake and SaslAuthenticate, and names the principal every other
+request is handled as. A refused login is answered, then the connection closes.
 """
 
 from __future__ import annotations
@@ -43,7 +48,8 @@ from tiered.kafka.protocol import (
 from tiered.kafka.record_batch import Buffer
 from tiered.kafka.socket_io import FrameReader, Receive, Send, send_chunks
 from tiered.retry import ExponentialBackoff
-from tiered.security.principal import ANONYMOUS, KafkaPrincipal
+from tiered.security.principal import ANONYMOUS
+from tiered.security.sasl import SASL_KEYS, Authentication, ConnectionAuthenticator
 
 if TYPE_CHECKING:
     from tiered.security.tls_stream import TlsListener
@@ -53,6 +59,7 @@ __all__ = ["KafkaServer", "ListenerSettings"]
 log = logging.getLogger(__name__)
 
 _END: Final = None  # queue marker: the connection's input ended (EOF or a bad frame)
+_LISTENER_APIS = frozenset({"api_versions", "sasl_handshake", "sasl_authenticate"})
 ACCEPT_BACKOFF = ExponentialBackoff(initial_s=0.01, max_s=1.0, jitter=0.2)
 """Between failed accepts (out of file descriptors and the like): the listener keeps trying, less
 often the longer it lasts, and at full speed again once one succeeds."""
@@ -60,6 +67,20 @@ often the longer it lasts, and at full speed again once one succeeds."""
 
 class _DropConnectionError(Exception):
     """Stop serving this connection (the reason has been logged)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _LastAnswer:
+    """An answer after which the connection closes (a refused login)."""
+
+    chunks: list[Buffer]
+
+
+class _CloseAfterAnswerError(Exception):
+    def __init__(self, request: Request, response: ResponsePayload) -> None:
+        super().__init__("closing after this answer")
+        self.request = request
+        self.response = response
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,13 +106,17 @@ class KafkaServer:
         handler: KafkaHandler,
         settings: ListenerSettings | None = None,
         registry: ApiVersionRegistry | None = None,
+        authentication: Authentication | None = None,
     ) -> None:
-        """Raises ValueError when ``handler`` lacks a method for an API the registry lists."""
+        """Raises ValueError when ``handler`` lacks a method for an API the registry lists (but
+        those the listener answers itself: ApiVersions, SaslHandshake, SaslAuthenticate).
+        ``authentication``: how connections authenticate (default: nobody, PLAINTEXT)."""
         self._registry = registry or ApiVersionRegistry()
+        self._authentication = authentication or Authentication()
         missing = [
             name
             for name in self._registry.api_names()
-            if name != "api_versions" and not callable(getattr(handler, name, None))
+            if name not in _LISTENER_APIS and not callable(getattr(handler, name, None))
         ]
         if missing:
             raise ValueError(f"handler has no method for advertised APIs: {', '.join(missing)}")
@@ -210,8 +235,9 @@ class KafkaServer:
         frames: asyncio.Queue[memoryview | None] = asyncio.Queue(self._settings.pipeline_depth)
         reader = FrameReader(receive, self._settings.max_request_bytes)
         reading = asyncio.create_task(self._read_frames(reader, frames, client))
+        authenticator = self._authentication.connection(principal)
         try:
-            await self._answer_in_order(frames, send, _Peer(client, principal))
+            await self._answer_in_order(frames, send, _Peer(client, authenticator))
         except (_DropConnectionError, ConnectionError):
             pass
         except asyncio.CancelledError:
@@ -250,6 +276,9 @@ class KafkaServer:
             # Decoding, handling and encoding in one trip to the pool: a hop costs about as
             # much as decoding a small request.
             answer = await loop.run_in_executor(self._pool, self._answer, frame, peer)
+            if isinstance(answer, _LastAnswer):
+                await send_chunks(send, answer.chunks)
+                return
             if isinstance(answer, _Delayed):
                 result = await asyncio.wrap_future(answer.result)
                 answer = await loop.run_in_executor(
@@ -258,26 +287,50 @@ class KafkaServer:
             if answer is not None:
                 await send_chunks(send, answer)
 
-    def _answer(self, frame: memoryview, peer: _Peer) -> list[Buffer] | _Delayed | None:
-        request, result = self._handle(frame, peer)
+    def _answer(
+        self, frame: memoryview, peer: _Peer
+    ) -> list[Buffer] | _Delayed | _LastAnswer | None:
+        try:
+            request, result = self._handle(frame, peer)
+        except _CloseAfterAnswerError as last:
+            chunks = self._encode(last.request, last.response, peer.client)
+            return None if chunks is None else _LastAnswer(chunks)
         if isinstance(result, Future):
             return _Delayed(request, result)
         return self._encode(request, result, peer.client)
 
     def _handle(self, frame: memoryview, peer: _Peer) -> tuple[Request, HandlerResult]:
-        client = peer.client
+        client, authenticator = peer.client, peer.authenticator
+        # Before authentication, a request the exchange does not expect is not even decoded.
+        api_key = int.from_bytes(frame[:2], "big", signed=True) if len(frame) >= 2 else -1
+        if not authenticator.admits(api_key):
+            log.info(
+                "closing kafka connection from %s: api key %d is not served before SASL "
+                "authentication",
+                client,
+                api_key,
+            )
+            raise _DropConnectionError
         try:
             request = decode_request(frame, self._registry)
         except ProtocolError as e:
             log.info("closing kafka connection from %s: %s", client, e)
             raise _DropConnectionError from e
         if request.body is None or request.api_key == API_VERSIONS_KEY:
+            authenticator.api_versions_answered(request.body is not None)
             return request, self._registry.api_versions_response(request.api_version)
+        if request.api_key in SASL_KEYS:
+            step = authenticator.handle(request.body)
+            if step.close:
+                raise _CloseAfterAnswerError(request, step.response)
+            return request, step.response
         name = self._registry.schema(request.api_key, request.api_version).name
+        principal = authenticator.principal
+        assert principal is not None  # admitted: authenticated
         try:
             result: HandlerResult = getattr(self._handler, name)(
                 request.body,
-                RequestContext(request.header, client, peer.principal, self._settings.name),
+                RequestContext(request.header, client, principal, self._settings.name),
             )
         except CloseConnectionError as e:
             log.info("closing kafka connection from %s after %s: %s", client, name, e)
@@ -315,10 +368,11 @@ class KafkaServer:
 
 @dataclass(frozen=True, slots=True)
 class _Peer:
-    """Who is at the other end of a connection: ``host:port`` and the authenticated principal."""
+    """Who is at the other end of a connection: ``host:port``, and how it authenticates (its
+    principal once it has)."""
 
     client: str
-    principal: KafkaPrincipal
+    authenticator: ConnectionAuthenticator
 
 
 @dataclass(frozen=True, slots=True)

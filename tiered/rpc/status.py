@@ -1,7 +1,9 @@
 """The one place where errors cross the gRPC edge, both ways.
 
 Servicers (``handle``): domain errors (``TieredError``) come back inside the response as an
-``Error`` with Kafka's code and name; a malformed request (ValueError, TypeError) is
+``Error`` with Kafka's code and name, except the authorizer's denials, which are the status
+PERMISSION_DENIED (details ``TOPIC_AUTHORIZATION_FAILED: ...`` or
+``CLUSTER_AUTHORIZATION_FAILED: ...``); a malformed request (ValueError, TypeError) is
 INVALID_ARGUMENT; anything unexpected is logged and INTERNAL.
 
 Clients: an ``Error`` in a response becomes a ``TieredError`` again (``error_from_proto``), and so
@@ -22,7 +24,7 @@ from typing import TypeVar, cast
 
 import grpc
 
-from tiered.errors import ErrorCode, TieredError
+from tiered.errors import AUTHORIZATION_FAILURES, ErrorCode, TieredError
 from tiered.rpc.v1 import broker_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -68,9 +70,9 @@ def error_from_proto(error: pb.Error) -> TieredError | None:
     return TieredError(code, error.message or "(no details)")
 
 
-# PERMISSION_DENIED joins these as CLUSTER_AUTHORIZATION_FAILED (31) once errors.py has that code
-# (DESIGN.md section 11); until then it is UNKNOWN_SERVER_ERROR naming the status, as is the rest.
+# Any other status is UNKNOWN_SERVER_ERROR naming it.
 _CLIENT_CODES = {
+    grpc.StatusCode.PERMISSION_DENIED: ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
     grpc.StatusCode.INVALID_ARGUMENT: ErrorCode.INVALID_REQUEST,
     grpc.StatusCode.UNAVAILABLE: ErrorCode.BROKER_NOT_AVAILABLE,
     grpc.StatusCode.DEADLINE_EXCEEDED: ErrorCode.REQUEST_TIMED_OUT,
@@ -84,13 +86,20 @@ def error_from_rpc(
     not raised). ``what`` names the call (``"Produce on t-0 at broker 1 (h:9092)"``) and starts
     the message: INVALID_ARGUMENT is INVALID_REQUEST in the servicer's words (without the
     ``INVALID_REQUEST:`` that ``handle`` put in front; ``name_call_if_invalid=False`` leaves out
-    ``what`` too, for a request that is the operator's own), UNAVAILABLE is BROKER_NOT_AVAILABLE,
+    ``what`` too, for a request that is the operator's own), PERMISSION_DENIED is the denial its
+    details name (CLUSTER_AUTHORIZATION_FAILED when they name none), UNAVAILABLE is BROKER_NOT_AVAILABLE,
     DEADLINE_EXCEEDED is REQUEST_TIMED_OUT after ``timeout_s``, and any other status is
     UNKNOWN_SERVER_ERROR naming it."""
     call = cast(grpc.Call, e)
     status = call.code()
     details = call.details() or ""
     code = _CLIENT_CODES.get(status, ErrorCode.UNKNOWN_SERVER_ERROR)
+    if code is ErrorCode.CLUSTER_AUTHORIZATION_FAILED:
+        named, sep, told = details.partition(":")
+        denial = next((c for c in AUTHORIZATION_FAILURES if c.name == named.strip()), None)
+        if denial is not None and sep:
+            return TieredError(denial, told.strip())
+        return TieredError(code, f"{what}: {details}")
     if code is ErrorCode.INVALID_REQUEST:
         told = details.removeprefix(f"{code.name}:").strip()
         return TieredError(code, f"{what}: {told}" if name_call_if_invalid else told)
@@ -108,6 +117,8 @@ def handle(
     try:
         return call()
     except TieredError as e:
+        if e.code in AUTHORIZATION_FAILURES:
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, f"{e.code.name}: {e.message}")
         return on_error(e)
     except (ValueError, TypeError) as e:
         context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"INVALID_REQUEST: {e}")

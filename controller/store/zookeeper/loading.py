@@ -1,7 +1,8 @@
 """The ZooKeeper store's reads: ``load`` and the live brokers.
 
-``load`` lists ``/brokers/topics`` and ``/tiered/delete_jobs`` and reads the four znodes of every
-topic and the znode of every delete job in bulk (``tiered.zk_multi_read``: multiRead where the
+``load`` lists ``/brokers/topics``, ``/tiered/delete_jobs`` and ``/config/users`` and reads the
+four znodes of every topic, the znode of every delete job, every user's config and every ACL
+pattern's (``tiered.security.zk_acls``) in bulk (``tiered.zk_multi_read``: multiRead where the
 server has it). Topics are decoded as the answers arrive, while the next requests are in flight,
 and topics with the same config znode share one parsed config mapping.
 """
@@ -17,6 +18,8 @@ from controller.store.zookeeper.znodes import decode_delete_job, decode_topic, p
 from tiered.cluster import zk_paths
 from tiered.cluster.model import BrokerRegistration, MetadataImage
 from tiered.cluster.zk_znodes import decode_broker_registration, decode_controller
+from tiered.security.scram_znodes import decode_user_config, scram_credentials_of
+from tiered.security.zk_acls import read_all_acls
 from tiered.zk_client import TRANSPORT_ERRORS, ZkClient
 from tiered.zk_multi_read import BulkReader
 
@@ -54,6 +57,7 @@ class Loader:
         epoch = zk.kazoo.get_async(zk.path(zk_paths.CONTROLLER_EPOCH))
         names = sorted(zk.children(zk.path(zk_paths.BROKER_TOPICS)))
         job_names = sorted(zk.children(zk.path(zk_paths.DELETE_JOBS)))
+        user_names = sorted(zk.children(zk.path(zk_paths.CONFIG_USERS)))
         paths: list[str] = []
         for name in names:
             paths += [
@@ -63,6 +67,7 @@ class Loader:
                 zk.path(zk_paths.topic_config(name)),
             ]
         paths += [zk.path(f"{zk_paths.DELETE_JOBS}/{name}") for name in job_names]
+        paths += [zk.path(f"{zk_paths.CONFIG_USERS}/{name}") for name in user_names]
         image = MetadataImage()
         # Topics are decoded as their answers arrive, while later reads are still in flight.
         values = (None if found is None else found[0] for found in self._reader.iter(paths))
@@ -71,12 +76,19 @@ class Loader:
             if topic_value is None:
                 continue  # deleted since the listing
             image.put_topic(decode_topic(name, topic_value, epoch_value, state_value, config_value))
-        for job_name, job_value in zip(job_names, values, strict=True):
+        for job_name in job_names:
+            job_value = next(values)
             if job_value is None:
                 continue  # deleted since the listing
             job = decode_delete_job(job_name, job_value)
             image.delete_jobs[job.key] = job
+        for user_znode, user_value in zip(user_names, values, strict=True):
+            self._load_user(image, user_znode, user_value)
         image.brokers = self.live_brokers()
+        try:
+            image.acls = read_all_acls(zk, self._reader)
+        except ValueError as e:
+            raise MetadataStoreError(str(e)) from e
         found = zk.data_or_none(controller)
         if found is not None:
             try:
@@ -87,6 +99,18 @@ class Loader:
         if found is not None:
             image.controller_epoch = parse_int(zk_paths.CONTROLLER_EPOCH, found)
         return image
+
+    def _load_user(self, image: MetadataImage, znode: str, data: bytes | None) -> None:
+        """A user's SCRAM credentials into ``image``. A znode that does not parse (written by
+        another tool) is logged and left out: the other users still load."""
+        try:
+            user = zk_paths.desanitize(znode)
+            credentials = scram_credentials_of(decode_user_config(data))
+        except ValueError as e:
+            log.warning("%r: ignoring %s/%s: %s", self, zk_paths.CONFIG_USERS, znode, e)
+            return
+        for mechanism, credential in credentials.items():
+            image.scram_credentials[(user, mechanism)] = credential
 
     def live_brokers(self) -> dict[int, BrokerRegistration]:
         """The registrations under ``/brokers/ids`` (bad ones are logged and left out); raises

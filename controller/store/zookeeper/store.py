@@ -4,18 +4,26 @@ its parts (leadership, loading, fenced writes, the live-brokers watch)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from kazoo.client import KazooClient
 
-from controller.store.base import MetadataStore, MetadataStoreError, TopicChange
+from controller.store.base import MetadataStore, MetadataStoreError, StoredAcl, TopicChange
 from controller.store.zookeeper.leadership import Leadership
 from controller.store.zookeeper.live_brokers import LiveBrokersCallback, LiveBrokersWatch
 from controller.store.zookeeper.loading import Loader
 from controller.store.zookeeper.writes import FencedWriter
 from tiered.cluster import zk_paths
-from tiered.cluster.model import BrokerRegistration, DeleteJob, MetadataImage, TopicMetadata
+from tiered.cluster.model import (
+    BrokerRegistration,
+    DeleteJob,
+    MetadataImage,
+    ScramCredentialKey,
+    TopicMetadata,
+)
 from tiered.properties import int_property
+from tiered.security.acl_znodes import ACL_PARENTS
+from tiered.security.scram import ScramCredential
 from tiered.security.zookeeper_acl import ZooKeeperAuthenticationError
 from tiered.security.zookeeper_auth import NO_SECURITY, ZooKeeperSecurity
 from tiered.zk_client import TRANSPORT_ERRORS, ZkClient
@@ -66,7 +74,9 @@ class ZooKeeperMetadataStore(MetadataStore):
                 zk_paths.BROKER_IDS,
                 zk_paths.BROKER_TOPICS,
                 zk_paths.CONFIG_TOPICS,
+                zk_paths.CONFIG_USERS,
                 zk_paths.DELETE_JOBS,
+                *ACL_PARENTS,
             )
         except ZooKeeperAuthenticationError as e:
             raise MetadataStoreError(f"{e} (ZooKeeper at {connect})") from e
@@ -159,6 +169,19 @@ class ZooKeeperMetadataStore(MetadataStore):
 
     def delete_topic(self, topic: TopicMetadata, delete_job: DeleteJob | None = None) -> None:
         self._writer.delete_topic(topic, delete_job)
+
+    def alter_scram_credentials(
+        self,
+        upsertions: Mapping[ScramCredentialKey, ScramCredential],
+        deletions: Collection[ScramCredentialKey],
+    ) -> None:
+        self._writer.alter_scram_credentials(upsertions, deletions)
+
+    def create_acls(self, acls: Sequence[StoredAcl]) -> None:
+        self._writer.change_acls(acls, ())
+
+    def delete_acls(self, acls: Sequence[StoredAcl]) -> None:
+        self._writer.change_acls((), acls)
 
     # ------------------------------------------------------------------------------- lifecycle
 

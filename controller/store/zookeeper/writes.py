@@ -13,16 +13,19 @@ so nothing races the look; if something did, the multi would fail whole).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from kazoo.exceptions import BadVersionError, NoNodeError
 
 from controller.store.base import (
     ControllerFencedError,
     MetadataStoreError,
+    StoredAcl,
     TopicChange,
     check_delete_job_of,
+    check_scram_alteration,
 )
+from controller.store.zookeeper.acls import acl_change_ops, purge_notifications
 from controller.store.zookeeper.leadership import Leadership
 from controller.store.zookeeper.znodes import (
     ZnodeOp,
@@ -32,7 +35,13 @@ from controller.store.zookeeper.znodes import (
     topic_update_ops,
 )
 from tiered.cluster import zk_paths
-from tiered.cluster.model import DeleteJob, TopicMetadata
+from tiered.cluster.model import DeleteJob, ScramCredentialKey, TopicMetadata
+from tiered.security.scram import ScramCredential, ScramMechanism
+from tiered.security.scram_znodes import (
+    decode_user_config,
+    encode_user_config,
+    with_scram_changes,
+)
 from tiered.zk_client import TRANSPORT_ERRORS, ZkClient, first_failure
 
 __all__ = ["UPDATE_TOPICS_PER_MULTI", "FencedWriter"]
@@ -100,6 +109,70 @@ class FencedWriter:
             ops.append(self._delete_job_op(what, delete_job))
         self._fenced_multi(what, ops)
 
+    def alter_scram_credentials(
+        self,
+        upsertions: Mapping[ScramCredentialKey, ScramCredential],
+        deletions: Collection[ScramCredentialKey],
+    ) -> None:
+        """One multi setting (or creating) the config znode of each user named."""
+        check_scram_alteration(upsertions, deletions)
+        changes: dict[str, tuple[dict[ScramMechanism, ScramCredential], set[ScramMechanism]]] = {}
+        for (user, mechanism), credential in upsertions.items():
+            changes.setdefault(user, ({}, set()))[0][mechanism] = credential
+        for user, mechanism in deletions:
+            changes.setdefault(user, ({}, set()))[1].add(mechanism)
+        what = f"alter the SCRAM credentials of {len(changes)} users"
+        ops = [
+            op
+            for user, (upserted, deleted) in sorted(changes.items())
+            if (op := self._user_config_op(what, user, upserted, deleted)) is not None
+        ]
+        if ops:
+            self._fenced_multi(what, ops)
+
+    def _user_config_op(
+        self,
+        what: str,
+        user: str,
+        upsertions: Mapping[ScramMechanism, ScramCredential],
+        deletions: Collection[ScramMechanism],
+    ) -> ZnodeOp | None:
+        """Create or set ``/config/users/{user}`` with the user's other keys kept; None when
+        nothing changes (removing what is not there)."""
+        self._check_open()
+        self._leadership.require(what)
+        path = zk_paths.user_config(user)
+        try:
+            found = self._zk.get(self._zk.path(path))
+        except TRANSPORT_ERRORS as e:
+            raise MetadataStoreError(f"{what}: ZooKeeper get {path}: {e!r}") from e
+        try:
+            config = decode_user_config(None if found is None else found[0])
+        except ValueError as e:
+            raise MetadataStoreError(f"{what}: {path}: {e}") from e
+        changed = with_scram_changes(config, upsertions, deletions)
+        if found is not None and changed == config:
+            return None
+        if found is None and not upsertions:
+            return None
+        return ("create" if found is None else "set", path, encode_user_config(changed))
+
+    def change_acls(self, created: Sequence[StoredAcl], deleted: Sequence[StoredAcl]) -> None:
+        """One multi rewriting every pattern's znode the change touches, with their change
+        notifications; then old notifications are purged."""
+        what = f"change ACLs (+{len(created)} -{len(deleted)})"
+        self._check_open()
+        self._leadership.require(what)
+        try:
+            ops = acl_change_ops(self._zk, created, deleted)
+        except TRANSPORT_ERRORS as e:
+            raise MetadataStoreError(f"{what}: ZooKeeper read: {e!r}") from e
+        except ValueError as e:
+            raise MetadataStoreError(f"{what}: {e}") from e
+        if ops:
+            self._fenced_multi(what, ops)
+            purge_notifications(self._zk)
+
     def _delete_job_op(self, what: str, job: DeleteJob) -> ZnodeOp:
         """Create if the job's znode is absent, else set. Refused, without a read, when this
         process is not the active controller (the multi would be refused anyway)."""
@@ -124,6 +197,8 @@ class FencedWriter:
         for kind, path, data in ops:
             if kind == "create":
                 txn.create(zk.path(path), data)
+            elif kind == "create_sequential":
+                txn.create(zk.path(path), data, sequence=True)
             elif kind == "set":
                 txn.set_data(zk.path(path), data)
             else:

@@ -39,7 +39,8 @@ __all__ = [
 TOPIC_ZNODE_VERSION = 3
 CONFIG_ZNODE_VERSION = 1
 
-ZnodeOp = tuple[str, str, bytes]  # ("create" | "set" | "delete", path under the chroot, data)
+# ("create" | "create_sequential" | "set" | "delete", path under the chroot, data)
+ZnodeOp = tuple[str, str, bytes]
 
 _BAD_DATA = (ValueError, TypeError, KeyError, AttributeError, ProtobufError)
 _STATES = {state.value.encode(): state for state in TieredState}

@@ -368,6 +368,176 @@ class DescribeMetadataResponse(_message.Message):
     topics: _containers.RepeatedCompositeFieldContainer[TopicPlacement]
     def __init__(self, error: _Optional[_Union[_broker_pb2.Error, _Mapping]] = ..., cluster_id: _Optional[str] = ..., brokers: _Optional[_Iterable[_Union[BrokerDescription, _Mapping]]] = ..., topics: _Optional[_Iterable[_Union[TopicPlacement, _Mapping]]] = ...) -> None: ...
 
+class ScramCredentialUpsertion(_message.Message):
+    __slots__ = ("name", "mechanism", "iterations", "salt", "salted_password")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    ITERATIONS_FIELD_NUMBER: _ClassVar[int]
+    SALT_FIELD_NUMBER: _ClassVar[int]
+    SALTED_PASSWORD_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    mechanism: int
+    iterations: int
+    salt: bytes
+    salted_password: bytes
+    def __init__(self, name: _Optional[str] = ..., mechanism: _Optional[int] = ..., iterations: _Optional[int] = ..., salt: _Optional[bytes] = ..., salted_password: _Optional[bytes] = ...) -> None: ...
+
+class ScramCredentialDeletion(_message.Message):
+    __slots__ = ("name", "mechanism")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    mechanism: int
+    def __init__(self, name: _Optional[str] = ..., mechanism: _Optional[int] = ...) -> None: ...
+
+class AlterUserScramCredentialsRequest(_message.Message):
+    __slots__ = ("deletions", "upsertions")
+    DELETIONS_FIELD_NUMBER: _ClassVar[int]
+    UPSERTIONS_FIELD_NUMBER: _ClassVar[int]
+    deletions: _containers.RepeatedCompositeFieldContainer[ScramCredentialDeletion]
+    upsertions: _containers.RepeatedCompositeFieldContainer[ScramCredentialUpsertion]
+    def __init__(self, deletions: _Optional[_Iterable[_Union[ScramCredentialDeletion, _Mapping]]] = ..., upsertions: _Optional[_Iterable[_Union[ScramCredentialUpsertion, _Mapping]]] = ...) -> None: ...
+
+class UserResult(_message.Message):
+    __slots__ = ("user", "error")
+    USER_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    user: str
+    error: _broker_pb2.Error
+    def __init__(self, user: _Optional[str] = ..., error: _Optional[_Union[_broker_pb2.Error, _Mapping]] = ...) -> None: ...
+
+class AlterUserScramCredentialsResponse(_message.Message):
+    __slots__ = ("results", "error")
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[UserResult]
+    error: _broker_pb2.Error
+    def __init__(self, results: _Optional[_Iterable[_Union[UserResult, _Mapping]]] = ..., error: _Optional[_Union[_broker_pb2.Error, _Mapping]] = ...) -> None: ...
+
+class DescribeUserScramCredentialsRequest(_message.Message):
+    __slots__ = ("users",)
+    USERS_FIELD_NUMBER: _ClassVar[int]
+    users: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, users: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ScramCredentialInfo(_message.Message):
+    __slots__ = ("mechanism", "iterations")
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    ITERATIONS_FIELD_NUMBER: _ClassVar[int]
+    mechanism: int
+    iterations: int
+    def __init__(self, mechanism: _Optional[int] = ..., iterations: _Optional[int] = ...) -> None: ...
+
+class UserScramCredentials(_message.Message):
+    __slots__ = ("user", "error", "credentials")
+    USER_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    CREDENTIALS_FIELD_NUMBER: _ClassVar[int]
+    user: str
+    error: _broker_pb2.Error
+    credentials: _containers.RepeatedCompositeFieldContainer[ScramCredentialInfo]
+    def __init__(self, user: _Optional[str] = ..., error: _Optional[_Union[_broker_pb2.Error, _Mapping]] = ..., credentials: _Optional[_Iterable[_Union[ScramCredentialInfo, _Mapping]]] = ...) -> None: ...
+
+class DescribeUserScramCredentialsResponse(_message.Message):
+    __slots__ = ("results", "error")
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[UserScramCredentials]
+    error: _broker_pb2.Error
+    def __init__(self, results: _Optional[_Iterable[_Union[UserScramCredentials, _Mapping]]] = ..., error: _Optional[_Union[_broker_pb2.Error, _Mapping]] = ...) -> None: ...
+
+class AclBinding(_message.Message):
+    __slots__ = ("resource_type", "resource_name", "pattern_type", "principal", "host", "operation", "permission_type")
+    RESOURCE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_NAME_FIELD_NUMBER: _ClassVar[int]
+    PATTERN_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_FIELD_NUMBER: _ClassVar[int]
+    PERMISSION_TYPE_FIELD_NUMBER: _ClassVar[int]
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+    def __init__(self, resource_type: _Optional[int] = ..., resource_name: _Optional[str] = ..., pattern_type: _Optional[int] = ..., principal: _Optional[str] = ..., host: _Optional[str] = ..., operation: _Optional[int] = ..., permission_type: _Optional[int] = ...) -> None: ...
+
+class AclBindingFilter(_message.Message):
+    __slots__ = ("resource_type", "resource_name", "pattern_type", "principal", "host", "operation", "permission_type")
+    RESOURCE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_NAME_FIELD_NUMBER: _ClassVar[int]
+    PATTERN_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_FIELD_NUMBER: _ClassVar[int]
+    PERMISSION_TYPE_FIELD_NUMBER: _ClassVar[int]
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+    def __init__(self, resource_type: _Optional[int] = ..., resource_name: _Optional[str] = ..., pattern_type: _Optional[int] = ..., principal: _Optional[str] = ..., host: _Optional[str] = ..., operation: _Optional[int] = ..., permission_type: _Optional[int] = ...) -> None: ...
+
+class CreateAclsRequest(_message.Message):
+    __slots__ = ("creations",)
+    CREATIONS_FIELD_NUMBER: _ClassVar[int]
+    creations: _containers.RepeatedCompositeFieldContainer[AclBinding]
+    def __init__(self, creations: _Optional[_Iterable[_Union[AclBinding, _Mapping]]] = ...) -> None: ...
+
+class AclResult(_message.Message):
+    __slots__ = ("error",)
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    error: _broker_pb2.Error
+    def __init__(self, error: _Optional[_Union[_broker_pb2.Error, _Mapping]] = ...) -> None: ...
+
+class CreateAclsResponse(_message.Message):
+    __slots__ = ("results", "error")
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[AclResult]
+    error: _broker_pb2.Error
+    def __init__(self, results: _Optional[_Iterable[_Union[AclResult, _Mapping]]] = ..., error: _Optional[_Union[_broker_pb2.Error, _Mapping]] = ...) -> None: ...
+
+class DescribeAclsRequest(_message.Message):
+    __slots__ = ("filter",)
+    FILTER_FIELD_NUMBER: _ClassVar[int]
+    filter: AclBindingFilter
+    def __init__(self, filter: _Optional[_Union[AclBindingFilter, _Mapping]] = ...) -> None: ...
+
+class DescribeAclsResponse(_message.Message):
+    __slots__ = ("error", "acls")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ACLS_FIELD_NUMBER: _ClassVar[int]
+    error: _broker_pb2.Error
+    acls: _containers.RepeatedCompositeFieldContainer[AclBinding]
+    def __init__(self, error: _Optional[_Union[_broker_pb2.Error, _Mapping]] = ..., acls: _Optional[_Iterable[_Union[AclBinding, _Mapping]]] = ...) -> None: ...
+
+class DeleteAclsRequest(_message.Message):
+    __slots__ = ("filters",)
+    FILTERS_FIELD_NUMBER: _ClassVar[int]
+    filters: _containers.RepeatedCompositeFieldContainer[AclBindingFilter]
+    def __init__(self, filters: _Optional[_Iterable[_Union[AclBindingFilter, _Mapping]]] = ...) -> None: ...
+
+class DeleteAclsFilterResult(_message.Message):
+    __slots__ = ("error", "deleted")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    error: _broker_pb2.Error
+    deleted: _containers.RepeatedCompositeFieldContainer[AclBinding]
+    def __init__(self, error: _Optional[_Union[_broker_pb2.Error, _Mapping]] = ..., deleted: _Optional[_Iterable[_Union[AclBinding, _Mapping]]] = ...) -> None: ...
+
+class DeleteAclsResponse(_message.Message):
+    __slots__ = ("results", "error")
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[DeleteAclsFilterResult]
+    error: _broker_pb2.Error
+    def __init__(self, results: _Optional[_Iterable[_Union[DeleteAclsFilterResult, _Mapping]]] = ..., error: _Optional[_Union[_broker_pb2.Error, _Mapping]] = ...) -> None: ...
+
 class RegisterBrokerRequest(_message.Message):
     __slots__ = ("registration",)
     REGISTRATION_FIELD_NUMBER: _ClassVar[int]

@@ -79,6 +79,31 @@ class AdminServiceStub:
                 request_serializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.AlterTopicConfigsRequest.SerializeToString,
                 response_deserializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.AlterTopicConfigsResponse.FromString,
                 _registered_method=True)
+        self.AlterUserScramCredentials = channel.unary_unary(
+                '/tiered.v1.AdminService/AlterUserScramCredentials',
+                request_serializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.AlterUserScramCredentialsRequest.SerializeToString,
+                response_deserializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.AlterUserScramCredentialsResponse.FromString,
+                _registered_method=True)
+        self.DescribeUserScramCredentials = channel.unary_unary(
+                '/tiered.v1.AdminService/DescribeUserScramCredentials',
+                request_serializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.DescribeUserScramCredentialsRequest.SerializeToString,
+                response_deserializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.DescribeUserScramCredentialsResponse.FromString,
+                _registered_method=True)
+        self.CreateAcls = channel.unary_unary(
+                '/tiered.v1.AdminService/CreateAcls',
+                request_serializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.CreateAclsRequest.SerializeToString,
+                response_deserializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.CreateAclsResponse.FromString,
+                _registered_method=True)
+        self.DescribeAcls = channel.unary_unary(
+                '/tiered.v1.AdminService/DescribeAcls',
+                request_serializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.DescribeAclsRequest.SerializeToString,
+                response_deserializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.DescribeAclsResponse.FromString,
+                _registered_method=True)
+        self.DeleteAcls = channel.unary_unary(
+                '/tiered.v1.AdminService/DeleteAcls',
+                request_serializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.DeleteAclsRequest.SerializeToString,
+                response_deserializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.DeleteAclsResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -138,6 +163,36 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterUserScramCredentials(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeUserScramCredentials(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateAcls(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeAcls(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteAcls(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -185,6 +240,31 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.AlterTopicConfigs,
                     request_deserializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.AlterTopicConfigsRequest.FromString,
                     response_serializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.AlterTopicConfigsResponse.SerializeToString,
+            ),
+            'AlterUserScramCredentials': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterUserScramCredentials,
+                    request_deserializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.AlterUserScramCredentialsRequest.FromString,
+                    response_serializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.AlterUserScramCredentialsResponse.SerializeToString,
+            ),
+            'DescribeUserScramCredentials': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeUserScramCredentials,
+                    request_deserializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.DescribeUserScramCredentialsRequest.FromString,
+                    response_serializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.DescribeUserScramCredentialsResponse.SerializeToString,
+            ),
+            'CreateAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateAcls,
+                    request_deserializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.CreateAclsRequest.FromString,
+                    response_serializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.CreateAclsResponse.SerializeToString,
+            ),
+            'DescribeAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeAcls,
+                    request_deserializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.DescribeAclsRequest.FromString,
+                    response_serializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.DescribeAclsResponse.SerializeToString,
+            ),
+            'DeleteAcls': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteAcls,
+                    request_deserializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.DeleteAclsRequest.FromString,
+                    response_serializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.DeleteAclsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -430,6 +510,141 @@ class AdminService:
             '/tiered.v1.AdminService/AlterTopicConfigs',
             tiered_dot_rpc_dot_v1_dot_controller__pb2.AlterTopicConfigsRequest.SerializeToString,
             tiered_dot_rpc_dot_v1_dot_controller__pb2.AlterTopicConfigsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterUserScramCredentials(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tiered.v1.AdminService/AlterUserScramCredentials',
+            tiered_dot_rpc_dot_v1_dot_controller__pb2.AlterUserScramCredentialsRequest.SerializeToString,
+            tiered_dot_rpc_dot_v1_dot_controller__pb2.AlterUserScramCredentialsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeUserScramCredentials(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tiered.v1.AdminService/DescribeUserScramCredentials',
+            tiered_dot_rpc_dot_v1_dot_controller__pb2.DescribeUserScramCredentialsRequest.SerializeToString,
+            tiered_dot_rpc_dot_v1_dot_controller__pb2.DescribeUserScramCredentialsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tiered.v1.AdminService/CreateAcls',
+            tiered_dot_rpc_dot_v1_dot_controller__pb2.CreateAclsRequest.SerializeToString,
+            tiered_dot_rpc_dot_v1_dot_controller__pb2.CreateAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tiered.v1.AdminService/DescribeAcls',
+            tiered_dot_rpc_dot_v1_dot_controller__pb2.DescribeAclsRequest.SerializeToString,
+            tiered_dot_rpc_dot_v1_dot_controller__pb2.DescribeAclsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteAcls(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tiered.v1.AdminService/DeleteAcls',
+            tiered_dot_rpc_dot_v1_dot_controller__pb2.DeleteAclsRequest.SerializeToString,
+            tiered_dot_rpc_dot_v1_dot_controller__pb2.DeleteAclsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -140,8 +140,58 @@ class DeleteJobRecord(_message.Message):
     topic_deleted: bool
     def __init__(self, topic_id: _Optional[bytes] = ..., topic: _Optional[str] = ..., tiered_epoch: _Optional[int] = ..., partition_count: _Optional[int] = ..., state: _Optional[_Union[DeleteJobState, str]] = ..., progress: _Optional[_Iterable[_Union[PartitionDeleteProgress, _Mapping]]] = ..., attempts: _Optional[int] = ..., last_error: _Optional[str] = ..., topic_deleted: _Optional[bool] = ...) -> None: ...
 
+class UserScramCredentialRecord(_message.Message):
+    __slots__ = ("name", "mechanism", "salt", "stored_key", "server_key", "iterations")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    SALT_FIELD_NUMBER: _ClassVar[int]
+    STORED_KEY_FIELD_NUMBER: _ClassVar[int]
+    SERVER_KEY_FIELD_NUMBER: _ClassVar[int]
+    ITERATIONS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    mechanism: int
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+    def __init__(self, name: _Optional[str] = ..., mechanism: _Optional[int] = ..., salt: _Optional[bytes] = ..., stored_key: _Optional[bytes] = ..., server_key: _Optional[bytes] = ..., iterations: _Optional[int] = ...) -> None: ...
+
+class RemoveUserScramCredentialRecord(_message.Message):
+    __slots__ = ("name", "mechanism")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    mechanism: int
+    def __init__(self, name: _Optional[str] = ..., mechanism: _Optional[int] = ...) -> None: ...
+
+class AccessControlEntryRecord(_message.Message):
+    __slots__ = ("id", "resource_type", "resource_name", "pattern_type", "principal", "host", "operation", "permission_type")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_TYPE_FIELD_NUMBER: _ClassVar[int]
+    RESOURCE_NAME_FIELD_NUMBER: _ClassVar[int]
+    PATTERN_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_FIELD_NUMBER: _ClassVar[int]
+    PERMISSION_TYPE_FIELD_NUMBER: _ClassVar[int]
+    id: bytes
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+    def __init__(self, id: _Optional[bytes] = ..., resource_type: _Optional[int] = ..., resource_name: _Optional[str] = ..., pattern_type: _Optional[int] = ..., principal: _Optional[str] = ..., host: _Optional[str] = ..., operation: _Optional[int] = ..., permission_type: _Optional[int] = ...) -> None: ...
+
+class RemoveAccessControlEntryRecord(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: bytes
+    def __init__(self, id: _Optional[bytes] = ...) -> None: ...
+
 class MetadataRecord(_message.Message):
-    __slots__ = ("register_broker", "topic", "config", "tiered_state", "remove_topic", "controller_epoch", "delete_job")
+    __slots__ = ("register_broker", "topic", "config", "tiered_state", "remove_topic", "controller_epoch", "delete_job", "access_control_entry", "remove_access_control_entry", "user_scram_credential", "remove_user_scram_credential")
     REGISTER_BROKER_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     CONFIG_FIELD_NUMBER: _ClassVar[int]
@@ -149,6 +199,10 @@ class MetadataRecord(_message.Message):
     REMOVE_TOPIC_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     DELETE_JOB_FIELD_NUMBER: _ClassVar[int]
+    ACCESS_CONTROL_ENTRY_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_ACCESS_CONTROL_ENTRY_FIELD_NUMBER: _ClassVar[int]
+    USER_SCRAM_CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_USER_SCRAM_CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
     register_broker: RegisterBrokerRecord
     topic: TopicRecord
     config: ConfigRecord
@@ -156,7 +210,11 @@ class MetadataRecord(_message.Message):
     remove_topic: RemoveTopicRecord
     controller_epoch: ControllerEpochRecord
     delete_job: DeleteJobRecord
-    def __init__(self, register_broker: _Optional[_Union[RegisterBrokerRecord, _Mapping]] = ..., topic: _Optional[_Union[TopicRecord, _Mapping]] = ..., config: _Optional[_Union[ConfigRecord, _Mapping]] = ..., tiered_state: _Optional[_Union[TieredStateRecord, _Mapping]] = ..., remove_topic: _Optional[_Union[RemoveTopicRecord, _Mapping]] = ..., controller_epoch: _Optional[_Union[ControllerEpochRecord, _Mapping]] = ..., delete_job: _Optional[_Union[DeleteJobRecord, _Mapping]] = ...) -> None: ...
+    access_control_entry: AccessControlEntryRecord
+    remove_access_control_entry: RemoveAccessControlEntryRecord
+    user_scram_credential: UserScramCredentialRecord
+    remove_user_scram_credential: RemoveUserScramCredentialRecord
+    def __init__(self, register_broker: _Optional[_Union[RegisterBrokerRecord, _Mapping]] = ..., topic: _Optional[_Union[TopicRecord, _Mapping]] = ..., config: _Optional[_Union[ConfigRecord, _Mapping]] = ..., tiered_state: _Optional[_Union[TieredStateRecord, _Mapping]] = ..., remove_topic: _Optional[_Union[RemoveTopicRecord, _Mapping]] = ..., controller_epoch: _Optional[_Union[ControllerEpochRecord, _Mapping]] = ..., delete_job: _Optional[_Union[DeleteJobRecord, _Mapping]] = ..., access_control_entry: _Optional[_Union[AccessControlEntryRecord, _Mapping]] = ..., remove_access_control_entry: _Optional[_Union[RemoveAccessControlEntryRecord, _Mapping]] = ..., user_scram_credential: _Optional[_Union[UserScramCredentialRecord, _Mapping]] = ..., remove_user_scram_credential: _Optional[_Union[RemoveUserScramCredentialRecord, _Mapping]] = ...) -> None: ...
 
 class MetadataRecordBatch(_message.Message):
     __slots__ = ("base_offset", "records")
