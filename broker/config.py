@@ -51,33 +51,51 @@ def _listeners(values: Mapping[str, str]) -> tuple[dict[str, Listener], dict[str
     return listeners, advertised_listeners(listeners, values.get("advertised.listeners"))
 
 
-def _kafka_listener_name(listeners: Mapping[str, Listener]) -> str | None:
-    """The broker's one Kafka listener (PLAINTEXT or SASL_PLAINTEXT); ValueError naming
-    ``listeners`` when there are several."""
-    names = [name for name in listeners if name in KAFKA_LISTENER_NAMES]
-    if len(names) > 1:
-        raise ValueError(
-            f"listeners has Kafka listeners {' and '.join(names)}; a broker serves one Kafka "
-            f"listener, one of {', '.join(KAFKA_LISTENER_NAMES)}"
-        )
-    return names[0] if names else None
-
-
 def _sasl_mechanisms(
-    values: Mapping[str, str], kafka_name: str | None
+    values: Mapping[str, str], listeners: Mapping[str, Listener]
 ) -> tuple[ScramMechanism, ...]:
-    """``sasl.enabled.mechanisms`` for a SASL listener (checked whenever it is set)."""
-    if kafka_name in SASL_LISTENER_NAMES or "sasl.enabled.mechanisms" in values:
-        mechanisms = parse_enabled_mechanisms(values.get("sasl.enabled.mechanisms"))
-        return mechanisms if kafka_name in SASL_LISTENER_NAMES else ()
+    """``sasl.enabled.mechanisms`` of the SASL listeners (checked whenever it is set)."""
+    if "sasl.enabled.mechanisms" in values or any(n in SASL_LISTENER_NAMES for n in listeners):
+        return parse_enabled_mechanisms(values.get("sasl.enabled.mechanisms"))
     return ()
 
 
-def _kafka_settings(
-    values: Mapping[str, str], listener: Listener | None
-) -> ListenerSettings | None:
-    if listener is None:
-        return None
+@dataclass(frozen=True)
+class KafkaListener:
+    """One of the broker's Kafka listeners: how it binds and serves (its TLS from
+    ``listener.name.<name>.ssl.*`` or ``ssl.*``), its address as registered for clients
+    (``advertised.listeners``; port 0: the port bound) and, on a SASL listener, the mechanisms
+    it logs clients in with (() on the others)."""
+
+    settings: ListenerSettings
+    advertised: Listener
+    sasl_mechanisms: tuple[ScramMechanism, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.settings.name
+
+
+def _kafka_listeners(
+    values: Mapping[str, str],
+    listeners: Mapping[str, Listener],
+    advertised: Mapping[str, Listener],
+) -> tuple[KafkaListener, ...]:
+    """Every Kafka listener in ``listeners`` (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL: one per
+    name, as Kafka), in its order."""
+    mechanisms = _sasl_mechanisms(values, listeners)
+    return tuple(
+        KafkaListener(
+            _kafka_settings(values, listener),
+            advertised[name],
+            mechanisms if name in SASL_LISTENER_NAMES else (),
+        )
+        for name, listener in listeners.items()
+        if name in KAFKA_LISTENER_NAMES
+    )
+
+
+def _kafka_settings(values: Mapping[str, str], listener: Listener) -> ListenerSettings:
     tls = None
     if listener.name in TLS_LISTENER_NAMES:
         tls = TlsListener(
@@ -117,13 +135,8 @@ class BrokerConfig:
     # The process's ZooKeeper identity and znode ACLs (registration and a ZooKeeper RLMM).
     zookeeper_security: ZooKeeperSecurity = NO_SECURITY
     heartbeat_interval_s: float = 2.0
-    # The Kafka listener (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL in ``listeners``), None
-    # without one; its address as registered for clients (``advertised.listeners``; port 0: the
-    # port bound).
-    kafka: ListenerSettings | None = None
-    kafka_advertised: Listener | None = None
-    # A SASL listener's ``sasl.enabled.mechanisms``; () for a listener without SASL.
-    sasl_mechanisms: tuple[ScramMechanism, ...] = ()
+    # The Kafka listeners (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL), in ``listeners`` order.
+    kafka_listeners: tuple[KafkaListener, ...] = ()
     grpc_advertised: Listener | None = None  # None: host:port
     grpc_security: GrpcSecurity = field(default_factory=GrpcSecurity)
     properties: Mapping[str, str] = field(default_factory=dict)  # the file, for DescribeConfigs
@@ -134,7 +147,6 @@ class BrokerConfig:
             raise ValueError("node.id is required")
         node_id = int_property(values, "node.id", int_property(values, "broker.id", -1), minimum=0)
         listeners, advertised = _listeners(values)
-        kafka_name = _kafka_listener_name(listeners)
         host, port = listeners[GRPC].host, listeners[GRPC].port
         if "log.dirs" not in values:
             raise ValueError("log.dirs is required")
@@ -183,9 +195,7 @@ class BrokerConfig:
                 values, "broker.heartbeat.interval.ms", 2000, minimum=10
             )
             / 1000,
-            kafka=_kafka_settings(values, None if kafka_name is None else listeners[kafka_name]),
-            kafka_advertised=None if kafka_name is None else advertised[kafka_name],
-            sasl_mechanisms=_sasl_mechanisms(values, kafka_name),
+            kafka_listeners=_kafka_listeners(values, listeners, advertised),
             grpc_advertised=advertised[GRPC],
             grpc_security=GrpcSecurity.from_properties(values),
             properties=MappingProxyType(dict(values)),

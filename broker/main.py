@@ -1,7 +1,7 @@
 """``tiered-broker --config broker.properties``: the broker agent process.
 
-Prints ``broker N kafka listener on NAME://HOST:PORT`` once its Kafka listener is bound
-(when ``listeners`` has one) and ``broker N serving on HOST:PORT`` (gRPC) once it serves. SIGTERM
+Prints ``broker N kafka listener on NAME://HOST:PORT`` once per Kafka listener in ``listeners``
+when they are bound and ``broker N serving on HOST:PORT`` (gRPC) once it serves. SIGTERM
 or SIGINT stops it gracefully: requests in flight complete (up to a grace period), tiering tasks
 stop, logs are closed.
 """
@@ -24,16 +24,13 @@ from broker.admin_forwarder import AdminForwarder, ControllerAdmin
 from broker.agent import BrokerAgent
 from broker.config import BrokerConfig
 from broker.controller_link import KRaftControllerLink
-from broker.kafka.handler import BrokerKafkaHandler
-from broker.kafka.log_dirs_api import LocalPartition
 from broker.kafka.this_broker import ThisBroker
+from broker.kafka_listeners import KafkaListenerBindError, start_kafka_listeners
 from broker.metrics import serve_metrics
 from broker.servicer import BrokerServicer
 from tiered import failpoints
 from tiered.cluster.model import BrokerRegistration
 from tiered.daemon_logging import announce, configure_daemon_logging
-from tiered.kafka.api_versions import ApiVersionRegistry
-from tiered.kafka.server import KafkaServer
 from tiered.metrics_endpoint import MetricsEndpointError
 from tiered.net import GRPC_EXCLUSIVE_PORT, bind_grpc_port
 from tiered.properties import load_properties
@@ -44,7 +41,7 @@ from tiered.security.access import AccessControl
 from tiered.security.acl_index import AclIndex
 from tiered.security.authorizer import AuthorizerConfig, StandardAuthorizer
 from tiered.security.grpc_context import use_principal_mapper
-from tiered.security.sasl import Authentication, SaslAuthentication, ScramCredentials
+from tiered.security.sasl import ScramCredentials
 from tiered.security.scram import ScramCredential, ScramMechanism
 
 log = logging.getLogger("tiered.broker")
@@ -79,58 +76,14 @@ class ScramCredentialSource:
         return None if lookup is None else lookup(user, mechanism)
 
 
-def kafka_authentication(
-    config: BrokerConfig, credentials: ScramCredentials
-) -> Authentication | None:
-    """A SASL listener's authentication (None: the listener authenticates nobody)."""
-    if not config.sasl_mechanisms or config.kafka_advertised is None:
-        return None
-    return SaslAuthentication(config.sasl_mechanisms, credentials, config.kafka_advertised.name)
-
-
-def start_kafka_listener(
-    config: BrokerConfig,
-    agent: BrokerAgent,
-    controller: ControllerAdmin,
-    credentials: ScramCredentials,
-    access: AccessControl,
-) -> tuple[KafkaServer, ThisBroker, BrokerKafkaHandler] | None:
-    """Binds the Kafka listener (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL in ``listeners``),
-    None without one; raises OSError if the bind fails."""
-    if config.kafka is None or config.kafka_advertised is None:
-        return None
-    this = ThisBroker(config.node_id, config.kafka_advertised, config.log_dir, config.properties)
-
-    def local_partitions() -> list[LocalPartition]:
-        return [
-            (d.topic_id_partition.topic, d.topic_id_partition.partition, d.local_size_bytes)
-            for d in agent.describe_log_dirs()
-        ]
-
-    handler = BrokerKafkaHandler(this, controller, local_partitions, agent, access=access)
-    server = KafkaServer(
-        handler,
-        config.kafka,
-        ApiVersionRegistry(),
-        kafka_authentication(config, credentials),
-    )
-    try:
-        server.start()
-    except OSError:
-        handler.close()
-        raise
-    this.bound_to(server.address[1])
-    return server, this, handler
-
-
 def registration_of(config: BrokerConfig, this: ThisBroker | None) -> BrokerRegistration:
-    """What the broker registers: its gRPC endpoint and its Kafka listener, as advertised."""
+    """What the broker registers: its gRPC endpoint and its Kafka listeners, as advertised."""
     grpc_endpoint = config.grpc_advertised
     return BrokerRegistration(
         config.node_id,
         config.host if grpc_endpoint is None else grpc_endpoint.host,
         config.port if grpc_endpoint is None else grpc_endpoint.port,
-        kafka_endpoints=() if this is None else (this.endpoint,),
+        kafka_endpoints=() if this is None else this.endpoints,
     )
 
 
@@ -245,23 +198,19 @@ def main(argv: list[str] | None = None) -> int:
     server.start()
     credentials = ScramCredentialSource()
     try:
-        kafka = start_kafka_listener(config, agent, controller, credentials, access)
-    except OSError as e:
-        assert config.kafka is not None
-        print(
-            f"cannot listen on {config.kafka.host}:{config.kafka.port} (Kafka): {e}",
-            file=sys.stderr,
-        )
+        kafka = start_kafka_listeners(config, agent, controller, credentials, access)
+    except KafkaListenerBindError as e:
+        print(e, file=sys.stderr)
         server.stop(0).wait()
         agent.close()
         return 1
-    if kafka is not None:
-        announce(f"broker {config.node_id} kafka listener on {kafka[1].endpoint}")
+    for kafka_endpoint in () if kafka is None else kafka.this.endpoints:
+        announce(f"broker {config.node_id} kafka listener on {kafka_endpoint}")
     try:
         link = start_controller_link(
             config,
             agent,
-            registration_of(config, None if kafka is None else kafka[1]),
+            registration_of(config, None if kafka is None else kafka.this),
             credentials,
             acls,
         )
@@ -270,8 +219,7 @@ def main(argv: list[str] | None = None) -> int:
             f"BROKER_NOT_AVAILABLE: cannot register broker {config.node_id}: {e}", file=sys.stderr
         )
         if kafka is not None:
-            kafka[0].stop()
-            kafka[2].close()
+            kafka.stop()
         server.stop(0).wait()
         agent.close()
         return 1
@@ -285,8 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     if link is not None:
         link.close()
     if kafka is not None:
-        kafka[0].stop()
-        kafka[2].close()
+        kafka.stop()
     server.stop(GRACE_S).wait()
     if metrics is not None:
         metrics.close()

@@ -4,6 +4,7 @@ what the broker's config makes of them."""
 from __future__ import annotations
 
 import socket
+import ssl
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from broker.config import BrokerConfig
+from tests.support.certs import ClusterCertificates
 from tests.support.processes import REPO
 from tiered.cluster.model import BrokerRegistration
 from tiered.cluster.serde import broker_registration_from_proto, broker_registration_to_proto
@@ -18,12 +20,15 @@ from tiered.cluster.zk_znodes import decode_broker_registration, encode_broker_r
 from tiered.net import (
     GRPC,
     PLAINTEXT,
+    SASL_SSL,
+    SSL,
     Listener,
     advertised_listeners,
     parse_listener,
     parse_listeners,
 )
 from tiered.ports import free_port
+from tiered.security.scram import ScramMechanism
 
 
 def broker_config(tmp_path: Path, **extra: str) -> BrokerConfig:
@@ -85,12 +90,43 @@ def test_a_broker_has_a_grpc_and_a_kafka_listener(tmp_path: Path) -> None:
         **{"socket.request.max.bytes": "4096", "num.io.threads": "3"},
     )
     assert (config.host, config.port) == ("127.0.0.1", 9091)
-    assert config.kafka is not None
-    assert (config.kafka.host, config.kafka.port) == ("127.0.0.1", 0)
-    assert (config.kafka.max_request_bytes, config.kafka.handler_threads) == (4096, 3)
-    assert config.kafka_advertised == Listener(PLAINTEXT, "127.0.0.1", 0)  # 0: the port bound
+    [kafka] = config.kafka_listeners
+    assert (kafka.settings.host, kafka.settings.port) == ("127.0.0.1", 0)
+    assert (kafka.settings.max_request_bytes, kafka.settings.handler_threads) == (4096, 3)
+    assert kafka.advertised == Listener(PLAINTEXT, "127.0.0.1", 0)  # 0: the port bound
+    assert kafka.settings.tls is None and kafka.sasl_mechanisms == ()
     old = broker_config(tmp_path, listeners="127.0.0.1:9091")
-    assert (old.host, old.port, old.kafka) == ("127.0.0.1", 9091, None)
+    assert (old.host, old.port, old.kafka_listeners) == ("127.0.0.1", 9091, ())
+
+
+def test_a_broker_serves_every_kafka_listener_in_order_each_with_its_own_settings(
+    tmp_path: Path, certificates: ClusterCertificates
+) -> None:
+    config = broker_config(
+        tmp_path,
+        listeners=(
+            "GRPC://127.0.0.1:9091,SASL_SSL://127.0.0.1:9094,PLAINTEXT://127.0.0.1:9092,"
+            "SSL://127.0.0.1:9093"
+        ),
+        **{
+            "advertised.listeners": "SSL://ssl.example:9093,SASL_SSL://sasl.example:9094",
+            **certificates.server_properties(certificates.broker),
+            "listener.name.ssl.ssl.client.auth": "required",  # the SSL listener's own
+        },
+    )
+    assert [k.name for k in config.kafka_listeners] == [SASL_SSL, PLAINTEXT, SSL]
+    assert [str(k.advertised) for k in config.kafka_listeners] == [
+        "SASL_SSL://sasl.example:9094",
+        "PLAINTEXT://127.0.0.1:9092",
+        "SSL://ssl.example:9093",
+    ]
+    sasl_ssl, plaintext, ssl_listener = config.kafka_listeners
+    assert sasl_ssl.sasl_mechanisms == (ScramMechanism.SCRAM_SHA_512,)
+    assert plaintext.sasl_mechanisms == ssl_listener.sasl_mechanisms == ()
+    assert plaintext.settings.tls is None
+    assert sasl_ssl.settings.tls is not None and ssl_listener.settings.tls is not None
+    assert sasl_ssl.settings.tls.context.verify_mode is ssl.CERT_NONE
+    assert ssl_listener.settings.tls.context.verify_mode is ssl.CERT_REQUIRED
 
 
 @pytest.mark.parametrize(
@@ -98,7 +134,7 @@ def test_a_broker_has_a_grpc_and_a_kafka_listener(tmp_path: Path) -> None:
     [
         ("PLAINTEXT://127.0.0.1:9092", "has no gRPC listener"),
         ("GRPC://127.0.0.1:0", "has no gRPC listener"),
-        ("GRPC://h:1,PLAINTEXT://h:2,SSL://h:3", "one Kafka listener"),
+        ("GRPC://h:1,PLAINTEXT://h:2,PLAINTEXT://h:3", "names listener PLAINTEXT twice"),
     ],
 )
 def test_a_broker_without_a_grpc_listener_is_refused(
@@ -111,15 +147,27 @@ def test_a_broker_without_a_grpc_listener_is_refused(
 
 def test_a_registration_carries_the_kafka_endpoints_both_ways() -> None:
     registration = BrokerRegistration(
-        3, "127.0.0.1", 9091, kafka_endpoints=[Listener(PLAINTEXT, "broker-3.example", 9092)]
+        3,
+        "127.0.0.1",
+        9091,
+        kafka_endpoints=[
+            Listener(SASL_SSL, "broker-3.example", 9094),
+            Listener(PLAINTEXT, "broker-3.example", 9092),
+            Listener(SSL, "ssl.example", 9093),
+        ],
     )
     assert (
         broker_registration_from_proto(broker_registration_to_proto(registration)) == registration
     )
     data = encode_broker_registration(registration)
-    assert b'"endpoints":["PLAINTEXT://broker-3.example:9092"]' in data  # Kafka's znode field
+    assert (  # Kafka's znode fields
+        b'"endpoints":["SASL_SSL://broker-3.example:9094","PLAINTEXT://broker-3.example:9092",'
+        b'"SSL://ssl.example:9093"]' in data
+    )
+    assert b'"listener_security_protocol_map":{"SASL_SSL":"SASL_SSL"' in data
     assert decode_broker_registration(3, data) == registration
     assert registration.kafka_endpoint() == Listener(PLAINTEXT, "broker-3.example", 9092)
+    assert registration.kafka_endpoint(SSL) == Listener(SSL, "ssl.example", 9093)
     # A znode written before brokers had Kafka listeners: none.
     old = decode_broker_registration(3, b'{"version":5,"host":"h","port":1}')
     assert old.kafka_endpoints == () and old.kafka_endpoint() is None
@@ -129,7 +177,10 @@ def test_a_registration_carries_the_kafka_endpoints_both_ways() -> None:
     ("listeners", "fragments"),
     [
         ("PLAINTEXT://127.0.0.1:9092", ["has no gRPC listener", "GRPC://127.0.0.1:9091"]),
-        ("GRPC://127.0.0.1:9091,SASL_SSL://127.0.0.1:9093,SSL://127.0.0.1:9094", ["one Kafka"]),
+        (
+            "GRPC://127.0.0.1:9091,SSL://127.0.0.1:9093,SSL://127.0.0.1:9094",
+            ["names listener SSL twice"],
+        ),
     ],
 )
 @pytest.mark.processes
@@ -156,6 +207,22 @@ def test_a_grpc_port_already_in_use_stops_the_broker_instead_of_sharing_it(tmp_p
         started = run_broker(config)
     assert started.returncode == 1
     assert f"cannot listen on 127.0.0.1:{port}" in started.stderr
+
+
+@pytest.mark.processes
+def test_a_kafka_listener_whose_port_is_taken_stops_the_broker(tmp_path: Path) -> None:
+    """The listeners bound before it are closed again: the broker exits, no traceback."""
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        config = tmp_path / "broker.properties"
+        config.write_text(
+            f"node.id=1\nlog.dirs={tmp_path / 'logs'}\nlisteners=GRPC://127.0.0.1:{free_port()},"
+            f"PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:{port}\n"
+        )
+        started = run_broker(config)
+    assert started.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port} (Kafka SASL_PLAINTEXT)" in started.stderr
+    assert "Traceback" not in started.stderr
 
 
 def test_free_port_never_hands_out_a_port_twice_nor_an_ephemeral_one() -> None:

@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from broker.admin_forwarder import ControllerAdmin
 from tiered.cluster.serde import broker_endpoints_from_proto, uuid_from_bytes
 from tiered.errors import ErrorCode, TieredError
-from tiered.net import PLAINTEXT, Listener
+from tiered.net import Listener
 from tiered.rpc.status import error_from_proto
 from tiered.rpc.v1 import controller_pb2 as pb
 
-__all__ = ["ClusterView", "KafkaCluster", "TopicPlacement"]
+__all__ = ["ClusterView", "KafkaCluster", "TopicPlacement", "controller_id"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,17 +41,22 @@ class TopicPlacement:
 
 @dataclass(frozen=True)
 class KafkaCluster:
-    """One answer of the controller: the live brokers that have a Kafka listener, and topics."""
+    """One answer of the controller: the live brokers that have a Kafka listener (each with its
+    endpoints, as advertised), and topics."""
 
     cluster_id: str
-    brokers: Mapping[int, Listener]
+    endpoints: Mapping[int, tuple[Listener, ...]]
     topics: Mapping[str, TopicPlacement | TieredError]  # by name; an asked-for name may fail
 
-    @property
-    def controller_id(self) -> int:
-        """The live broker Kafka clients send admin requests to: the lowest id (any broker
-        forwards them to the active controller); -1 when none is live."""
-        return min(self.brokers, default=-1)
+    def brokers(self, listener: str) -> dict[int, Listener]:
+        """The live brokers as clients reach them on ``listener``, by id: Kafka answers with the
+        endpoints of the listener a request came in on, leaving out brokers without one."""
+        found: dict[int, Listener] = {}
+        for broker_id, endpoints in self.endpoints.items():
+            endpoint = next((e for e in endpoints if e.name == listener), None)
+            if endpoint is not None:
+                found[broker_id] = endpoint
+        return found
 
     def by_id(self, topic_id: uuid.UUID) -> TopicPlacement | None:
         return next(
@@ -64,24 +69,25 @@ class KafkaCluster:
         )
 
 
-def _cluster_from_proto(response: pb.DescribeMetadataResponse, listener: str) -> KafkaCluster:
-    """The brokers as their ``listener`` listeners (Kafka answers Metadata with the endpoints of
-    the listener the request came in on)."""
-    brokers: dict[int, Listener] = {}
+def controller_id(brokers: Mapping[int, Listener]) -> int:
+    """The live broker Kafka clients send admin requests to, of those they are told about: the
+    lowest id (any broker forwards them to the active controller); -1 when none is live."""
+    return min(brokers, default=-1)
+
+
+def _cluster_from_proto(response: pb.DescribeMetadataResponse) -> KafkaCluster:
+    endpoints: dict[int, tuple[Listener, ...]] = {}
     for broker in response.brokers:
-        endpoint = next(
-            (e for e in broker_endpoints_from_proto(broker.kafka_endpoints) if e.name == listener),
-            None,
-        )
-        if endpoint is not None:
-            brokers[broker.broker_id] = endpoint
+        found = broker_endpoints_from_proto(broker.kafka_endpoints)
+        if found:
+            endpoints[broker.broker_id] = tuple(found)
     topics: dict[str, TopicPlacement | TieredError] = {}
     for topic in response.topics:
         error = error_from_proto(topic.error)
         topics[topic.name] = error or TopicPlacement(
             topic.name, uuid_from_bytes(topic.topic_id, "topic_id"), tuple(topic.replicas)
         )
-    return KafkaCluster(response.cluster_id, brokers, topics)
+    return KafkaCluster(response.cluster_id, endpoints, topics)
 
 
 _MAX_UNKNOWN_NAMES = 10_000
@@ -96,10 +102,8 @@ class ClusterView:
         max_age_s: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
         unknown_max_age_s: float = 0.25,
-        listener: str = PLAINTEXT,
     ) -> None:
         self._controller = controller
-        self._listener = listener
         self._max_age_s = max_age_s
         self._unknown_max_age_s = unknown_max_age_s
         # name -> (when, error): names the controller said do not exist. A client asking for
@@ -138,7 +142,7 @@ class ClusterView:
             known = {n: fresh.topics[n] for n in names if n in fresh.topics}
             known.update(self._recently_unknown([n for n in names if n not in known]))
             if len(known) == len(set(names)):
-                return KafkaCluster(fresh.cluster_id, fresh.brokers, known)
+                return KafkaCluster(fresh.cluster_id, fresh.endpoints, known)
         with self._lock:
             started = self._clock()
         cluster = self._describe(pb.DescribeMetadataRequest(topics=list(dict.fromkeys(names))))
@@ -192,4 +196,4 @@ class ClusterView:
         error = error_from_proto(response.error)
         if error is not None:
             raise error
-        return _cluster_from_proto(response, self._listener)
+        return _cluster_from_proto(response)

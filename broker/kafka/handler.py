@@ -80,7 +80,7 @@ class BrokerKafkaHandler:
         metadata_max_age_s: float = 1.0,
         access: AccessControl = ALLOW_ALL,
     ) -> None:
-        view = ClusterView(controller, metadata_max_age_s, listener=this.endpoint.name)
+        view = ClusterView(controller, metadata_max_age_s)
         cluster = MetadataApi(view, this, access)
         topics = TopicsApi(controller, view)
         configs = ConfigApi(controller, this)

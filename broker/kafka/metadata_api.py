@@ -1,10 +1,12 @@
 """Metadata, DescribeCluster and FindCoordinator: who is in the cluster and where things live.
 
-Replication factor 1: a partition's leader is the broker hosting it, its replicas and ISR that
-broker alone; a hosting broker that is not live (or has no Kafka listener) leaves the partition
+Brokers are named by their endpoints on the listener the request came in on (Kafka's rule: a
+client on SSL is told SSL addresses); a broker without that listener is left out. Replication
+factor 1: a partition's leader is the broker hosting it, its replicas and ISR that broker alone;
+a hosting broker that is not live (or has no such listener) leaves the partition
 LEADER_NOT_AVAILABLE with the broker offline. Topics are never created by Metadata
 (``allow_auto_topic_creation`` is ignored, as with Kafka's ``auto.create.topics.enable=false``).
-The controller id Kafka clients see is a live broker (``KafkaCluster.controller_id``): any
+The controller id Kafka clients see is a live broker (``cluster_view.controller_id``): any
 broker forwards admin requests to the active controller. When the controller cannot be reached
 the broker answers with itself alone and every named topic LEADER_NOT_AVAILABLE (retriable).
 
@@ -15,19 +17,20 @@ partitions itself: consumer groups are not served); transactions are not served.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode as KafkaErrorCode
 from kio.static.protocol import ResponsePayload
 
-from broker.kafka.cluster_view import ClusterView, KafkaCluster, TopicPlacement
+from broker.kafka.cluster_view import ClusterView, KafkaCluster, TopicPlacement, controller_id
 from broker.kafka.convert import NO_THROTTLE, UNKNOWN_AUTHORIZED_OPERATIONS, kafka_error
 from broker.kafka.this_broker import ThisBroker
 from tiered.config import validate_topic_name
 from tiered.errors import ErrorCode, TieredError
 from tiered.kafka.handler import RequestContext, response_type_for
 from tiered.kafka.messages import build, nested
+from tiered.net import Listener
 from tiered.security.access import AccessControl
 from tiered.security.acl import AclOperation, ResourceType
 
@@ -52,6 +55,7 @@ class MetadataApi:
         response_type = response_type_for(request)
         names, ids = _asked(request, context.api_version)
         cluster = self._cluster(names, need_listing=names is None or bool(ids))
+        brokers = cluster.brokers(context.listener)
         requester = context.requester
 
         def denial(name: str) -> TieredError | None:
@@ -64,23 +68,23 @@ class MetadataApi:
                 for t in cluster.topics.values()
                 if isinstance(t, TopicPlacement) and denial(t.name) is None
             ]
-            topics += [_topic(response_type, t, cluster.brokers) for t in listed]
+            topics += [_topic(response_type, t, brokers) for t in listed]
         else:
             for name in names:
                 found_or_error = denial(name) or _named(cluster, name)
-                topics.append(_topic(response_type, found_or_error, cluster.brokers, name))
+                topics.append(_topic(response_type, found_or_error, brokers, name))
         for topic_id in ids:
             found = cluster.by_id(topic_id)
             if found is None or denial(found.name) is not None:
                 topics.append(_unknown_id(response_type, topic_id))
             else:
-                topics.append(_topic(response_type, found, cluster.brokers))
+                topics.append(_topic(response_type, found, brokers))
         return build(
             response_type,
             throttle_time=NO_THROTTLE,
-            brokers=_brokers(nested(response_type, "MetadataResponseBroker"), "node_id", cluster),
+            brokers=_brokers(nested(response_type, "MetadataResponseBroker"), "node_id", brokers),
             cluster_id=cluster.cluster_id or None,
-            controller_id=cluster.controller_id,
+            controller_id=controller_id(brokers),
             topics=tuple(topics),
             cluster_authorized_operations=UNKNOWN_AUTHORIZED_OPERATIONS,
         )
@@ -96,7 +100,7 @@ class MetadataApi:
             )
             return KafkaCluster(
                 "",
-                {self._this.node_id: self._this.endpoint},
+                {self._this.node_id: self._this.endpoints},
                 dict.fromkeys(names or (), unavailable),
             )
 
@@ -114,6 +118,7 @@ class MetadataApi:
                 cluster = self._view.topics([])
             except TieredError as e:
                 code, message = kafka_error(e)
+        brokers = cluster.brokers(context.listener)
         return build(
             response_type,
             throttle_time=NO_THROTTLE,
@@ -121,8 +126,8 @@ class MetadataApi:
             error_message=message,
             endpoint_type=_BROKERS,
             cluster_id=cluster.cluster_id,
-            controller_id=cluster.controller_id,
-            brokers=_brokers(nested(response_type, "DescribeClusterBroker"), "broker_id", cluster),
+            controller_id=controller_id(brokers),
+            brokers=_brokers(nested(response_type, "DescribeClusterBroker"), "broker_id", brokers),
             cluster_authorized_operations=UNKNOWN_AUTHORIZED_OPERATIONS,
         )
 
@@ -137,10 +142,11 @@ class MetadataApi:
         elif key_type != _GROUP:
             code, message = KafkaErrorCode.invalid_request, f"key type {key_type}: valid: 0, 1"
         found = code is KafkaErrorCode.none
+        endpoint = self._this.endpoint(context.listener)
         answer = {
             "node_id": self._this.node_id if found else -1,
-            "host": self._this.endpoint.host if found else "",
-            "port": self._this.endpoint.port if found else -1,
+            "host": endpoint.host if found else "",
+            "port": endpoint.port if found else -1,
             "error_code": code,
             "error_message": message,
         }
@@ -156,11 +162,13 @@ class MetadataApi:
         )
 
 
-def _brokers(broker_type: type[Any], id_field: str, cluster: KafkaCluster) -> tuple[Any, ...]:
-    """The live brokers' Kafka endpoints, by id."""
+def _brokers(
+    broker_type: type[Any], id_field: str, brokers: Mapping[int, Listener]
+) -> tuple[Any, ...]:
+    """The live brokers' endpoints on the request's listener, by id."""
     return tuple(
         build(broker_type, **{id_field: broker_id}, host=e.host, port=e.port, rack=None)
-        for broker_id, e in sorted(cluster.brokers.items())
+        for broker_id, e in sorted(brokers.items())
     )
 
 

@@ -13,15 +13,26 @@ __all__ = ["ThisBroker"]
 
 @dataclass
 class ThisBroker:
-    """This broker's id, its Kafka listener as clients reach it (advertised: set again once
-    the listener is bound when its port was 0), its log directory and its static configs."""
+    """This broker's id, its Kafka listeners as clients reach them (advertised, in ``listeners``
+    order; one whose port was 0 is set again once bound), its log directory and its static
+    configs."""
 
     node_id: int
-    endpoint: Listener
+    endpoints: tuple[Listener, ...]
     log_dir: Path
     properties: Mapping[str, str] = field(default_factory=dict)
 
-    def bound_to(self, port: int) -> None:
-        """The listener is bound: an advertised port 0 becomes ``port``."""
-        if self.endpoint.port == 0:
-            self.endpoint = replace(self.endpoint, port=port)
+    def endpoint(self, listener: str) -> Listener:
+        """The endpoint of the listener named ``listener`` (a request is answered with the
+        endpoints of the listener it came in on, Kafka's rule); KeyError if there is none."""
+        found = next((e for e in self.endpoints if e.name == listener), None)
+        if found is None:
+            raise KeyError(f"broker {self.node_id} has no Kafka listener {listener}")
+        return found
+
+    def bound_to(self, listener: str, port: int) -> None:
+        """The listener named ``listener`` is bound: an advertised port 0 becomes ``port``."""
+        self.endpoints = tuple(
+            replace(e, port=port) if e.name == listener and e.port == 0 else e
+            for e in self.endpoints
+        )

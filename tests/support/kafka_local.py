@@ -69,7 +69,7 @@ class LocalBroker:
         self.agent = BrokerAgent(config)
         self.placement = FixedPlacement()
         self.handler = BrokerKafkaHandler(
-            ThisBroker(NODE_ID, Listener(PLAINTEXT, "127.0.0.1", 9092), self.log_dir),
+            ThisBroker(NODE_ID, (Listener(PLAINTEXT, "127.0.0.1", 9092),), self.log_dir),
             cast(ControllerAdmin, self.placement),
             list,
             self.agent,
