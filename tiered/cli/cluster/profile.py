@@ -189,6 +189,7 @@ def _brokers(files: ClusterFiles, layout: Layout, probe: ControllerProbe) -> lis
 
         specs.append(_python_daemon(files, layout, name, BROKER, "broker.main", properties,
                                     {"client": port, "kafka": kafka_port,
+                                     **secure.broker_ports(layout, broker_id),
                                      "metrics": metrics_port}, live))  # fmt: skip
     return specs
 

@@ -38,10 +38,10 @@ from tiered.security.scram_admin import UserScramCredentials, UserScramCredentia
 from tiered.security.ssl_principal import distinguished_name
 from tiered.security.zookeeper_auth import jaas_client_file_text
 
-SSL_LISTENER_SERVED = False
-"""Whether brokers serve the SSL Kafka listener beside the SASL_SSL one. Its configs are written
-either way; a broker serves a single Kafka listener until it can serve several (then this is
-flipped, and ``kafka_ssl_bootstrap_servers`` appears in ``cluster.json``)."""
+SSL_LISTENER_SERVED = True
+"""Whether brokers serve the SSL Kafka listener beside the SASL_SSL one (``False``: its configs
+are written, but ``listeners`` and ``cluster.json`` leave it out; for brokers that serve a single
+Kafka listener)."""
 
 ADMIN = "admin"
 """The admin user: a certificate (``CN=admin,OU=users,O=tiered``) and a SCRAM user, both super
@@ -203,6 +203,13 @@ def kafka_listeners(layout: Layout, broker_id: int) -> str:
     if SSL_LISTENER_SERVED:
         listeners += f",{SSL}://{layouts.address(layout['kafka_ssl_brokers'][broker_id - 1])}"
     return listeners
+
+
+def broker_ports(layout: Layout, broker_id: int) -> dict[str, int]:
+    """The SSL Kafka listener's port, as ``status`` shows it, when brokers serve it."""
+    if not (is_secure(layout) and SSL_LISTENER_SERVED):
+        return {}
+    return {"kafka_ssl": layout["kafka_ssl_brokers"][broker_id - 1]}
 
 
 def broker_listener_properties(layout: Layout) -> dict[str, str]:
