@@ -8,8 +8,10 @@ small segments, ``tiered-console-producer`` fed with generated lines while ``tie
 the bulk delete, DISABLED), a re-enable that tiers new data under the new tiered epoch, a
 confluent-kafka AdminClient (a ``python -`` snippet on the brokers' Kafka listeners) that turns
 tiered storage off again with IncrementalAlterConfigs (retain policy), and ``tiered-cluster
-down``. It checks each outcome and exits non-zero if one is wrong; on a failure or
-Ctrl-C it still stops the cluster and says where the logs are.
+down``; then a secure cluster (``up --secure``) where a principal without Delete on a topic is
+refused a delete-policy disable and, granted Delete, disables it (``scripts/demo_secure.py``).
+It checks each outcome and exits non-zero if one is wrong; on a failure or Ctrl-C it still stops
+the clusters and says where the logs are.
 
 Run by ``scripts/demo.sh`` (after ``scripts/ensure_env.sh``) with ``.venv/bin/python``:
 
@@ -44,6 +46,7 @@ from demo_output import (
     show_command,
     write_records,
 )
+from demo_secure import SecureStep
 from demo_topics import Topic
 
 REPO = Path(__file__).resolve().parent.parent
@@ -108,6 +111,7 @@ class Demo:
         self.view: ClusterView | None = None  # once the cluster is up
         self.cluster_touched = False
         self.cluster_down = False
+        self.secure = SecureStep(data_dir / "secure", self.run, check)
 
     # -- running commands ----------------------------------------------------------------
 
@@ -499,6 +503,7 @@ class Demo:
 
         explain("Stop the cluster.")
         self.down()
+        self.secure.main()
 
     def down(self) -> None:
         self.cluster_down = True
@@ -563,6 +568,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             explain("Stop the cluster.")
             try:
                 demo.down()
+            except DemoError as e:
+                print(f"demo: {e}", file=sys.stderr, flush=True)
+                status = status or 1
+        if demo.secure.touched:
+            explain("Stop the secure cluster.")
+            try:
+                demo.secure.down()
             except DemoError as e:
                 print(f"demo: {e}", file=sys.stderr, flush=True)
                 status = status or 1

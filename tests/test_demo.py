@@ -143,6 +143,22 @@ def test_demo_runs_a_disable_on_a_local_cluster(data_dir: Path) -> None:
     assert "stopped: broker-1, broker-2, broker-3, controller-0, controller-1" in output_of(
         out, "tiered-cluster down"
     )
+    # The secure step: a principal without Delete is refused the delete-policy disable (the
+    # topic unchanged), then granted Delete it disables the topic; the secure cluster stops too.
+    secure = data_dir / "secure"
+    assert f"$ tiered-cluster up --data-dir {secure} --secure --brokers 1" in out
+    refused = output_of(out, "tiered-configs", 2)
+    assert "--command-config " + str(secure / "config" / "alice.properties") in out
+    assert (
+        "TOPIC_AUTHORIZATION_FAILED: User:CN=alice,OU=users,O=tiered from 127.0.0.1 is not "
+        "authorized to Delete topic 'payments'" in refused
+    ), refused
+    assert "payments: still ENABLED at tiered epoch 0" in refused
+    granted = output_of(out, "tiered-configs", 3)
+    assert "Topic payments: tiered_state=DISABLED tiered_epoch=1 policy=delete" in granted
+    assert "stopped: broker-1, controller-0, controller-1" in output_of(
+        out, "tiered-cluster down", 1
+    )
     assert re.search(r"Demo done in (\d+m )?\d+s\.", out), out
     assert f"logs: {data_dir / 'logs'}" in out
 

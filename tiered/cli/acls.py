@@ -22,7 +22,13 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from tiered.admin import AdminClient
-from tiered.cli.common import add_bootstrap_option, invalid, run
+from tiered.cli.common import (
+    add_bootstrap_option,
+    command_config_credentials,
+    explaining_refusals,
+    invalid,
+    run,
+)
 from tiered.security.acl import (
     CLUSTER_NAME,
     WILDCARD_HOST,
@@ -233,7 +239,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
 
     def body() -> int:
-        with AdminClient(args.bootstrap_server) as admin:
+        with (
+            explaining_refusals(args.command_config, args.bootstrap_server),
+            AdminClient(
+                args.bootstrap_server, credentials=command_config_credentials(args.command_config)
+            ) as admin,
+        ):
             if args.add:
                 return _add(admin, args)
             if args.remove:

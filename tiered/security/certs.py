@@ -28,6 +28,7 @@ __all__ = [
     "IssuedCertificate",
     "KeystoreFiles",
     "ValidityWindow",
+    "write_private_file",
 ]
 
 DEFAULT_SUBJECT_ALTERNATIVE_NAMES: tuple[x509.GeneralName, ...] = (
@@ -95,8 +96,8 @@ class IssuedCertificate:
             directory / f"{name}.pem", directory / f"{name}.key", directory / f"{name}.keystore.pem"
         )
         files.certificate.write_bytes(self.certificate_pem)
-        _write_private(files.private_key, key_pem)
-        _write_private(files.keystore, key_pem + self.certificate_pem)
+        write_private_file(files.private_key, key_pem)
+        write_private_file(files.keystore, key_pem + self.certificate_pem)
         return files
 
 
@@ -137,9 +138,39 @@ class CertificateAuthority:
         )
         return cls(certificate, key)
 
+    @classmethod
+    def load(cls, certificate_path: Path, key_path: Path) -> CertificateAuthority:
+        """The CA that ``write_certificate`` and ``write_private_key`` wrote; ValueError naming
+        the file when one is not a PEM certificate or unencrypted EC key."""
+        try:
+            certificate = x509.load_pem_x509_certificate(certificate_path.read_bytes())
+        except ValueError:
+            raise ValueError(f"{certificate_path} is not a PEM certificate") from None
+        try:
+            key = serialization.load_pem_private_key(key_path.read_bytes(), password=None)
+        except (ValueError, TypeError):
+            raise ValueError(f"{key_path} is not an unencrypted PEM private key") from None
+        if not isinstance(key, ec.EllipticCurvePrivateKey):
+            raise ValueError(f"{key_path} is not an EC private key")
+        return cls(certificate, key)
+
     @property
     def certificate_pem(self) -> bytes:
         return self.certificate.public_bytes(serialization.Encoding.PEM)
+
+    def write_private_key(self, path: Path) -> Path:
+        """The CA's private key (PEM, readable by its owner only), to issue more certificates
+        later (``load``)."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_private_file(
+            path,
+            self.private_key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            ),
+        )
+        return path
 
     def write_certificate(self, path: Path) -> Path:
         """The CA's certificate, what ``ssl.truststore.location`` names."""
@@ -200,7 +231,8 @@ def _builder(
     )
 
 
-def _write_private(path: Path, data: bytes) -> None:
+def write_private_file(path: Path, data: bytes) -> None:
+    """Writes ``data`` to ``path``, readable and writable by its owner only."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, _PRIVATE_FILE_MODE)
     os.fchmod(fd, _PRIVATE_FILE_MODE)  # also when the file was already there
     with os.fdopen(fd, "wb") as f:

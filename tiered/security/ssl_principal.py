@@ -60,11 +60,10 @@ class NoMatchingRuleError(Exception):
     """No ``ssl.principal.mapping.rules`` rule applies to a certificate's name."""
 
 
-def distinguished_name(certificate: x509.Certificate) -> str:
-    """The subject as Java's ``X500Principal.getName()`` (RFC 2253) gives it."""
-    return ",".join(
-        "+".join(_attribute(a) for a in rdn) for rdn in reversed(certificate.subject.rdns)
-    )
+def distinguished_name(certificate: x509.Certificate | x509.Name) -> str:
+    """The subject (or a name) as Java's ``X500Principal.getName()`` (RFC 2253) gives it."""
+    name = certificate.subject if isinstance(certificate, x509.Certificate) else certificate
+    return ",".join("+".join(_attribute(a) for a in rdn) for rdn in reversed(name.rdns))
 
 
 def _attribute(attribute: x509.NameAttribute[str | bytes]) -> str:

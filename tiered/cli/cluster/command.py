@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tiered.cli.cluster import layout as layouts
+from tiered.cli.cluster import secure
 from tiered.cli.cluster.layout import ClusterRequest
 from tiered.cli.cluster.local import LocalCluster
 from tiered.cli.cluster.status import all_alive, cluster_status, status_table
@@ -22,7 +23,9 @@ until they serve and prints the bootstrap address last. On a directory whose clu
 running it starts only what is missing, on the same ports and with the same data. Each process
 has its config in DIR/config, its output in DIR/logs and its pid in DIR/pids; DIR/cluster.json
 lists the addresses (kafka_bootstrap_servers for Kafka clients, the metrics ports, zookeeper,
-s3_endpoint, spark_master). Every controller and broker serves Prometheus metrics.
+s3_endpoint, spark_master). Every controller and broker serves Prometheus metrics. With --secure
+the Kafka listeners are SASL_SSL (SCRAM-SHA-512) and the CLIs need
+--command-config DIR/config/admin.properties.
 
 profiles:
   local        (default) the processes share the host's shortcuts: remote storage in DIR/remote,
@@ -36,6 +39,7 @@ examples:
   tiered-cluster up --data-dir /tmp/tiered --profile distributed
   tiered-cluster up --data-dir /tmp/tiered --metadata zookeeper --brokers 2
   tiered-cluster up --data-dir /tmp/tiered --spark-workers 2
+  tiered-cluster up --data-dir /tmp/tiered --secure
   tiered-cluster up --data-dir /tmp/tiered --controller-config bulk.delete.fast.path.max.objects=0
   tiered-cluster status --data-dir /tmp/tiered --format json
   tiered-cluster down --data-dir /tmp/tiered
@@ -94,6 +98,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="also start a Spark standalone master and N workers (one core each) and run the "
         "bulk delete there (default: none in the local profile, the bulk delete runs in the "
         "controller's local Spark; 2 in the distributed profile)",
+    )
+    up.add_argument(
+        "--secure",
+        action="store_const",
+        const=True,
+        help="TLS, authenticated principals, the authorizer and ZooKeeper ACLs: a CA and "
+        "certificates, the admin's DIR/config/admin.properties (for --command-config) and "
+        "admin-sasl.properties (SCRAM, for Kafka clients); chosen on the first up",
     )
     for role in ("controller", "broker"):
         up.add_argument(
@@ -172,6 +184,7 @@ def _request(args: argparse.Namespace) -> ClusterRequest:
         spark_workers=args.spark_workers,
         controller_config=_settings("--controller-config", args.controller_config),
         broker_config=_settings("--broker-config", args.broker_config),
+        secure=args.secure,
     )
 
 
@@ -200,7 +213,9 @@ def _status(cluster: LocalCluster, output_format: str) -> int:
             ErrorCode.INVALID_REQUEST,
             f"no cluster in {cluster.dir}: {cluster.layout_file} does not exist (run up first)",
         )
-    status = cluster_status(cluster.files, cluster.profile(layout))
+    status = cluster_status(
+        cluster.files, cluster.profile(layout), secure.admin_credentials(cluster.files, layout)
+    )
     if output_format == "json":
         print_json(status)
     else:

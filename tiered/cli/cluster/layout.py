@@ -43,6 +43,7 @@ class ClusterRequest:
     spark_workers: int | None = None
     controller_config: Mapping[str, str] | None = None
     broker_config: Mapping[str, str] | None = None
+    secure: bool | None = None
 
     @property
     def chosen_profile(self) -> str:
@@ -197,19 +198,21 @@ def spark_workers(layout: Layout) -> int:
 
 
 def check_request(layout: Layout, request: ClusterRequest) -> None:
-    """A cluster's profile, Spark workers and config overrides are chosen on its first ``up``:
+    """A cluster's profile, Spark workers, config overrides and security are chosen on its first ``up``:
     asking for others later is an error (its processes were configured for them)."""
     recorded = {
         "--profile": profile_of(layout),
         "--spark-workers": spark_workers(layout),
         "--controller-config": layout.get("controller_config", {}),
         "--broker-config": layout.get("broker_config", {}),
+        "--secure": bool(layout.get("secure", False)),
     }
     requested = {
         "--profile": request.profile,
         "--spark-workers": request.spark_workers,
         "--controller-config": request.controller_config,
         "--broker-config": request.broker_config,
+        "--secure": request.secure,
     }
     for flag, asked in requested.items():
         if asked is not None and asked != recorded[flag]:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tiered.cli.cluster import layout as layouts
+from tiered.cli.cluster import secure
 from tiered.cli.cluster.daemons import ClusterFiles
 from tiered.cli.cluster.layout import ClusterRequest, Layout
 from tiered.cli.cluster.profile import (
@@ -41,12 +42,19 @@ class LocalCluster:
         if layouts.managed_zookeeper(request):
             check_zookeeper_requirements()  # before anything is written
         layout = layouts.create(request)
+        if request.secure:
+            secure.lay_out(layout)
         check_overrides(self.files, layout)
         layouts.save(self.layout_file, layout)
         return layout
 
+    def probe(self, layout: Layout) -> ControllerProbe:
+        return ControllerProbe(
+            bootstrap(layout), credentials=secure.admin_credentials(self.files, layout)
+        )
+
     def profile(self, layout: Layout, probe: ControllerProbe | None = None) -> list[ProcessSpec]:
-        return cluster_profile(self.files, layout, probe or ControllerProbe(bootstrap(layout)))
+        return cluster_profile(self.files, layout, probe or self.probe(layout))
 
     def running(self, name: str) -> int | None:
         """The pid of the cluster's process ``name`` if it runs."""
@@ -58,9 +66,11 @@ class LocalCluster:
     def up(self, request: ClusterRequest) -> str:
         """Start every process of the cluster that is not running, stage by stage, each stage
         waited for before the next; return the controllers' bootstrap address once the cluster
-        serves."""
+        serves (in a secure cluster, once its SCRAM admin exists too)."""
         layout = self.layout(request)
-        probe = ControllerProbe(bootstrap(layout))
+        if secure.is_secure(layout):
+            secure.write_files(self.files, layout)
+        probe = self.probe(layout)
         started: list[str] = []
         try:
             specs = self.profile(layout, probe)
@@ -72,6 +82,7 @@ class LocalCluster:
                     spec.launch()
                     started.append(spec.name)
                 self._wait_until_serving(in_stage, probe)
+            secure.ensure_admin_user(self.files, layout, bootstrap(layout))
         finally:
             probe.close()
             print(

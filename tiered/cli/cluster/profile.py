@@ -14,9 +14,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 
+import grpc
+
 from tiered.admin import AdminClient
 from tiered.cli.cluster import layout as layouts
-from tiered.cli.cluster import services
+from tiered.cli.cluster import secure, services
 from tiered.cli.cluster.daemons import ClusterFiles
 from tiered.cli.cluster.layout import Layout
 from tiered.cli.cluster.spec import BROKER, CONTROLLER, ProcessSpec
@@ -31,8 +33,15 @@ class ControllerProbe:
     """What the controllers say about the cluster, asked at most every ``interval_s`` (several
     specs' ``serving`` share one answer). ``close()`` when done."""
 
-    def __init__(self, bootstrap: str, timeout_s: float = 5.0, interval_s: float = 0.2) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        timeout_s: float = 5.0,
+        interval_s: float = 0.2,
+        credentials: grpc.ChannelCredentials | None = None,
+    ) -> None:
         self._bootstrap = bootstrap
+        self._credentials = credentials
         self._timeout_s = timeout_s
         self._interval_s = interval_s
         self._admin: AdminClient | None = None
@@ -45,7 +54,9 @@ class ControllerProbe:
         if time.monotonic() - self._asked >= self._interval_s:
             self._asked = time.monotonic()
             if self._admin is None:
-                self._admin = AdminClient(self._bootstrap, timeout_s=self._timeout_s)
+                self._admin = AdminClient(
+                    self._bootstrap, timeout_s=self._timeout_s, credentials=self._credentials
+                )
             try:
                 brokers = self._admin.describe_cluster().brokers
                 self._live = {b.broker_id for b in brokers if not b.fenced}
@@ -117,6 +128,7 @@ def controller_properties(files: ClusterFiles, layout: Layout, index: int) -> di
         **remote,
         **services.rlmm_properties(files, layout),
         **services.spark_properties(layout),
+        **secure.process_properties(files, layout, name),
     }
 
 
@@ -141,7 +153,6 @@ def broker_properties(files: ClusterFiles, layout: Layout, broker_id: int) -> di
     """Broker ``broker_id``'s properties (ids from 1), without the operator's overrides."""
     name = f"{BROKER}-{broker_id}"
     port = layout["brokers"][broker_id - 1]
-    kafka_port = layout["kafka_brokers"][broker_id - 1]
     link = (
         {"controller.quorum.bootstrap.servers": bootstrap(layout)}
         if layout["metadata"] == "kraft"
@@ -150,13 +161,15 @@ def broker_properties(files: ClusterFiles, layout: Layout, broker_id: int) -> di
     remote = services.remote_storage(files, layout, name)
     return {
         "node.id": str(broker_id),
-        "listeners": f"GRPC://{layouts.address(port)},PLAINTEXT://{layouts.address(kafka_port)}",
+        "listeners": f"GRPC://{layouts.address(port)},{secure.kafka_listeners(layout, broker_id)}",
         "metrics.port": str(layout["broker_metrics_ports"][broker_id - 1]),
         "log.dirs": str(files.dir / name),
         "remote.log.manager.task.interval.ms": "1000",  # retention within a second
         **remote,
         **services.rlmm_properties(files, layout),
         **link,
+        **secure.process_properties(files, layout, name),
+        **secure.broker_listener_properties(layout),
     }
 
 
@@ -176,6 +189,7 @@ def _brokers(files: ClusterFiles, layout: Layout, probe: ControllerProbe) -> lis
 
         specs.append(_python_daemon(files, layout, name, BROKER, "broker.main", properties,
                                     {"client": port, "kafka": kafka_port,
+                                     **secure.broker_ports(layout, broker_id),
                                      "metrics": metrics_port}, live))  # fmt: skip
     return specs
 

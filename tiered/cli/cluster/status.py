@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import grpc
+
 from tiered.admin import AdminClient
 from tiered.cli.cluster import layout as layouts
 from tiered.cli.cluster.daemons import ClusterFiles
@@ -31,8 +33,11 @@ def process_status(files: ClusterFiles, specs: Sequence[ProcessSpec]) -> list[di
     ]
 
 
-def active_controller(processes: Sequence[dict[str, Any]]) -> str | None:
-    """The name of the active controller, as the live controllers tell; None if none answers."""
+def active_controller(
+    processes: Sequence[dict[str, Any]], credentials: grpc.ChannelCredentials | None = None
+) -> str | None:
+    """The name of the active controller, as the live controllers tell (asked with the admin's
+    ``credentials`` in a secure cluster); None if none answers."""
     controllers = {
         p["ports"]["client"]: p["name"] for p in processes if p["role"] == CONTROLLER and p["alive"]
     }
@@ -41,7 +46,10 @@ def active_controller(processes: Sequence[dict[str, Any]]) -> str | None:
     addresses = ",".join(layouts.address(port) for port in controllers)
     try:
         with AdminClient(
-            addresses, timeout_s=ASK_TIMEOUT_S, discovery_timeout_s=ASK_TIMEOUT_S / 2
+            addresses,
+            timeout_s=ASK_TIMEOUT_S,
+            discovery_timeout_s=ASK_TIMEOUT_S / 2,
+            credentials=credentials,
         ) as admin:
             endpoint = admin.describe_cluster().controller_endpoint
     except TieredError:
@@ -50,9 +58,16 @@ def active_controller(processes: Sequence[dict[str, Any]]) -> str | None:
     return controllers.get(int(port)) if port.isdigit() else None
 
 
-def cluster_status(files: ClusterFiles, specs: Sequence[ProcessSpec]) -> dict[str, Any]:
+def cluster_status(
+    files: ClusterFiles,
+    specs: Sequence[ProcessSpec],
+    credentials: grpc.ChannelCredentials | None = None,
+) -> dict[str, Any]:
     processes = process_status(files, specs)
-    return {"active_controller": active_controller(processes), "processes": processes}
+    return {
+        "active_controller": active_controller(processes, credentials),
+        "processes": processes,
+    }
 
 
 def status_table(status: dict[str, Any]) -> str:

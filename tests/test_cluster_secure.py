@@ -1,0 +1,345 @@
+"""``tiered-cluster up --secure`` as an operator uses it, in KRaft and ZooKeeper mode: the files it
+writes (and their modes), confluent-kafka over SASL_SSL with the generated SCRAM admin and over
+SSL with the admin's certificate, clients without credentials or with a wrong password refused,
+the CLIs with and without ``admin.properties``, ``status``, ZooKeeper znodes an unauthenticated
+client cannot change, and no secret in any log. One cluster per mode for the module."""
+
+from __future__ import annotations
+
+import json
+import stat
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient as KafkaAdmin
+from confluent_kafka.admin import NewTopic
+from cryptography import x509
+from kazoo.exceptions import NoAuthError
+
+from tests.rlmm_support import poll_until
+from tests.support.processes import REPO
+from tests.support.secrets import assert_no_secrets
+from tests.support.zookeeper import start_kazoo_client
+from tiered.cli.cluster import secure
+from tiered.properties import load_properties
+from tiered.security.zookeeper_auth import read_jaas_credentials
+
+pytestmark = pytest.mark.processes
+
+PRIVATE = 0o600
+
+
+def run_module(module: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@dataclass(frozen=True)
+class SecureCluster:
+    dir: Path
+    bootstrap: str  # what up printed last: the controllers
+    layout: dict[str, Any]
+
+    @property
+    def config(self) -> Path:
+        return self.dir / "config"
+
+    @property
+    def admin_properties(self) -> str:
+        return str(self.config / "admin.properties")
+
+    def sasl(self) -> dict[str, str]:
+        return load_properties(self.config / "admin-sasl.properties")
+
+    def ssl(self) -> dict[str, str]:
+        return {
+            "security.protocol": "SSL",
+            "ssl.ca.location": str(self.config / "ca.pem"),
+            "ssl.certificate.location": str(self.config / "admin.pem"),
+            "ssl.key.location": str(self.config / "admin.key"),
+        }
+
+    def secrets(self) -> list[str]:
+        found = [self.sasl()["sasl.password"]]
+        jaas = self.config / "zookeeper.jaas"
+        if jaas.exists():
+            found.append(read_jaas_credentials(str(jaas)).password)
+        return found
+
+
+def _up(root: Path, *flags: str) -> Iterator[SecureCluster]:
+    data = root / "cluster"
+    result = run_module("tiered.cli.cluster", "up", "--data-dir", str(data), "--secure", *flags)
+    try:
+        assert result.returncode == 0, result.stderr
+        layout = json.loads((data / "cluster.json").read_text())
+        yield SecureCluster(data, result.stdout.strip().splitlines()[-1], layout)
+    finally:
+        down = run_module("tiered.cli.cluster", "down", "--data-dir", str(data))
+        assert down.returncode == 0, down.stderr
+
+
+@pytest.fixture(scope="module")
+def kraft(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureCluster]:
+    yield from _up(tmp_path_factory.mktemp("secure-kraft"), "--brokers", "2")
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureCluster]:
+    yield from _up(
+        tmp_path_factory.mktemp("secure-zk"), "--metadata", "zookeeper", "--brokers", "1"
+    )
+
+
+def addresses(value: str, count: int) -> list[str]:
+    parts = value.split(",")
+    assert len(parts) == count and all(p.startswith("127.0.0.1:") for p in parts), value
+    return parts
+
+
+# --------------------------------------------------------------------------------- files
+
+
+def test_up_writes_the_ca_certificates_and_client_configs_readable_by_the_owner_only(
+    kraft: SecureCluster,
+) -> None:
+    layout = kraft.layout
+    assert kraft.bootstrap == ",".join(f"127.0.0.1:{p}" for p in layout["controllers"])
+    sasl_ssl = addresses(layout["kafka_bootstrap_servers"], 2)
+    if secure.SSL_LISTENER_SERVED:
+        ssl = addresses(layout["kafka_ssl_bootstrap_servers"], 2)
+        assert not set(ssl) & set(sasl_ssl)
+    holders = ["controller-0", "controller-1", "broker-1", "broker-2", "admin"]
+    private = [
+        "ca.key",
+        "admin.properties",
+        "admin-sasl.properties",
+        *(f"{name}.key" for name in holders),
+        *(f"{name}.keystore.pem" for name in holders),
+    ]
+    for name in private:
+        assert stat.S_IMODE((kraft.config / name).stat().st_mode) == PRIVATE, name
+    for name in holders:
+        certificate = x509.load_pem_x509_certificate((kraft.config / f"{name}.pem").read_bytes())
+        names = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        assert [str(ip) for ip in names.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
+        assert names.get_values_for_type(x509.DNSName) == ["localhost"]
+    assert load_properties(kraft.admin_properties) == {
+        "security.protocol": "SSL",
+        "ssl.truststore.location": str(kraft.config / "ca.pem"),
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(kraft.config / "admin.keystore.pem"),
+    }
+    sasl = kraft.sasl()
+    assert {k: v for k, v in sasl.items() if k != "sasl.password"} == {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "admin",
+        "ssl.ca.location": str(kraft.config / "ca.pem"),
+    }
+    assert len(sasl["sasl.password"]) >= 24
+    broker = load_properties(kraft.config / "broker-1.properties")
+    assert broker["authorizer.enabled"] == "true"
+    assert broker["allow.everyone.if.no.acl.found"] == "false"
+    assert broker["listener.security.protocol.map"] == "GRPC:SSL"
+    assert broker["super.users"].split(";") == [
+        "User:CN=controller-0,OU=controllers,O=tiered",
+        "User:CN=controller-1,OU=controllers,O=tiered",
+        "User:CN=broker-1,OU=brokers,O=tiered",
+        "User:CN=broker-2,OU=brokers,O=tiered",
+        "User:CN=admin,OU=users,O=tiered",
+        "User:admin",
+    ]
+    for properties in kraft.config.glob("*.properties"):
+        if properties.name != "admin-sasl.properties":
+            assert sasl["sasl.password"] not in properties.read_text(), properties
+
+
+# --------------------------------------------------------------------------------- Kafka clients
+
+
+def test_the_scram_admin_produces_and_reads_over_sasl_ssl(kraft: SecureCluster) -> None:
+    bootstrap = {"bootstrap.servers": kraft.layout["kafka_bootstrap_servers"], **kraft.sasl()}
+    topic = "secure-records"
+    admin = KafkaAdmin(bootstrap)
+
+    def logged_in() -> bool:
+        # The brokers learn the admin's credentials a moment after up created it.
+        try:
+            admin.list_topics(timeout=5)
+        except KafkaException:
+            return False
+        return True
+
+    poll_until(logged_in, timeout=30, what="a SASL_SSL login as the admin")
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
+    values = [f"record-{i}".encode() for i in range(5)]
+
+    def produced() -> bool:
+        producer = Producer({**bootstrap, "message.timeout.ms": 5000})
+        failures: list[KafkaError] = []
+        for value in values:
+            producer.produce(
+                topic, value, partition=0, on_delivery=lambda e, _m: e and failures.append(e)
+            )
+        return producer.flush(10) == 0 and not failures
+
+    poll_until(produced, timeout=30, what="a SASL_SSL produce as the admin")
+    assert consume(bootstrap, topic, len(values)) == values
+
+
+def consume(config: dict[str, Any], topic: str, count: int) -> list[bytes]:
+    consumer = Consumer({**config, "group.id": uuid.uuid4().hex, "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        got: list[bytes] = []
+
+        def read() -> bool:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                got.append(message.value())
+            return len(got) >= count
+
+        poll_until(read, timeout=30, what=f"{count} records of {topic}")
+        return got
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize("who", ["no credentials", "a wrong password"])
+def test_a_client_without_credentials_or_with_a_wrong_password_is_refused(
+    kraft: SecureCluster, who: str
+) -> None:
+    config: dict[str, Any] = {"bootstrap.servers": kraft.layout["kafka_bootstrap_servers"]}
+    if who == "no credentials":
+        config.update(
+            {"security.protocol": "SSL", "ssl.ca.location": kraft.sasl()["ssl.ca.location"]}
+        )
+    else:
+        config.update({**kraft.sasl(), "sasl.password": "not-the-admin-password"})
+    errors: list[KafkaError] = []
+    admin = KafkaAdmin({**config, "error_cb": errors.append})
+    with pytest.raises(KafkaException):
+        admin.list_topics(timeout=5)
+    if who == "a wrong password":
+
+        def told() -> bool:
+            admin.poll(0.5)  # serves error_cb
+            return any(e.code() == KafkaError._AUTHENTICATION for e in errors)
+
+        poll_until(told, timeout=15, what="an authentication error")
+
+
+@pytest.mark.skipif(not secure.SSL_LISTENER_SERVED, reason="brokers serve one Kafka listener")
+def test_the_ssl_listener_takes_the_admin_certificate_and_refuses_a_client_without_one(
+    kraft: SecureCluster,
+) -> None:
+    ssl = {"bootstrap.servers": kraft.layout["kafka_ssl_bootstrap_servers"], **kraft.ssl()}
+    assert "secure-records" in KafkaAdmin(ssl).list_topics(timeout=30).topics
+    anonymous = {k: v for k, v in ssl.items() if "certificate" not in k and "key" not in k}
+    with pytest.raises(KafkaException):
+        KafkaAdmin(anonymous).list_topics(timeout=5)
+
+
+# --------------------------------------------------------------------------------- the CLIs
+
+
+def test_the_clis_work_with_admin_properties_and_are_refused_without(
+    kraft: SecureCluster,
+) -> None:
+    admin = ["--bootstrap-server", kraft.bootstrap, "--command-config", kraft.admin_properties]
+    created = run_module(
+        "tiered.cli.topics", *admin, "--create", "--topic", "cli-topic", "--partitions", "1"
+    )
+    assert created.returncode == 0, created.stderr
+    described = run_module("tiered.cli.topics", *admin, "--describe", "--topic", "cli-topic")
+    assert described.returncode == 0 and "cli-topic" in described.stdout, described.stderr
+    granted = run_module(
+        "tiered.cli.acls", *admin, "--add", "--allow-principal", "User:alice",
+        "--operation", "Describe", "--topic", "cli-topic",
+    )  # fmt: skip
+    assert granted.returncode == 0, granted.stderr
+    listed = run_module("tiered.cli.acls", *admin, "--list", "--topic", "cli-topic")
+    assert "principal=User:alice" in listed.stdout, listed.stderr
+    for module, args in (
+        ("tiered.cli.topics", ["--describe"]),
+        (
+            "tiered.cli.configs",
+            ["--describe", "--entity-type", "topics", "--entity-name", "cli-topic"],
+        ),
+        ("tiered.cli.acls", ["--list"]),
+    ):
+        refused = run_module(module, "--bootstrap-server", kraft.bootstrap, *args)
+        assert refused.returncode == 1, (module, refused.stdout, refused.stderr)
+        assert "BROKER_NOT_AVAILABLE" in refused.stderr, (module, refused.stderr)
+
+
+def test_status_answers_on_a_secure_cluster(kraft: SecureCluster) -> None:
+    result = run_module(
+        "tiered.cli.cluster", "status", "--data-dir", str(kraft.dir), "--format", "json"
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    status = json.loads(result.stdout)
+    assert status["active_controller"] in ("controller-0", "controller-1")
+    if secure.SSL_LISTENER_SERVED:
+        broker = next(p for p in status["processes"] if p["name"] == "broker-1")
+        assert broker["ports"]["kafka_ssl"] == kraft.layout["kafka_ssl_brokers"][0]
+
+
+def test_no_secret_reaches_a_log_in_kraft_mode(kraft: SecureCluster) -> None:
+    assert_no_secrets(kraft.secrets(), root=kraft.dir)
+
+
+# --------------------------------------------------------------------------------- ZooKeeper
+
+
+@pytest.mark.zookeeper
+def test_an_unauthenticated_zookeeper_client_cannot_change_the_cluster_znodes(
+    zookeeper: SecureCluster,
+) -> None:
+    connect = zookeeper.layout["zookeeper"]
+    hosts, _, chroot = connect.partition("/")
+    assert chroot == "tiered", connect
+    broker = load_properties(zookeeper.config / "broker-1.properties")
+    assert broker["zookeeper.set.acl"] == "true"
+    assert broker["zookeeper.jaas.config.file"] == str(zookeeper.config / "zookeeper.jaas")
+    assert stat.S_IMODE((zookeeper.config / "zookeeper.jaas").stat().st_mode) == PRIVATE
+    # The cluster serves: a topic created with the admin's certificate.
+    admin = ["--bootstrap-server", zookeeper.bootstrap, "--command-config",
+             zookeeper.admin_properties]  # fmt: skip
+    created = run_module(
+        "tiered.cli.topics", *admin, "--create", "--topic", "zk-topic", "--partitions", "1"
+    )
+    assert created.returncode == 0, created.stderr
+    client = start_kazoo_client(hosts)
+    try:
+        children = client.get_children("/tiered")
+        assert {"brokers", "config"} <= set(children), children
+        for child in children:
+            with pytest.raises(NoAuthError):
+                client.create(f"/tiered/{child}/intruder", b"x")
+            with pytest.raises(NoAuthError):
+                client.set(f"/tiered/{child}", b"x")
+        with pytest.raises(NoAuthError):
+            client.create("/tiered/intruder", b"x")
+        with pytest.raises(NoAuthError):
+            client.delete("/tiered/brokers", recursive=True)
+    finally:
+        client.stop()
+        client.close()
+    status = run_module("tiered.cli.cluster", "status", "--data-dir", str(zookeeper.dir))
+    assert status.returncode == 0, status.stdout + status.stderr
+    assert_no_secrets(zookeeper.secrets(), root=zookeeper.dir)
