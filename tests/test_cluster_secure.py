@@ -27,7 +27,6 @@ from tests.rlmm_support import poll_until
 from tests.support.processes import REPO
 from tests.support.secrets import assert_no_secrets
 from tests.support.zookeeper import start_kazoo_client
-from tiered.cli.cluster import secure
 from tiered.properties import load_properties
 from tiered.security.zookeeper_auth import read_jaas_credentials
 
@@ -119,9 +118,8 @@ def test_up_writes_the_ca_certificates_and_client_configs_readable_by_the_owner_
     layout = kraft.layout
     assert kraft.bootstrap == ",".join(f"127.0.0.1:{p}" for p in layout["controllers"])
     sasl_ssl = addresses(layout["kafka_bootstrap_servers"], 2)
-    if secure.SSL_LISTENER_SERVED:
-        ssl = addresses(layout["kafka_ssl_bootstrap_servers"], 2)
-        assert not set(ssl) & set(sasl_ssl)
+    ssl = addresses(layout["kafka_ssl_bootstrap_servers"], 2)
+    assert not set(ssl) & set(sasl_ssl)
     holders = ["controller-0", "controller-1", "broker-1", "broker-2", "admin"]
     private = [
         "ca.key",
@@ -243,12 +241,15 @@ def test_a_client_without_credentials_or_with_a_wrong_password_is_refused(
         poll_until(told, timeout=15, what="an authentication error")
 
 
-@pytest.mark.skipif(not secure.SSL_LISTENER_SERVED, reason="brokers serve one Kafka listener")
 def test_the_ssl_listener_takes_the_admin_certificate_and_refuses_a_client_without_one(
     kraft: SecureCluster,
 ) -> None:
     ssl = {"bootstrap.servers": kraft.layout["kafka_ssl_bootstrap_servers"], **kraft.ssl()}
-    assert "secure-records" in KafkaAdmin(ssl).list_topics(timeout=30).topics
+    brokers = KafkaAdmin(ssl).list_topics(timeout=30).brokers
+    # Metadata over SSL names the brokers by their SSL listeners.
+    assert {f"{b.host}:{b.port}" for b in brokers.values()} == set(
+        kraft.layout["kafka_ssl_bootstrap_servers"].split(",")
+    )
     anonymous = {k: v for k, v in ssl.items() if "certificate" not in k and "key" not in k}
     with pytest.raises(KafkaException):
         KafkaAdmin(anonymous).list_topics(timeout=5)
@@ -294,9 +295,8 @@ def test_status_answers_on_a_secure_cluster(kraft: SecureCluster) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     status = json.loads(result.stdout)
     assert status["active_controller"] in ("controller-0", "controller-1")
-    if secure.SSL_LISTENER_SERVED:
-        broker = next(p for p in status["processes"] if p["name"] == "broker-1")
-        assert broker["ports"]["kafka_ssl"] == kraft.layout["kafka_ssl_brokers"][0]
+    broker = next(p for p in status["processes"] if p["name"] == "broker-1")
+    assert broker["ports"]["kafka_ssl"] == kraft.layout["kafka_ssl_brokers"][0]
 
 
 def test_no_secret_reaches_a_log_in_kraft_mode(kraft: SecureCluster) -> None:
@@ -343,3 +343,86 @@ def test_an_unauthenticated_zookeeper_client_cannot_change_the_cluster_znodes(
     status = run_module("tiered.cli.cluster", "status", "--data-dir", str(zookeeper.dir))
     assert status.returncode == 0, status.stdout + status.stderr
     assert_no_secrets(zookeeper.secrets(), root=zookeeper.dir)
+
+
+# --------------------------------------------------------------------------------- more clients
+
+
+def test_kafka_python_produces_and_reads_over_sasl_ssl(kraft: SecureCluster) -> None:
+    """An independent client (kafka-python's own SCRAM and TLS) as the SCRAM admin."""
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import TopicPartition as KafkaPythonPartition
+
+    sasl = kraft.sasl()
+    config: dict[str, Any] = {
+        "bootstrap_servers": kraft.layout["kafka_bootstrap_servers"].split(","),
+        "security_protocol": "SASL_SSL",
+        "sasl_mechanism": "SCRAM-SHA-512",
+        "sasl_plain_username": sasl["sasl.username"],
+        "sasl_plain_password": sasl["sasl.password"],
+        "ssl_cafile": sasl["ssl.ca.location"],
+    }
+    topic = "kafka-python-secure"
+    admin = KafkaAdmin({"bootstrap.servers": kraft.layout["kafka_bootstrap_servers"], **sasl})
+    poll_until(lambda: _listed(admin), timeout=30, what="a SASL_SSL login as the admin")
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
+    producer = KafkaProducer(**config)
+    try:
+        for i in range(5):
+            producer.send(topic, f"kp-{i}".encode(), partition=0).get(timeout=30)
+    finally:
+        producer.close()
+    consumer = KafkaConsumer(**config, enable_auto_commit=False, consumer_timeout_ms=20_000)
+    try:
+        consumer.assign([KafkaPythonPartition(topic, 0)])
+        consumer.seek_to_beginning()
+        got = [m.value for _, m in zip(range(5), consumer, strict=False)]
+    finally:
+        consumer.close()
+    assert got == [f"kp-{i}".encode() for i in range(5)]
+
+
+def _listed(admin: KafkaAdmin) -> bool:
+    try:
+        admin.list_topics(timeout=5)
+    except KafkaException:
+        return False
+    return True
+
+
+def test_a_certificate_without_cluster_action_may_not_disable_tiering_on_a_broker(
+    kraft: SecureCluster,
+) -> None:
+    """The cluster's own CA signed it, so the TLS handshake succeeds: the authorizer refuses."""
+    import grpc
+
+    from tiered.rpc.v1 import broker_pb2 as broker_pb
+    from tiered.rpc.v1 import broker_pb2_grpc as broker_grpc
+    from tiered.rpc.v1 import records_pb2
+    from tiered.security.certs import CertificateAuthority
+
+    ca = CertificateAuthority.load(kraft.config / "ca.pem", kraft.config / "ca.key")
+    mallory = ca.issue("CN=mallory,OU=users,O=tiered")
+    credentials = grpc.ssl_channel_credentials(
+        root_certificates=(kraft.config / "ca.pem").read_bytes(),
+        private_key=mallory.private_key_pem(),
+        certificate_chain=mallory.certificate_pem,
+    )
+    entry = broker_pb.DisableRemoteTopicEntry(
+        partition=records_pb2.TopicIdPartition(topic_id=uuid.uuid4().bytes, partition=0),
+        tiered_epoch=1,
+        policy="delete",
+    )
+    channel = grpc.secure_channel(f"127.0.0.1:{kraft.layout['brokers'][0]}", credentials)
+    try:
+        stub = broker_grpc.BrokerServiceStub(channel)  # type: ignore[no-untyped-call]
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.DisableRemoteTopic(
+                broker_pb.DisableRemoteTopicRequest(controller_epoch=1, entries=[entry]),
+                timeout=30,
+            )
+        assert refused.value.code() is grpc.StatusCode.PERMISSION_DENIED
+        assert "CLUSTER_AUTHORIZATION_FAILED" in str(refused.value.details())
+        assert "User:CN=mallory,OU=users,O=tiered" in str(refused.value.details())
+    finally:
+        channel.close()

@@ -38,11 +38,6 @@ from tiered.security.scram_admin import UserScramCredentials, UserScramCredentia
 from tiered.security.ssl_principal import distinguished_name
 from tiered.security.zookeeper_auth import jaas_client_file_text
 
-SSL_LISTENER_SERVED = True
-"""Whether brokers serve the SSL Kafka listener beside the SASL_SSL one (``False``: its configs
-are written, but ``listeners`` and ``cluster.json`` leave it out; for brokers that serve a single
-Kafka listener)."""
-
 ADMIN = "admin"
 """The admin user: a certificate (``CN=admin,OU=users,O=tiered``) and a SCRAM user, both super
 users."""
@@ -58,10 +53,9 @@ def lay_out(layout: Layout) -> None:
     managed ZooKeeper, a chroot (its znodes then carry the cluster's ACLs from the top)."""
     layout["secure"] = True
     layout["kafka_ssl_brokers"] = [free_port() for _ in layout["brokers"]]
-    if SSL_LISTENER_SERVED:
-        layout["kafka_ssl_bootstrap_servers"] = ",".join(
-            layouts.address(port) for port in layout["kafka_ssl_brokers"]
-        )
+    layout["kafka_ssl_bootstrap_servers"] = ",".join(
+        layouts.address(port) for port in layout["kafka_ssl_brokers"]
+    )
     if layout["zookeeper_managed"] and "/" not in layout["zookeeper"]:
         layout["zookeeper"] += layouts.STORE_CHROOT
 
@@ -199,15 +193,14 @@ def kafka_listeners(layout: Layout, broker_id: int) -> str:
     """Broker ``broker_id``'s Kafka listeners, as ``listeners`` lists them."""
     if not is_secure(layout):
         return f"PLAINTEXT://{layouts.address(layout['kafka_brokers'][broker_id - 1])}"
-    listeners = f"{SASL_SSL}://{layouts.address(layout['kafka_brokers'][broker_id - 1])}"
-    if SSL_LISTENER_SERVED:
-        listeners += f",{SSL}://{layouts.address(layout['kafka_ssl_brokers'][broker_id - 1])}"
-    return listeners
+    sasl_ssl = layouts.address(layout["kafka_brokers"][broker_id - 1])
+    ssl = layouts.address(layout["kafka_ssl_brokers"][broker_id - 1])
+    return f"{SASL_SSL}://{sasl_ssl},{SSL}://{ssl}"
 
 
 def broker_ports(layout: Layout, broker_id: int) -> dict[str, int]:
-    """The SSL Kafka listener's port, as ``status`` shows it, when brokers serve it."""
-    if not (is_secure(layout) and SSL_LISTENER_SERVED):
+    """The SSL Kafka listener's port, as ``status`` shows it."""
+    if not is_secure(layout):
         return {}
     return {"kafka_ssl": layout["kafka_ssl_brokers"][broker_id - 1]}
 
