@@ -183,10 +183,14 @@ def cpu_seconds(pid: int | None) -> float:
     if pid is None:
         return 0.0
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        return cpu_seconds_of_stat(Path(f"/proc/{pid}/stat"))
     except OSError:
         return 0.0
-    fields = stat.rsplit(")", 1)[1].split()
+
+
+def cpu_seconds_of_stat(path: Path) -> float:
+    """User + system CPU seconds from a ``/proc/.../stat`` file (a process's or a thread's)."""
+    fields = path.read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime (fields 14, 15)
 
 

@@ -29,8 +29,10 @@ the cluster-wide disable runs once each, plaintext first):
    100 ms) shows the last one DISABLED.
 
 Every phase records the CPU seconds each process of the cluster used (and, for the produce, the
-producer's own, librdkafka's threads included) and the load average after it: where a secure
-figure exceeds the plaintext one, the CPU seconds say which process pays.
+producer's own, librdkafka's threads included, and the leader broker's busiest threads: its
+Kafka listener's event loop, which receives and decrypts, against the handler threads) and the
+load average after it: where a secure figure falls behind the plaintext one, the CPU seconds say
+which process, and which thread, pays.
 
 One authorization check at 1k, 10k and 100k ACLs is ``bench/authorizer.py``'s figure.
 
@@ -52,6 +54,7 @@ Usage: ``python bench/security_cost.py [--quick] [--topics 1000] [--partitions 1
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import shutil
 import sys
@@ -82,6 +85,7 @@ from bench.disable_throughput import (
     CONTROLLER_DEFAULTS,
     Processes,
     batched_disable,
+    cpu_seconds_of_stat,
     disable_and_wait,
     log_dirs,
     make_topics,
@@ -166,8 +170,24 @@ def alternating(variants: dict[str, Variant], sample: int) -> list[Variant]:
 # ----------------------------------------------------------------------------- produce
 
 
-def produce_topic(variant: Variant, name: str) -> tuple[Partition, Any]:
-    """A topic of one partition without tiering, hosted; and its leader's gRPC stub."""
+def thread_cpu_seconds(pid: int) -> dict[str, float]:
+    """User + system CPU seconds of each thread of a process, by thread id."""
+    found = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            found[task.name] = cpu_seconds_of_stat(task / "stat")
+    return found
+
+
+def busiest_threads(before: dict[str, float], after: dict[str, float]) -> list[float]:
+    """The CPU seconds the busiest threads used in between, most first (the Kafka listener's
+    event loop, which receives and decrypts, against the handler threads)."""
+    used = sorted((after[t] - before.get(t, 0.0) for t in after), reverse=True)
+    return [round(u, 3) for u in used[:4]]
+
+
+def produce_topic(variant: Variant, name: str) -> tuple[Partition, Any, int]:
+    """A topic of one partition without tiering, hosted; its leader's gRPC stub and pid."""
     cluster = variant.cluster
     topic_id = cluster.admin.create_topic(name, 1, {})
     leader = cluster.admin.describe_topic(name).partitions[0].leader
@@ -176,7 +196,9 @@ def produce_topic(variant: Variant, name: str) -> tuple[Partition, Any]:
         timeout=60,
         what=f"{variant.name}: {name} to be hosted",
     )
-    return Partition(name, topic_id), cluster.broker_stub(leader)
+    process = cluster.brokers[leader].process
+    assert process is not None
+    return Partition(name, topic_id), cluster.broker_stub(leader), process.pid
 
 
 def wait_producer_accepted(variant: Variant, topic: str) -> float:
@@ -217,19 +239,24 @@ def produce_phase(
     runs: dict[str, list[dict[str, Any]]] = {v: [] for v in VARIANTS}
     for r in range(rounds):
         for variant in alternating(variants, r):
-            partition, stub = produce_topic(variant, f"{TOPIC_PREFIX}produce-{r}")
+            partition, stub, leader_pid = produce_topic(variant, f"{TOPIC_PREFIX}produce-{r}")
             cpu_before, own_before = variant.cpu(), own_cpu_seconds()
+            threads_before = thread_cpu_seconds(leader_pid)
             figures, check = kafka_produce(
                 variant.cluster.kafka_bootstrap, stub, partition, workload, variant.producer
             )
             figures["cpu_s"] = variant.used_since(cpu_before)
+            figures["leader_busiest_threads_cpu_s"] = busiest_threads(
+                threads_before, thread_cpu_seconds(leader_pid)
+            )
             figures["producer_cpu_s"] = round(own_cpu_seconds() - own_before, 3)
             figures["load_average_after"] = load_average()
             figures["problems"] = check()
             runs[variant.name].append(figures)
             log(
                 f"  produce round {r + 1}, {variant.name}: {figures['mb_per_s']:.1f} MB/s; "
-                f"CPU s {figures['cpu_s']}, producer {figures['producer_cpu_s']}"
+                f"CPU s {figures['cpu_s']}, producer {figures['producer_cpu_s']}, leader's "
+                f"busiest threads {figures['leader_busiest_threads_cpu_s']}"
             )
     result: dict[str, Any] = {}
     for name, found in runs.items():
@@ -306,7 +333,7 @@ def run(args: argparse.Namespace, workdir: Path, log: Log) -> tuple[dict[str, An
         failures += refusals(variants["secure"].cluster)
         log(f"clusters up: {results['cluster_start_s']}; {results['acls']} ACLs granted")
         for variant in variants.values():
-            partition, _ = produce_topic(variant, f"{TOPIC_PREFIX}probe")
+            partition, _, _ = produce_topic(variant, f"{TOPIC_PREFIX}probe")
             waited = wait_producer_accepted(variant, partition.name)
             log(f"  {variant.name}: the producer was accepted after {waited:.1f} s")
 
