@@ -85,7 +85,7 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -183,10 +183,14 @@ def cpu_seconds(pid: int | None) -> float:
     if pid is None:
         return 0.0
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        return cpu_seconds_of_stat(Path(f"/proc/{pid}/stat"))
     except OSError:
         return 0.0
-    fields = stat.rsplit(")", 1)[1].split()
+
+
+def cpu_seconds_of_stat(path: Path) -> float:
+    """User + system CPU seconds from a ``/proc/.../stat`` file (a process's or a thread's)."""
+    fields = path.read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime (fields 14, 15)
 
 
@@ -291,10 +295,13 @@ def make_topics(
 # ----------------------------------------------------------------------------- disabling
 
 
-def disable_and_wait(admin: AdminClient, name: str, poll_s: float) -> float:
-    """One disable, the unbatched way: alter, then poll describe until DISABLED. Seconds."""
+def disable_and_wait(
+    admin: AdminClient, name: str, poll_s: float, configs: Mapping[str, str] = DISABLE
+) -> float:
+    """One disable (the alter of ``configs``), the unbatched way: alter, then poll describe
+    until DISABLED. Seconds."""
     begin = time.perf_counter()
-    result = admin.incremental_alter_configs(name, DISABLE)
+    result = admin.incremental_alter_configs(name, dict(configs))
     if result.tiered_state is not TieredState.DISABLED:
         if result.tiered_state is not TieredState.DISABLING:
             raise RuntimeError(f"{name}: alter answered {result.tiered_state.value}")
@@ -310,15 +317,22 @@ def disable_and_wait(admin: AdminClient, name: str, poll_s: float) -> float:
     return time.perf_counter() - begin
 
 
-def single_disables(admin: AdminClient, names: Sequence[str], poll_s: float) -> dict[str, Any]:
-    samples = [disable_and_wait(admin, name, poll_s) for name in names]
+def single_disables(
+    admin: AdminClient, names: Sequence[str], poll_s: float, configs: Mapping[str, str] = DISABLE
+) -> dict[str, Any]:
+    samples = [disable_and_wait(admin, name, poll_s, configs) for name in names]
     return {**summarize(samples), "samples_s": samples, "load_average_after": load_average()}
 
 
 def batched_disable(
-    admin: AdminClient, names: Sequence[str], threads: int, poll_s: float
+    admin: AdminClient,
+    names: Sequence[str],
+    threads: int,
+    poll_s: float,
+    configs: Mapping[str, str] = DISABLE,
 ) -> dict[str, Any]:
-    """Every topic disabled at once; returns when each was seen DISABLED."""
+    """Every topic disabled at once (the alter of ``configs``); returns when each was seen
+    DISABLED."""
     chunks = [names[i::threads] for i in range(threads)]
     alters_done: list[float] = []
     errors: list[str] = []
@@ -327,7 +341,7 @@ def batched_disable(
     def send(chunk: Sequence[str]) -> None:
         for name in chunk:
             try:
-                result = admin.incremental_alter_configs(name, DISABLE)
+                result = admin.incremental_alter_configs(name, dict(configs))
                 if result.tiered_state not in (TieredState.DISABLING, TieredState.DISABLED):
                     errors.append(f"{name}: alter answered {result.tiered_state.value}")
             except Exception as e:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import multiprocessing
 import resource
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
@@ -60,7 +61,14 @@ PROBE_QUIET = {"log_level": 0}
 PROBE_TIMEOUT_MS = 10_000
 
 
-def kafka_produce(bootstrap: str, stub: Any, partition: Partition, workload: Workload) -> Checked:
+def kafka_produce(
+    bootstrap: str,
+    stub: Any,
+    partition: Partition,
+    workload: Workload,
+    security: Mapping[str, Any] | None = None,
+) -> Checked:
+    """``security``: the client's ``security.protocol``, ``ssl.*`` and ``sasl.*`` settings."""
     errors: list[str] = []
 
     def on_delivery(error: KafkaError | None, _message: Any) -> None:
@@ -68,7 +76,13 @@ def kafka_produce(bootstrap: str, stub: Any, partition: Partition, workload: Wor
             errors.append(str(error))
 
     producer = Producer(
-        {**PRODUCER, **QUIET, "bootstrap.servers": bootstrap, "on_delivery": on_delivery}
+        {
+            **PRODUCER,
+            **QUIET,
+            **(security or {}),
+            "bootstrap.servers": bootstrap,
+            "on_delivery": on_delivery,
+        }
     )
     produce, poll, topic = producer.produce, producer.poll, partition.name
     start = time.perf_counter()

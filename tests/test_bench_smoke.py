@@ -227,3 +227,32 @@ def test_authorizer_bench_quick(tmp_path: Path) -> None:
     check_summary(document, rows=2)  # 1k and 10k ACLs
     assert [r["acls"] for r in document["results"]] == [1_002, 10_002]
     assert document["flatness"] > 0
+
+
+def test_security_cost_bench_small(tmp_path: Path) -> None:
+    document = run_quick(
+        "security_cost.py",
+        tmp_path / "sc.json",
+        "--topics",
+        "6",
+        "--partitions",
+        "2",
+        "--brokers",
+        "2",
+        "--repeat",
+        "2",
+        "--size-mb",
+        "2",
+        "--workdir",
+        str(tmp_path / "work"),
+        timeout_s=300,
+    )
+    assert document["ok"] is True and document["failures"] == []
+    check_summary(document, rows=3)  # one disable, all at once, produce: secure / plaintext
+    results = document["results"]
+    assert results["acls"] > 0  # the secure cluster's clients are ACL holders, not super users
+    for variant in ("plaintext", "secure"):
+        assert results["produce"][variant]["problems"] == [], variant
+        assert len(results["single"][variant]["samples_s"]) == 2, variant
+        assert results["batched"][variant]["topics"] == 6, variant
+    assert set(document["goals_met"]) == {"one_disable", "all_at_once", "produce"}

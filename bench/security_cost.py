@@ -1,0 +1,579 @@
+"""The cost of TLS and the authorizer: the same disables and Kafka produces on a secure cluster
+and on a plaintext one, both up at once and measured in one run, the two alternating.
+
+Setup: two real clusters as the integration tests run them (``tests.support.cluster.Cluster``,
+KRaft mode: an active controller, a standby and ``--brokers`` (3) brokers, each a separate
+process), with the product's defaults for timeouts and backoff and brokers' tiering tasks every
+30 s (as ``bench/disable_throughput.py``):
+
+- *plaintext*: gRPC without TLS, no authorizer, a PLAINTEXT Kafka listener;
+- *secure* (``bench/secure_cluster.py``): gRPC mutual TLS between every process and from the
+  bench's clients (certificates from ``tiered.security.certs``), ``authorizer.enabled=true``
+  with the controllers, brokers and an admin as super users and the bench's clients as ordinary
+  principals holding ACLs (prefixed on the bench's topics), and a SASL_SSL Kafka listener with
+  SCRAM-SHA-512 for the producer.
+
+Measured, in this order (the order of the two clusters alternates from one sample to the next;
+the cluster-wide disable runs once each, plaintext first):
+
+1. *Kafka produce*: ``--size-mb`` MiB (256) of 1 KiB records to a topic of one partition with
+   ``bench/kafka_clients.py``'s confluent-kafka producer (acks=1, linger.ms=10, 1 MiB batches),
+   until ``flush()`` returns; ``--rounds`` (3) rounds per cluster, each to a new topic, the
+   median round's MB/s.
+2. *one disable*: ``--repeat`` (20) topics of ``--latency-partitions`` (3) partitions, alone in
+   the cluster, each altered to ``remote.storage.enable=false`` with
+   ``remote.log.disable.policy=retain``; the time from the alter to the first describe (polled
+   every 2 ms) that shows DISABLED; median.
+3. *all at once*: ``--topics`` (1000) topics of ``--partitions`` (10) partitions, the same alter
+   sent for all of them from ``--alter-threads`` (4) threads; the time until a describe (every
+   100 ms) shows the last one DISABLED.
+
+Every phase records the CPU seconds each process of the cluster used (and, for the produce, the
+producer's own, librdkafka's threads included, and the leader broker's busiest threads: its
+Kafka listener's event loop, which receives and decrypts, against the handler threads) and the
+load average after it: where a secure figure falls behind the plaintext one, the CPU seconds say
+which process, and which thread, pays.
+
+One authorization check at 1k, 10k and 100k ACLs is ``bench/authorizer.py``'s figure.
+
+Verified, exiting 1 on a mismatch (timings are never asserted): the secure cluster refuses a
+client without a certificate, and the bench's client creating a topic outside its ACLs; every
+produce is acknowledged and the partition ends at the record count; every topic disabled is
+DISABLED at tiered epoch 1 with ``remote.storage.enable=false`` and, on its broker, every
+partition at epoch 1 and not copying.
+
+ratio = secure / plaintext: seconds for the disables (goal <= 1.3), MB/s for the produce (goal
+>= 0.7).
+
+Usage: ``python bench/security_cost.py [--quick] [--topics 1000] [--partitions 10]
+[--brokers 3] [--repeat 20] [--size-mb 256] [--rounds 3] [--workdir DIR] [--out PATH]``
+(results default to ``bench/results/security_cost.json``; ``--quick`` is 50 topics, 10 repeats,
+32 MiB and one round).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make the checkout importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import (
+    RESULTS_DIR,
+    code_fingerprint,
+    finish_run,
+    format_seconds,
+    format_table,
+    load_average,
+    machine_info,
+    summarize,
+    summary_row,
+    utc_now,
+)
+from bench.disable_throughput import (
+    BROKER_EXTRA,
+    CONTROLLER_DEFAULTS,
+    Processes,
+    batched_disable,
+    cpu_seconds_of_stat,
+    disable_and_wait,
+    log_dirs,
+    make_topics,
+    raise_open_files_limit,
+    verify,
+)
+from bench.kafka_clients import kafka_produce, own_cpu_seconds
+from bench.kafka_floor import Partition, Workload, build_workload, value
+from bench.secure_cluster import (
+    TOPIC_PREFIX,
+    Identities,
+    grant_clients,
+    issue_identities,
+    refusals,
+    secure_cluster,
+)
+from tests.rlmm_support import poll_until
+from tests.support.cluster import Cluster
+from tiered.cluster.model import TieredState
+
+DEFAULT_OUT = RESULTS_DIR / "security_cost.json"
+VARIANTS = ("plaintext", "secure")
+RETAIN_DISABLE = {"remote.storage.enable": "false", "remote.log.disable.policy": "retain"}
+QUICK = {"topics": 50, "repeat": 10, "size_mb": 32, "rounds": 1}
+GOALS = {"disable": 1.3, "produce": 0.7}  # secure / plaintext: at most, at least
+MIB = 1024 * 1024
+PROBE_TIMEOUT_S = 60.0
+
+Log = Callable[[str], None]
+
+
+class Variant:
+    """One of the two clusters, its processes and its Kafka clients' settings."""
+
+    def __init__(self, name: str, cluster: Cluster, producer: dict[str, Any]) -> None:
+        self.name = name
+        self.cluster = cluster
+        self.producer = producer
+        self.processes: Processes | None = None
+
+    def start(self) -> float:
+        begin = time.perf_counter()
+        self.cluster.start()
+        self.processes = Processes(self.cluster, None)
+        return time.perf_counter() - begin
+
+    def cpu(self) -> dict[str, float]:
+        assert self.processes is not None
+        return self.processes.cpu()
+
+    def used_since(self, before: dict[str, float]) -> dict[str, float]:
+        return Processes.used(before, self.cpu())
+
+    def wait_idle(self, log: Log) -> float:
+        assert self.processes is not None
+        return self.processes.wait_idle(log)
+
+
+def make_variants(root: Path, identities: Identities, brokers: int) -> dict[str, Variant]:
+    plaintext = Cluster(
+        root / "plaintext",
+        "kraft",
+        brokers=brokers,
+        controller_extra=dict(CONTROLLER_DEFAULTS),
+        broker_extra=dict(BROKER_EXTRA),
+    )
+    secure = secure_cluster(
+        root / "secure", identities, brokers, dict(CONTROLLER_DEFAULTS), dict(BROKER_EXTRA)
+    )
+    return {
+        "plaintext": Variant("plaintext", plaintext, {}),
+        "secure": Variant("secure", secure, identities.producer_config()),
+    }
+
+
+def alternating(variants: dict[str, Variant], sample: int) -> list[Variant]:
+    """Both clusters, plaintext first on even samples and secure first on odd ones."""
+    ordered = [variants[v] for v in VARIANTS]
+    return ordered if sample % 2 == 0 else ordered[::-1]
+
+
+# ----------------------------------------------------------------------------- produce
+
+
+def thread_cpu_seconds(pid: int) -> dict[str, float]:
+    """User + system CPU seconds of each thread of a process, by thread id."""
+    found = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            found[task.name] = cpu_seconds_of_stat(task / "stat")
+    return found
+
+
+def busiest_threads(before: dict[str, float], after: dict[str, float]) -> list[float]:
+    """The CPU seconds the busiest threads used in between, most first (the Kafka listener's
+    event loop, which receives and decrypts, against the handler threads)."""
+    used = sorted((after[t] - before.get(t, 0.0) for t in after), reverse=True)
+    return [round(u, 3) for u in used[:4]]
+
+
+def produce_topic(variant: Variant, name: str) -> tuple[Partition, Any, int]:
+    """A topic of one partition without tiering, hosted; its leader's gRPC stub and pid."""
+    cluster = variant.cluster
+    topic_id = cluster.admin.create_topic(name, 1, {})
+    leader = cluster.admin.describe_topic(name).partitions[0].leader
+    poll_until(
+        lambda: (topic_id, 0) in cluster.log_dirs(leader),
+        timeout=60,
+        what=f"{variant.name}: {name} to be hosted",
+    )
+    process = cluster.brokers[leader].process
+    assert process is not None
+    return Partition(name, topic_id), cluster.broker_stub(leader), process.pid
+
+
+def wait_producer_accepted(variant: Variant, topic: str) -> float:
+    """Until the producer's first record is acknowledged (brokers learn a new SCRAM user a moment
+    after the controller stored it). Seconds waited."""
+    from confluent_kafka import Producer
+
+    begin = time.perf_counter()
+    failures: list[str] = []
+
+    def delivered() -> bool:
+        errors: list[str] = []
+        producer = Producer(
+            {
+                **variant.producer,
+                "log_level": 0,
+                "bootstrap.servers": variant.cluster.kafka_bootstrap,
+                "message.timeout.ms": 5000,
+                "on_delivery": lambda error, _m: errors.append(str(error)) if error else None,
+            }
+        )
+        producer.produce(topic, value(0), partition=0)
+        ok = producer.flush(10) == 0 and not errors
+        failures[:] = errors
+        return ok
+
+    poll_until(
+        delivered,
+        timeout=PROBE_TIMEOUT_S,
+        what=f"{variant.name}: the producer to be accepted ({failures[:1]})",
+    )
+    return time.perf_counter() - begin
+
+
+def produce_phase(
+    variants: dict[str, Variant], workload: Workload, rounds: int, log: Log
+) -> dict[str, Any]:
+    runs: dict[str, list[dict[str, Any]]] = {v: [] for v in VARIANTS}
+    for r in range(rounds):
+        for variant in alternating(variants, r):
+            partition, stub, leader_pid = produce_topic(variant, f"{TOPIC_PREFIX}produce-{r}")
+            cpu_before, own_before = variant.cpu(), own_cpu_seconds()
+            threads_before = thread_cpu_seconds(leader_pid)
+            figures, check = kafka_produce(
+                variant.cluster.kafka_bootstrap, stub, partition, workload, variant.producer
+            )
+            figures["cpu_s"] = variant.used_since(cpu_before)
+            figures["leader_busiest_threads_cpu_s"] = busiest_threads(
+                threads_before, thread_cpu_seconds(leader_pid)
+            )
+            figures["producer_cpu_s"] = round(own_cpu_seconds() - own_before, 3)
+            figures["load_average_after"] = load_average()
+            figures["problems"] = check()
+            runs[variant.name].append(figures)
+            log(
+                f"  produce round {r + 1}, {variant.name}: {figures['mb_per_s']:.1f} MB/s; "
+                f"CPU s {figures['cpu_s']}, producer {figures['producer_cpu_s']}, leader's "
+                f"busiest threads {figures['leader_busiest_threads_cpu_s']}"
+            )
+    result: dict[str, Any] = {}
+    for name, found in runs.items():
+        ranked = sorted(found, key=lambda f: float(f["mb_per_s"]))
+        result[name] = {
+            **ranked[(len(ranked) - 1) // 2],  # the median round (the lower of an even count)
+            "rounds_mb_per_s": [f["mb_per_s"] for f in found],
+            "problems": [p for f in found for p in f["problems"]],
+        }
+    return result
+
+
+# ----------------------------------------------------------------------------- disables
+
+
+def single_phase(
+    variants: dict[str, Variant], names: Sequence[str], poll_s: float
+) -> dict[str, Any]:
+    samples: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    cpu_before = {v: variants[v].cpu() for v in VARIANTS}
+    for i, name in enumerate(names):
+        for variant in alternating(variants, i):
+            samples[variant.name].append(
+                disable_and_wait(variant.cluster.admin, name, poll_s, RETAIN_DISABLE)
+            )
+    return {
+        v: {
+            **summarize(samples[v]),
+            "samples_s": samples[v],
+            # both clusters' processes ran during the whole phase, each only for its own disables
+            "cpu_s": variants[v].used_since(cpu_before[v]),
+        }
+        for v in VARIANTS
+    } | {"load_average_after": load_average()}
+
+
+def batched_phase(
+    variants: dict[str, Variant], names: Sequence[str], args: argparse.Namespace, log: Log
+) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for variant in (variants[v] for v in VARIANTS):
+        for other in variants.values():
+            other.wait_idle(log)
+        cpu_before = variant.cpu()
+        figures = batched_disable(
+            variant.cluster.admin,
+            names,
+            args.alter_threads,
+            args.batch_poll_ms / 1000,
+            RETAIN_DISABLE,
+        )
+        figures["cpu_s"] = variant.used_since(cpu_before)
+        figures["load_average_after"] = load_average()
+        result[variant.name] = figures
+        log(
+            f"  {variant.name}: {len(names)} topics DISABLED in {figures['seconds']:.2f} s "
+            f"(alters answered after {figures['alters_done_s']:.2f} s); CPU s {figures['cpu_s']}"
+        )
+    return result
+
+
+# ----------------------------------------------------------------------------- the run
+
+
+def run(args: argparse.Namespace, workdir: Path, log: Log) -> tuple[dict[str, Any], list[str]]:
+    results: dict[str, Any] = {}
+    failures: list[str] = []
+    identities = issue_identities(workdir / "certificates", list(range(1, args.brokers + 1)))
+    variants = make_variants(workdir, identities, args.brokers)
+    try:
+        for variant in variants.values():
+            results.setdefault("cluster_start_s", {})[variant.name] = variant.start()
+        results["acls"] = grant_clients(variants["secure"].cluster, identities)
+        failures += refusals(variants["secure"].cluster)
+        log(f"clusters up: {results['cluster_start_s']}; {results['acls']} ACLs granted")
+        for variant in variants.values():
+            partition, _, _ = produce_topic(variant, f"{TOPIC_PREFIX}probe")
+            waited = wait_producer_accepted(variant, partition.name)
+            log(f"  {variant.name}: the producer was accepted after {waited:.1f} s")
+
+        workload = build_workload(int(args.size_mb * MIB))
+        results["workload"] = {"records": workload.records, "value_bytes": workload.value_bytes}
+        results["produce"] = produce_phase(variants, workload, args.rounds, log)
+        failures += [p for v in VARIANTS for p in results["produce"][v]["problems"]]
+
+        single = [f"{TOPIC_PREFIX}single-{i:03d}" for i in range(args.repeat)]
+        for variant in variants.values():
+            assert variant.processes is not None
+            make_topics(variant.cluster, single, args.latency_partitions, variant.processes, log)
+        results["single"] = single_phase(variants, single, args.latency_poll_ms / 1000)
+        log(
+            "  one disable (median): "
+            + ", ".join(f"{v} {format_seconds(results['single'][v]['median_s'])}" for v in VARIANTS)
+        )
+
+        names = [f"{TOPIC_PREFIX}topic-{i:05d}" for i in range(args.topics)]
+        results["setup"] = {}
+        for variant in variants.values():
+            assert variant.processes is not None
+            results["setup"][variant.name] = make_topics(
+                variant.cluster, names, args.partitions, variant.processes, log
+            )
+        results["batched"] = batched_phase(variants, names, args, log)
+
+        for variant in variants.values():
+            hosted = log_dirs(variant.cluster)
+            found = verify(variant.cluster, single + names, hosted, TieredState.DISABLED, 1)
+            failures += [f"{variant.name}: {f}" for f in found]
+        log(f"verified: {'ok' if not failures else f'{len(failures)} FAILURES'}")
+    except Exception:
+        failures.append(f"crashed:\n{traceback.format_exc()}")
+        log(f"CRASHED:\n{traceback.format_exc()}")
+        for variant in variants.values():
+            log(variant.cluster.dump_logs()[-10_000:])
+    finally:
+        for variant in variants.values():
+            variant.cluster.close()
+    return results, failures
+
+
+# ----------------------------------------------------------------------------- summary
+
+
+def ratios(results: dict[str, Any]) -> dict[str, float]:
+    """secure / plaintext for each figure measured."""
+    found = {}
+    if "single" in results:
+        found["one_disable"] = (
+            results["single"]["secure"]["median_s"] / results["single"]["plaintext"]["median_s"]
+        )
+    if "batched" in results:
+        found["all_at_once"] = (
+            results["batched"]["secure"]["seconds"] / results["batched"]["plaintext"]["seconds"]
+        )
+    if "produce" in results:
+        found["produce"] = (
+            results["produce"]["secure"]["mb_per_s"] / results["produce"]["plaintext"]["mb_per_s"]
+        )
+    return found
+
+
+def goals_met(found: dict[str, float]) -> dict[str, bool]:
+    met = {k: v <= GOALS["disable"] for k, v in found.items() if k != "produce"}
+    if "produce" in found:
+        met["produce"] = found["produce"] >= GOALS["produce"]
+    return met
+
+
+def summary_rows(results: dict[str, Any], args: argparse.Namespace) -> list[Any]:
+    baseline = "plaintext: the same cluster without TLS, SASL or authorizer"
+    rows = []
+    cluster = f"KRaft, {args.brokers} brokers"
+    if "single" in results:
+        rows.append(
+            summary_row(
+                f"{cluster}: one disable (retain policy), {args.latency_partitions} partitions",
+                f"secure: alter to DISABLED seen (median; goal <= {GOALS['disable']})",
+                results["single"]["secure"]["median_s"],
+                "s",
+                baseline,
+                results["single"]["plaintext"]["median_s"],
+            )
+        )
+    if "batched" in results:
+        rows.append(
+            summary_row(
+                f"{cluster}: {args.topics:,} topics x {args.partitions} partitions disabled at "
+                "once (retain policy)",
+                f"secure: until every topic is DISABLED (goal <= {GOALS['disable']})",
+                results["batched"]["secure"]["seconds"],
+                "s",
+                baseline,
+                results["batched"]["plaintext"]["seconds"],
+            )
+        )
+    if "produce" in results:
+        rows.append(
+            summary_row(
+                f"{cluster}: Kafka produce, {args.size_mb:g} MiB of 1 KiB records "
+                "(confluent-kafka)",
+                "secure: SASL_SSL SCRAM-SHA-512, non-super user with ACLs, MB/s (ratio: share "
+                f"of the baseline's MB/s, goal >= {GOALS['produce']})",
+                results["produce"]["secure"]["mb_per_s"],
+                "MB/s",
+                "plaintext: PLAINTEXT listener, no authorizer",
+                results["produce"]["plaintext"]["mb_per_s"],
+            )
+        )
+    return rows
+
+
+def print_table(results: dict[str, Any], log: Log) -> None:
+    found = ratios(results)
+    met = goals_met(found)
+    rows: list[list[object]] = []
+    for key, phase, figure in (
+        ("one_disable", "single", "median_s"),
+        ("all_at_once", "batched", "seconds"),
+    ):
+        if key in found:
+            rows.append(
+                [
+                    key,
+                    format_seconds(results[phase]["plaintext"][figure]),
+                    format_seconds(results[phase]["secure"][figure]),
+                    f"{found[key]:.2f}",
+                    "yes" if met[key] else "NO",
+                ]
+            )
+    if "produce" in found:
+        rows.append(
+            [
+                "produce MB/s",
+                f"{results['produce']['plaintext']['mb_per_s']:.1f}",
+                f"{results['produce']['secure']['mb_per_s']:.1f}",
+                f"{found['produce']:.2f}",
+                "yes" if met["produce"] else "NO",
+            ]
+        )
+    if rows:
+        log(format_table(["figure", "plaintext", "secure", "ratio", "goal met"], rows))
+
+
+# ----------------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--topics", type=int, help="topics disabled at once (default 1000)")
+    parser.add_argument("--partitions", type=int, default=10)
+    parser.add_argument("--brokers", type=int, default=3)
+    parser.add_argument("--repeat", type=int, help="single disables per cluster (20)")
+    parser.add_argument("--latency-partitions", type=int, default=3)
+    parser.add_argument("--latency-poll-ms", type=float, default=2.0)
+    parser.add_argument("--batch-poll-ms", type=float, default=100.0)
+    parser.add_argument("--alter-threads", type=int, default=4)
+    parser.add_argument("--size-mb", type=float, help="MiB produced per round (256)")
+    parser.add_argument("--rounds", type=int, help="produce rounds per cluster (3)")
+    parser.add_argument("--quick", action="store_true", help=f"small sizes: {QUICK}")
+    parser.add_argument("--workdir", type=Path, help="where the clusters' directories go")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the JSON results file")
+    args = parser.parse_args(argv)
+    args.topics = args.topics or (QUICK["topics"] if args.quick else 1000)
+    args.repeat = args.repeat or (QUICK["repeat"] if args.quick else 20)
+    args.size_mb = args.size_mb or (QUICK["size_mb"] if args.quick else 256)
+    args.rounds = args.rounds or (QUICK["rounds"] if args.quick else 3)
+    sizes = (args.topics, args.partitions, args.brokers, args.repeat, args.rounds)
+    if min(*sizes, args.alter_threads, args.latency_partitions) < 1 or args.size_mb <= 0:
+        parser.error(
+            "--topics, --partitions, --brokers, --repeat, --rounds, --alter-threads, "
+            "--latency-partitions and --size-mb must be positive"
+        )
+
+    def log(message: str) -> None:
+        print(message, flush=True)
+
+    started_at, started, machine = utc_now(), time.perf_counter(), machine_info()
+    code = {name: code_fingerprint(name) for name in ("tiered", "controller", "broker")}
+    open_files = raise_open_files_limit(
+        math.ceil(
+            (args.topics * args.partitions + args.repeat * args.latency_partitions) / args.brokers
+        )
+    )
+    if args.workdir is not None:
+        args.workdir.mkdir(parents=True, exist_ok=True)
+    workdir = Path(tempfile.mkdtemp(prefix="security-cost-", dir=args.workdir))
+    try:
+        results, failures = run(args, workdir, log)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    runtime_s = time.perf_counter() - started
+    found = ratios(results)
+    document = {
+        "benchmark": "security_cost",
+        "description": (
+            "The same work on a secure cluster (gRPC mutual TLS between every process, the "
+            "authorizer on with the bench's clients as non-super users holding ACLs, Kafka over "
+            "SASL_SSL SCRAM-SHA-512) and on a plaintext one, both up at once, alternating, in "
+            "one run: one disable, --topics topics disabled at once, Kafka produce MB/s. "
+            "ratio = secure / plaintext (goals: disables <= 1.3, produce >= 0.7)."
+        ),
+        "started_at": started_at,
+        "finished_at": utc_now(),
+        "runtime_s": runtime_s,
+        "machine": machine,
+        "load_average_at_end": load_average(),
+        "code": code,
+        "settings": {
+            "mode": "kraft",
+            "topics": args.topics,
+            "partitions": args.partitions,
+            "brokers": args.brokers,
+            "repeat": args.repeat,
+            "latency_partitions": args.latency_partitions,
+            "latency_poll_ms": args.latency_poll_ms,
+            "batch_poll_ms": args.batch_poll_ms,
+            "alter_threads": args.alter_threads,
+            "size_mb": args.size_mb,
+            "rounds": args.rounds,
+            "quick": args.quick,
+            "disable": RETAIN_DISABLE,
+            "controller": CONTROLLER_DEFAULTS,
+            "broker": BROKER_EXTRA,
+            "open_files_limit": open_files,
+        },
+        "results": results,
+        "ratios": found,
+        "goals": GOALS,
+        "goals_met": goals_met(found),
+        "summary": summary_rows(results, args),
+        "failures": failures,
+        "ok": not failures,
+    }
+    return finish_run(
+        args.out, document, runtime_s, failures, lambda: print_table(results, log), log
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
