@@ -89,9 +89,25 @@ class TlsStream:
                 continue
             except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
                 return 0
+            got += self._read_ready(buffer[got:])
             if self._outgoing.pending:
                 await self._flush()
             return got
+
+    def _read_ready(self, buffer: memoryview) -> int:
+        """Decrypts what already arrived into ``buffer``, without waiting: a read returns one TLS
+        record at most, and a trip through the event loop for each would cost more than the
+        decryption (an end of stream is left for the next read to report)."""
+        got = 0
+        while got < len(buffer):
+            try:
+                more = cast(int, self._ssl.read(len(buffer) - got, buffer[got:]))
+            except (ssl.SSLWantReadError, ssl.SSLZeroReturnError, ssl.SSLEOFError):
+                break
+            if more == 0:
+                break
+            got += more
+        return got
 
     async def sendall(self, data: Buffer) -> None:
         view = memoryview(data).cast("B")
