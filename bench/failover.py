@@ -177,12 +177,12 @@ class Run:
         standby.start()
         standby.wait_for("serving on", 120)
 
-    def start_brokers(self, env: dict[str, str] | None = None) -> None:
+    def start_brokers(self, env: dict[str, str] | None = None, ready: str = "serving on") -> None:
         for broker in self.brokers.values():
             broker.env = dict(env or {})
             broker.start()
         for broker in self.brokers.values():
-            broker.wait_for("serving on", 300)
+            broker.wait_for(ready, 300)
 
     def stop_all(self) -> None:
         for daemon in [*self.brokers.values(), *self.controllers]:
@@ -250,9 +250,11 @@ def freeze_at_fail_point(run: Run) -> float:
     brokers froze there. Returns the seconds from the brokers' start."""
     run.start_controllers()
     started = time.monotonic()
-    run.start_brokers({failpoints.ENVIRONMENT_VARIABLE: f"{FAIL_POINT}=pause"})
+    # A broker may stop there before it says it serves: the controller's request can come first.
+    run.start_brokers(
+        {failpoints.ENVIRONMENT_VARIABLE: f"{FAIL_POINT}=pause"}, ready=f"Fail point {FAIL_POINT}"
+    )
     for broker in run.brokers.values():
-        broker.wait_for(f"Fail point {FAIL_POINT}", TIMEOUT_S)
         deadline = time.monotonic() + 30
         while process_state(broker.pid) != "T":
             if time.monotonic() > deadline:

@@ -128,22 +128,31 @@ def start_controller_link(
         from tiered.cluster.zk_registration import BrokerZkRegistration  # noqa: PLC0415 - lazy
         from tiered.security.zk_acls import AclZkFollower  # noqa: PLC0415 - lazy
         from tiered.security.zk_scram_watch import ZkScramCredentials  # noqa: PLC0415
+        from tiered.zk_client import ZkClient  # noqa: PLC0415
 
         zk = BrokerZkRegistration(
             config.zookeeper_connect, registration, security=config.zookeeper_security
         )
-        zk.start()  # raises BrokerRegistrationError if another live broker holds the id
-        follower = AclZkFollower(zk.zk_client)
-        try:
-            watch = ZkScramCredentials(zk.zk_client)
+        followers: list[AclZkFollower] = []
+
+        def follow(client: ZkClient) -> None:
+            """SCRAM credentials and ACLs, loaded before the registration makes the controller
+            send requests that need them."""
+            watch = ZkScramCredentials(client)
             watch.start()
+            follower = AclZkFollower(client)
             follower.start()
+            followers.append(follower)
+            credentials.lookup = watch.scram_credential
+            acls.source = lambda: follower.acls
+            zk.on_close(follower.close)
+
+        try:
+            zk.start(follow)  # raises BrokerRegistrationError if another live broker holds the id
         except BaseException:
-            zk.close()
+            for follower in followers:
+                follower.close()
             raise
-        credentials.lookup = watch.scram_credential
-        acls.source = lambda: follower.acls
-        zk.on_close(follower.close)
         return zk
     log.info("No controller.quorum.bootstrap.servers or zookeeper.connect: standalone broker")
     return None

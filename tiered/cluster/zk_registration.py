@@ -140,9 +140,12 @@ class BrokerZkRegistration:
 
     # ------------------------------------------------------------------------------- lifecycle
 
-    def start(self) -> None:
-        """Connects and registers; returns once ``/brokers/ids/{id}`` is ours. Raises
-        ``BrokerRegistrationError`` if ZooKeeper is unreachable or the id stays taken."""
+    def start(self, on_connected: Callable[[ZkClient], None] = lambda _zk: None) -> None:
+        """Connects, calls ``on_connected`` with the session's client (what the broker follows
+        on it must be loaded before the controller, seeing the registration, sends requests
+        that depend on it), and registers; returns once ``/brokers/ids/{id}`` is ours. Raises
+        ``BrokerRegistrationError`` if ZooKeeper is unreachable or the id stays taken, and
+        what ``on_connected`` raises."""
         if self._closed.is_set():
             raise BrokerRegistrationError(f"{self!r} is closed")
         if self._worker is not None:
@@ -154,6 +157,7 @@ class BrokerZkRegistration:
                 f"cannot connect to ZooKeeper at {self._zk.connect}: {e}"
             ) from e
         try:
+            on_connected(self._zk)
             self._register(deadline=time.monotonic() + self._stale_timeout_s)
         except BaseException:
             self._zk.close()
