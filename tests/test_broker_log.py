@@ -531,8 +531,11 @@ def test_recovery_removes_orphans_and_temp_files(tmp_path: Path) -> None:
     reopened.close()
 
 
-def _read_acknowledged(proc: subprocess.Popen[bytes], want: int, deadline: float) -> list[int]:
-    """Offsets the child printed, reading until ``want`` or ``deadline`` (fails then)."""
+def _read_acknowledged(
+    proc: subprocess.Popen[bytes], want: int, deadline: float
+) -> tuple[list[int], bytes]:
+    """Offsets the child printed, reading until ``want`` or ``deadline`` (fails then), and the
+    start of a line not read whole yet."""
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
     acked: list[int] = []
@@ -551,7 +554,7 @@ def _read_acknowledged(proc: subprocess.Popen[bytes], want: int, deadline: float
             pending += chunk
             *lines, pending = pending.split(b"\n")
             acked += [int(line) for line in lines]
-    return acked
+    return acked, pending
 
 
 @pytest.mark.processes
@@ -564,13 +567,13 @@ def test_kill_9_loses_no_acknowledged_record(tmp_path: Path) -> None:
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
     )
     try:
-        acked = _read_acknowledged(proc, 2000, time.monotonic() + 60)
+        acked, pending = _read_acknowledged(proc, 2000, time.monotonic() + 60)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     # Lines printed before the kill but not yet read are acknowledged too.
     assert proc.stdout is not None
-    rest = proc.stdout.read()
+    rest = pending + proc.stdout.read()
     proc.stdout.close()
     acked += [int(line) for line in rest.split(b"\n")[:-1]]
     assert proc.returncode == -signal.SIGKILL
