@@ -283,3 +283,54 @@ def test_config_from_properties() -> None:
         AuthorizerConfig.from_properties({"authorizer.enabled": "yes"})
     with pytest.raises(ValueError, match=r"super\.users='admin' is not valid"):
         AuthorizerConfig.from_properties({"super.users": "admin"})
+
+
+# ----------------------------------------------------------------------- by resource type
+
+
+P = PatternType
+
+
+@pytest.mark.parametrize(
+    ("bindings", "config", "expected"),
+    [
+        ((), {}, False),  # nothing granted
+        ((), {"allow_everyone_if_no_acl_found": True}, True),
+        ((), {"super_users": frozenset({"User:alice"})}, True),
+        ((binding("orders", Op.WRITE),), {}, True),
+        ((binding("orders", Op.ALL),), {}, True),
+        ((binding("orders", Op.READ),), {}, False),  # another operation
+        ((binding("orders", Op.WRITE, principal="User:bob"),), {}, False),
+        ((binding("orders", Op.WRITE, principal="User:*"),), {}, True),
+        ((binding("orders", Op.WRITE, host="10.9.9.9"),), {}, False),
+        ((binding("orders", Op.WRITE), binding("orders", Op.WRITE, DENY)), {}, False),
+        (
+            (binding("orders", Op.WRITE), binding("ord", Op.WRITE, DENY, pattern=P.PREFIXED)),
+            {},
+            False,
+        ),
+        ((binding("orders", Op.WRITE), binding("other", Op.WRITE, DENY)), {}, True),
+        (
+            (
+                binding("ord", Op.WRITE, pattern=P.PREFIXED),
+                binding("o", Op.WRITE, DENY, pattern=P.PREFIXED),
+            ),
+            {},
+            False,
+        ),
+        (
+            (binding("ord", Op.WRITE, pattern=P.PREFIXED), binding("orders", Op.WRITE, DENY)),
+            {},
+            True,
+        ),
+        ((binding("*", Op.WRITE),), {}, True),
+        ((binding("orders", Op.WRITE), binding("*", Op.WRITE, DENY)), {}, False),
+        ((binding("kafka-cluster", Op.ALTER, resource_type=CLUSTER),), {}, False),  # not a topic
+    ],
+)
+def test_authorize_by_resource_type_is_kafkas(
+    bindings: tuple[AclBinding, ...], config: dict[str, object], expected: bool
+) -> None:
+    """Kafka's AuthorizerInterfaceDefaultTest: is WRITE allowed on some topic?"""
+    auth, _ = authorizer(*bindings, **config)
+    assert auth.authorize_by_resource_type(ALICE, Op.WRITE, TOPIC) is expected

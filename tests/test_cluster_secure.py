@@ -426,3 +426,70 @@ def test_a_certificate_without_cluster_action_may_not_disable_tiering_on_a_broke
         assert "User:CN=mallory,OU=users,O=tiered" in str(refused.value.details())
     finally:
         channel.close()
+
+
+def test_an_idempotent_producer_needs_write_on_some_topic(kraft: SecureCluster) -> None:
+    """InitProducerId as Kafka authorizes it: IdempotentWrite on the cluster, or Write on any
+    topic. A SCRAM user who may only Describe the topic is refused a producer id; with Write on
+    it she gets one."""
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    bootstrap = kraft.layout["kafka_bootstrap_servers"]
+    admin = KafkaAdmin({"bootstrap.servers": bootstrap, **kraft.sasl()})
+    poll_until(lambda: _listed(admin), timeout=30, what="a SASL_SSL login as the admin")
+    topic, password = "idempotent-orders", uuid.uuid4().hex
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
+    upsertion = UserScramCredentialUpsertion(
+        "carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), password.encode()
+    )
+    admin.alter_user_scram_credentials([upsertion])["carol"].result(timeout=30)
+    carol = {
+        **kraft.sasl(),
+        "bootstrap.servers": bootstrap,
+        "sasl.username": "carol",
+        "sasl.password": password,
+        "enable.idempotence": True,
+        "message.timeout.ms": 8000,
+    }
+
+    def grant(operation: AclOperation) -> None:
+        acl = AclBinding(
+            ResourceType.TOPIC,
+            topic,
+            ResourcePatternType.LITERAL,
+            "User:carol",
+            "*",
+            operation,
+            AclPermissionType.ALLOW,
+        )
+        admin.create_acls([acl])[acl].result(timeout=30)
+
+    def refused() -> bool:
+        # No callbacks: librdkafka raises the fatal error while it would call them.
+        producer = Producer(carol)
+        try:
+            producer.produce(topic, b"x")
+            producer.flush(10)
+        except KafkaException as e:
+            return bool(e.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED)
+        return False
+
+    def produced() -> bool:
+        failures: list[KafkaError] = []
+        producer = Producer(carol)
+        producer.produce(topic, b"x", on_delivery=lambda e, _m: e and failures.append(e))
+        return producer.flush(10) == 0 and not failures
+
+    grant(AclOperation.DESCRIBE)  # her Metadata answers; a producer id needs a Write
+    poll_until(refused, timeout=60, what="carol's producer id refused")
+    grant(AclOperation.WRITE)
+    poll_until(produced, timeout=60, what="carol's idempotent produce")

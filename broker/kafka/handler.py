@@ -108,7 +108,7 @@ class BrokerKafkaHandler:
         self.fetch = FetchApi(agent, partitions, self._waits).fetch
         self.list_offsets = ListOffsetsApi(agent, partitions).list_offsets
         self.init_producer_id = InitProducerIdApi(
-            ProducerIdBlocks(this.node_id, this.log_dir)
+            ProducerIdBlocks(this.node_id, this.log_dir), access
         ).init_producer_id
 
     def waiting_fetches(self) -> int:

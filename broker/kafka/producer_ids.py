@@ -25,6 +25,8 @@ from broker.kafka.convert import NO_THROTTLE
 from tiered.durable import atomic_write
 from tiered.kafka.handler import RequestContext, response_type_for
 from tiered.kafka.messages import build
+from tiered.security.access import AccessControl
+from tiered.security.acl import AclOperation, ResourceType
 
 __all__ = ["BLOCK_FILE", "InitProducerIdApi", "ProducerIdBlocks", "ProducerIdsExhaustedError"]
 
@@ -93,8 +95,12 @@ class ProducerIdBlocks:
 
 
 class InitProducerIdApi:
-    def __init__(self, ids: ProducerIdBlocks) -> None:
+    """InitProducerId for idempotent producers. As Kafka, it needs IdempotentWrite on the cluster
+    or Write on some topic: a producer id is of no use to a client that may write nowhere."""
+
+    def __init__(self, ids: ProducerIdBlocks, access: AccessControl) -> None:
         self._ids = ids
+        self._access = access
 
     def init_producer_id(self, request: Any, context: RequestContext) -> ResponsePayload:
         response_type = response_type_for(request)
@@ -108,6 +114,17 @@ class InitProducerIdApi:
                 request.transactional_id,
             )
             return _answer(response_type, KafkaErrorCode.invalid_request)
+        requester = context.requester
+        if not (
+            self._access.allowed(requester, AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER)
+            or self._access.allowed_on_some(requester, AclOperation.WRITE, ResourceType.TOPIC)
+        ):
+            log.info(
+                "InitProducerId from %s refused: %s may not write to any topic",
+                context.client_address,
+                requester.principal,
+            )
+            return _answer(response_type, KafkaErrorCode.cluster_authorization_failed)
         try:
             producer_id = self._ids.next_id()
         except (OSError, ValueError, ProducerIdsExhaustedError) as e:

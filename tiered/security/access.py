@@ -88,6 +88,14 @@ class AccessControl:
     ) -> bool:
         return self.denial(context, operation, resource_type, name) is None
 
+    def allowed_on_some(
+        self, context: RequestContext, operation: AclOperation, resource_type: ResourceType
+    ) -> bool:
+        """Whether ``operation`` is allowed on some resource of ``resource_type``
+        (``StandardAuthorizer.authorize_by_resource_type``)."""
+        self._before_check()
+        return self.authorizer.authorize_by_resource_type(context, operation, resource_type)
+
     def require(
         self,
         context: RequestContext,
