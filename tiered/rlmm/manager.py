@@ -425,6 +425,8 @@ class StoreRemoteLogMetadataManager(api.BulkDeleteRemoteLogMetadataManager):
             raise RemoteStorageException(f"partition {tp}: {e}") from e
         if led.state is None or led.notified_version != led.state.version:
             led.state = None
+            if for_write:
+                self._raise_if_claimed_by_another(tp, led)
             try:
                 led.state = self._load(tp)
             except RemoteResourceNotFoundException:
@@ -447,6 +449,13 @@ class StoreRemoteLogMetadataManager(api.BulkDeleteRemoteLogMetadataManager):
         led.claim_verified = True
         log.info("Partition %s: remote metadata was deleted; claimed again", tp)
         return state
+
+    def _raise_if_claimed_by_another(self, tp: TopicIdPartition, led: _LedPartition) -> None:
+        """Fenced before a reload, not after it: a deposed leader would otherwise load a whole
+        partition its successor keeps writing to, and lose that race again and again."""
+        stored = self._backend.get(keys.claim_key(tp))
+        if stored is not None and stored.version != led.claim_version:
+            self._verify_claim(tp, led)
 
     def _verify_claim(self, tp: TopicIdPartition, led: _LedPartition) -> None:
         """After a reload (which follows any lost race), whether this manager still leads."""
