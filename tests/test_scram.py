@@ -176,3 +176,28 @@ def test_mechanisms_by_name_and_type() -> None:
         ScramMechanism.from_name("PLAIN")
     with pytest.raises(ValueError, match="unknown SCRAM mechanism type 0"):
         ScramMechanism.from_type(0)
+
+
+@pytest.mark.parametrize(("repeated", "accepted"), [(True, True), (False, False)])
+def test_librdkafka_before_2_6_1_repeating_its_nonce_is_accepted(
+    repeated: bool, accepted: bool
+) -> None:
+    """Debian's kcat (librdkafka 2.0) sends r=<client nonce><client nonce><server nonce>, as
+    Kafka 3.9 accepted; any other nonce is still refused."""
+    salt = b"salt-of-carol"
+    credential = ScramCredential.from_password(SHA512, "pw", 4096, salt)
+    server = ScramSaslServer(SHA512, {"carol": credential}.get)
+    first_bare = "n=carol,r=cnonce"
+    server_first = server.evaluate_response(f"n,,{first_bare}".encode()).decode()
+    nonce = dict(part.split("=", 1) for part in server_first.split(","))["r"]
+    sent = ("cnonce" if repeated else "other") + nonce
+    without_proof = f"c=biws,r={sent}"
+    formatter = ScramFormatter(SHA512)
+    auth_message = ",".join((first_bare, server_first, without_proof)).encode()
+    proof = formatter.client_proof(formatter.salted_password("pw", salt, 4096), auth_message)
+    final = f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+    if accepted:
+        assert server.evaluate_response(final).startswith(b"v=")
+    else:
+        with pytest.raises(ScramAuthenticationError, match=INVALID_CREDENTIALS):
+            server.evaluate_response(final)

@@ -54,7 +54,9 @@ DEFAULT_API_VERSIONS: Mapping[int, tuple[int, int]] = {
     31: (1, 3),  # DeleteAcls
     32: (1, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
-    17: (1, 1),  # SaslHandshake (v0's raw tokens without SaslAuthenticate are not served)
+    # SaslHandshake from v0, as Kafka advertises it (older librdkafka, as in kcat, needs v0); v0's raw
+    # tokens without SaslAuthenticate are not served.
+    17: (0, 1),
     35: (1, 4),  # DescribeLogDirs
     36: (0, 2),  # SaslAuthenticate
     44: (0, 1),  # IncrementalAlterConfigs
