@@ -158,3 +158,39 @@ def test_stop_kills_a_child_that_ignores_sigterm_and_detach_keeps_the_pid_file(
     finally:
         os.kill(daemon.pid, signal.SIGKILL)
         os.waitpid(daemon.pid, 0)  # our child still: reap it
+
+
+_SAYS_ITS_DEATH_SIGNAL = (
+    "import ctypes, time\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "signal_number = ctypes.c_int(-1)\n"
+    "libc.prctl(2, ctypes.byref(signal_number), 0, 0, 0)  # PR_GET_PDEATHSIG\n"
+    "print('death signal %d' % signal_number.value, flush=True)\n"
+    "time.sleep(600)\n"
+)
+_forks_seen: list[int] = []
+_counting_forks: list[bool] = []
+
+
+def _count_a_fork() -> None:
+    if _counting_forks:
+        _forks_seen.append(os.getpid())
+
+
+os.register_at_fork(before=_count_a_fork)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux-only")
+def test_the_death_signal_is_set_without_forking_the_parent_interpreter(
+    children: list[ChildProcess], tmp_path: Path
+) -> None:
+    """A fork that runs the parent's atfork handlers would restart gRPC's threads in the child,
+    which then abort when the child closes their descriptors before exec."""
+    _counting_forks.append(True)
+    try:
+        child = spawn(children, tmp_path, _SAYS_ITS_DEATH_SIGNAL)
+    finally:
+        _counting_forks.clear()
+    assert _forks_seen == []
+    poll_until(lambda: "\ndeath signal " in child.log_tail(5), timeout=30, what="its answer")
+    assert child.log_tail(1) == f"death signal {int(signal.SIGTERM)}"

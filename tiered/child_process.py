@@ -4,9 +4,10 @@ its output appended to a log file, its pid written to a pid file, waited for unt
 killed, or detached to run on as a daemon.
 
 ``die_with_parent`` asks the kernel to SIGTERM the child when the thread that started it dies
-(``PR_SET_PDEATHSIG``, Linux), so a killed test run leaves no server behind. The signal follows
-the starting *thread*, not the process: start such children from a long-lived thread. A daemon
-that must outlive its starter turns it off and calls ``detach()``.
+(``PR_SET_PDEATHSIG``, set by util-linux's ``setpriv``; Linux), so a killed test run leaves no
+server behind. The signal follows the starting *thread*, not the process: start such children
+from a long-lived thread. A daemon that must outlive its starter turns it off and calls
+``detach()``.
 
 ``kill_group`` has SIGKILL take the child's whole process group (the child leads its own
 session, so the group's id is its pid): what it forked dies with it, as on the loss of its
@@ -16,8 +17,8 @@ machine (a Spark worker's executors and their Python workers).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -28,33 +29,23 @@ from typing import IO
 
 from tiered.daemon_logging import log_tail
 
-__all__ = ["LOG_TAIL_LINES", "ChildProcess", "death_signal_preexec"]
+__all__ = ["LOG_TAIL_LINES", "ChildProcess", "with_death_signal"]
 
-_PR_SET_PDEATHSIG = 1
 LOG_TAIL_LINES = 40
 """How much of its log an error about a child shows."""
 
 
-def death_signal_preexec() -> Callable[[], None] | None:
-    """A ``preexec_fn`` that asks the kernel to SIGTERM the child when its parent thread dies
-    (None off Linux)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    # Resolve prctl before fork: the child should do as little as possible.
-    libc = ctypes.CDLL(None, use_errno=True)
-    prctl = libc.prctl
-    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-    prctl.restype = ctypes.c_int
-    parent_pid = os.getpid()
+def with_death_signal(command: Sequence[str]) -> list[str]:
+    """``command`` run through util-linux's ``setpriv --pdeathsig TERM``: the kernel SIGTERMs it
+    when the thread that spawned it dies (unchanged where setpriv is missing).
 
-    def preexec() -> None:
-        if prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
-        # The parent may have died between fork and prctl: nobody would signal us.
-        if os.getppid() != parent_pid:
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    return preexec
+    Not a ``preexec_fn``: that forces a plain ``fork()``, whose atfork handlers restart gRPC's
+    poller threads in the child, and the child's ``close_fds`` then pulls their epoll descriptor
+    from under them, an abort before ``exec``. Without it, Popen uses ``vfork()``."""
+    setpriv = shutil.which("setpriv") if sys.platform.startswith("linux") else None
+    if setpriv is None:
+        return list(command)
+    return [setpriv, "--pdeathsig", "TERM", "--", *command]
 
 
 def _nothing_to_add() -> str:
@@ -87,14 +78,13 @@ class ChildProcess:
         """When it was spawned (``time.monotonic()``)."""
         try:
             self._process: subprocess.Popen[bytes] | None = subprocess.Popen(
-                list(command),
+                with_death_signal(command) if die_with_parent else list(command),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=cwd,
                 env=None if env is None else dict(env),
                 start_new_session=True,
-                preexec_fn=death_signal_preexec() if die_with_parent else None,  # noqa: PLW1509 - PDEATHSIG
             )
         except BaseException:
             log.close()
