@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
+from broker.groups.group_config import GroupConfig
 from broker.log import LogConfig
 from broker.rlm.manager import RemoteLogManagerConfig, RetentionConfig
 from tiered import config as keys
@@ -139,6 +140,7 @@ class BrokerConfig:
     kafka_listeners: tuple[KafkaListener, ...] = ()
     grpc_advertised: Listener | None = None  # None: host:port
     grpc_security: GrpcSecurity = field(default_factory=GrpcSecurity)
+    groups: GroupConfig = field(default_factory=GroupConfig)  # the group.* keys
     properties: Mapping[str, str] = field(default_factory=dict)  # the file, for DescribeConfigs
 
     @classmethod
@@ -198,6 +200,7 @@ class BrokerConfig:
             kafka_listeners=_kafka_listeners(values, listeners, advertised),
             grpc_advertised=advertised[GRPC],
             grpc_security=GrpcSecurity.from_properties(values),
+            groups=GroupConfig.from_properties(values),
             properties=MappingProxyType(dict(values)),
         )
 

@@ -8,6 +8,8 @@ the module that answers it.
   DescribeUserScramCredentials; ``acls_api``: CreateAcls, DescribeAcls, DeleteAcls; all
   forwarded to the active controller (``ControllerAdmin``), which judges them as the client;
 - ``log_dirs_api``: DescribeLogDirs, from this broker's own partitions;
+- ``groups_api``: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, DescribeGroups, ListGroups, on
+  this broker's ``GroupCoordinator`` (``broker.groups``);
 - the record APIs, on this broker's logs (``BrokerAgent``): ``produce_api`` (Produce),
   ``fetch_api`` (Fetch, long polls waiting in ``fetch_waits``), ``offsets_api`` (ListOffsets),
   ``producer_ids`` (InitProducerId); ``partitions`` finds the partitions they name.
@@ -22,14 +24,18 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
+from kio.schema.errors import ErrorCode as KafkaErrorCode
 from kio.static.protocol import ResponsePayload
 
 from broker.admin_forwarder import ControllerAdmin
+from broker.groups.coordinator import GroupCoordinator
+from broker.groups.group_config import GroupConfig
 from broker.kafka.acls_api import AclsApi
 from broker.kafka.cluster_view import ClusterView
 from broker.kafka.config_api import ConfigApi
 from broker.kafka.fetch_api import FetchApi, Reader
 from broker.kafka.fetch_waits import FetchWaits
+from broker.kafka.groups_api import GroupsApi
 from broker.kafka.log_dirs_api import LocalPartition, LogDirsApi
 from broker.kafka.metadata_api import MetadataApi
 from broker.kafka.offsets_api import ListOffsetsApi, TimestampSearch
@@ -79,6 +85,7 @@ class BrokerKafkaHandler:
         agent: DataAgent,
         metadata_max_age_s: float = 1.0,
         access: AccessControl = ALLOW_ALL,
+        group_config: GroupConfig | None = None,
     ) -> None:
         view = ClusterView(controller, metadata_max_age_s)
         cluster = MetadataApi(view, this, access)
@@ -110,6 +117,15 @@ class BrokerKafkaHandler:
         self.init_producer_id = InitProducerIdApi(
             ProducerIdBlocks(this.node_id, this.log_dir), access
         ).init_producer_id
+        # Every group is coordinated here until the offsets side places groups on brokers.
+        self.groups = GroupCoordinator(lambda group: KafkaErrorCode.none, tuple, group_config)
+        groups = GroupsApi(self.groups, access)
+        self.join_group = groups.join_group
+        self.sync_group = groups.sync_group
+        self.heartbeat = groups.heartbeat
+        self.leave_group = groups.leave_group
+        self.describe_groups = groups.describe_groups
+        self.list_groups = groups.list_groups
 
     def waiting_fetches(self) -> int:
         """Fetches waiting for data now."""
@@ -119,3 +135,4 @@ class BrokerKafkaHandler:
         """Answers no more waiting fetches (their connections close); call once the listener
         has stopped."""
         self._waits.close()
+        self.groups.close()

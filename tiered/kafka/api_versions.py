@@ -45,6 +45,12 @@ DEFAULT_API_VERSIONS: Mapping[int, tuple[int, int]] = {
     2: (1, 8),  # ListOffsets (v8 adds earliest-local -4; v9's latest-tiered -5 is not served)
     3: (0, 12),  # Metadata
     10: (0, 6),  # FindCoordinator
+    11: (0, 9),  # JoinGroup
+    12: (0, 4),  # Heartbeat
+    13: (0, 5),  # LeaveGroup
+    14: (0, 5),  # SyncGroup
+    15: (0, 5),  # DescribeGroups
+    16: (0, 5),  # ListGroups
     18: (0, 4),  # ApiVersions
     19: (2, 7),  # CreateTopics
     20: (1, 6),  # DeleteTopics
