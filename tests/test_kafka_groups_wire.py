@@ -16,6 +16,7 @@ from kio.schema.errors import ErrorCode
 from broker.groups.coordinator import GroupCoordinator
 from broker.groups.group_config import GroupConfig
 from broker.kafka.groups_api import GroupsApi
+from tests.support.kafka_wire import WireClient
 from tiered.kafka.api_versions import DEFAULT_API_VERSIONS, ApiVersionRegistry
 from tiered.kafka.messages import build, nested
 from tiered.kafka.server import KafkaServer, ListenerSettings
@@ -30,7 +31,6 @@ from tiered.security.acl import (
 )
 from tiered.security.acl_index import AclIndex
 from tiered.security.authorizer import AuthorizerConfig, StandardAuthorizer
-from tests.support.kafka_wire import WireClient
 
 JOIN, HEARTBEAT, LEAVE, SYNC, DESCRIBE, LIST = 11, 12, 13, 14, 15, 16
 GROUP_KEYS = (JOIN, HEARTBEAT, LEAVE, SYNC, DESCRIBE, LIST)
