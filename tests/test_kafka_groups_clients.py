@@ -1,0 +1,207 @@
+"""Consumer groups with real clients against a real cluster, in both metadata modes: two members
+(confluent-kafka, kafka-python) split a topic's partitions, a leaver's partitions move to the
+other at once (long before its session would expire), a restarted static member
+(``group.instance.id``) gets its partitions back without a rebalance, and the admin API lists
+and describes the group (ListGroups, DescribeGroups).
+
+Clients fetch their committed offsets (OffsetFetch) once assigned and stall without it, so these
+tests run once the broker serves OffsetFetch (the offsets side of the consumer groups). One
+broker: until groups are placed on brokers, every broker would coordinate every group."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as ConfluentPartition
+from kafka import ConsumerRebalanceListener, KafkaConsumer
+
+from tests.rlmm_support import poll_until
+from tests.support.cluster import Cluster
+from tests.support.kafka_clients import create_topic
+from tests.support.kafka_cluster import MODES, QUIET, confluent_admin, shared_cluster
+from tiered.kafka.api_versions import DEFAULT_API_VERSIONS
+
+OFFSET_FETCH = 9
+
+pytestmark = [
+    pytest.mark.processes,
+    pytest.mark.skipif(
+        OFFSET_FETCH not in DEFAULT_API_VERSIONS,
+        reason="clients stall without OffsetFetch, which the offsets side of the groups serves",
+    ),
+]
+
+PARTITIONS = 4
+# Long sessions: a partition that moves within this test's deadlines moved because its member
+# left, not because its session expired.
+SESSION_MS = 45_000
+GROUP_SETTINGS = {"group.initial.rebalance.delay.ms": "200"}
+
+
+@pytest.fixture(scope="module", params=MODES)
+def cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Cluster]:
+    root = tmp_path_factory.mktemp(f"kafka-groups-{request.param}")
+    with shared_cluster(request, root, {1: GROUP_SETTINGS}, brokers=1) as started:
+        yield started
+
+
+@pytest.fixture
+def topic(cluster: Cluster) -> str:
+    name = f"g-{uuid.uuid4().hex[:8]}"
+    create_topic(cluster, name, PARTITIONS)
+    return name
+
+
+class Member:
+    """A consumer polling on its own thread (clients are not shared between threads), with the
+    partitions it holds now and how often it lost some."""
+
+    def __init__(self, run: Callable[[Member], None]) -> None:
+        self.assignment: frozenset[int] = frozenset()
+        self.revocations = 0
+        self.error: BaseException | None = None
+        self.stop = threading.Event()
+        self._thread = threading.Thread(target=self._guarded, args=(run,), daemon=True)
+        self._thread.start()
+
+    def _guarded(self, run: Callable[[Member], None]) -> None:
+        try:
+            run(self)
+        except BaseException as e:  # reported by the test's next check
+            self.error = e
+
+    def assigned(self, revoked: bool) -> None:
+        self.revocations += int(revoked)
+
+    def close(self) -> None:
+        self.stop.set()
+        self._thread.join(30)
+        assert not self._thread.is_alive(), "the consumer did not close"
+        if self.error is not None:
+            raise self.error
+
+
+def confluent_member(cluster: Cluster, topic: str, group: str, **config: Any) -> Member:
+    def run(member: Member) -> None:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": cluster.kafka_bootstrap,
+                "group.id": group,
+                "enable.auto.commit": False,
+                "session.timeout.ms": SESSION_MS,
+                "heartbeat.interval.ms": 200,
+                "partition.assignment.strategy": "range",
+                **QUIET,
+                **config,
+            }
+        )
+
+        def on_assign(_: Any, partitions: list[ConfluentPartition]) -> None:
+            member.assignment = frozenset(p.partition for p in partitions)
+
+        def on_revoke(_: Any, partitions: list[ConfluentPartition]) -> None:
+            member.assigned(bool(partitions))
+            member.assignment = frozenset()
+
+        consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
+        try:
+            while not member.stop.is_set():
+                consumer.poll(0.1)
+        finally:
+            consumer.close()
+
+    return Member(run)
+
+
+def python_member(cluster: Cluster, topic: str, group: str) -> Member:
+    def run(member: Member) -> None:
+        consumer = KafkaConsumer(
+            bootstrap_servers=cluster.kafka_bootstrap,
+            group_id=group,
+            enable_auto_commit=False,
+            session_timeout_ms=SESSION_MS,
+            heartbeat_interval_ms=200,
+        )
+
+        class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+            def on_partitions_assigned(self, assigned: Any) -> None:
+                member.assignment = frozenset(p.partition for p in assigned)
+
+            def on_partitions_revoked(self, revoked: Any) -> None:
+                member.assigned(bool(revoked))
+                member.assignment = frozenset()
+
+        consumer.subscribe([topic], listener=Listener())
+        try:
+            while not member.stop.is_set():
+                consumer.poll(100)
+        finally:
+            consumer.close(autocommit=False)
+
+    return Member(run)
+
+
+def split_between(*members: Member) -> Callable[[], bool]:
+    def split() -> bool:
+        for member in members:
+            if member.error is not None:
+                raise member.error
+        held = [m.assignment for m in members]
+        return all(held) and sum(map(len, held)) == PARTITIONS and len(frozenset().union(*held)) == PARTITIONS
+
+    return split
+
+
+@pytest.mark.parametrize("client", ["confluent", "kafka-python"])
+def test_two_members_split_and_a_leaver_hands_over_at_once(
+    cluster: Cluster, topic: str, client: str
+) -> None:
+    make = confluent_member if client == "confluent" else python_member
+    group = f"split-{uuid.uuid4().hex[:6]}"
+    first, second = make(cluster, topic, group), make(cluster, topic, group)
+    try:
+        poll_until(split_between(first, second), timeout=60, what="the members to split the topic")
+        second.close()  # LeaveGroup
+        poll_until(
+            lambda: first.assignment == frozenset(range(PARTITIONS)),
+            timeout=SESSION_MS / 1000 / 2,
+            what="the survivor to take the leaver's partitions",
+        )
+    finally:
+        first.close()
+        second.stop.set()
+
+
+def test_restarted_static_member_gets_its_partitions_back_without_a_rebalance(
+    cluster: Cluster, topic: str
+) -> None:
+    group = f"static-{uuid.uuid4().hex[:6]}"
+    stays = confluent_member(cluster, topic, group, **{"group.instance.id": "stays"})
+    restarts = confluent_member(cluster, topic, group, **{"group.instance.id": "restarts"})
+    try:
+        poll_until(split_between(stays, restarts), timeout=60, what="the members to split")
+        held, revocations = restarts.assignment, stays.revocations
+        admin = confluent_admin(cluster)
+        listed = admin.list_consumer_groups().result(30)
+        assert group in {g.group_id for g in listed.valid}
+        described = admin.describe_consumer_groups([group])[group].result(30)
+        assert str(described.state).endswith("STABLE")
+        assert {m.group_instance_id for m in described.members} == {"stays", "restarts"}
+        restarts.close()  # a static member sends no LeaveGroup: its session keeps its place
+        back = confluent_member(cluster, topic, group, **{"group.instance.id": "restarts"})
+        try:
+            poll_until(lambda: bool(back.assignment), timeout=60, what="the restarted member")
+            assert back.assignment == held
+            assert stays.revocations == revocations  # the other member saw no rebalance
+        finally:
+            back.close()
+    finally:
+        stays.close()
+        restarts.stop.set()
