@@ -1,8 +1,9 @@
 """Consumer groups with real clients against a real cluster, in both metadata modes: two members
-(confluent-kafka, kafka-python) split a topic's partitions, a leaver's partitions move to the
-other at once (long before its session would expire), a restarted static member
-(``group.instance.id``) gets its partitions back without a rebalance, and the admin API lists
-and describes the group (ListGroups, DescribeGroups).
+(confluent-kafka, kafka-python, aiokafka) split a topic's partitions, a leaver's partitions move
+to the other at once (long before its session would expire), a restarted static member
+(``group.instance.id``) gets its partitions back without a rebalance, kcat's balanced consumer
+(``-G``) and KafkaJS's group consumer read a topic, and the admin APIs of confluent-kafka and
+KafkaJS list and describe groups (ListGroups, DescribeGroups).
 
 Clients fetch their committed offsets (OffsetFetch) once assigned and stall without it, so these
 tests run once the broker serves OffsetFetch (the offsets side of the consumer groups). One
@@ -10,20 +11,26 @@ broker: until groups are placed on brokers, every broker would coordinate every 
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import threading
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from aiokafka import AIOKafkaConsumer
+from aiokafka import ConsumerRebalanceListener as AioRebalanceListener
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as ConfluentPartition
 from kafka import ConsumerRebalanceListener, KafkaConsumer
 
 from tests.rlmm_support import poll_until
 from tests.support.cluster import Cluster
-from tests.support.kafka_clients import create_topic
+from tests.support.kafka_clients import confluent_produce, create_topic, sample
 from tests.support.kafka_cluster import MODES, QUIET, confluent_admin, shared_cluster
+from tests.support.kafkajs import kafkajs
+from tests.support.kcat import kcat
 from tiered.kafka.api_versions import DEFAULT_API_VERSIONS
 
 OFFSET_FETCH = 9
@@ -148,22 +155,64 @@ def python_member(cluster: Cluster, topic: str, group: str) -> Member:
     return Member(run)
 
 
+def aiokafka_member(cluster: Cluster, topic: str, group: str) -> Member:
+    def run(member: Member) -> None:
+        class Listener(AioRebalanceListener):  # type: ignore[misc]
+            def on_partitions_assigned(self, assigned: Any) -> None:
+                member.assignment = frozenset(p.partition for p in assigned)
+
+            def on_partitions_revoked(self, revoked: Any) -> None:
+                member.assigned(bool(revoked))
+                member.assignment = frozenset()
+
+        async def consume() -> None:
+            consumer = AIOKafkaConsumer(
+                bootstrap_servers=cluster.kafka_bootstrap,
+                group_id=group,
+                enable_auto_commit=False,
+                session_timeout_ms=SESSION_MS,
+                heartbeat_interval_ms=200,
+            )
+            consumer.subscribe([topic], listener=Listener())
+            await consumer.start()
+            try:
+                while not member.stop.is_set():
+                    await consumer.getmany(timeout_ms=100)
+            finally:
+                await consumer.stop()
+
+        asyncio.run(consume())
+
+    return Member(run)
+
+
+MEMBERS = {
+    "confluent": confluent_member,
+    "kafka-python": python_member,
+    "aiokafka": aiokafka_member,
+}
+
+
 def split_between(*members: Member) -> Callable[[], bool]:
     def split() -> bool:
         for member in members:
             if member.error is not None:
                 raise member.error
         held = [m.assignment for m in members]
-        return all(held) and sum(map(len, held)) == PARTITIONS and len(frozenset().union(*held)) == PARTITIONS
+        return (
+            all(held)
+            and sum(map(len, held)) == PARTITIONS
+            and len(frozenset().union(*held)) == PARTITIONS
+        )
 
     return split
 
 
-@pytest.mark.parametrize("client", ["confluent", "kafka-python"])
+@pytest.mark.parametrize("client", sorted(MEMBERS))
 def test_two_members_split_and_a_leaver_hands_over_at_once(
     cluster: Cluster, topic: str, client: str
 ) -> None:
-    make = confluent_member if client == "confluent" else python_member
+    make = MEMBERS[client]
     group = f"split-{uuid.uuid4().hex[:6]}"
     first, second = make(cluster, topic, group), make(cluster, topic, group)
     try:
@@ -205,3 +254,32 @@ def test_restarted_static_member_gets_its_partitions_back_without_a_rebalance(
     finally:
         stays.close()
         restarts.stop.set()
+
+
+def test_kcat_balanced_consumer_reads_a_topic(cluster: Cluster, topic: str) -> None:
+    messages = sample(12, PARTITIONS, tag="kcat")
+    confluent_produce(cluster, topic, messages)
+    group = f"kcat-{uuid.uuid4().hex[:6]}"
+    out = kcat(
+        cluster, "-G", group, "-X", "enable.auto.commit=false", "-o", "beginning", "-e", topic
+    )
+    assert sorted(out.split(b"\n")[:-1]) == sorted(m.value or b"" for m in messages)
+
+
+def test_kafkajs_group_consumer_and_admin(cluster: Cluster, topic: str) -> None:
+    messages = sample(12, PARTITIONS, tag="js")
+    confluent_produce(cluster, topic, messages)
+    group = f"js-{uuid.uuid4().hex[:6]}"
+    consumed, listed, described = kafkajs(
+        cluster,
+        {"op": "consume", "group": group, "topic": topic, "count": len(messages)},
+        {"op": "listGroups"},
+        {"op": "describeGroups", "groups": [group]},
+    )
+    read = consumed.ok()
+    assert read["assigned"] == list(range(PARTITIONS))
+    values = sorted(base64.b64decode(r["value"]) for r in read["records"])
+    assert values == sorted(m.value or b"" for m in messages)
+    assert group in {g["groupId"] for g in listed.ok()["groups"]}
+    (state,) = described.ok()["groups"]
+    assert (state["groupId"], state["state"], state["members"]) == (group, "Empty", [])

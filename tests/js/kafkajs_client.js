@@ -118,6 +118,49 @@ async function produce(kafka, step) {
   }
 }
 
+// A group member that reads s.count records of s.topic from the beginning (no commits), then
+// leaves the group: the records' partitions and values, and the partitions it was assigned.
+async function consume(kafka, s) {
+  const consumer = kafka.consumer({
+    groupId: s.group,
+    sessionTimeout: s.session_timeout_ms || 30000,
+    heartbeatInterval: 500,
+    allowAutoTopicCreation: false,
+  })
+  const records = []
+  const assigned = new Set()
+  consumer.on(consumer.events.GROUP_JOIN, e => {
+    for (const [, partitions] of Object.entries(e.payload.memberAssignment)) {
+      for (const p of partitions) assigned.add(p)
+    }
+  })
+  await consumer.connect()
+  try {
+    await consumer.subscribe({ topics: [s.topic], fromBeginning: true })
+    let done
+    const finished = new Promise(resolve => (done = resolve))
+    await consumer.run({
+      autoCommit: false,
+      eachMessage: async ({ partition, message }) => {
+        records.push({ partition, value: b64(message.value) })
+        if (records.length >= s.count) done()
+      },
+    })
+    let timer
+    const timeout = new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`read ${records.length} of ${s.count}`)), 60000)
+    })
+    try {
+      await Promise.race([finished, timeout])
+    } finally {
+      clearTimeout(timer) // a pending timer would keep node running
+    }
+    return { records, assigned: [...assigned].sort() }
+  } finally {
+    await consumer.disconnect()
+  }
+}
+
 async function step(kafka, admin, s) {
   switch (s.op) {
     case 'createTopics':
@@ -160,6 +203,12 @@ async function step(kafka, admin, s) {
       return admin.fetchTopicOffsetsByTimestamp(s.topic, s.timestamp)
     case 'produce':
       return produce(kafka, s)
+    case 'consume':
+      return consume(kafka, s)
+    case 'listGroups':
+      return admin.listGroups()
+    case 'describeGroups':
+      return admin.describeGroups(s.groups)
     default:
       throw new Error(`unknown op ${s.op}`)
   }
