@@ -6,8 +6,8 @@ describeConfigs (the read-only ``remote.log.tiered.state``), legacy AlterConfigs
 whose early offsets are in remote storage only (retain and delete) until DISABLED, a bad disable
 policy refused with INVALID_REQUEST and nothing changed, describeCluster, fetchTopicMetadata,
 fetchTopicOffsets (by time too); an idempotent producer (none and gzip, the codecs KafkaJS has
-built in) whose records confluent-kafka and kcat read back byte for byte. Its consumer needs
-consumer groups, which the brokers do not serve.
+built in) whose records confluent-kafka and kcat read back byte for byte. Its group consumer
+is in test_kafka_groups_clients.py.
 
 kcat (librdkafka's command-line tool): produce with keys, null keys, headers and every codec,
 consume by assignment byte-exact, ``-L -J`` metadata, ``-Q`` offsets by time, and a tiered topic
