@@ -543,6 +543,7 @@ def test_a_failing_deadline_does_not_stop_the_others() -> None:
 def test_deadline_thread_runs_actions_on_the_real_clock() -> None:
     deadlines = Deadlines()
     done = threading.Event()
+
     def boom() -> None:
         raise RuntimeError("boom")
 
