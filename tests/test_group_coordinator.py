@@ -10,6 +10,7 @@ from concurrent.futures import Future
 import pytest
 from kio.schema.errors import ErrorCode
 
+from broker.config import BrokerConfig
 from broker.groups.coordinator import GroupCoordinator
 from broker.groups.deadlines import Deadlines
 from broker.groups.group_config import GroupConfig
@@ -192,6 +193,10 @@ def test_group_config_bounds_and_errors() -> None:
         )
     with pytest.raises(ValueError, match=r"group\.max\.size"):
         GroupConfig.from_properties({"group.max.size": "0"})
+    broker = {"node.id": "1", "log.dirs": "/nonexistent", "group.max.size": "5"}
+    assert BrokerConfig.from_properties(broker).groups.max_size == 5
+    with pytest.raises(ValueError, match=r"group\.min\.session\.timeout\.ms"):
+        BrokerConfig.from_properties({**broker, "group.min.session.timeout.ms": "soon"})
 
 
 # -------------------------------------------------------------------------------- JoinGroup

@@ -5,8 +5,9 @@ to the other at once (long before its session would expire), a restarted static 
 (``-G``) and KafkaJS's group consumer read a topic, and the admin APIs of confluent-kafka and
 KafkaJS list and describe groups (ListGroups, DescribeGroups).
 
-Clients fetch their committed offsets (OffsetFetch) once assigned and stall without it, so these
-tests run once the broker serves OffsetFetch (the offsets side of the consumer groups). One
+Clients fetch their committed offsets (OffsetFetch) once assigned and stall without it, so their
+tests run once the broker serves OffsetFetch (the offsets side of the consumer groups); until
+then a member played on the wire stands in for them, described by confluent-kafka's admin. One
 broker: until groups are placed on brokers, every broker would coordinate every group."""
 
 from __future__ import annotations
@@ -24,24 +25,33 @@ from aiokafka import ConsumerRebalanceListener as AioRebalanceListener
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as ConfluentPartition
 from kafka import ConsumerRebalanceListener, KafkaConsumer
+from kio.schema.errors import ErrorCode
+from kio.schema.leave_group.v3.request import MemberIdentity
 
 from tests.rlmm_support import poll_until
 from tests.support.cluster import Cluster
+from tests.support.group_requests import (
+    HEARTBEAT,
+    LEAVE,
+    SYNC,
+    assignment,
+    group_request,
+    join_member,
+    subscription,
+)
 from tests.support.kafka_clients import confluent_produce, create_topic, sample
-from tests.support.kafka_cluster import MODES, QUIET, confluent_admin, shared_cluster
+from tests.support.kafka_cluster import MODES, QUIET, confluent_admin, connected, shared_cluster
 from tests.support.kafkajs import kafkajs
 from tests.support.kcat import kcat
 from tiered.kafka.api_versions import DEFAULT_API_VERSIONS
 
 OFFSET_FETCH = 9
 
-pytestmark = [
-    pytest.mark.processes,
-    pytest.mark.skipif(
-        OFFSET_FETCH not in DEFAULT_API_VERSIONS,
-        reason="clients stall without OffsetFetch, which the offsets side of the groups serves",
-    ),
-]
+pytestmark = pytest.mark.processes
+needs_offset_fetch = pytest.mark.skipif(
+    OFFSET_FETCH not in DEFAULT_API_VERSIONS,
+    reason="clients stall without OffsetFetch, which the offsets side of the groups serves",
+)
 
 PARTITIONS = 4
 # Long sessions: a partition that moves within this test's deadlines moved because its member
@@ -208,6 +218,7 @@ def split_between(*members: Member) -> Callable[[], bool]:
     return split
 
 
+@needs_offset_fetch
 @pytest.mark.parametrize("client", sorted(MEMBERS))
 def test_two_members_split_and_a_leaver_hands_over_at_once(
     cluster: Cluster, topic: str, client: str
@@ -228,6 +239,7 @@ def test_two_members_split_and_a_leaver_hands_over_at_once(
         second.stop.set()
 
 
+@needs_offset_fetch
 def test_restarted_static_member_gets_its_partitions_back_without_a_rebalance(
     cluster: Cluster, topic: str
 ) -> None:
@@ -256,6 +268,7 @@ def test_restarted_static_member_gets_its_partitions_back_without_a_rebalance(
         restarts.stop.set()
 
 
+@needs_offset_fetch
 def test_kcat_balanced_consumer_reads_a_topic(cluster: Cluster, topic: str) -> None:
     messages = sample(12, PARTITIONS, tag="kcat")
     confluent_produce(cluster, topic, messages)
@@ -266,6 +279,7 @@ def test_kcat_balanced_consumer_reads_a_topic(cluster: Cluster, topic: str) -> N
     assert sorted(out.split(b"\n")[:-1]) == sorted(m.value or b"" for m in messages)
 
 
+@needs_offset_fetch
 def test_kafkajs_group_consumer_and_admin(cluster: Cluster, topic: str) -> None:
     messages = sample(12, PARTITIONS, tag="js")
     confluent_produce(cluster, topic, messages)
@@ -283,3 +297,43 @@ def test_kafkajs_group_consumer_and_admin(cluster: Cluster, topic: str) -> None:
     assert group in {g["groupId"] for g in listed.ok()["groups"]}
     (state,) = described.ok()["groups"]
     assert (state["groupId"], state["state"], state["members"]) == (group, "Empty", [])
+
+
+def test_a_member_on_the_wire_seen_by_the_admin_api(cluster: Cluster, topic: str) -> None:
+    group = f"wire-{uuid.uuid4().hex[:6]}"
+    plan = assignment({topic: list(range(PARTITIONS))})
+    with connected(cluster, 1) as wire:
+        joined = join_member(
+            wire, 5, group, protocols=(("range", subscription([topic])),), group_instance_id="w"
+        )
+        assert joined.error_code == ErrorCode.none and joined.leader == joined.member_id
+        member = {"group_id": group, "generation_id": joined.generation_id}
+        member |= {"member_id": joined.member_id, "group_instance_id": "w"}
+        synced = wire.call(
+            group_request(SYNC, 3, **member, assignments=((joined.member_id, plan),))
+        )
+        assert (synced.error_code, synced.assignment) == (ErrorCode.none, plan)
+        assert wire.call(group_request(HEARTBEAT, 3, **member)).error_code == ErrorCode.none
+        admin = confluent_admin(cluster)
+        listed = admin.list_consumer_groups().result(30)
+        assert group in {g.group_id for g in listed.valid}
+        described = admin.describe_consumer_groups([group])[group].result(30)
+        assert str(described.state).endswith("STABLE")
+        (seen,) = described.members
+        assert (seen.member_id, seen.group_instance_id, seen.client_id) == (
+            joined.member_id,
+            "w",
+            "wire-test",
+        )
+        held = {(p.topic, p.partition) for p in seen.assignment.topic_partitions}
+        assert held == {(topic, p) for p in range(PARTITIONS)}
+        left = wire.call(
+            group_request(LEAVE, 3, group_id=group, members=(_leaving(joined.member_id),))
+        )
+        assert [m.error_code for m in left.members] == [ErrorCode.none]
+    described = admin.describe_consumer_groups([group])[group].result(30)
+    assert str(described.state).endswith("EMPTY") and not described.members
+
+
+def _leaving(member_id: str) -> Any:
+    return MemberIdentity(member_id=member_id, group_instance_id="w")

@@ -4,7 +4,6 @@ through a real listener, the answers waiting as Kafka's do, and the group ACLs."
 from __future__ import annotations
 
 import contextlib
-import datetime
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -16,6 +15,17 @@ from kio.schema.errors import ErrorCode
 from broker.groups.coordinator import GroupCoordinator
 from broker.groups.group_config import GroupConfig
 from broker.kafka.groups_api import GroupsApi
+from tests.support.group_requests import (
+    DESCRIBE,
+    GROUP_KEYS,
+    HEARTBEAT,
+    JOIN,
+    LEAVE,
+    LIST,
+    SYNC,
+    group_request,
+    join_member,
+)
 from tests.support.kafka_wire import WireClient
 from tiered.kafka.api_versions import DEFAULT_API_VERSIONS, ApiVersionRegistry
 from tiered.kafka.messages import build, nested
@@ -31,10 +41,6 @@ from tiered.security.acl import (
 )
 from tiered.security.acl_index import AclIndex
 from tiered.security.authorizer import AuthorizerConfig, StandardAuthorizer
-
-JOIN, HEARTBEAT, LEAVE, SYNC, DESCRIBE, LIST = 11, 12, 13, 14, 15, 16
-GROUP_KEYS = (JOIN, HEARTBEAT, LEAVE, SYNC, DESCRIBE, LIST)
-SESSION = datetime.timedelta(seconds=10)
 
 
 class GroupsHandler:
@@ -83,52 +89,21 @@ def client(address: tuple[str, int]) -> Iterator[WireClient]:
         wire.close()
 
 
-def request(api_key: int, version: int, **fields: Any) -> Any:
-    request_type = load_request_schema(api_key, version)
-    if api_key == JOIN:
-        protocol_type = nested(request_type, "JoinGroupRequestProtocol")
-        fields["protocols"] = tuple(
-            build(protocol_type, name=name, metadata=metadata)
-            for name, metadata in fields.get("protocols", (("range", b"sub"),))
-        )
-        fields.setdefault("session_timeout", SESSION)
-        fields.setdefault("rebalance_timeout", SESSION)
-        fields.setdefault("protocol_type", "consumer")
-        fields.setdefault("member_id", "")
-    if api_key == SYNC:
-        assignment_type = nested(request_type, "SyncGroupRequestAssignment")
-        fields["assignments"] = tuple(
-            build(assignment_type, member_id=m, assignment=a)
-            for m, a in fields.get("assignments", ())
-        )
-    return build(request_type, **fields)
-
-
-def join(wire: WireClient, version: int, group: str, **fields: Any) -> Any:
-    """A member through JoinGroup (both rounds from v4)."""
-    answer = wire.call(request(JOIN, version, group_id=group, **fields))
-    if version >= 4 and answer.error_code == ErrorCode.member_id_required:
-        answer = wire.call(
-            request(JOIN, version, group_id=group, **{**fields, "member_id": answer.member_id})
-        )
-    return answer
-
-
 @pytest.mark.parametrize("join_version", range(10))
 def test_one_member_through_every_join_version(address: tuple[str, int], join_version: int) -> None:
     group = f"g-join-{join_version}"
     sync_version = min(join_version, 5)
     with client(address) as wire:
         if join_version >= 4:
-            first = wire.call(request(JOIN, join_version, group_id=group))
+            first = wire.call(group_request(JOIN, join_version, group_id=group))
             assert first.error_code == ErrorCode.member_id_required and first.member_id
-        joined = join(wire, join_version, group)
+        joined = join_member(wire, join_version, group)
         assert joined.error_code == ErrorCode.none
         assert joined.leader == joined.member_id and joined.generation_id == 1
         assert joined.protocol_name == "range"
         assert [m.metadata for m in joined.members] == [b"sub"]
         synced = wire.call(
-            request(
+            group_request(
                 SYNC,
                 sync_version,
                 group_id=group,
@@ -141,7 +116,7 @@ def test_one_member_through_every_join_version(address: tuple[str, int], join_ve
         )
         assert (synced.error_code, synced.assignment) == (ErrorCode.none, b"all-partitions")
         beat = wire.call(
-            request(
+            group_request(
                 HEARTBEAT,
                 min(join_version, 4),
                 group_id=group,
@@ -157,24 +132,24 @@ def test_join_waits_for_the_others_without_holding_the_connection_pool(
 ) -> None:
     group = "g-two"
     with client(address) as first, client(address) as second:
-        a = join(first, 5, group)  # alone: the group completes at once (no initial delay)
+        a = join_member(first, 5, group)  # alone: the group completes at once (no initial delay)
         assert a.error_code == ErrorCode.none
         # A second member: the first must rejoin before the second gets its answer.
-        b_first = second.call(request(JOIN, 5, group_id=group))
-        second.send(request(JOIN, 5, group_id=group, member_id=b_first.member_id), 7)
+        b_first = second.call(group_request(JOIN, 5, group_id=group))
+        second.send(group_request(JOIN, 5, group_id=group, member_id=b_first.member_id), 7)
         beat = first.call(
-            request(
+            group_request(
                 HEARTBEAT, 4, group_id=group, generation_id=a.generation_id, member_id=a.member_id
             )
         )
         assert beat.error_code == ErrorCode.rebalance_in_progress
-        again = first.call(request(JOIN, 5, group_id=group, member_id=a.member_id))
+        again = first.call(group_request(JOIN, 5, group_id=group, member_id=a.member_id))
         _, b = second.receive(type(again))
         assert again.generation_id == b.generation_id == a.generation_id + 1
         assert {m.member_id for m in again.members} == {a.member_id, b.member_id}
         # The follower's SyncGroup waits for the leader's plan.
         second.send(
-            request(
+            group_request(
                 SYNC,
                 5,
                 group_id=group,
@@ -186,7 +161,7 @@ def test_join_waits_for_the_others_without_holding_the_connection_pool(
             8,
         )
         first.call(
-            request(
+            group_request(
                 SYNC,
                 5,
                 group_id=group,
@@ -201,7 +176,7 @@ def test_join_waits_for_the_others_without_holding_the_connection_pool(
         assert b_sync.assignment == b"p1"
         # A leaver: the group rebalances at once (v3+ batched answer per member).
         left = second.call(
-            request(
+            group_request(
                 LEAVE,
                 5,
                 group_id=group,
@@ -210,7 +185,7 @@ def test_join_waits_for_the_others_without_holding_the_connection_pool(
         )
         assert [m.error_code for m in left.members] == [ErrorCode.none]
         beat = first.call(
-            request(
+            group_request(
                 HEARTBEAT,
                 4,
                 group_id=group,
@@ -229,21 +204,21 @@ def _identity_type() -> Any:
 def test_leave_before_v3_names_one_member(address: tuple[str, int], version: int) -> None:
     group = f"g-leave-{version}"
     with client(address) as wire:
-        joined = join(wire, 3, group)
-        unknown = wire.call(request(LEAVE, version, group_id=group, member_id="ghost"))
+        joined = join_member(wire, 3, group)
+        unknown = wire.call(group_request(LEAVE, version, group_id=group, member_id="ghost"))
         assert unknown.error_code == ErrorCode.unknown_member_id
-        left = wire.call(request(LEAVE, version, group_id=group, member_id=joined.member_id))
+        left = wire.call(group_request(LEAVE, version, group_id=group, member_id=joined.member_id))
         assert left.error_code == ErrorCode.none
-        listed = wire.call(request(LIST, 4, states_filter=("empty",)))
+        listed = wire.call(group_request(LIST, 4, states_filter=("empty",)))
         assert group in {g.group_id for g in listed.groups}
 
 
 def test_static_member_v5_and_fencing(address: tuple[str, int]) -> None:
     group = "g-static"
     with client(address) as wire:
-        first = join(wire, 5, group, group_instance_id="i-1")
+        first = join_member(wire, 5, group, group_instance_id="i-1")
         wire.call(
-            request(
+            group_request(
                 SYNC,
                 3,
                 group_id=group,
@@ -253,11 +228,11 @@ def test_static_member_v5_and_fencing(address: tuple[str, int]) -> None:
                 assignments=((first.member_id, b"mine"),),
             )
         )
-        back = join(wire, 5, group, group_instance_id="i-1")
+        back = join_member(wire, 5, group, group_instance_id="i-1")
         assert back.member_id != first.member_id
         assert back.generation_id == first.generation_id  # no rebalance
         fenced = wire.call(
-            request(
+            group_request(
                 HEARTBEAT,
                 3,
                 group_id=group,
@@ -272,7 +247,9 @@ def test_static_member_v5_and_fencing(address: tuple[str, int]) -> None:
 def test_sync_v5_must_name_the_protocol(address: tuple[str, int]) -> None:
     with client(address) as wire:
         answer = wire.call(
-            request(SYNC, 5, group_id="g-x", generation_id=1, member_id="m", protocol_type=None)
+            group_request(
+                SYNC, 5, group_id="g-x", generation_id=1, member_id="m", protocol_type=None
+            )
         )
         assert answer.error_code == ErrorCode.inconsistent_group_protocol
 
@@ -280,9 +257,9 @@ def test_sync_v5_must_name_the_protocol(address: tuple[str, int]) -> None:
 def test_describe_and_list_every_version(address: tuple[str, int]) -> None:
     group = "g-described"
     with client(address) as wire:
-        joined = join(wire, 5, group)
+        joined = join_member(wire, 5, group)
         wire.call(
-            request(
+            group_request(
                 SYNC,
                 3,
                 group_id=group,
@@ -293,7 +270,7 @@ def test_describe_and_list_every_version(address: tuple[str, int]) -> None:
         )
         for version in range(6):
             described = wire.call(
-                request(
+                group_request(
                     DESCRIBE,
                     version,
                     groups=(group, "offsets-only", "nobody"),
@@ -311,15 +288,15 @@ def test_describe_and_list_every_version(address: tuple[str, int]) -> None:
             if version >= 3:
                 assert by_id[group].authorized_operations == sum(1 << op for op in (3, 6, 8))
         for version in range(6):
-            listed = wire.call(request(LIST, version))
+            listed = wire.call(group_request(LIST, version))
             states = {g.group_id: getattr(g, "group_state", None) for g in listed.groups}
             assert group in states and "offsets-only" in states
             if version >= 4:
                 assert states[group] == "Stable"
-        stable = wire.call(request(LIST, 4, states_filter=("STABLE",)))
+        stable = wire.call(group_request(LIST, 4, states_filter=("STABLE",)))
         assert "offsets-only" not in {g.group_id for g in stable.groups}
-        assert not wire.call(request(LIST, 4, states_filter=("bogus",))).groups
-        assert not wire.call(request(LIST, 5, types_filter=("consumer",))).groups
+        assert not wire.call(group_request(LIST, 4, states_filter=("bogus",))).groups
+        assert not wire.call(group_request(LIST, 5, types_filter=("consumer",))).groups
 
 
 def _acl(operation: AclOperation, resource_type: ResourceType, name: str) -> AclBinding:
@@ -341,16 +318,18 @@ def test_group_acls() -> None:
     )
     access = AccessControl(StandardAuthorizer(AuthorizerConfig(enabled=True), lambda: index))
     with listening(access) as (handler, address), client(address) as wire:
-        assert join(wire, 5, "allowed").error_code == ErrorCode.none
-        assert join(wire, 5, "denied").error_code == ErrorCode.group_authorization_failed
-        assert join(wire, 5, "seen").error_code == ErrorCode.group_authorization_failed
+        assert join_member(wire, 5, "allowed").error_code == ErrorCode.none
+        assert join_member(wire, 5, "denied").error_code == ErrorCode.group_authorization_failed
+        assert join_member(wire, 5, "seen").error_code == ErrorCode.group_authorization_failed
         assert handler.coordinator.state_of("denied") is None
-        denied = wire.call(request(HEARTBEAT, 4, group_id="denied", generation_id=1, member_id="m"))
+        denied = wire.call(
+            group_request(HEARTBEAT, 4, group_id="denied", generation_id=1, member_id="m")
+        )
         assert denied.error_code == ErrorCode.group_authorization_failed
-        left = wire.call(request(LEAVE, 1, group_id="denied", member_id="m"))
+        left = wire.call(group_request(LEAVE, 1, group_id="denied", member_id="m"))
         assert left.error_code == ErrorCode.group_authorization_failed
         described = wire.call(
-            request(
+            group_request(
                 DESCRIBE,
                 5,
                 groups=("allowed", "denied", "seen"),
@@ -364,5 +343,5 @@ def test_group_acls() -> None:
             "seen": ErrorCode.none,
         }
         # Without Describe on the cluster, only the groups it may describe are listed.
-        listed = wire.call(request(LIST, 4))
+        listed = wire.call(group_request(LIST, 4))
         assert {g.group_id for g in listed.groups} == {"allowed"}
