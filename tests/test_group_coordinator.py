@@ -265,6 +265,16 @@ def test_unknown_member_and_inconsistent_protocols(harness: Harness) -> None:
     assert other.error is ErrorCode.inconsistent_group_protocol
 
 
+def test_a_group_whose_members_all_left_takes_any_protocol(harness: Harness) -> None:
+    member_id, answer = harness.join_new()
+    harness.coordinator.leave(GROUP, [LeavingMember(member_id)])
+    assert answer.result(0).error is ErrorCode.unknown_member_id
+    assert harness.state() is GroupState.PREPARING_REBALANCE  # the first rebalance's delay
+    _, other = harness.join_new(protocols=(ROUND_ROBIN,))
+    harness.initial_rebalance(other)
+    assert other.result(0).protocol_name == "roundrobin"
+
+
 def test_protocol_with_most_votes_among_common_ones(harness: Harness) -> None:
     _, a = harness.join_new(protocols=(ROUND_ROBIN, RANGE))
     _, b = harness.join_new(protocols=(ROUND_ROBIN, RANGE))

@@ -243,7 +243,10 @@ class Group:
         names = set(names)
         if self.state is GroupState.EMPTY:
             return bool(protocol_type) and bool(names)
-        return self.protocol_type == protocol_type and bool(names & self._candidates())
+        if self.protocol_type != protocol_type or not names:
+            return False
+        # A group rebalancing with no member left (they all left) takes any protocol.
+        return not self.members or bool(names & self._candidates())
 
     def _candidates(self) -> set[str]:
         counts = Counter(p.name for m in self.members.values() for p in set(m.protocols))
