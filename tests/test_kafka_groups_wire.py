@@ -14,7 +14,9 @@ from kio.schema.errors import ErrorCode
 
 from broker.groups.coordinator import GroupCoordinator
 from broker.groups.group_config import GroupConfig
+from broker.groups.group_state import GroupState
 from broker.kafka.groups_api import GroupsApi
+from tests.rlmm_support import poll_until
 from tests.support.group_requests import (
     DESCRIBE,
     GROUP_KEYS,
@@ -42,15 +44,16 @@ from tiered.security.acl import (
 from tiered.security.acl_index import AclIndex
 from tiered.security.authorizer import AuthorizerConfig, StandardAuthorizer
 
+ALLOW_ALL = AccessControl(StandardAuthorizer(AuthorizerConfig(), AclIndex))
+NO_DELAY = GroupConfig(initial_rebalance_delay_ms=0)
+
 
 class GroupsHandler:
     """The broker's group APIs alone."""
 
-    def __init__(self, access: AccessControl) -> None:
+    def __init__(self, access: AccessControl, config: GroupConfig) -> None:
         self.coordinator = GroupCoordinator(
-            lambda group: ErrorCode.none,
-            lambda: ("offsets-only",),
-            GroupConfig(initial_rebalance_delay_ms=0),
+            lambda group: ErrorCode.none, lambda: ("offsets-only",), config
         )
         api = GroupsApi(self.coordinator, access)
         self.join_group = api.join_group
@@ -62,10 +65,15 @@ class GroupsHandler:
 
 
 @contextlib.contextmanager
-def listening(access: AccessControl) -> Iterator[tuple[GroupsHandler, tuple[str, int]]]:
-    handler = GroupsHandler(access)
+def listening(
+    access: AccessControl = ALLOW_ALL,
+    config: GroupConfig = NO_DELAY,
+    handler_threads: int = 4,
+) -> Iterator[tuple[GroupsHandler, tuple[str, int]]]:
+    handler = GroupsHandler(access, config)
     registry = ApiVersionRegistry({k: DEFAULT_API_VERSIONS[k] for k in (18, *GROUP_KEYS)})
-    server = KafkaServer(handler, ListenerSettings(name="PLAINTEXT", port=0), registry)
+    settings = ListenerSettings(name="PLAINTEXT", handler_threads=handler_threads)
+    server = KafkaServer(handler, settings, registry)
     server.start()
     try:
         yield handler, server.address
@@ -76,7 +84,7 @@ def listening(access: AccessControl) -> Iterator[tuple[GroupsHandler, tuple[str,
 
 @pytest.fixture(scope="module")
 def address() -> Iterator[tuple[str, int]]:
-    with listening(AccessControl(StandardAuthorizer(AuthorizerConfig(), AclIndex))) as (_, a):
+    with listening() as (_, a):
         yield a
 
 
@@ -345,3 +353,26 @@ def test_group_acls() -> None:
         # Without Describe on the cluster, only the groups it may describe are listed.
         listed = wire.call(group_request(LIST, 4))
         assert {g.group_id for g in listed.groups} == {"allowed"}
+
+
+def test_waiting_joins_hold_no_worker_thread() -> None:
+    # One worker thread, and every JoinGroup waits out a long first-rebalance delay: the others
+    # are still answered, so the waiting joins hold no thread.
+    waiting_delay = GroupConfig(initial_rebalance_delay_ms=600_000)
+    with (
+        listening(config=waiting_delay, handler_threads=1) as (handler, address),
+        client(address) as a,
+        client(address) as b,
+        client(address) as lister,
+    ):
+        for wire in (a, b):
+            new = wire.call(group_request(JOIN, 5, group_id="g-wait"))
+            wire.send(group_request(JOIN, 5, group_id="g-wait", member_id=new.member_id), 9)
+        poll_until(
+            lambda: len(handler.coordinator.describe(["g-wait"])[0].members) == 2,
+            what="both joins to wait",
+        )
+        listed = lister.call(group_request(LIST, 4))
+        states = {g.group_id: g.group_state for g in listed.groups}
+        assert states["g-wait"] == "PreparingRebalance"
+        assert handler.coordinator.state_of("g-wait") is GroupState.PREPARING_REBALANCE
