@@ -21,13 +21,16 @@ import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka import admin as kafka
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+from kio.schema.errors import ErrorCode as KafkaErrorCode
 
 from tests.rlmm_support import poll_until
 from tests.support.cluster import Cluster
+from tests.support.group_requests import DESCRIBE, group_request, join_member
 from tests.support.kafka_cluster import (
     MODES,
     QUIET,
     confluent_admin,
+    connected,
     kafka_bootstrap,
     result_error,
     shared_cluster,
@@ -247,6 +250,29 @@ def test_metadata_and_describe_leave_out_what_the_client_may_not_see(cluster: Cl
     denied(ErrorCode.TOPIC_AUTHORIZATION_FAILED, lambda: admin.describe_topic("hidden"))
     admin.create_acls(deny("shown", Op.DESCRIBE_CONFIGS))
     denied(ErrorCode.TOPIC_AUTHORIZATION_FAILED, lambda: admin.describe_configs("shown"))
+
+
+def test_group_acls_on_the_brokers(cluster: Cluster) -> None:
+    """Group ACLs made through the admin API reach the brokers, which judge the group APIs."""
+    cluster.admin.create_acls(deny("closed-group", Op.READ, resource_type=ResourceType.GROUP))
+
+    def join_error(group: str) -> int:
+        with connected(cluster, 1) as wire:
+            return int(join_member(wire, 5, group).error_code)
+
+    poll_until(
+        lambda: join_error("closed-group") == KafkaErrorCode.group_authorization_failed,
+        timeout=30,
+        what="JoinGroup to be refused",
+    )
+    assert join_error("open-group") == KafkaErrorCode.none
+    with connected(cluster, 1) as wire:
+        described = wire.call(group_request(DESCRIBE, 5, groups=("closed-group", "open-group")))
+    codes = {g.group_id: g.error_code for g in described.groups}
+    assert codes == {
+        "closed-group": KafkaErrorCode.group_authorization_failed,
+        "open-group": KafkaErrorCode.none,
+    }
 
 
 def run_acls(cluster: Cluster, *argv: str) -> subprocess.CompletedProcess[str]:
