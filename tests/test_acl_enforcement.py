@@ -253,8 +253,25 @@ def test_metadata_and_describe_leave_out_what_the_client_may_not_see(cluster: Cl
 
 
 def test_group_acls_on_the_brokers(cluster: Cluster) -> None:
-    """Group ACLs made through the admin API reach the brokers, which judge the group APIs."""
-    cluster.admin.create_acls(deny("closed-group", Op.READ, resource_type=ResourceType.GROUP))
+    """Group ACLs made with ``tiered-acls --group`` reach the brokers, which judge the group
+    APIs."""
+    added = run_acls(
+        cluster,
+        "--add",
+        "--deny-principal",
+        ANONYMOUS,
+        "--operation",
+        "Read",
+        "--group",
+        "closed-group",
+    )
+    assert added.returncode == 0, added.stderr
+    pattern = "ResourcePattern(resourceType=GROUP, name=closed-group, patternType=LITERAL)"
+    listed = run_acls(cluster, "--list", "--group", "closed-group")
+    assert listed.stdout.splitlines()[:2] == [
+        f"Current ACLs for resource `{pattern}`: ",
+        f" \t(principal={ANONYMOUS}, host=*, operation=READ, permissionType=DENY) ",
+    ]
 
     def join_error(group: str) -> int:
         with connected(cluster, 1) as wire:
