@@ -6,11 +6,13 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import Future
 from typing import Any
 
 import pytest
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
+from kio.static.primitive import i16, i32
 
 from broker.groups.coordinator import GroupCoordinator
 from broker.groups.group_config import GroupConfig
@@ -30,6 +32,7 @@ from tests.support.group_requests import (
 )
 from tests.support.kafka_wire import WireClient
 from tiered.kafka.api_versions import DEFAULT_API_VERSIONS, ApiVersionRegistry
+from tiered.kafka.handler import RequestContext
 from tiered.kafka.messages import build, nested
 from tiered.kafka.server import KafkaServer, ListenerSettings
 from tiered.security.access import AccessControl
@@ -376,3 +379,21 @@ def test_waiting_joins_hold_no_worker_thread() -> None:
         states = {g.group_id: g.group_state for g in listed.groups}
         assert states["g-wait"] == "PreparingRebalance"
         assert handler.coordinator.state_of("g-wait") is GroupState.PREPARING_REBALANCE
+
+
+def test_an_answer_cancelled_by_a_stopping_listener_is_dropped(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    handler = GroupsHandler(ALLOW_ALL, GroupConfig(initial_rebalance_delay_ms=600_000))
+    join = group_request(JOIN, 3, group_id="g-cancel")
+    header = load_request_schema(JOIN, 3).__header_schema__(
+        request_api_key=i16(JOIN),
+        request_api_version=i16(3),
+        correlation_id=i32(1),
+        client_id="c",
+    )
+    answer = handler.join_group(join, RequestContext(header, "127.0.0.1:1"))
+    assert isinstance(answer, Future) and not answer.done()
+    assert answer.cancel()  # the listener stops with the join still waiting
+    handler.coordinator.close()  # completes the waiting join: nothing to send it to
+    assert "Traceback" not in caplog.text and "exception calling callback" not in caplog.text

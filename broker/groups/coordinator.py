@@ -154,13 +154,17 @@ class GroupCoordinator:
             if existing is not None:
                 self._replace_static_member(group, request, existing, member_id, answer)
             else:
-                self._rebalance.add_member(group, self._member(request, member_id), answer)
+                self._rebalance.add_member(
+                    group, self._member(request, member_id), answer, _client_reason(request)
+                )
         elif request.requires_known_member_id:
             group.pending_join_members.add(member_id)
             self._rebalance.schedule_session(group, member_id, request.session_timeout_ms)
             answer.set_result(JoinResult(ErrorCode.member_id_required, member_id))
         else:
-            self._rebalance.add_member(group, self._member(request, member_id), answer)
+            self._rebalance.add_member(
+                group, self._member(request, member_id), answer, _client_reason(request)
+            )
 
     @staticmethod
     def _member(request: JoinRequest, member_id: str) -> Member:
@@ -189,7 +193,9 @@ class GroupCoordinator:
             if request.group_instance_id is not None:  # pending members are dynamic ones
                 answer.set_result(JoinResult(ErrorCode.invalid_request, member_id))
                 return
-            self._rebalance.add_member(group, self._member(request, member_id), answer)
+            self._rebalance.add_member(
+                group, self._member(request, member_id), answer, _client_reason(request)
+            )
             return
         error = group.member_error(member_id, request.group_instance_id)
         if error is not ErrorCode.none:
@@ -229,7 +235,9 @@ class GroupCoordinator:
             request.session_timeout_ms,
             answer,
         )
-        self._rebalance.prepare_rebalance_or_complete_join(group, f"{member.member_id}: {reason}")
+        self._rebalance.prepare_rebalance_or_complete_join(
+            group, f"{member.member_id}: {reason} ({_client_reason(request)})"
+        )
 
     def _replace_static_member(
         self,
@@ -506,6 +514,10 @@ class GroupCoordinator:
         with self._lock:
             group = self._groups.get(group_id)
             return None if group is None else group.state
+
+
+def _client_reason(request: JoinRequest) -> str:
+    return f"client's reason: {request.reason or 'none given'}"
 
 
 def _inconsistent(asked: str | None, actual: str | None) -> bool:

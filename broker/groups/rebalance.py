@@ -79,7 +79,9 @@ class Rebalancer:
 
     # --------------------------------------------------------------------------- joining
 
-    def add_member(self, group: Group, member: Member, answer: Future[JoinResult]) -> None:
+    def add_member(
+        self, group: Group, member: Member, answer: Future[JoinResult], reason: str
+    ) -> None:
         member.is_new = True
         if group.is_in(GroupState.PREPARING_REBALANCE) and group.previous_state is GroupState.EMPTY:
             group.new_member_added = True
@@ -87,7 +89,7 @@ class Rebalancer:
         # A new member cannot heartbeat before its answer, and a client that gave up and retried
         # would leave a defunct member behind: its first wait is bounded instead.
         self.schedule_session(group, member.member_id, self._config.new_member_join_timeout_ms)
-        self.prepare_rebalance_or_complete_join(group, f"member {member.member_id} joined")
+        self.prepare_rebalance_or_complete_join(group, f"{member.member_id} joined ({reason})")
 
     def prepare_rebalance_or_complete_join(self, group: Group, reason: str) -> None:
         if group.can_rebalance():

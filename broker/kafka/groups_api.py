@@ -19,9 +19,10 @@ leader's plan without holding a worker thread); the others answer at once.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode
@@ -70,10 +71,14 @@ def _then(
             target.cancel()
             return
         try:
-            target.set_result(answer(completed.result()))
+            response = answer(completed.result())
         except Exception as e:  # a bug: the connection closes, as for a handler that raised
             log.exception("a group answer could not be built")
-            target.set_exception(e)
+            with contextlib.suppress(InvalidStateError):
+                target.set_exception(e)
+            return
+        with contextlib.suppress(InvalidStateError):  # cancelled by a stopping listener
+            target.set_result(response)
 
     source.add_done_callback(done)
     return target
