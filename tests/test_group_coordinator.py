@@ -506,6 +506,9 @@ def test_describe_and_list(harness: Harness) -> None:
     listed = {g.group_id: g.state for g in harness.coordinator.list_groups()}
     assert listed == {GROUP: "Stable", "offsets-only": "Empty"}
     assert [g.group_id for g in harness.coordinator.list_groups([GroupState.STABLE])] == [GROUP]
+    harness.refusals[GROUP] = ErrorCode.not_coordinator  # coordinated elsewhere from now on
+    assert [g.group_id for g in harness.coordinator.list_groups()] == ["offsets-only"]
+    assert harness.coordinator.describe([GROUP])[0].error is ErrorCode.not_coordinator
 
 
 def test_offset_commit_rules(harness: Harness) -> None:

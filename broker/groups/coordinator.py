@@ -441,17 +441,21 @@ class GroupCoordinator:
         return described
 
     def list_groups(self, states: Collection[GroupState] = ()) -> list[ListedGroup]:
-        """Every group this broker coordinates, in ``states`` if any are given."""
+        """Every group this broker coordinates now, in ``states`` if any are given (a group
+        whose coordination moved elsewhere is left out: its members moved with it)."""
         with self._lock:
             listed = {
                 group_id: ListedGroup(group_id, group.protocol_type or "", group.state.value)
                 for group_id, group in self._groups.items()
             }
         for group_id in self._groups_with_offsets():
-            if group_id not in listed and self._coordinates(group_id) is ErrorCode.none:
-                listed[group_id] = ListedGroup(group_id, "", GroupState.EMPTY.value)
+            listed.setdefault(group_id, ListedGroup(group_id, "", GroupState.EMPTY.value))
         wanted = {s.value for s in states}
-        return [g for g in listed.values() if not wanted or g.state in wanted]
+        return [
+            g
+            for g in listed.values()
+            if (not wanted or g.state in wanted) and self._coordinates(g.group_id) is ErrorCode.none
+        ]
 
     # ------------------------------------------------------ what the offsets side asks
 
