@@ -33,6 +33,7 @@ R = TypeVar("R", bound=Message)
 _METHODS = {
     "CreateTopics": pb.CreateTopicsResponse,
     "DeleteTopics": pb.DeleteTopicsResponse,
+    "CreatePartitions": pb.CreatePartitionsResponse,
     "DescribeTopics": pb.DescribeTopicsResponse,
     "DescribeConfigs": pb.DescribeConfigsResponse,
     "AlterConfigs": pb.AlterConfigsResponse,
@@ -54,7 +55,11 @@ def _not_controller(response_type: Any, message: str) -> Any:
     error = broker_pb2.Error(
         code=int(ErrorCode.NOT_CONTROLLER), name=ErrorCode.NOT_CONTROLLER.name, message=message
     )
-    if response_type in (pb.CreateTopicsResponse, pb.DeleteTopicsResponse):
+    if response_type in (
+        pb.CreateTopicsResponse,
+        pb.DeleteTopicsResponse,
+        pb.CreatePartitionsResponse,
+    ):
         return response_type(results=[pb.TopicResult(error=error)])
     if response_type is pb.DescribeTopicsResponse:
         return response_type(topics=[pb.TopicDescription(error=error)])

@@ -3,7 +3,8 @@ the module that answers it.
 
 - ``metadata_api``: Metadata, DescribeCluster, FindCoordinator (the cluster as the controller's
   image has it, through ``cluster_view``'s short-lived cache);
-- ``topics_api``: CreateTopics, DeleteTopics; ``config_api``: DescribeConfigs, AlterConfigs,
+- ``topics_api``: CreateTopics, DeleteTopics; ``create_partitions_api``: CreatePartitions;
+  ``config_api``: DescribeConfigs, AlterConfigs,
   IncrementalAlterConfigs; ``scram_api``: AlterUserScramCredentials,
   DescribeUserScramCredentials; ``acls_api``: CreateAcls, DescribeAcls, DeleteAcls; all
   forwarded to the active controller (``ControllerAdmin``), which judges them as the client;
@@ -28,6 +29,7 @@ from broker.admin_forwarder import ControllerAdmin
 from broker.kafka.acls_api import AclsApi
 from broker.kafka.cluster_view import ClusterView
 from broker.kafka.config_api import ConfigApi
+from broker.kafka.create_partitions_api import CreatePartitionsApi
 from broker.kafka.fetch_api import FetchApi, Reader
 from broker.kafka.fetch_waits import FetchWaits
 from broker.kafka.log_dirs_api import LocalPartition, LogDirsApi
@@ -94,6 +96,7 @@ class BrokerKafkaHandler:
         self.find_coordinator = cluster.find_coordinator
         self.create_topics = _as_client(topics.create_topics)
         self.delete_topics = _as_client(topics.delete_topics)
+        self.create_partitions = _as_client(CreatePartitionsApi(controller, view).create_partitions)
         self.describe_configs = _as_client(configs.describe_configs)
         self.alter_configs = _as_client(configs.alter_configs)
         self.incremental_alter_configs = _as_client(configs.incremental_alter_configs)
