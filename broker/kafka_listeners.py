@@ -78,7 +78,14 @@ def start_kafka_listeners(
             for d in agent.describe_log_dirs()
         ]
 
-    handler = BrokerKafkaHandler(this, controller, local_partitions, agent, access=access)
+    handler = BrokerKafkaHandler(
+        this,
+        controller,
+        local_partitions,
+        agent,
+        access=access,
+        topic_auto_creation=config.topic_auto_creation,
+    )
     registry = ApiVersionRegistry()
     started: list[KafkaServer] = []
     for listener in config.kafka_listeners:

@@ -2,7 +2,8 @@
 the module that answers it.
 
 - ``metadata_api``: Metadata, DescribeCluster, FindCoordinator (the cluster as the controller's
-  image has it, through ``cluster_view``'s short-lived cache);
+  image has it, through ``cluster_view``'s short-lived cache), creating the missing topics a
+  Metadata request may create (``topic_auto_creation``);
 - ``topics_api``: CreateTopics, DeleteTopics; ``create_partitions_api``: CreatePartitions;
   ``config_api``: DescribeConfigs, AlterConfigs,
   IncrementalAlterConfigs; ``scram_api``: AlterUserScramCredentials,
@@ -26,6 +27,7 @@ from typing import Any, Protocol
 from kio.static.protocol import ResponsePayload
 
 from broker.admin_forwarder import ControllerAdmin
+from broker.config import TopicAutoCreation
 from broker.kafka.acls_api import AclsApi
 from broker.kafka.cluster_view import ClusterView
 from broker.kafka.config_api import ConfigApi
@@ -40,6 +42,7 @@ from broker.kafka.produce_api import Appender, ProduceApi
 from broker.kafka.producer_ids import InitProducerIdApi, ProducerIdBlocks
 from broker.kafka.scram_api import ScramApi
 from broker.kafka.this_broker import ThisBroker
+from broker.kafka.topic_auto_creation import TopicAutoCreator
 from broker.kafka.topics_api import TopicsApi
 from tiered.api import TopicIdPartition
 from tiered.kafka.handler import HandlerResult, RequestContext
@@ -81,9 +84,15 @@ class BrokerKafkaHandler:
         agent: DataAgent,
         metadata_max_age_s: float = 1.0,
         access: AccessControl = ALLOW_ALL,
+        topic_auto_creation: TopicAutoCreation | None = None,
     ) -> None:
+        """``topic_auto_creation``: the broker's ``auto.create.topics.enable`` and
+        ``num.partitions`` (None: Kafka's defaults)."""
         view = ClusterView(controller, metadata_max_age_s)
-        cluster = MetadataApi(view, this, access)
+        creator = TopicAutoCreator(
+            controller, view, access, topic_auto_creation or TopicAutoCreation()
+        )
+        cluster = MetadataApi(view, this, access, creator)
         topics = TopicsApi(controller, view)
         configs = ConfigApi(controller, this)
         acls = AclsApi(controller)
