@@ -233,9 +233,7 @@ def test_create_partitions_needs_alter_and_auto_creation_create(cluster: Cluster
     kafka_admin = confluent_admin(cluster)
     [future] = kafka_admin.create_partitions([kafka.NewPartitions("grow-closed", 2)]).values()
     assert result_error(future).code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
-    denied(
-        ErrorCode.TOPIC_AUTHORIZATION_FAILED, lambda: admin.create_partitions("grow-closed", 2)
-    )
+    denied(ErrorCode.TOPIC_AUTHORIZATION_FAILED, lambda: admin.create_partitions("grow-closed", 2))
     assert len(admin.describe_topic("grow-closed", False).partitions) == 1
     # Auto-creation: Create on the cluster is not granted here, so Create on the topic decides.
     admin.create_acls(deny("auto-closed-", Op.CREATE, pattern=PatternType.PREFIXED))
