@@ -13,20 +13,30 @@ not exist yet (``num.partitions`` partitions); a consumer's Metadata (no
 
 from __future__ import annotations
 
+import asyncio
+import datetime
 import shutil
 import subprocess
 import uuid
 from typing import Any
 
 import pytest
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.admin import NewPartitions as AioNewPartitions
 from confluent_kafka import Consumer, KafkaError
 from confluent_kafka.admin import NewPartitions
 from kafka.admin import KafkaAdminClient
 from kafka.admin import NewPartitions as PythonNewPartitions
+from kio.schema.create_partitions.v3.request import (
+    CreatePartitionsAssignment,
+    CreatePartitionsRequest,
+    CreatePartitionsTopic,
+)
 from kio.schema.errors import ErrorCode as KafkaErrorCode
 from kio.schema.metadata.v3.request import MetadataRequest as MetadataV3
 from kio.schema.metadata.v3.request import MetadataRequestTopic as TopicV3
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+from kio.static.primitive import i32, i32Timedelta
 
 from tests.rlmm_support import poll_until
 from tests.support.cluster import Cluster
@@ -130,6 +140,42 @@ def test_kafka_python_and_kafkajs_place_new_partitions_where_asked(
     python_produce(cluster, topic, [Message(3, b"k", b"on the newest", (), 1_700_000_000_000)])
     [read] = consume(cluster, topic, {3: 0}, 1, client="python")
     assert read.value == b"on the newest"
+
+
+def test_aiokafka_and_the_java_clients_version_grow_topics(cluster: Cluster, topic: str) -> None:
+    create_topic(cluster, topic, partitions=1)
+
+    async def aiokafka_grows() -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap(cluster))
+        await admin.start()
+        try:
+            await admin.create_partitions({topic: AioNewPartitions(total_count=2)})
+        finally:
+            await admin.close()
+
+    asyncio.run(aiokafka_grows())
+    assert len(placement(cluster, topic)) == 2
+    # v3 (flexible), as the Java AdminClient sends it: one topic placed, one refused.
+    last = max(cluster.brokers)
+    request = CreatePartitionsRequest(
+        topics=(
+            CreatePartitionsTopic(
+                name=topic,
+                count=i32(3),
+                assignments=(CreatePartitionsAssignment(broker_ids=(last,)),),
+            ),
+            CreatePartitionsTopic(name=f"{topic}-nope", count=i32(2), assignments=None),
+        ),
+        timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
+        validate_only=False,
+    )
+    with connected(cluster, min(cluster.brokers)) as wire:
+        results = wire.call(request).results
+    assert [(r.name, r.error_code) for r in results] == [
+        (topic, KafkaErrorCode.none),
+        (f"{topic}-nope", KafkaErrorCode.unknown_topic_or_partition),
+    ]
+    assert placement(cluster, topic)[2] == last
 
 
 def test_refusals_are_kafkas_and_change_nothing(cluster: Cluster, topic: str) -> None:
