@@ -145,6 +145,17 @@ def test_accepted_topics_are_one_write_and_refused_ones_change_nothing(
     assert controller.admin.describe_metadata(["a"]).topics == [after["a"]]
 
 
+def test_a_deleted_topic_whose_remote_data_is_being_deleted_is_unknown(
+    controller: Controller,
+) -> None:
+    controller.admin.create_topic("gone", 1, {"remote.storage.enable": "true"})
+    controller.admin.delete_topic("gone")
+    assert [j.topic for j in controller.admin.describe_deleted_topics()] == ["gone"]
+    [result] = controller.admin.create_partitions([PartitionIncrease("gone", 2)])
+    assert isinstance(result, TieredError)
+    assert result.code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
 def test_validate_only_and_a_topic_named_twice_write_nothing(
     controller: Controller, writes: list[list[str]]
 ) -> None:

@@ -235,6 +235,8 @@ def test_tiered_topics_alter_adds_partitions(
     assert topics_cli.main([*base, "--partitions", "2"]) != 0
     err = capsys.readouterr().err
     assert "INVALID_PARTITIONS" in err and "would not be an increase" in err
+    assert topics_cli.main([*base, "--partitions", "6", "--replica-assignment", "one"]) != 0
+    assert "INVALID_REQUEST: --replica-assignment 'one' is not valid" in capsys.readouterr().err
     assert len(placement(cluster, topic)) == 5
 
 
