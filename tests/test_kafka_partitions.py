@@ -61,6 +61,7 @@ from tests.support.kafka_cluster import (
 from tests.support.kafkajs import kafkajs
 from tiered.cli import topics as topics_cli
 from tiered.cluster.model import TieredState
+from tiered.errors import TieredError
 
 pytestmark = pytest.mark.processes
 
@@ -286,6 +287,31 @@ def test_a_new_partition_of_a_disabled_topic_is_stopped_as_the_others(
         timeout=60,
         what=f"the new partition of {topic} to copy once tiering is enabled again",
     )
+
+
+def _partition_count_or_none(cluster: Cluster, name: str) -> int | None:
+    try:
+        return len(cluster.admin.describe_topic(name, False).partitions)
+    except TieredError:
+        return None  # no controller active yet
+
+
+def test_new_partitions_survive_a_controller_failover(cluster: Cluster, topic: str) -> None:
+    create_topic(cluster, topic, partitions=1)
+    assert grown(cluster, topic, 3) is None
+    active = cluster.active_controller()
+    active.kill()
+    try:
+        poll_until(
+            lambda: _partition_count_or_none(cluster, topic) == 3,
+            timeout=60,
+            what="the standby to load the grown topic",
+        )
+        assert grown(cluster, topic, 4) is None  # the new controller grows it further
+        wait_hosted(cluster, topic)
+        confluent_produce(cluster, topic, [Message(3, None, b"after", (), 1_700_000_000_000)])
+    finally:
+        active.start()
 
 
 # ------------------------------------------------------------------------------ auto-creation
