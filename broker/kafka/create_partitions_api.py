@@ -11,10 +11,9 @@ from typing import Any
 
 from kio.static.protocol import ResponsePayload
 
-from broker.admin_forwarder import ControllerAdmin
+from broker.admin_forwarder import ControllerAdmin, call_per_topic
 from broker.kafka.cluster_view import ClusterView
 from broker.kafka.convert import NO_THROTTLE, KafkaError, kafka_error
-from tiered.errors import TieredError
 from tiered.kafka.handler import RequestContext, response_type_for
 from tiered.kafka.messages import build, nested
 from tiered.rpc.status import error_from_proto
@@ -46,20 +45,14 @@ class CreatePartitionsApi:
         )
 
     def _grow(self, growths: Sequence[pb.PartitionGrowth], validate_only: bool) -> list[KafkaError]:
-        if not growths:
-            return []
-        try:
-            response = self._controller.call(
-                "CreatePartitions",
-                pb.CreatePartitionsRequest(topics=growths, validate_only=validate_only),
-                pb.CreatePartitionsResponse,
-            )
-        except TieredError as e:
-            return [kafka_error(e)] * len(growths)
-        if len(response.results) != len(growths):  # NOT_CONTROLLER, once for all of them
-            error = error_from_proto(response.results[0].error) if response.results else None
-            return [kafka_error(error)] * len(growths)
-        return [kafka_error(error_from_proto(r.error)) for r in response.results]
+        results = call_per_topic(
+            self._controller,
+            "CreatePartitions",
+            pb.CreatePartitionsRequest(topics=growths, validate_only=validate_only),
+            pb.CreatePartitionsResponse,
+            len(growths),
+        )
+        return [kafka_error(error_from_proto(r.error)) for r in results]
 
 
 def _growth(topic: Any) -> pb.PartitionGrowth:

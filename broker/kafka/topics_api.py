@@ -17,7 +17,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode as KafkaErrorCode
 from kio.static.protocol import ResponsePayload
 
-from broker.admin_forwarder import ControllerAdmin
+from broker.admin_forwarder import ControllerAdmin, call_per_topic
 from broker.kafka.cluster_view import ClusterView
 from broker.kafka.config_entries import new_topic_entries
 from broker.kafka.convert import NO_THROTTLE, KafkaError, kafka_error
@@ -129,18 +129,14 @@ class TopicsApi:
         return resolved
 
     def _delete(self, names: Sequence[str]) -> list[KafkaError]:
-        if not names:
-            return []
-        try:
-            response = self._controller.call(
-                "DeleteTopics", pb.DeleteTopicsRequest(names=names), pb.DeleteTopicsResponse
-            )
-        except TieredError as e:
-            return [kafka_error(e)] * len(names)
-        if len(response.results) != len(names):  # NOT_CONTROLLER, once for all of them
-            error = error_from_proto(response.results[0].error) if response.results else None
-            return [kafka_error(error)] * len(names)
-        return [kafka_error(error_from_proto(r.error)) for r in response.results]
+        results = call_per_topic(
+            self._controller,
+            "DeleteTopics",
+            pb.DeleteTopicsRequest(names=names),
+            pb.DeleteTopicsResponse,
+            len(names),
+        )
+        return [kafka_error(error_from_proto(r.error)) for r in results]
 
 
 def forward_create_topics(
@@ -148,25 +144,19 @@ def forward_create_topics(
 ) -> list[tuple[KafkaError, uuid.UUID | None]]:
     """AdminService CreateTopics at the active controller (as the client the caller forwards
     for): each topic's (error, id), in order."""
-    if not topics:
-        return []
-    try:
-        response = controller.call(
-            "CreateTopics",
-            pb.CreateTopicsRequest(topics=topics, validate_only=validate_only),
-            pb.CreateTopicsResponse,
-        )
-    except TieredError as e:
-        return [(kafka_error(e), None)] * len(topics)
-    if len(response.results) != len(topics):  # NOT_CONTROLLER, once for all of them
-        error = error_from_proto(response.results[0].error) if response.results else None
-        return [(kafka_error(error), None)] * len(topics)
+    results = call_per_topic(
+        controller,
+        "CreateTopics",
+        pb.CreateTopicsRequest(topics=topics, validate_only=validate_only),
+        pb.CreateTopicsResponse,
+        len(topics),
+    )
     return [
         (
             kafka_error(error_from_proto(r.error)),
             uuid_from_bytes(r.topic_id) if len(r.topic_id) == 16 else None,
         )
-        for r in response.results
+        for r in results
     ]
 
 
