@@ -60,6 +60,14 @@ def test_versions_before_4_always_allow_it(broker: LocalBroker) -> None:
 
 
 def test_internal_and_invalid_names_are_not_created(broker: LocalBroker) -> None:
+    [internal] = broker.call(
+        MetadataRequest(
+            topics=(MetadataRequestTopic(topic_id=None, name=TopicName("__consumer_offsets")),),
+            allow_auto_topic_creation=True,
+            include_topic_authorized_operations=False,
+        )
+    ).topics
+    assert internal.is_internal
     assert metadata(broker, "__consumer_offsets", "bad/name", "..", allow=True) == {
         "__consumer_offsets": KafkaErrorCode.invalid_topic_exception,
         "bad/name": KafkaErrorCode.invalid_topic_exception,

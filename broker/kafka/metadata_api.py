@@ -26,7 +26,7 @@ from kio.static.protocol import ResponsePayload
 from broker.kafka.cluster_view import ClusterView, KafkaCluster, TopicPlacement, controller_id
 from broker.kafka.convert import NO_THROTTLE, UNKNOWN_AUTHORIZED_OPERATIONS, kafka_error
 from broker.kafka.this_broker import ThisBroker
-from broker.kafka.topic_auto_creation import TopicAutoCreator
+from broker.kafka.topic_auto_creation import INTERNAL_TOPICS, TopicAutoCreator
 from tiered.config import validate_topic_name
 from tiered.errors import ErrorCode, TieredError
 from tiered.kafka.handler import RequestContext, response_type_for
@@ -246,7 +246,7 @@ def _topic(
             error_code=kafka_error(topic)[0],
             name=name,
             topic_id=None,
-            is_internal=False,
+            is_internal=name in INTERNAL_TOPICS,
             partitions=(),
             topic_authorized_operations=UNKNOWN_AUTHORIZED_OPERATIONS,
         )
@@ -256,7 +256,7 @@ def _topic(
         error_code=KafkaErrorCode.none,
         name=topic.name,
         topic_id=topic.topic_id,
-        is_internal=False,
+        is_internal=topic.name in INTERNAL_TOPICS,
         partitions=tuple(
             build(
                 partition_type,
