@@ -79,7 +79,13 @@ def start_kafka_listeners(
         ]
 
     handler = BrokerKafkaHandler(
-        this, controller, local_partitions, agent, access=access, group_config=config.groups
+        this,
+        controller,
+        local_partitions,
+        agent,
+        access=access,
+        topic_auto_creation=config.topic_auto_creation,
+        group_config=config.groups,
     )
     registry = ApiVersionRegistry()
     started: list[KafkaServer] = []

@@ -229,6 +229,33 @@ def test_kafka_clients_are_denied_and_allowed(cluster: Cluster) -> None:
     admin.delete_topic("secret")
 
 
+def test_create_partitions_needs_alter_and_auto_creation_create(cluster: Cluster) -> None:
+    admin = cluster.admin
+    admin.create_topic("grow-closed", 1)
+    admin.create_acls(deny("grow-closed", Op.ALTER) + acl("grow-closed", Op.DESCRIBE))
+    kafka_admin = confluent_admin(cluster)
+    [future] = kafka_admin.create_partitions([kafka.NewPartitions("grow-closed", 2)]).values()
+    assert result_error(future).code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    denied(ErrorCode.TOPIC_AUTHORIZATION_FAILED, lambda: admin.create_partitions("grow-closed", 2))
+    assert len(admin.describe_topic("grow-closed", False).partitions) == 1
+    # Auto-creation: Create on the cluster is not granted here, so Create on the topic decides.
+    admin.create_acls(deny("auto-closed-", Op.CREATE, pattern=PatternType.PREFIXED))
+
+    def metadata_code(name: str) -> object:
+        error = kafka_admin.list_topics(name, timeout=10).topics[name].error
+        return None if error is None else error.code()
+
+    poll_until(
+        lambda: metadata_code("auto-closed-1") == KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        timeout=30,
+        what="auto-creation to be refused",
+    )
+    names = {t.name for t in admin.describe_topic_listing(include_partition_state=False).topics}
+    assert "auto-closed-1" not in names
+    metadata_code("auto-open-1")  # no ACL on it: created
+    assert len(admin.describe_topic("auto-open-1", False).partitions) == 1
+
+
 def test_metadata_and_describe_leave_out_what_the_client_may_not_see(cluster: Cluster) -> None:
     admin = cluster.admin
     admin.create_topic("hidden", 1)

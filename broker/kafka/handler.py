@@ -2,8 +2,10 @@
 the module that answers it.
 
 - ``metadata_api``: Metadata, DescribeCluster, FindCoordinator (the cluster as the controller's
-  image has it, through ``cluster_view``'s short-lived cache);
-- ``topics_api``: CreateTopics, DeleteTopics; ``config_api``: DescribeConfigs, AlterConfigs,
+  image has it, through ``cluster_view``'s short-lived cache), creating the missing topics a
+  Metadata request may create (``topic_auto_creation``);
+- ``topics_api``: CreateTopics, DeleteTopics; ``create_partitions_api``: CreatePartitions;
+  ``config_api``: DescribeConfigs, AlterConfigs,
   IncrementalAlterConfigs; ``scram_api``: AlterUserScramCredentials,
   DescribeUserScramCredentials; ``acls_api``: CreateAcls, DescribeAcls, DeleteAcls; all
   forwarded to the active controller (``ControllerAdmin``), which judges them as the client;
@@ -28,11 +30,13 @@ from kio.schema.errors import ErrorCode as KafkaErrorCode
 from kio.static.protocol import ResponsePayload
 
 from broker.admin_forwarder import ControllerAdmin
+from broker.config import TopicAutoCreation
 from broker.groups.coordinator import GroupCoordinator
 from broker.groups.group_config import GroupConfig
 from broker.kafka.acls_api import AclsApi
 from broker.kafka.cluster_view import ClusterView
 from broker.kafka.config_api import ConfigApi
+from broker.kafka.create_partitions_api import CreatePartitionsApi
 from broker.kafka.fetch_api import FetchApi, Reader
 from broker.kafka.fetch_waits import FetchWaits
 from broker.kafka.groups_api import GroupsApi
@@ -44,6 +48,7 @@ from broker.kafka.produce_api import Appender, ProduceApi
 from broker.kafka.producer_ids import InitProducerIdApi, ProducerIdBlocks
 from broker.kafka.scram_api import ScramApi
 from broker.kafka.this_broker import ThisBroker
+from broker.kafka.topic_auto_creation import TopicAutoCreator
 from broker.kafka.topics_api import TopicsApi
 from tiered.api import TopicIdPartition
 from tiered.kafka.handler import HandlerResult, RequestContext
@@ -86,9 +91,15 @@ class BrokerKafkaHandler:
         metadata_max_age_s: float = 1.0,
         access: AccessControl = ALLOW_ALL,
         group_config: GroupConfig | None = None,
+        topic_auto_creation: TopicAutoCreation | None = None,
     ) -> None:
+        """``topic_auto_creation``: the broker's ``auto.create.topics.enable`` and
+        ``num.partitions`` (None: Kafka's defaults)."""
         view = ClusterView(controller, metadata_max_age_s)
-        cluster = MetadataApi(view, this, access)
+        creator = TopicAutoCreator(
+            controller, view, access, topic_auto_creation or TopicAutoCreation()
+        )
+        cluster = MetadataApi(view, this, access, creator)
         topics = TopicsApi(controller, view)
         configs = ConfigApi(controller, this)
         acls = AclsApi(controller)
@@ -101,6 +112,7 @@ class BrokerKafkaHandler:
         self.find_coordinator = cluster.find_coordinator
         self.create_topics = _as_client(topics.create_topics)
         self.delete_topics = _as_client(topics.delete_topics)
+        self.create_partitions = _as_client(CreatePartitionsApi(controller, view).create_partitions)
         self.describe_configs = _as_client(configs.describe_configs)
         self.alter_configs = _as_client(configs.alter_configs)
         self.incremental_alter_configs = _as_client(configs.incremental_alter_configs)

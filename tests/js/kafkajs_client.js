@@ -173,6 +173,15 @@ async function step(kafka, admin, s) {
         })),
         waitForLeaders: true,
       })
+    case 'createPartitions':
+      return admin.createPartitions({
+        validateOnly: !!s.validate_only,
+        topicPartitions: s.topics.map(t => ({
+          topic: t.topic,
+          count: t.count,
+          assignments: t.assignments === undefined ? undefined : t.assignments,
+        })),
+      })
     case 'describeConfigs':
       return describeConfigs(admin, s)
     case 'alterConfigs': {

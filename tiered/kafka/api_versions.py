@@ -65,6 +65,7 @@ DEFAULT_API_VERSIONS: Mapping[int, tuple[int, int]] = {
     17: (0, 1),
     35: (1, 4),  # DescribeLogDirs
     36: (0, 2),  # SaslAuthenticate
+    37: (0, 3),  # CreatePartitions
     44: (0, 1),  # IncrementalAlterConfigs
     50: (0, 0),  # DescribeUserScramCredentials
     51: (0, 0),  # AlterUserScramCredentials

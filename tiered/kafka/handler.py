@@ -119,6 +119,10 @@ class KafkaHandler(Protocol):
 
     def delete_topics(self, request: RequestPayload, context: RequestContext) -> HandlerResult: ...
 
+    def create_partitions(
+        self, request: RequestPayload, context: RequestContext
+    ) -> HandlerResult: ...
+
     def init_producer_id(
         self, request: RequestPayload, context: RequestContext
     ) -> HandlerResult: ...
