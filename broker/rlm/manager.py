@@ -14,8 +14,11 @@ flight; a copy stamped below the partition's epoch is discarded instead of being
 COPY_SEGMENT_FINISHED. So once the stop returns, no segment stamped below E is ever uploaded or
 finished.
 
-Retention (RLMExpirationTask): remote segments by ``retention.*``, oldest first, and local
-segments by ``local.retention.*`` once they are in remote storage. A retain stop keeps the
+Retention (RLMExpirationTask): remote segments by ``retention.*``, oldest first, and those wholly
+below the log start offset (which DeleteRecords raises: Kafka's
+``isSegmentBreachByLogStartOffset``), and local segments by ``local.retention.*`` once they are in
+remote storage. The log start offset is the log's (``Log.log_start_offset``), read at each run;
+the remote log start is the first segment the RLMM still lists. A retain stop keeps the
 expiration task (local segments then expire only once remote storage is empty); a delete stop
 replaces it with the local log's own retention (LocalRetentionTask), the remote data being the
 bulk-delete job's.
@@ -216,7 +219,8 @@ class RemoteLogManager:
 
     def copy_segment(self, state: LeaderPartition, segment: LogSegment, task: RLMCopyTask) -> bool:
         """Copies one closed segment; False when copying stopped before it could start or
-        finish (a finished copy must carry an epoch at which the partition was copying)."""
+        finish (a finished copy must carry an epoch at which the partition was copying), or when
+        the segment was deleted before its copy began."""
         partition = state.partition
         tp = partition.topic_id_partition
         log_ = partition.log
@@ -224,6 +228,10 @@ class RemoteLogManager:
         stamp = state.tiering.copy_epoch()
         if stamp is None:
             return False
+        try:
+            segment_data = log_.segment_data(segment)
+        except ValueError:
+            return False  # deleted meanwhile (its records were): the next run goes on without it
         metadata = RemoteLogSegmentMetadata(
             remote_log_segment_id=RemoteLogSegmentId.generate_new(tp),
             start_offset=start,
@@ -238,7 +246,7 @@ class RemoteLogManager:
         self.rlmm.add_remote_log_segment_metadata(metadata)
         self.metrics.copy_requests[tp.topic] += 1
         try:
-            custom = self.rsm.copy_log_segment_data(metadata, log_.segment_data(segment))
+            custom = self.rsm.copy_log_segment_data(metadata, segment_data)
         except Exception as e:
             self.metrics.copy_errors[tp.topic] += 1
             self._abandon_copy(metadata, f"copy failed: {e}")
