@@ -220,7 +220,7 @@ class RemoteLogManager:
     def copy_segment(self, state: LeaderPartition, segment: LogSegment, task: RLMCopyTask) -> bool:
         """Copies one closed segment; False when copying stopped before it could start or
         finish (a finished copy must carry an epoch at which the partition was copying), or when
-        the segment was deleted before its copy began."""
+        the segment was deleted (its records were) before its copy could finish."""
         partition = state.partition
         tp = partition.topic_id_partition
         log_ = partition.log
@@ -248,6 +248,10 @@ class RemoteLogManager:
         try:
             custom = self.rsm.copy_log_segment_data(metadata, segment_data)
         except Exception as e:
+            if segment not in log_.closed_segments():
+                # Its records were deleted under the copy (DeleteRecords): nothing to retry.
+                self._abandon_copy(metadata, "its local segment was deleted during the copy")
+                return False
             self.metrics.copy_errors[tp.topic] += 1
             self._abandon_copy(metadata, f"copy failed: {e}")
             raise
