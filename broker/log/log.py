@@ -43,7 +43,7 @@ from broker.log.producer_state import (
 from broker.log.results import AppendInfo, TimestampOffset
 from broker.log.segment import LOG_SUFFIX, OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
 from tiered.api import LogSegmentData
-from tiered.durable import TEMP_SUFFIX, atomic_write
+from tiered.durable import TEMP_SUFFIX, atomic_write, fsync_dir
 from tiered.errors import ErrorCode, TieredError
 from tiered.kafka.record_batch import RecordBatchError, assigned_offsets_pieces
 
@@ -527,9 +527,10 @@ class Log:
     def _delete_segments_below(self, offset: int) -> int:
         deleted = 0
         while len(self._segments) > 1 and self._segments[0].next_offset <= offset:
-            self._segments.pop(0).delete()
+            self._segments.pop(0).delete(sync=False)
             deleted += 1
         if deleted:
+            fsync_dir(self._dir)
             self._after_local_deletion()
         return deleted
 
