@@ -21,6 +21,7 @@ from tests.support.cluster import Cluster
 from tests.support.kafka_clients import (
     EARLIEST,
     EARLIEST_LOCAL,
+    alter_topic,
     confluent_produce,
     consume,
     create_topic,
@@ -34,6 +35,7 @@ from tests.support.kafka_cluster import confluent_admin, kafka_bootstrap, module
 from tests.support.kafkajs import kafkajs
 from tiered.admin import TopicDescription
 from tiered.api import RemoteLogSegmentMetadata, RemoteLogSegmentState
+from tiered.cluster.model import TieredState
 
 pytestmark = pytest.mark.processes
 
@@ -109,6 +111,49 @@ def test_confluent_deletes_records_across_both_tiers(cluster: Cluster, topic: st
     partition = described.partitions[0]
     assert partition.log_start_offset == new_start
     assert partition.remote_log_start_offset == remote_only[2].start_offset
+
+
+@pytest.mark.parametrize("policy", ["retain", "delete"])
+def test_delete_records_on_a_disabled_topic(cluster: Cluster, topic: str, policy: str) -> None:
+    """Retain: the remote data is still expired, so DeleteRecords deletes what lies below it
+    there. Delete: the log start already rose to the local log start, the bulk delete owns the
+    remote data and DeleteRecords moves the start within the local log."""
+    messages = tiered_with_remote_only_prefix(cluster, topic, 200)
+    remote_only = remote_only_segments(cluster, topic)
+    assert len(remote_only) >= 2
+    alter_topic(
+        cluster,
+        topic,
+        **{"remote.log.disable.policy": policy, "remote.storage.enable": "false"},
+    )
+    cluster.wait_for_state(topic, TieredState.DISABLED)
+    admin = confluent_admin(cluster)
+
+    def delete_below(offset: int) -> int:
+        [future] = admin.delete_records([ConfluentPartition(topic, 0, offset)]).values()
+        return int(future.result(30).low_watermark)
+
+    inside_remote = remote_only[1].start_offset + 1
+    if policy == "retain":
+        new_start = inside_remote
+        assert delete_below(new_start) == new_start
+        expired_below(cluster, topic, new_start)
+    else:
+        local_start = offset_of(cluster, topic, EARLIEST)
+        assert local_start > inside_remote
+        assert delete_below(inside_remote) == local_start  # below the log start: no change
+        new_start = local_start + 2
+        assert delete_below(new_start) == new_start
+        described = cluster.admin.describe_topic(topic, include_partition_state=False)
+        poll_until(
+            lambda: cluster.remote_segments(described, 0) == [],
+            timeout=60,
+            what=f"the bulk delete of {topic}",
+        )
+    assert offset_of(cluster, topic, EARLIEST) == new_start
+    assert_read_below_refused(cluster, topic, new_start - 1)
+    rest = consume(cluster, topic, {0: new_start}, len(messages) - new_start)
+    assert without_offsets(rest) == messages[new_start:]
 
 
 def test_kafka_python_and_kafkajs_delete_records(cluster: Cluster, topic: str) -> None:
