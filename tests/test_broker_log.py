@@ -390,7 +390,7 @@ def test_log_start_offset_is_monotonic_persisted_and_bounded(tmp_path: Path) -> 
     with pytest.raises(ValueError):
         log.set_log_start_offset(61)
     with pytest.raises(OffsetOutOfRangeError):
-        log.read(19, BIG)  # still on disk locally, but logically deleted
+        log.read(19, BIG)  # logically deleted, whether or not its segment is still on disk
     assert read(log, 20, 1)[0].offset == 20
     assert (tmp_path / LOG_START_OFFSET_FILE).read_text() == "20\n"
     log.close()
@@ -433,6 +433,10 @@ def test_delete_records_raises_the_log_start_and_deletes_the_segments_below_it(
     assert log.segments() == [segments[-1]]
     with pytest.raises(OffsetOutOfRangeError):
         log.read(99, BIG)
+    # Rolled, it holds deleted records only: it goes.
+    active = log.roll()
+    assert log.segments() == [active] and not segments[-1].log_path.exists()
+    assert log.local_log_start_offset == 100
     assert fill(log, 1) == [100]
     log.close()
     reopened = Log.open(tmp_path, small_config())
@@ -739,10 +743,14 @@ class _Model:
     def roll(self, now_ms: int) -> None:
         if self.segments[-1].size:
             self.segments.append(_ModelSegment(self.end, 0, now_ms))
+            self._drop_below_log_start()
 
     def raise_log_start(self, offset: int) -> None:
         """Monotonic; closed segments wholly below the log start go."""
         self.log_start = max(self.log_start, offset)
+        self._drop_below_log_start()
+
+    def _drop_below_log_start(self) -> None:
         while len(self.segments) > 1 and self.segments[1].base <= self.log_start:
             self.segments.pop(0)
 

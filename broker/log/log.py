@@ -10,8 +10,8 @@ Offsets (all maintained under one lock):
 - ``log_start_offset``: the first offset the partition serves from either tier; persisted in
   ``log-start-offset-checkpoint``. It may be below the local log start (older data is remote) or
   inside the oldest local segment, never above the log end. No closed segment lies wholly below
-  it: raising it deletes them, as Kafka's deleteOldSegments by log start offset does (and
-  ``Log.open`` finishes a deletion a crash cut short).
+  it: raising it deletes them, as Kafka's deleteOldSegments by log start offset does, and so
+  does a roll that closes such a segment (``Log.open`` finishes a deletion a crash cut short).
 - ``local_log_start_offset``: base offset of the oldest local segment.
 - ``log_end_offset``: the offset the next append gets.
 
@@ -511,6 +511,8 @@ class Log:
         # Kafka's snapshot at roll: opening the log then replays the active segment's headers only.
         self._producers.remove_expired(now_ms)
         self._producers.take_snapshot()
+        # Records deleted up to the high watermark: the segment closed now holds only those.
+        self._delete_segments_below(self._log_start_offset)
         return new
 
     def _segment_index(self, offset: int) -> int:
