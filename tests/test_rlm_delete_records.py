@@ -154,3 +154,25 @@ def test_a_copy_in_flight_below_the_new_log_start_leaves_nothing_below_it(
     keys = broker.real_rsm.object_keys(tp)
     assert len(keys) == 4 * len(listed)  # no object of a segment not listed
     assert all(str(m.remote_log_segment_id.id) in ids for m in listed)
+
+
+def test_a_remote_read_overtaken_by_the_deletion_is_out_of_range(broker: Broker) -> None:
+    tp, remote = tiered(broker, "overtaken")
+    log = broker.logs[tp]
+    broker.rsm.fetch_gate = threading.Event()
+    failures: list[Exception] = []
+
+    def read() -> None:
+        try:
+            broker.rlm.read(tp, 0, 100)
+        except Exception as e:
+            failures.append(e)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    assert broker.rsm.fetch_started.wait(10)  # past the log start check, reading the segment
+    assert log.delete_records(remote[2].start_offset) == remote[2].start_offset
+    broker.expire_now(tp)  # the segment being read is deleted
+    broker.rsm.fetch_gate.set()
+    reader.join(30)
+    assert len(failures) == 1 and isinstance(failures[0], OffsetOutOfRangeError), failures

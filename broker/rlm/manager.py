@@ -532,23 +532,32 @@ class RemoteLogManager:
     def read(self, tp: TopicIdPartition, offset: int, max_bytes: int) -> BatchRead:
         """Whole batches from ``offset``: from the local log at or above its local start offset,
         from remote storage (on the reader pool) between the log start and the local log start.
-        Below the log start offset: OFFSET_OUT_OF_RANGE."""
+        Below the log start offset: OFFSET_OUT_OF_RANGE, also when the log start passed
+        ``offset`` during a remote read that then failed (its segment was expired meanwhile)."""
         state = self._partitions.get(tp)
         if state is None:
             raise RemoteResourceNotFoundException(f"partition {tp} is not led by this broker")
         log_ = state.partition.log
-        if offset < log_.log_start_offset:
-            raise OffsetOutOfRangeError(
-                f"offset {offset} of {tp} is below the log start offset {log_.log_start_offset}"
-            )
+        self._check_not_below_log_start(tp, log_, offset)
         if offset >= log_.local_log_start_offset:
             return log_.read(offset, max_bytes)
         if not state.fetch_gate.enter():
             raise OffsetOutOfRangeError(f"remote data of {tp} is being deleted")
         try:
             return self._readers.submit(self._read_remote, state, offset, max_bytes).result()
+        except RemoteStorageException:
+            self._check_not_below_log_start(tp, log_, offset)
+            raise
         finally:
             state.fetch_gate.leave()
+
+    @staticmethod
+    def _check_not_below_log_start(tp: TopicIdPartition, log_: Log, offset: int) -> None:
+        start = log_.log_start_offset
+        if offset < start:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} of {tp} is below the log start offset {start}"
+            )
 
     def _read_remote(self, state: LeaderPartition, offset: int, max_bytes: int) -> BatchRead:
         tp = state.partition.topic_id_partition
