@@ -237,6 +237,7 @@ class TopicConfig:
 
     remote_storage_enable: bool = False
     remote_log_copy_disable: bool = False  # Kafka 3.9: keep remote data readable, copy nothing
+    cleanup_policy: tuple[str, ...] = (keys.CLEANUP_POLICY_DELETE,)
     log: LogConfig = field(default_factory=LogConfig)
     retention: RetentionConfig = field(default_factory=RetentionConfig)
 
@@ -252,6 +253,7 @@ class TopicConfig:
         return cls(
             remote_storage_enable=bool_property(values, keys.REMOTE_STORAGE_ENABLE, False),
             remote_log_copy_disable=bool_property(values, keys.REMOTE_LOG_COPY_DISABLE, False),
+            cleanup_policy=keys.cleanup_policies(values),
             log=LogConfig(
                 segment_bytes=int_property(
                     values, "segment.bytes", default("segment.bytes"), minimum=1

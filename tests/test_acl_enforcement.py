@@ -18,7 +18,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import KafkaError, Producer, TopicPartition
 from confluent_kafka import admin as kafka
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 from kio.schema.errors import ErrorCode as KafkaErrorCode
@@ -213,6 +213,8 @@ def test_kafka_clients_are_denied_and_allowed(cluster: Cluster) -> None:
     )
     kafka_admin = confluent_admin(cluster)
     [future] = kafka_admin.delete_topics(["secret"]).values()
+    assert result_error(future).code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    [future] = kafka_admin.delete_records([TopicPartition("secret", 0, -1)]).values()
     assert result_error(future).code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     denied(ErrorCode.TOPIC_AUTHORIZATION_FAILED, lambda: admin.delete_topic("secret"))
     assert "secret" in {

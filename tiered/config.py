@@ -268,6 +268,11 @@ def effective_topic_configs(configs: Mapping[str, str]) -> dict[str, str]:
     return {**TOPIC_CONFIG_DEFAULTS, **configs}
 
 
+def cleanup_policies(configs: Mapping[str, str]) -> tuple[str, ...]:
+    """``cleanup.policy`` of a topic's config set (default ``delete``), as a tuple of policies."""
+    return _parse_cleanup_policy(configs.get(CLEANUP_POLICY, TOPIC_CONFIG_DEFAULTS[CLEANUP_POLICY]))
+
+
 def remote_storage_enabled(configs: Mapping[str, str]) -> bool:
     """Whether ``remote.storage.enable`` is true in a topic's config set (default false)."""
     raw = configs.get(REMOTE_STORAGE_ENABLE)

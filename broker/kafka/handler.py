@@ -14,7 +14,8 @@ the module that answers it.
   this broker's ``GroupCoordinator`` (``broker.groups``);
 - the record APIs, on this broker's logs (``BrokerAgent``): ``produce_api`` (Produce),
   ``fetch_api`` (Fetch, long polls waiting in ``fetch_waits``), ``offsets_api`` (ListOffsets),
-  ``producer_ids`` (InitProducerId); ``partitions`` finds the partitions they name.
+  ``delete_records_api`` (DeleteRecords), ``producer_ids`` (InitProducerId); ``partitions``
+  finds the partitions they name.
 
 Requests and responses are kio's; what crosses to the controller is protobuf, converted in those
 modules; domain rules stay with the controller and ``tiered.config``. Metadata and the record
@@ -37,6 +38,7 @@ from broker.kafka.acls_api import AclsApi
 from broker.kafka.cluster_view import ClusterView
 from broker.kafka.config_api import ConfigApi
 from broker.kafka.create_partitions_api import CreatePartitionsApi
+from broker.kafka.delete_records_api import DeleteRecordsApi, RecordDeleter
 from broker.kafka.fetch_api import FetchApi, Reader
 from broker.kafka.fetch_waits import FetchWaits
 from broker.kafka.groups_api import GroupsApi
@@ -75,7 +77,7 @@ def _as_client(api: Api) -> Api:
     return forward
 
 
-class DataAgent(HostingAgent, Appender, Reader, TimestampSearch, Protocol):
+class DataAgent(HostingAgent, Appender, Reader, TimestampSearch, RecordDeleter, Protocol):
     """What the record APIs use of ``BrokerAgent``."""
 
     def on_append(self, listener: Callable[[TopicIdPartition, int], None]) -> None: ...
@@ -126,6 +128,7 @@ class BrokerKafkaHandler:
         self.produce = ProduceApi(agent, partitions).produce
         self.fetch = FetchApi(agent, partitions, self._waits).fetch
         self.list_offsets = ListOffsetsApi(agent, partitions).list_offsets
+        self.delete_records = DeleteRecordsApi(agent, partitions).delete_records
         self.init_producer_id = InitProducerIdApi(
             ProducerIdBlocks(this.node_id, this.log_dir), access
         ).init_producer_id

@@ -37,12 +37,22 @@ const bytes = b64 => (b64 === null ? null : Buffer.from(b64, 'base64'))
 const b64 = buffer => (buffer === null ? null : buffer.toString('base64'))
 
 function described(error) {
+  // KafkaJS's retrier wraps an error it gives up on: the broker's answer is its cause.
+  const cause = error.cause instanceof Error ? error.cause : null
+  const failed = error.partitions || (cause && cause.partitions) || []
   return {
     name: error.name,
     type: error.type === undefined ? null : error.type,
     code: error.code === undefined ? null : error.code,
     retriable: error.retriable === undefined ? null : error.retriable,
     message: error.message,
+    cause: cause ? cause.name : null,
+    // KafkaJSDeleteTopicRecordsError: each failed partition and its broker error
+    partitions: failed.map(p => ({
+      partition: p.partition,
+      offset: p.offset,
+      type: p.error && p.error.type !== undefined ? p.error.type : null,
+    })),
   }
 }
 
@@ -210,6 +220,8 @@ async function step(kafka, admin, s) {
       return admin.fetchTopicOffsets(s.topic)
     case 'fetchTopicOffsetsByTimestamp':
       return admin.fetchTopicOffsetsByTimestamp(s.topic, s.timestamp)
+    case 'deleteTopicRecords':
+      return admin.deleteTopicRecords({ topic: s.topic, partitions: s.partitions })
     case 'produce':
       return produce(kafka, s)
     case 'consume':

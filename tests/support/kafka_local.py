@@ -17,13 +17,14 @@ from kio.static.protocol import RequestPayload
 from broker.admin_forwarder import ControllerAdmin
 from broker.agent import BrokerAgent
 from broker.config import BrokerConfig
-from broker.kafka.handler import BrokerKafkaHandler
+from broker.kafka.handler import ALLOW_ALL, BrokerKafkaHandler
 from broker.kafka.this_broker import ThisBroker
 from tiered.api import TopicIdPartition
 from tiered.kafka.handler import RequestContext
 from tiered.net import PLAINTEXT, Listener
 from tiered.rpc.v1 import broker_pb2
 from tiered.rpc.v1 import controller_pb2 as pb
+from tiered.security.access import AccessControl
 
 NODE_ID = 1
 OTHER_BROKER = 2
@@ -73,7 +74,9 @@ class FixedPlacement:
 
 
 class LocalBroker:
-    def __init__(self, tmp_path: Path, **properties: str) -> None:
+    def __init__(
+        self, tmp_path: Path, access: AccessControl = ALLOW_ALL, **properties: str
+    ) -> None:
         self.log_dir = tmp_path / "logs"
         config = BrokerConfig.from_properties(
             {
@@ -92,6 +95,7 @@ class LocalBroker:
             self.agent,
             metadata_max_age_s=0.0,
             topic_auto_creation=config.topic_auto_creation,
+            access=access,
         )
 
     def host(self, topic: str, partitions: int = 1, **configs: str) -> uuid.UUID:

@@ -122,6 +122,7 @@ class KafkaHandler(Protocol):
     def create_partitions(
         self, request: RequestPayload, context: RequestContext
     ) -> HandlerResult: ...
+    def delete_records(self, request: RequestPayload, context: RequestContext) -> HandlerResult: ...
 
     def init_producer_id(
         self, request: RequestPayload, context: RequestContext
