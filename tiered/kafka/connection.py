@@ -63,9 +63,26 @@ CLIENT_API_VERSIONS: Mapping[int, tuple[int, int]] = {
 }
 
 
-def kafka_error(code: int, message: str) -> TieredError:
+# Kafka's own words for the errors a group tool meets (its Errors enum), for answers that carry
+# a code and no message.
+KAFKA_MESSAGES: Mapping[int, str] = {
+    3: "This server does not host this topic-partition.",
+    15: "The coordinator is not available.",
+    16: "This is not the correct coordinator.",
+    24: "The configured groupId is invalid.",
+    29: "Topic authorization failed.",
+    30: "Group authorization failed.",
+    68: "The group is not empty.",
+    69: "The group id does not exist.",
+    86: "The consumer group is actively subscribed to the topic.",
+}
+
+
+def kafka_error(code: int, message: str | None = None) -> TieredError:
     """A Kafka error code as this project's error (Kafka's name, when this project does not
-    know the code)."""
+    know the code); ``message`` defaults to Kafka's words for the code."""
+    if message is None:
+        message = KAFKA_MESSAGES.get(int(code), "the broker gave no message")
     try:
         return TieredError(ErrorCode(code), message)
     except ValueError:

@@ -238,7 +238,7 @@ class GroupAdmin:
             answer = connection.request(OFFSET_DELETE, group_id=group, topics=topics)
             top = None
             if answer.error_code != KafkaErrorCode.none:
-                top = kafka_error(answer.error_code, answer.error_code.name.upper())
+                top = kafka_error(answer.error_code)
                 if top.code in COORDINATOR_ERRORS:
                     raise top
             return top, _partition_errors(answer.topics, f"delete offsets of group {group!r}")
@@ -257,7 +257,7 @@ class GroupAdmin:
                 (result,) = answer.results
                 if result.error_code == KafkaErrorCode.none:
                     return None
-                error = kafka_error(result.error_code, result.error_code.name.upper())
+                error = kafka_error(result.error_code)
                 if error.code in COORDINATOR_ERRORS:
                     raise error
                 return error
@@ -287,7 +287,9 @@ def _partition_errors(topics: Any, what: str) -> dict[TopicPartition, TieredErro
             results[tp] = (
                 None
                 if code == KafkaErrorCode.none
-                else kafka_error(code, f"cannot {what} for {tp[0]}-{tp[1]}: {code.name.upper()}")
+                else kafka_error(
+                    code, f"cannot {what} for {tp[0]}-{tp[1]}: {kafka_error(code).message}"
+                )
             )
     return results
 
