@@ -351,6 +351,14 @@ def test_tiered_consumer_groups_over_sasl_ssl_and_ssl_with_the_admin_files(
             "tiered.cli.consumer_groups", "--bootstrap-server", sasl_listeners, "--list"
         )
         assert plain.returncode == 1 and "BROKER_NOT_AVAILABLE" in plain.stderr, plain.stderr
+        no_certificate = tmp_path / "no-certificate.properties"
+        no_certificate.write_text(
+            f"security.protocol=SSL\nssl.truststore.location={kraft.config / 'ca.pem'}\n"
+        )
+        anonymous = run_module("tiered.cli.consumer_groups", *ssl[:2], "--command-config",
+                               str(no_certificate), "--list")  # fmt: skip
+        assert anonymous.returncode == 1
+        assert "does it require a client certificate" in anonymous.stderr, anonymous.stderr
     finally:
         for member in members:
             member.close()

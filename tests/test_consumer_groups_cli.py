@@ -15,16 +15,19 @@ import pytest
 from tests.support.group_admin_handler import REGISTRY, Group, GroupAdminHandler, Member
 from tiered.cli.consumer_groups import main
 from tiered.errors import ErrorCode, TieredError
+from tiered.kafka.api_versions import ApiVersionRegistry
 from tiered.kafka.client import KafkaClient
 from tiered.kafka.client_security import KafkaClientSecurity
 from tiered.kafka.group_admin import GroupAdmin
 from tiered.kafka.server import KafkaServer, ListenerSettings
+from tiered.ports import free_port
 from tiered.security.sasl import SaslAuthentication
 from tiered.security.scram import ScramCredential, ScramMechanism
 
 SHA512 = ScramMechanism.SCRAM_SHA_512
 PASSWORD = "s3cret-of-alice"
 FOR = "for topic partition"
+OFFSET_FETCH = 9
 
 
 @pytest.fixture
@@ -198,6 +201,32 @@ def test_a_coordinator_that_stays_away_is_an_error_after_the_timeout(
     handler.not_coordinator_answers = 10**6
     assert tool(bootstrap, "--describe", "--group", "billing", "--state", "--timeout", "300") == 1
     assert capsys.readouterr().err.startswith("NOT_COORDINATOR: cannot describe group 'billing'")
+
+
+def test_an_unreachable_coordinator_is_found_again(
+    bootstrap: str, handler: GroupAdminHandler, capsys: pytest.CaptureFixture[str]
+) -> None:
+    handler.gone_coordinators = [free_port()]
+    assert tool(bootstrap, "--describe", "--group", "billing", "--members") == 0
+    assert "m-1" in capsys.readouterr().out
+    assert handler.requests.count("find_coordinator") == 2
+
+
+def test_a_broker_without_offset_fetch_is_named_with_the_api(
+    handler: GroupAdminHandler, capsys: pytest.CaptureFixture[str]
+) -> None:
+    without = ApiVersionRegistry({k: v for k, v in REGISTRY.ranges.items() if k != OFFSET_FETCH})
+    server = KafkaServer(handler, ListenerSettings(), without)
+    server.start()
+    handler.port = server.address[1]
+    try:
+        assert tool(f"127.0.0.1:{handler.port}", "--describe", "--group", "billing") == 1
+    finally:
+        server.stop()
+    assert capsys.readouterr().err == (
+        f"UNSUPPORTED_VERSION: 127.0.0.1:{handler.port} does not serve OffsetFetch (api key 9) "
+        "at the versions this client speaks, 1 to 7\n"
+    )
 
 
 # --------------------------------------------------------------------------------- reset
@@ -417,8 +446,6 @@ def test_a_bad_bootstrap_names_the_flag(capsys: pytest.CaptureFixture[str]) -> N
 
 
 def test_an_unreachable_broker_is_broker_not_available(capsys: pytest.CaptureFixture[str]) -> None:
-    from tiered.ports import free_port
-
     assert tool(f"127.0.0.1:{free_port()}", "--list") == 1
     assert capsys.readouterr().err.startswith("BROKER_NOT_AVAILABLE: cannot connect to 127.0.0.1:")
 

@@ -64,6 +64,7 @@ class GroupAdminHandler:
         self.first_offset_at: dict[tuple[str, int], list[tuple[int, int]]] = {}  # (ms, offset)
         self.groups: dict[str, Group] = {}
         self.not_coordinator_answers = 0  # DescribeGroups answers NOT_COORDINATOR this often
+        self.gone_coordinators: list[int] = []  # ports FindCoordinator names first, one a call
         self.commits: list[dict[tuple[str, int], int]] = []
         self.requests: list[str] = []
 
@@ -126,7 +127,9 @@ class GroupAdminHandler:
     def find_coordinator(self, request: Any, context: RequestContext) -> Any:
         self._seen("find_coordinator")
         response_type = response_type_for(request)
-        answer = {"node_id": NODE_ID, "host": "127.0.0.1", "port": self.port}
+        with self.lock:
+            port = self.gone_coordinators.pop(0) if self.gone_coordinators else self.port
+        answer = {"node_id": NODE_ID, "host": "127.0.0.1", "port": port}
         answer |= {"error_code": ErrorCode.none, "error_message": None}
         if not hasattr(request, "coordinator_keys"):
             return build(response_type, throttle_time=NO_THROTTLE, **answer)

@@ -173,7 +173,7 @@ class KafkaClient:
                 found[topic.name] = sorted(int(p.partition_index) for p in topic.partitions)
         return found
 
-    def _leaders(self, topics: Iterable[str]) -> tuple[dict[TopicPartition, Broker], Any]:
+    def _leaders(self, topics: Iterable[str]) -> dict[TopicPartition, Broker]:
         answer = self.metadata(sorted(set(topics)))
         brokers = {
             int(b.node_id): Broker(int(b.node_id), b.host, int(b.port)) for b in answer.brokers
@@ -184,7 +184,7 @@ class KafkaClient:
                 broker = brokers.get(int(partition.leader_id))
                 if broker is not None:
                     leaders[(topic.name, int(partition.partition_index))] = broker
-        return leaders, answer
+        return leaders
 
     # ------------------------------------------------------------------------ coordinator
 
@@ -217,9 +217,21 @@ class KafkaClient:
             try:
                 return call(self.connection(coordinator.host, coordinator.port))
             except TieredError as e:
-                if e.code in COORDINATOR_ERRORS or e.code is ErrorCode.BROKER_NOT_AVAILABLE:
-                    self._coordinators.pop(group, None)
-                    self.forget(coordinator)
+                if (
+                    e.code not in COORDINATOR_ERRORS
+                    and e.code is not ErrorCode.BROKER_NOT_AVAILABLE
+                ):
+                    raise
+                self._coordinators.pop(group, None)
+                self.forget(coordinator)
+                if e.code is ErrorCode.BROKER_NOT_AVAILABLE:
+                    # A coordinator that went away: another takes the group over, as Kafka's
+                    # AdminClient waits for it to.
+                    raise TieredError(
+                        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                        f"the coordinator of group {group!r} ({coordinator}) is unreachable: "
+                        f"{e.message}",
+                    ) from None
                 raise
 
         return self.retry(
@@ -229,12 +241,18 @@ class KafkaClient:
         )
 
     def coordinator(self, group: str) -> Broker:
-        """The broker coordinating ``group`` (found again after a coordinator error)."""
-        return self.retry(
+        """The broker coordinating ``group``: the one the last call went to, else found (again
+        after a coordinator error)."""
+        known = self._coordinators.get(group)
+        if known is not None:
+            return known
+        found = self.retry(
             lambda: self.find_coordinator(group),
             retry_on=TieredError,
             retry_if=lambda e: e.code in COORDINATOR_ERRORS,
         )
+        self._coordinators[group] = found
+        return found
 
     # ------------------------------------------------------------------------ offsets
 
@@ -248,7 +266,7 @@ class KafkaClient:
 
         def attempt() -> None:
             missing = [tp for tp in wanted if not isinstance(found.get(tp), int)]
-            leaders, _ = self._leaders(t for t, _ in missing)
+            leaders = self._leaders(t for t, _ in missing)
             by_leader: dict[Broker, list[TopicPartition]] = {}
             for tp in missing:
                 leader = leaders.get(tp)

@@ -23,6 +23,7 @@ from typing import Any
 from kio.index import load_request_schema
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode as KafkaErrorCode
+from kio.schema.index import api_key_map
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from kio.serial import entity_reader, entity_writer
@@ -76,6 +77,11 @@ KAFKA_MESSAGES: Mapping[int, str] = {
     69: "The group id does not exist.",
     86: "The consumer group is actively subscribed to the topic.",
 }
+
+
+def _api_name(api_key: int) -> str:
+    """Kafka's name of an API (``offset_fetch`` -> ``OffsetFetch``)."""
+    return "".join(part.title() for part in api_key_map[api_key].split("_"))
 
 
 def kafka_error(code: int, message: str | None = None) -> TieredError:
@@ -193,7 +199,8 @@ class KafkaConnection:
             low, high = CLIENT_API_VERSIONS[api_key]
             raise TieredError(
                 ErrorCode.UNSUPPORTED_VERSION,
-                f"{self.name} serves no version {low} to {high} of api key {api_key}",
+                f"{self.name} does not serve {_api_name(api_key)} (api key {api_key}) at the "
+                f"versions this client speaks, {low} to {high}",
             )
         request_type: type[Any] = load_request_schema(api_key, version)
         return request_type
