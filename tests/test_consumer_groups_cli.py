@@ -167,6 +167,15 @@ def test_describe_members_verbose_and_state(
     assert lines[2].split() == ["billing", f"127.0.0.1:{port}", "(1)", "range", "Stable", "2"]
 
 
+def test_describe_all_groups_in_json(bootstrap: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert tool(bootstrap, "--describe", "--all-groups", "--state", "--format", "json") == 0
+    described = json.loads(capsys.readouterr().out)
+    assert [(g["group"], g["state"], g["members"]) for g in described] == [
+        ("billing", "Stable", 2),
+        ("idle", "Empty", 0),
+    ]
+
+
 def test_an_empty_group_is_noted_on_stderr(
     bootstrap: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -124,16 +124,15 @@ class KafkaClient:
 
     def any_connection(self) -> KafkaConnection:
         """A connection to the first bootstrap address that answers."""
-        failure: TieredError | None = None
+        failures: list[TieredError] = []
         for host, port in self.bootstrap:
             try:
                 return self.connection(host, port)
             except TieredError as e:
                 if e.code is not ErrorCode.BROKER_NOT_AVAILABLE:
                     raise  # refused (a login, a version): another broker would say the same
-                failure = e
-        assert failure is not None
-        raise failure
+                failures.append(e)
+        raise TieredError(ErrorCode.BROKER_NOT_AVAILABLE, "; ".join(e.message for e in failures))
 
     # ------------------------------------------------------------------------ metadata
 
