@@ -12,7 +12,7 @@ from typing import Any
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
-from tests.support.kafka_wire import WireClient
+from tiered.kafka.connection import KafkaConnection
 from tiered.kafka.messages import build, nested
 
 JOIN, HEARTBEAT, LEAVE, SYNC, DESCRIBE, LIST = 11, 12, 13, 14, 15, 16
@@ -46,7 +46,7 @@ def group_request(api_key: int, version: int, **fields: Any) -> Any:
     return build(request_type, **fields)
 
 
-def join_member(wire: WireClient, version: int, group: str, **fields: Any) -> Any:
+def join_member(wire: KafkaConnection, version: int, group: str, **fields: Any) -> Any:
     """A member through JoinGroup (both rounds from v4): the answer to its last join."""
     answer = wire.call(group_request(JOIN, version, group_id=group, **fields))
     if version >= 4 and answer.error_code == ErrorCode.member_id_required:
