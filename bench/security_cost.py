@@ -461,7 +461,38 @@ def summary_rows(results: dict[str, Any], args: argparse.Namespace) -> list[Any]
                 results["produce"]["plaintext"]["mb_per_s"],
             )
         )
+        rows += cpu_rows(results["produce"], cluster, args.size_mb)
     return rows
+
+
+def brokers_cpu_s(figures: dict[str, Any]) -> float:
+    return float(sum(v for k, v in figures["cpu_s"].items() if k.startswith("broker-")))
+
+
+def cpu_rows(produce: dict[str, Any], cluster: str, size_mb: float) -> list[Any]:
+    """Where the produce's CPU goes, client and brokers apart: the two share the machine's CPUs,
+    so when those are the bottleneck the MB/s ratio follows the CPU seconds' inverse."""
+    scenario = f"{cluster}: Kafka produce, {size_mb:g} MiB of 1 KiB records (confluent-kafka)"
+    baseline = "plaintext: PLAINTEXT listener, no authorizer"
+    secure, plaintext = produce["secure"], produce["plaintext"]
+    return [
+        summary_row(
+            scenario,
+            "secure: the brokers' CPU seconds (the median round)",
+            brokers_cpu_s(secure),
+            "s",
+            baseline,
+            brokers_cpu_s(plaintext),
+        ),
+        summary_row(
+            scenario,
+            "secure: the producer's CPU seconds, librdkafka's threads included (the median round)",
+            secure["producer_cpu_s"],
+            "s",
+            baseline,
+            plaintext["producer_cpu_s"],
+        ),
+    ]
 
 
 def print_table(results: dict[str, Any], log: Log) -> None:
