@@ -98,13 +98,13 @@ class TlsStream:
         """Decrypts what already arrived into ``buffer``, without waiting: a read returns one TLS
         record at most, and a trip through the event loop for each would cost more than the
         decryption (an end of stream is left for the next read to report)."""
-        got = 0
-        while got < len(buffer):
+        got, size, read = 0, len(buffer), self._ssl.read
+        while got < size:
             try:
-                more = cast(int, self._ssl.read(len(buffer) - got, buffer[got:]))
+                more: int = read(size - got, buffer[got:])  # type: ignore[assignment]
             except (ssl.SSLWantReadError, ssl.SSLZeroReturnError, ssl.SSLEOFError):
                 break
-            if more == 0:
+            if not more:
                 break
             got += more
         return got
