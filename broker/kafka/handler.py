@@ -1,8 +1,11 @@
 """The broker's KafkaHandler (``tiered.kafka.handler``): one method per Kafka API, each handed to
 the module that answers it.
 
-- ``metadata_api``: Metadata, DescribeCluster, FindCoordinator (the cluster as the controller's
-  image has it, through ``cluster_view``'s short-lived cache);
+- ``metadata_api``: Metadata, DescribeCluster (the cluster as the controller's image has it,
+  through ``cluster_view``'s short-lived cache);
+- committed offsets (``broker.groups``): ``find_coordinator_api`` (FindCoordinator),
+  ``offsets_commit_api`` (OffsetCommit, OffsetFetch, OffsetDelete, DeleteGroups), on the
+  ``__consumer_offsets`` partitions this broker hosts (``OffsetStore``);
 - ``topics_api``: CreateTopics, DeleteTopics; ``config_api``: DescribeConfigs, AlterConfigs,
   IncrementalAlterConfigs; ``scram_api``: AlterUserScramCredentials,
   DescribeUserScramCredentials; ``acls_api``: CreateAcls, DescribeAcls, DeleteAcls; all
@@ -22,24 +25,33 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
+from kio.schema.errors import ErrorCode as KafkaErrorCode
 from kio.static.protocol import ResponsePayload
 
 from broker.admin_forwarder import ControllerAdmin
+from broker.groups.membership import GroupMembership, NoMembers
+from broker.groups.offset_store import OffsetStore
+from broker.groups.offsets_config import OffsetsConfig
+from broker.groups.placement import OFFSETS_TOPIC, OffsetsTopic
 from broker.kafka.acls_api import AclsApi
 from broker.kafka.cluster_view import ClusterView
 from broker.kafka.config_api import ConfigApi
 from broker.kafka.fetch_api import FetchApi, Reader
 from broker.kafka.fetch_waits import FetchWaits
+from broker.kafka.find_coordinator_api import FindCoordinatorApi
 from broker.kafka.log_dirs_api import LocalPartition, LogDirsApi
 from broker.kafka.metadata_api import MetadataApi
 from broker.kafka.offsets_api import ListOffsetsApi, TimestampSearch
+from broker.kafka.offsets_commit_api import OffsetsApi
 from broker.kafka.partitions import HostingAgent, PartitionLookup
 from broker.kafka.produce_api import Appender, ProduceApi
 from broker.kafka.producer_ids import InitProducerIdApi, ProducerIdBlocks
 from broker.kafka.scram_api import ScramApi
 from broker.kafka.this_broker import ThisBroker
 from broker.kafka.topics_api import TopicsApi
+from broker.log import Log
 from tiered.api import TopicIdPartition
+from tiered.errors import TieredError
 from tiered.kafka.handler import HandlerResult, RequestContext
 from tiered.security.access import AccessControl
 from tiered.security.acl_index import AclIndex
@@ -79,7 +91,10 @@ class BrokerKafkaHandler:
         agent: DataAgent,
         metadata_max_age_s: float = 1.0,
         access: AccessControl = ALLOW_ALL,
+        membership: GroupMembership | None = None,
     ) -> None:
+        """``membership``: the group coordinator's (None: ``NoMembers``, standalone commits
+        only)."""
         view = ClusterView(controller, metadata_max_age_s)
         cluster = MetadataApi(view, this, access)
         topics = TopicsApi(controller, view)
@@ -91,7 +106,33 @@ class BrokerKafkaHandler:
         agent.on_append(lambda tp, size: self._waits.appended((tp.topic_id, tp.partition), size))
         self.metadata = cluster.metadata
         self.describe_cluster = cluster.describe_cluster
-        self.find_coordinator = cluster.find_coordinator
+        membership = membership or NoMembers()
+        offsets_config = OffsetsConfig.from_properties(this.properties)
+        self.offset_store = OffsetStore(
+            lambda index: _offsets_log(agent, index),
+            lambda: (p for t, p, _ in local_partitions() if t == OFFSETS_TOPIC),
+            offsets_config,
+            membership,
+            lambda: _topic_names(view),
+        )
+        offsets_topic = OffsetsTopic(
+            view, controller, offsets_config, lambda index: _served(self.offset_store, index)
+        )
+        self.coordinates = offsets_topic.coordinates
+        self.find_coordinator = FindCoordinatorApi(offsets_topic, view, access).find_coordinator
+        offsets = OffsetsApi(
+            offsets_topic,
+            self.offset_store,
+            membership,
+            view,
+            access,
+            offsets_config.metadata_max_bytes,
+        )
+        self.offset_commit = offsets.offset_commit
+        self.offset_fetch = offsets.offset_fetch
+        self.offset_delete = offsets.offset_delete
+        self.delete_groups = offsets.delete_groups
+        self.offset_store.start()
         self.create_topics = _as_client(topics.create_topics)
         self.delete_topics = _as_client(topics.delete_topics)
         self.describe_configs = _as_client(configs.describe_configs)
@@ -116,6 +157,25 @@ class BrokerKafkaHandler:
         return self._waits.waiting()
 
     def close(self) -> None:
-        """Answers no more waiting fetches (their connections close); call once the listener
-        has stopped."""
+        """Answers no more waiting fetches (their connections close) and stops the offsets'
+        upkeep; call once the listener has stopped."""
         self._waits.close()
+        self.offset_store.close()
+
+
+def _offsets_log(agent: DataAgent, index: int) -> Log | None:
+    hosted = agent.hosted_by_name(OFFSETS_TOPIC, index)
+    return None if hosted is None else hosted.log
+
+
+def _served(store: OffsetStore, index: int) -> KafkaErrorCode:
+    found = store.partition(index)
+    return found if isinstance(found, KafkaErrorCode) else KafkaErrorCode.none
+
+
+def _topic_names(view: ClusterView) -> set[str] | None:
+    try:
+        topics = view.everything().topics
+    except TieredError:
+        return None
+    return set(topics)

@@ -77,7 +77,7 @@ class ResourceType(_Coded):
     UNKNOWN = 0
     ANY = 1
     TOPIC = 2
-    GROUP = 3  # reserved: groups' ACLs come with the consumer groups' enforcement
+    GROUP = 3
     CLUSTER = 4
 
 
