@@ -33,6 +33,9 @@ __all__ = ["LoadState", "OffsetStore"]
 
 _log = logging.getLogger(__name__)
 
+# A log this short is loaded by the request that first needs it, in well under a millisecond.
+_INLINE_LOAD_MAX_RECORDS = 1000
+
 
 class LoadState(enum.Enum):
     LOADING = "loading"
@@ -64,8 +67,9 @@ class OffsetStore:
     """Thread-safe. ``start()`` the upkeep thread, ``close()`` when done.
 
     ``hosted_log(index)``: the log of ``__consumer_offsets`` partition ``index`` if hosted here;
-    ``hosted_indexes()``: the ones hosted here; ``existing_topics()``: every topic's name, or
-    None when the controller cannot say (deleted topics' offsets then wait)."""
+    ``hosted_indexes()``: the ones hosted here; ``existing_topics()``: every topic's name, as
+    listed after the call began (not a cached listing), or None when the controller cannot say
+    (deleted topics' offsets then wait)."""
 
     def __init__(
         self,
@@ -94,7 +98,9 @@ class OffsetStore:
 
     def partition(self, index: int) -> OffsetsPartition | ErrorCode:
         """The loaded partition, or the error its groups get now (NOT_COORDINATOR,
-        COORDINATOR_LOAD_IN_PROGRESS)."""
+        COORDINATOR_LOAD_IN_PROGRESS). A partition seen for the first time is loaded: here at
+        once if its log is short (a partition just created: its first clients need not
+        retry), else by the upkeep thread."""
         log = self._hosted_log(index)
         with self._lock:
             slot = self._slots.get(index)
@@ -102,12 +108,23 @@ class OffsetStore:
                 if slot is not None:
                     del self._slots[index]  # moved away or deleted
                 return ErrorCode.not_coordinator
-            if slot is None or slot.log is not log:
-                self._queue_load(index, log)
+            if slot is not None and slot.log is log:
+                if slot.state is LoadState.LOADED:
+                    return slot.partition
                 return ErrorCode.coordinator_load_in_progress
-            if slot.state is LoadState.LOADED:
-                return slot.partition
-            return ErrorCode.coordinator_load_in_progress
+            slot = self._new_slot(index, log)
+            inline = log.log_end_offset - log.log_start_offset <= _INLINE_LOAD_MAX_RECORDS
+            if not inline:
+                self._to_load.append(index)
+                self._wake.notify()
+                return ErrorCode.coordinator_load_in_progress
+        self._load(index)
+        with self._lock:
+            return (
+                slot.partition
+                if slot.state is LoadState.LOADED
+                else (ErrorCode.coordinator_load_in_progress)
+            )
 
     def groups(self) -> list[str]:
         """Every group with committed offsets in a loaded partition."""
@@ -125,13 +142,12 @@ class OffsetStore:
     def committed_at(self, offset: int, leader_epoch: int, metadata: str) -> CommittedOffset:
         return CommittedOffset(offset, leader_epoch, metadata, self._clock_ms())
 
-    def _queue_load(self, index: int, log: Log) -> None:
-        """Called under the lock."""
+    def _new_slot(self, index: int, log: Log) -> _Slot:
+        """Called under the lock: the caller loads it, or queues it for the upkeep thread."""
         slot = _Slot(log, OffsetsPartition(log, self._clock_ms))
         slot.moved_to(LoadState.LOADING)
         self._slots[index] = slot
-        self._to_load.append(index)
-        self._wake.notify()
+        return slot
 
     # -------------------------------------------------------------------------------- upkeep
 
@@ -171,6 +187,8 @@ class OffsetStore:
                 self.remove_expired()
 
     def _load(self, index: int) -> None:
+        """Loads a LOADING slot; one caller per slot (its creator, or the upkeep thread it was
+        queued for)."""
         with self._lock:
             slot = self._slots.get(index)
         if slot is None or slot.state is not LoadState.LOADING:

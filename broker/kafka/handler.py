@@ -81,6 +81,8 @@ class DataAgent(HostingAgent, Appender, Reader, TimestampSearch, Protocol):
 
     def on_append(self, listener: Callable[[TopicIdPartition, int], None]) -> None: ...
 
+    def on_hosting(self, listener: Callable[[TopicIdPartition], None]) -> None: ...
+
 
 class BrokerKafkaHandler:
     def __init__(
@@ -132,6 +134,13 @@ class BrokerKafkaHandler:
         self.offset_fetch = offsets.offset_fetch
         self.offset_delete = offsets.offset_delete
         self.delete_groups = offsets.delete_groups
+        store = self.offset_store
+
+        def hosting(tp: TopicIdPartition) -> None:
+            if tp.topic == OFFSETS_TOPIC:
+                store.partition(tp.partition)  # loaded now: its groups are served at once
+
+        agent.on_hosting(hosting)
         self.offset_store.start()
         self.create_topics = _as_client(topics.create_topics)
         self.delete_topics = _as_client(topics.delete_topics)
@@ -174,6 +183,10 @@ def _served(store: OffsetStore, index: int) -> KafkaErrorCode:
 
 
 def _topic_names(view: ClusterView) -> set[str] | None:
+    """Every topic, listed now: a cached listing may predate a topic whose offsets were
+    committed since (the store removes offsets of topics missing from a listing taken after
+    their commit)."""
+    view.invalidate()
     try:
         topics = view.everything().topics
     except TieredError:

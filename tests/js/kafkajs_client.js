@@ -158,6 +158,10 @@ async function step(kafka, admin, s) {
       return admin.fetchTopicOffsets(s.topic)
     case 'fetchTopicOffsetsByTimestamp':
       return admin.fetchTopicOffsetsByTimestamp(s.topic, s.timestamp)
+    case 'fetchOffsets':
+      return admin.fetchOffsets({ groupId: s.group, topics: [s.topic] })
+    case 'deleteGroups':
+      return admin.deleteGroups(s.groups)
     case 'produce':
       return produce(kafka, s)
     default:
