@@ -149,3 +149,28 @@ def test_store_serves_loaded_partitions_and_expires_offsets(tmp_path: Path) -> N
     finally:
         store.close()
         logs[0].close()
+
+
+def test_a_long_log_loads_in_the_background_meanwhile_load_in_progress(tmp_path: Path) -> None:
+    log = Log.open(tmp_path / "p0")
+    partition = OffsetsPartition(log)
+    partition.commit("g", {("t", 0): _committed(1), ("t", 1): _committed(2)})
+    store = OffsetStore(
+        lambda index: log if index == 0 else None,
+        lambda: [],
+        OffsetsConfig(),
+        NoMembers(),
+        lambda: None,
+        inline_load_max_records=1,
+    )
+    assert store.partition(0) is ErrorCode.coordinator_load_in_progress
+    assert store.partition(0) is ErrorCode.coordinator_load_in_progress  # queued once
+    store.start()
+    try:
+        poll_until(lambda: not isinstance(store.partition(0), ErrorCode), what="a load")
+        loaded = store.partition(0)
+        assert isinstance(loaded, OffsetsPartition)
+        assert loaded.committed("g") == {("t", 0): _committed(1), ("t", 1): _committed(2)}
+    finally:
+        store.close()
+        log.close()

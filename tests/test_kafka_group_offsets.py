@@ -29,6 +29,7 @@ from kafka import TopicPartition as PythonPartition
 from kafka.admin import KafkaAdminClient
 from kafka.structs import OffsetAndMetadata
 from kio.schema.errors import ErrorCode
+from kio.schema.find_coordinator.v4 import request as find_v4
 from kio.schema.offset_commit.v8 import request as commit_v8
 from kio.schema.offset_fetch.v8 import request as fetch_v8
 
@@ -141,6 +142,24 @@ def coordinator_of(cluster: Cluster, group_id: str) -> int:
     return described.partitions[partition_for(group_id, len(described.partitions))].leader
 
 
+def commit_request(group_id: str, topic: str, offset: int) -> commit_v8.OffsetCommitRequest:
+    """A standalone commit of partition 0, on the wire."""
+    return commit_v8.OffsetCommitRequest(
+        group_id=group_id,
+        member_id="",
+        topics=(
+            commit_v8.OffsetCommitRequestTopic(
+                name=topic,
+                partitions=(
+                    commit_v8.OffsetCommitRequestPartition(
+                        partition_index=0, committed_offset=offset, committed_metadata=None
+                    ),
+                ),
+            ),
+        ),
+    )
+
+
 # ------------------------------------------------------------------------------------- tests
 
 
@@ -223,20 +242,7 @@ def test_only_the_coordinator_serves_a_group(cluster: Cluster, topic: str) -> No
     confluent_commit(cluster, g, {(topic, 0): 2})
     coordinator = coordinator_of(cluster, g)
     other = next(b for b in cluster.brokers if b != coordinator)
-    commit = commit_v8.OffsetCommitRequest(
-        group_id=g,
-        member_id="",
-        topics=(
-            commit_v8.OffsetCommitRequestTopic(
-                name=topic,
-                partitions=(
-                    commit_v8.OffsetCommitRequestPartition(
-                        partition_index=0, committed_offset=9, committed_metadata=None
-                    ),
-                ),
-            ),
-        ),
-    )
+    commit = commit_request(g, topic, 9)
     fetch = fetch_v8.OffsetFetchRequest(
         groups=(fetch_v8.OffsetFetchRequestGroup(group_id=g, topics=None),)
     )
@@ -302,3 +308,51 @@ def test_committed_offsets_survive_sigkill_of_every_process(cluster: Cluster, to
         (topic, 0): 21,
         (topic, 1): 22,
     }
+
+
+def test_a_group_whose_coordinator_is_down_carries_on_when_it_is_back(
+    cluster: Cluster, topic: str
+) -> None:
+    g = group()
+    confluent_commit(cluster, g, {(topic, 0): 41})
+    coordinator = coordinator_of(cluster, g)
+    other = next(b for b in cluster.brokers if b != coordinator)
+    find = find_v4.FindCoordinatorRequest(key_type=0, coordinator_keys=(g,))
+    cluster.brokers[coordinator].kill()
+    try:
+        with connected(cluster, other) as wire:
+            poll_until(
+                lambda: (
+                    wire.call(find).coordinators[0].error_code
+                    is ErrorCode.coordinator_not_available
+                ),
+                timeout=30,
+                what="the coordinator's broker to be fenced",
+            )
+            [answer] = wire.call(commit_request(g, topic, 42)).topics
+            assert answer.partitions[0].error_code is ErrorCode.not_coordinator
+    finally:
+        cluster.brokers[coordinator].start()
+        cluster.wait_for_live_brokers(set(cluster.brokers), timeout_s=60)
+    confluent_commit(cluster, g, {(topic, 0): 43})
+    assert confluent_committed(cluster, g, [(topic, 0)]) == {(topic, 0): 43}
+
+
+def test_committed_offsets_survive_a_controller_failover(cluster: Cluster, topic: str) -> None:
+    g = group()
+    confluent_commit(cluster, g, {(topic, 0): 51})
+    active = cluster.active_controller()
+    active.kill()
+    try:
+        poll_until(
+            lambda: cluster.active_controller() is not active,
+            timeout=60,
+            what="the standby controller to take over",
+        )
+        assert confluent_committed(cluster, g, [(topic, 0)]) == {(topic, 0): 51}
+        other = f"o-{uuid.uuid4().hex[:8]}"
+        create_topic(cluster, other)  # the new controller serves what offsets need
+        confluent_commit(cluster, g, {(other, 0): 52})
+        assert python_committed(cluster, g) == {(topic, 0): 51, (other, 0): 52}
+    finally:
+        active.start()

@@ -79,7 +79,9 @@ class OffsetStore:
         membership: GroupMembership,
         existing_topics: Callable[[], Collection[str] | None],
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        inline_load_max_records: int = _INLINE_LOAD_MAX_RECORDS,
     ) -> None:
+        self._inline_load_max_records = inline_load_max_records
         self._hosted_log = hosted_log
         self._hosted_indexes = hosted_indexes
         self._config = config
@@ -113,7 +115,7 @@ class OffsetStore:
                     return slot.partition
                 return ErrorCode.coordinator_load_in_progress
             slot = self._new_slot(index, log)
-            inline = log.log_end_offset - log.log_start_offset <= _INLINE_LOAD_MAX_RECORDS
+            inline = log.log_end_offset - log.log_start_offset <= self._inline_load_max_records
             if not inline:
                 self._to_load.append(index)
                 self._wake.notify()
