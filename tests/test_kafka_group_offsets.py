@@ -1,7 +1,8 @@
 """Committed offsets against a real cluster, in both metadata modes, through every client family
 that commits without group membership: confluent-kafka (assign() and commit()), kafka-python
-(its admin's alter/list/delete of group offsets), aiokafka (a consumer's commit()) and KafkaJS
-(admin fetchOffsets, deleteGroups); each reads back what another wrote.
+(its admin's alter/list/delete of group offsets), aiokafka (a consumer's commit()), KafkaJS
+(admin fetchOffsets, deleteGroups; its setOffsets needs a group member) and kcat (``-o stored``);
+each reads back what another wrote.
 
 ``__consumer_offsets`` is created on the first FindCoordinator, marked internal and never
 tiered; a broker that is not the coordinator answers NOT_COORDINATOR; committed offsets survive
@@ -45,6 +46,7 @@ from tests.support.kafka_cluster import (
     shared_cluster,
 )
 from tests.support.kafkajs import kafkajs
+from tests.support.kcat import kcat, kcat_produce, kcat_sample
 
 pytestmark = pytest.mark.processes
 
@@ -205,6 +207,19 @@ def test_aiokafka_and_kafka_python_commits_are_read_by_confluent(
         assert committed.metadata == "meta"
     finally:
         admin.close()
+
+
+def test_kcat_reads_from_the_offset_kafka_python_committed(cluster: Cluster, topic: str) -> None:
+    kcat_produce(cluster, topic, 0, kcat_sample(6))
+    g = group()
+    confluent_commit(cluster, group(), {(topic, 0): 0})  # coordinators loaded: the admin
+    admin = python_admin(cluster)  # below does not retry
+    try:
+        admin.alter_group_offsets(g, {PythonPartition(topic, 0): OffsetAndMetadata(4, "", -1)})
+    finally:
+        admin.close()
+    stored = ("-C", "-t", topic, "-p", "0", "-o", "stored", "-X", f"group.id={g}")
+    assert kcat(cluster, *stored, "-e", "-f", "%o\n") == b"4\n5\n"
 
 
 def test_offsets_topic_is_internal_compacted_and_never_tiered(cluster: Cluster, topic: str) -> None:

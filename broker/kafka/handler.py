@@ -93,10 +93,7 @@ class BrokerKafkaHandler:
         agent: DataAgent,
         metadata_max_age_s: float = 1.0,
         access: AccessControl = ALLOW_ALL,
-        membership: GroupMembership | None = None,
     ) -> None:
-        """``membership``: the group coordinator's (None: ``NoMembers``, standalone commits
-        only)."""
         view = ClusterView(controller, metadata_max_age_s)
         cluster = MetadataApi(view, this, access)
         topics = TopicsApi(controller, view)
@@ -108,8 +105,13 @@ class BrokerKafkaHandler:
         agent.on_append(lambda tp, size: self._waits.appended((tp.topic_id, tp.partition), size))
         self.metadata = cluster.metadata
         self.describe_cluster = cluster.describe_cluster
-        membership = membership or NoMembers()
         offsets_config = OffsetsConfig.from_properties(this.properties)
+        offsets_topic = OffsetsTopic(
+            view, controller, offsets_config, lambda index: _served(self.offset_store, index)
+        )
+        # Group membership: standalone commits only until the group coordinator is wired here
+        # (it takes ``offsets_topic.coordinates`` and ``lambda: self.offset_store.groups()``).
+        membership: GroupMembership = NoMembers()
         self.offset_store = OffsetStore(
             lambda index: _offsets_log(agent, index),
             lambda: (p for t, p, _ in local_partitions() if t == OFFSETS_TOPIC),
@@ -117,10 +119,6 @@ class BrokerKafkaHandler:
             membership,
             lambda: _topic_names(view),
         )
-        offsets_topic = OffsetsTopic(
-            view, controller, offsets_config, lambda index: _served(self.offset_store, index)
-        )
-        self.coordinates = offsets_topic.coordinates
         self.find_coordinator = FindCoordinatorApi(offsets_topic, view, access).find_coordinator
         offsets = OffsetsApi(
             offsets_topic,
