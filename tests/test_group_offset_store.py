@@ -27,6 +27,7 @@ from broker.groups.offsets_partition import OffsetsPartition
 from broker.groups.placement import java_string_hash, partition_for
 from broker.log import Log, LogConfig
 from tests.rlmm_support import poll_until
+from tiered.kafka.record_batch import iter_batches
 from tiered.kafka.records import Record, build_batch
 
 
@@ -174,3 +175,29 @@ def test_a_long_log_loads_in_the_background_meanwhile_load_in_progress(tmp_path:
     finally:
         store.close()
         log.close()
+
+
+def test_a_commit_is_one_batch_however_many_partitions(tmp_path: Path) -> None:
+    partition = _open(tmp_path)
+    partition.commit("g", {("t", p): _committed(p) for p in range(1500)})
+    read = partition.log.read(0, 64 * 1024 * 1024)
+    assert len(list(iter_batches(read.records))) == 1  # a crash keeps all of it or none
+    partition.log.close()
+    assert _open(tmp_path).live_offsets == 1500
+
+
+def test_a_partition_no_longer_hosted_is_forgotten(tmp_path: Path) -> None:
+    logs = {0: Log.open(tmp_path / "p0")}
+    store = OffsetStore(logs.get, lambda: [0], OffsetsConfig(), NoMembers(), lambda: None)
+    try:
+        loaded = store.partition(0)
+        assert isinstance(loaded, OffsetsPartition)
+        loaded.commit("g", {("t", 0): _committed(1)})
+        assert store.groups() == ["g"]
+        del logs[0]  # moved to another broker
+        assert store.groups() == ["g"]  # until the next look
+        assert store.partition(0) is ErrorCode.not_coordinator
+        assert store.groups() == []
+    finally:
+        store.close()
+        loaded.log.close()

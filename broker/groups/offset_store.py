@@ -214,7 +214,16 @@ class OffsetStore:
         )
 
     def _loaded(self) -> list[tuple[int, OffsetsPartition]]:
+        """The loaded partitions; failed loads are queued again, partitions no longer hosted
+        (removed, or replaced by a new incarnation) are forgotten."""
         with self._lock:
+            indexes = list(self._slots)
+        hosted = {index: self._hosted_log(index) for index in indexes}
+        with self._lock:
+            for index, log in hosted.items():
+                slot = self._slots.get(index)
+                if slot is not None and slot.log is not log:
+                    del self._slots[index]
             failed = [(i, s) for i, s in self._slots.items() if s.state is LoadState.FAILED]
             for index, slot in failed:  # retried
                 slot.moved_to(LoadState.LOADING)

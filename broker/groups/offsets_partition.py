@@ -136,15 +136,16 @@ class OffsetsPartition:
     # ------------------------------------------------------------------------------- writing
 
     def commit(self, group: str, offsets: Mapping[TopicPartition, CommittedOffset]) -> None:
-        """Appends the offsets as one batch; they are durable, then visible, when this returns.
-        Raises what the log raises (``OSError``; ``ValueError`` once the log is closed)."""
+        """Appends the offsets as one batch (a crash keeps all of them or none); they are
+        durable, then visible, when this returns. Raises what the log raises (``OSError``;
+        ``ValueError`` once the log is closed)."""
         if not offsets:
             return
         entries: list[tuple[OffsetKey | GroupKey, CommittedOffset | None]] = [
             (OffsetKey(group, t, p), committed) for (t, p), committed in offsets.items()
         ]
         with self._lock:
-            self._append(entries)
+            self._append(entries, records_per_batch=len(entries))
 
     def group_deleted(self, group: str) -> bool:
         """Tombstones for every offset of ``group`` and for its metadata (Kafka's
@@ -181,13 +182,19 @@ class OffsetsPartition:
             self._append(gone)
             return len(gone)
 
-    def _append(self, entries: list[tuple[OffsetKey | GroupKey, CommittedOffset | None]]) -> None:
-        """Called under the lock: durable first, then applied in memory."""
+    def _append(
+        self,
+        entries: list[tuple[OffsetKey | GroupKey, CommittedOffset | None]],
+        records_per_batch: int = _RECORDS_PER_BATCH,
+    ) -> None:
+        """Called under the lock: durable first, then applied in memory. Tombstones and
+        compaction's copies may be split across batches (applying a part of them loses
+        nothing); a commit is not."""
         if not entries:
             return
         now = self._clock_ms()
-        for start in range(0, len(entries), _RECORDS_PER_BATCH):
-            chunk = entries[start : start + _RECORDS_PER_BATCH]
+        for start in range(0, len(entries), records_per_batch):
+            chunk = entries[start : start + records_per_batch]
             records = [
                 Record(
                     _encoded_key(key),

@@ -279,14 +279,15 @@ class OffsetsApi:
 def _topics(
     response_type: type[Any], wanted: Iterable[TopicPartition], errors: dict[TopicPartition, Any]
 ) -> tuple[Any, ...]:
-    """Per topic, per partition: ``partition_index`` and ``error_code`` (NONE unless in
-    ``errors``), in the order asked."""
-    topic_type = next(
-        nested(response_type, n)
-        for n in ("OffsetCommitResponseTopic", "OffsetDeleteResponseTopic")
-        if _has_nested(response_type, n)
+    """OffsetCommit's or OffsetDelete's answers: per topic, per partition, ``partition_index``
+    and ``error_code`` (NONE unless in ``errors``), in the order asked."""
+    api = (
+        "OffsetCommit"
+        if _has_nested(response_type, "OffsetCommitResponseTopic")
+        else "OffsetDelete"
     )
-    partition_type = nested(topic_type, topic_type.__name__.replace("Topic", "Partition"))
+    topic_type = nested(response_type, f"{api}ResponseTopic")
+    partition_type = nested(response_type, f"{api}ResponsePartition")
     by_topic: dict[str, list[Any]] = {}
     for topic, partition in wanted:
         by_topic.setdefault(topic, []).append(
@@ -313,7 +314,7 @@ def _partition_answers(
 def _has_nested(message_type: type[Any], name: str) -> bool:
     try:
         nested(message_type, name)
-    except (AttributeError, KeyError, LookupError, ValueError):
+    except AttributeError:
         return False
     return True
 
