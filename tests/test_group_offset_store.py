@@ -4,6 +4,7 @@ nothing if it stops at any point, and the store's upkeep expires offsets."""
 
 from __future__ import annotations
 
+import enum
 from pathlib import Path
 
 import pytest
@@ -201,3 +202,48 @@ def test_a_partition_no_longer_hosted_is_forgotten(tmp_path: Path) -> None:
     finally:
         store.close()
         loaded.log.close()
+
+
+class _Members(NoMembers):
+    def __init__(self) -> None:
+        self.groups: set[str] = set()
+
+    def state_of(self, group_id: str) -> enum.Enum | None:
+        return _State.STABLE if group_id in self.groups else _State.EMPTY
+
+
+class _State(enum.Enum):
+    EMPTY = "Empty"
+    STABLE = "Stable"
+
+
+def test_a_group_with_members_keeps_its_offsets_until_retention_after_it_emptied(
+    tmp_path: Path,
+) -> None:
+    log = Log.open(tmp_path / "p0")
+    clock = [1_000_000]
+    members = _Members()
+    store = OffsetStore(
+        lambda index: log if index == 0 else None,
+        lambda: [0],
+        OffsetsConfig(retention_ms=60_000),
+        members,
+        lambda: None,
+        lambda: clock[0],
+    )
+    try:
+        partition = store.partition(0)
+        assert isinstance(partition, OffsetsPartition)
+        partition.commit("busy", {("t", 0): store.committed_at(1, -1, "")})
+        members.groups.add("busy")
+        clock[0] += 120_000  # long past retention, but the group has members
+        assert store.remove_expired() == 0
+        members.groups.clear()  # it empties now: retention counts from here
+        clock[0] += 50_000
+        assert store.remove_expired() == 0
+        clock[0] += 20_000
+        assert store.remove_expired() == 1
+        assert store.groups() == []
+    finally:
+        store.close()
+        log.close()

@@ -56,6 +56,7 @@ class _Slot:
     log: Log
     partition: OffsetsPartition
     state: LoadState | None = None
+    loaded_at_ms: int = 0
 
     def moved_to(self, state: LoadState) -> None:
         if state not in _TRANSITIONS[self.state]:
@@ -95,6 +96,9 @@ class OffsetStore:
         self._closed = False
         self._compaction_wanted = False
         self._thread: threading.Thread | None = None
+        # group -> when the upkeep last saw it with members (its offsets do not expire before
+        # the retention has passed since); the upkeep thread's alone.
+        self._active_at: dict[str, int] = {}
 
     # -------------------------------------------------------------------------------- serving
 
@@ -204,6 +208,7 @@ class OffsetStore:
                 slot.moved_to(LoadState.FAILED)
             return
         with self._lock:
+            slot.loaded_at_ms = self._clock_ms()
             slot.moved_to(LoadState.LOADED)
         _log.info(
             "Loaded __consumer_offsets partition %d: %d offsets from %d records in %.3fs",
@@ -213,7 +218,7 @@ class OffsetStore:
             time.monotonic() - started,
         )
 
-    def _loaded(self) -> list[tuple[int, OffsetsPartition]]:
+    def _loaded(self) -> list[tuple[int, _Slot]]:
         """The loaded partitions; failed loads are queued again, partitions no longer hosted
         (removed, or replaced by a new incarnation) are forgotten."""
         with self._lock:
@@ -228,21 +233,25 @@ class OffsetStore:
             for index, slot in failed:  # retried
                 slot.moved_to(LoadState.LOADING)
                 self._to_load.append(index)
-            return [(i, s.partition) for i, s in self._slots.items() if s.state is LoadState.LOADED]
+            return [(i, s) for i, s in self._slots.items() if s.state is LoadState.LOADED]
 
     def _compact_due(self) -> None:
-        for index, partition in self._loaded():
-            if not partition.compaction_due():
+        for index, slot in self._loaded():
+            if not slot.partition.compaction_due():
                 continue
             try:
-                partition.compact()
+                slot.partition.compact()
             except Exception:
                 _log.exception("Could not compact __consumer_offsets partition %d", index)
 
     def remove_expired(self) -> int:
         """Removes the offsets of deleted topics (committed before the listing of the topics
         that exist, so that a topic created meanwhile keeps its offsets) and the expired offsets
-        of groups without members; returns how many."""
+        of groups without members; returns how many.
+
+        An offset expires ``offsets.retention.minutes`` after the latest of its commit, the
+        last check that saw its group with members (Kafka counts from when a group became
+        Empty) and the load of its partition (what a restarted broker knows of that)."""
         listed_at = self._clock_ms()
         try:
             existing = self._existing_topics()
@@ -250,23 +259,36 @@ class OffsetStore:
             _log.exception("Could not list the topics; offsets of deleted topics wait")
             existing = None
         now = self._clock_ms()
-        memberless: dict[str, bool] = {}
+        with_members: dict[str, bool] = {}
 
-        def expires(group: str, tp: TopicPartition, committed: CommittedOffset) -> bool:
-            if existing is not None and tp[0] not in existing:
-                return committed.commit_timestamp_ms < listed_at
-            if now - committed.commit_timestamp_ms < self._config.retention_ms:
-                return False
-            if group not in memberless:
-                memberless[group] = not has_members(self._membership, group)
-            return memberless[group]
+        def in_use(group: str) -> bool:
+            if group not in with_members:
+                with_members[group] = has_members(self._membership, group)
+                if with_members[group]:
+                    self._active_at[group] = now
+            return with_members[group]
+
+        def expiry(loaded_at_ms: int) -> Callable[[str, TopicPartition, CommittedOffset], bool]:
+            def expires(group: str, tp: TopicPartition, committed: CommittedOffset) -> bool:
+                if existing is not None and tp[0] not in existing:
+                    return committed.commit_timestamp_ms < listed_at
+                if in_use(group):
+                    return False
+                since = max(
+                    committed.commit_timestamp_ms, self._active_at.get(group, 0), loaded_at_ms
+                )
+                return now - since >= self._config.retention_ms
+
+            return expires
 
         removed = 0
-        for index, partition in self._loaded():
+        for index, slot in self._loaded():
             try:
-                removed += partition.expired(expires)
+                removed += slot.partition.expired(expiry(slot.loaded_at_ms))
             except Exception:
                 _log.exception("Could not expire offsets of __consumer_offsets partition %d", index)
+        remaining = set(self.groups())
+        self._active_at = {g: t for g, t in self._active_at.items() if g in remaining}
         if removed:
             _log.info("Removed %d expired offsets or offsets of deleted topics", removed)
         return removed
