@@ -45,8 +45,10 @@ from tests.support.kafka_cluster import (
     kafka_bootstrap,
     shared_cluster,
 )
+from tests.support.kafka_requests import by_partition, produce
 from tests.support.kafkajs import kafkajs
 from tests.support.kcat import kcat, kcat_produce, kcat_sample
+from tiered.kafka.records import Record, build_batch
 
 pytestmark = pytest.mark.processes
 
@@ -247,6 +249,11 @@ def test_offsets_topic_is_internal_compacted_and_never_tiered(cluster: Cluster, 
             for k, v in (("cleanup.policy", "delete"), ("remote.storage.enable", "true"))
         ],
     )
+    leader = described.partitions[0].leader
+    with connected(cluster, leader) as wire:  # only the coordinator writes there
+        produced = wire.call(produce({(OFFSETS_TOPIC, 0): build_batch([Record(b"k", b"v")])}))
+        answer = by_partition(produced)[(OFFSETS_TOPIC, 0)]
+        assert answer.error_code is ErrorCode.invalid_topic_exception
     [refused] = confluent.incremental_alter_configs([tiering]).values()
     assert "INVALID_CONFIG" in str(refused.exception(30))
     assert cluster.admin.describe_topic(OFFSETS_TOPIC).configs["remote.storage.enable"] == "false"
