@@ -66,7 +66,8 @@ class OffsetsApi:
         if error is not ErrorCode.none:
             return error
         index = self._topic.partition_of(group_id)
-        assert index is not None  # coordinates answered NONE
+        if index is None:  # the topic is gone since
+            return ErrorCode.coordinator_not_available
         return self._store.partition(index)
 
     def _topic_errors(
