@@ -19,20 +19,25 @@ from google.protobuf.message import Message
 from tiered.errors import ErrorCode, TieredError
 from tiered.retry import RetryPolicy
 from tiered.rpc.channels import ChannelCache
-from tiered.rpc.status import error_from_rpc
+from tiered.rpc.status import error_from_rpc, error_to_proto
 from tiered.rpc.v1 import broker_pb2
 from tiered.rpc.v1 import controller_pb2 as pb
 from tiered.rpc.v1 import controller_pb2_grpc as pb_grpc
 from tiered.security.forwarding import forwarded, forwarding_for
 from tiered.security.grpc_context import grpc_request_context
 
-__all__ = ["AdminForwarder", "ControllerAdmin"]
+__all__ = ["AdminForwarder", "ControllerAdmin", "call_per_topic"]
 
 R = TypeVar("R", bound=Message)
+# The responses that answer topic by topic, each a TopicResult.
+PerTopic = TypeVar(
+    "PerTopic", pb.CreateTopicsResponse, pb.DeleteTopicsResponse, pb.CreatePartitionsResponse
+)
 
 _METHODS = {
     "CreateTopics": pb.CreateTopicsResponse,
     "DeleteTopics": pb.DeleteTopicsResponse,
+    "CreatePartitions": pb.CreatePartitionsResponse,
     "DescribeTopics": pb.DescribeTopicsResponse,
     "DescribeConfigs": pb.DescribeConfigsResponse,
     "AlterConfigs": pb.AlterConfigsResponse,
@@ -54,7 +59,11 @@ def _not_controller(response_type: Any, message: str) -> Any:
     error = broker_pb2.Error(
         code=int(ErrorCode.NOT_CONTROLLER), name=ErrorCode.NOT_CONTROLLER.name, message=message
     )
-    if response_type in (pb.CreateTopicsResponse, pb.DeleteTopicsResponse):
+    if response_type in (
+        pb.CreateTopicsResponse,
+        pb.DeleteTopicsResponse,
+        pb.CreatePartitionsResponse,
+    ):
         return response_type(results=[pb.TopicResult(error=error)])
     if response_type is pb.DescribeTopicsResponse:
         return response_type(topics=[pb.TopicDescription(error=error)])
@@ -137,6 +146,28 @@ class ControllerAdmin:
 
     def close(self) -> None:
         self._stubs.close()
+
+
+def call_per_topic(
+    controller: ControllerAdmin,
+    method: str,
+    request: Message,
+    response_type: type[PerTopic],
+    topics: int,
+) -> list[pb.TopicResult]:
+    """``controller.call`` of a method answered topic by topic (CreateTopics, DeleteTopics,
+    CreatePartitions): the ``topics`` results in request order. A failed call, or a refusal
+    answered once for all of them (NOT_CONTROLLER), is every topic's result."""
+    if not topics:
+        return []
+    try:
+        response = controller.call(method, request, response_type)
+    except TieredError as e:
+        return [pb.TopicResult(error=error_to_proto(e))] * topics
+    results = list(response.results)
+    if len(results) != topics:
+        return [results[0] if results else pb.TopicResult(error=error_to_proto(None))] * topics
+    return results
 
 
 class AdminForwarder(pb_grpc.AdminServiceServicer):

@@ -36,7 +36,12 @@ from tiered.api import (
     RemoteStorageException,
     TopicIdPartition,
 )
-from tiered.config import validate_topic_configs, validate_topic_name
+from tiered.config import (
+    CLEANUP_POLICY,
+    CLEANUP_POLICY_DELETE,
+    validate_topic_configs,
+    validate_topic_name,
+)
 from tiered.errors import ErrorCode, TieredError
 from tiered.retry import ExponentialBackoff
 
@@ -457,6 +462,26 @@ class BrokerAgent:
             return self.rlm.read(hosted.topic_id_partition, offset, max_bytes), True
         except RemoteStorageException as e:
             raise TieredError(ErrorCode.KAFKA_STORAGE_ERROR, str(e)) from e
+
+    def delete_records(self, topic_id: uuid.UUID, partition: int, offset: int) -> int:
+        """Kafka's DeleteRecords (``Log.delete_records``: -1 is the high watermark; its
+        OFFSET_OUT_OF_RANGE): the log start offset rises to ``offset``, durably, before this
+        returns the new low watermark; local segments wholly below it are deleted. Remote
+        segments wholly below it are the expiration task's, run now, under every tiering state
+        that keeps one (a delete-policy stop leaves them to the bulk delete). A topic whose
+        ``cleanup.policy`` lacks ``delete`` is POLICY_VIOLATION, as in Kafka."""
+        hosted = self.hosted(topic_id, partition)
+        if CLEANUP_POLICY_DELETE not in hosted.config.cleanup_policy:
+            raise TieredError(
+                ErrorCode.POLICY_VIOLATION,
+                f"records of {hosted.topic_id_partition} cannot be deleted: its "
+                f"{CLEANUP_POLICY}={','.join(hosted.config.cleanup_policy)} lacks "
+                f"{CLEANUP_POLICY_DELETE}",
+            )
+        low_watermark = hosted.log.delete_records(offset)
+        if self.rlm is not None:
+            self.rlm.trigger_expiration(hosted.topic_id_partition)
+        return low_watermark
 
     def offset_for_timestamp(
         self, topic_id: uuid.UUID, partition: int, timestamp_ms: int

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
+from broker.groups.group_config import GroupConfig
 from broker.log import LogConfig
 from broker.rlm.manager import RemoteLogManagerConfig, RetentionConfig
 from tiered import config as keys
@@ -119,6 +120,30 @@ def _kafka_settings(values: Mapping[str, str], listener: Listener) -> ListenerSe
 
 
 @dataclass(frozen=True)
+class TopicAutoCreation:
+    """Kafka's ``auto.create.topics.enable`` (default true) and ``num.partitions`` (default 1):
+    whether a Metadata request that allows it creates a missing topic, and with how many
+    partitions. ``default.replication.factor`` is accepted at 1 only (one replica each)."""
+
+    enabled: bool = True
+    partitions: int = 1
+
+    @classmethod
+    def from_properties(cls, values: Mapping[str, str]) -> TopicAutoCreation:
+        replication = int_property(values, "default.replication.factor", 1)
+        if replication != 1:
+            raise ValueError(
+                f"default.replication.factor={values['default.replication.factor']!r} is not "
+                "valid; valid values: 1 (each partition has one replica, on the broker that "
+                "leads it)"
+            )
+        return cls(
+            enabled=bool_property(values, "auto.create.topics.enable", True),
+            partitions=int_property(values, "num.partitions", 1, minimum=1),
+        )
+
+
+@dataclass(frozen=True)
 class BrokerConfig:
     node_id: int
     host: str
@@ -139,6 +164,8 @@ class BrokerConfig:
     kafka_listeners: tuple[KafkaListener, ...] = ()
     grpc_advertised: Listener | None = None  # None: host:port
     grpc_security: GrpcSecurity = field(default_factory=GrpcSecurity)
+    groups: GroupConfig = field(default_factory=GroupConfig)  # the group.* keys
+    topic_auto_creation: TopicAutoCreation = field(default_factory=TopicAutoCreation)
     properties: Mapping[str, str] = field(default_factory=dict)  # the file, for DescribeConfigs
 
     @classmethod
@@ -198,6 +225,8 @@ class BrokerConfig:
             kafka_listeners=_kafka_listeners(values, listeners, advertised),
             grpc_advertised=advertised[GRPC],
             grpc_security=GrpcSecurity.from_properties(values),
+            groups=GroupConfig.from_properties(values),
+            topic_auto_creation=TopicAutoCreation.from_properties(values),
             properties=MappingProxyType(dict(values)),
         )
 
@@ -208,6 +237,7 @@ class TopicConfig:
 
     remote_storage_enable: bool = False
     remote_log_copy_disable: bool = False  # Kafka 3.9: keep remote data readable, copy nothing
+    cleanup_policy: tuple[str, ...] = (keys.CLEANUP_POLICY_DELETE,)
     log: LogConfig = field(default_factory=LogConfig)
     retention: RetentionConfig = field(default_factory=RetentionConfig)
 
@@ -223,6 +253,7 @@ class TopicConfig:
         return cls(
             remote_storage_enable=bool_property(values, keys.REMOTE_STORAGE_ENABLE, False),
             remote_log_copy_disable=bool_property(values, keys.REMOTE_LOG_COPY_DISABLE, False),
+            cleanup_policy=keys.cleanup_policies(values),
             log=LogConfig(
                 segment_bytes=int_property(
                     values, "segment.bytes", default("segment.bytes"), minimum=1

@@ -223,7 +223,7 @@ class KRaftControllerLink:
             touched = set()
             for record in batch.records:
                 kind = record.WhichOneof("record")
-                if kind in ("topic", "config", "tiered_state"):
+                if kind in ("topic", "partition", "config", "tiered_state"):
                     touched.add(uuid.UUID(bytes=getattr(record, kind).topic_id))
         hosted: list[tuple[TopicIdPartition, dict[str, str], int]] = []
         for topic_id in touched:

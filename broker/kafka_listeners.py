@@ -78,7 +78,15 @@ def start_kafka_listeners(
             for d in agent.describe_log_dirs()
         ]
 
-    handler = BrokerKafkaHandler(this, controller, local_partitions, agent, access=access)
+    handler = BrokerKafkaHandler(
+        this,
+        controller,
+        local_partitions,
+        agent,
+        access=access,
+        topic_auto_creation=config.topic_auto_creation,
+        group_config=config.groups,
+    )
     registry = ApiVersionRegistry()
     started: list[KafkaServer] = []
     for listener in config.kafka_listeners:

@@ -10,7 +10,6 @@ with ``DisableCompletion`` and every change is owed to the hosting brokers throu
 from __future__ import annotations
 
 import logging
-import random
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -21,6 +20,7 @@ from controller.delete_jobs import DeleteJobSupervisor
 from controller.disable_completion import DisableCompletion
 from controller.leadership import Term
 from controller.log_dirs import LogDirsClient, ReportedPartition
+from controller.partition_growth import PartitionIncrease, grown_topic, place_partitions
 from controller.store import MetadataStore
 from controller.tiered_state import (
     DISABLE,
@@ -31,6 +31,7 @@ from controller.tiered_state import (
 from tiered import failpoints
 from tiered.cluster.model import BrokerRegistration, DeleteJob, TopicMetadata
 from tiered.config import (
+    INTERNAL_TOPICS,
     REMOTE_STORAGE_ENABLE,
     ConfigOperation,
     RemoteLogDisablePolicy,
@@ -122,10 +123,6 @@ def _deletes_remote_data(after: TopicMetadata, trigger: str | None) -> bool:
     return trigger == DISABLE and disable_policy(after.configs) is RemoteLogDisablePolicy.DELETE
 
 
-# Kafka's internal topics (``Topic.isInternal``): never deleted by users, never tiered.
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
-
-
 def _internal_topic_error(name: str, configs: Mapping[str, str]) -> TieredError | None:
     if name in INTERNAL_TOPICS and remote_storage_enabled(configs):
         return TieredError(
@@ -174,14 +171,7 @@ class AdminOperations:
             self._term.require_active()
             if name in self._term.image.topics:
                 raise TieredError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
-            live = self._brokers.live_ids()
-            if not live:
-                raise TieredError(
-                    ErrorCode.INVALID_REPLICATION_FACTOR,
-                    "no live brokers to host the partitions (replication factor 1)",
-                )
-            start = random.randrange(len(live))
-            replicas = tuple(live[(start + p) % len(live)] for p in range(partitions))
+            replicas = place_partitions(self._brokers.live_ids(), partitions)
             state, epoch = initial_topic_state(normalized)
             topic = TopicMetadata(name, uuid.uuid4(), replicas, normalized, state, epoch)
             if validate_only:
@@ -198,6 +188,52 @@ class AdminOperations:
             state.value,
         )
         return topic
+
+    def create_partitions(
+        self, increases: Sequence[PartitionIncrease], validate_only: bool = False
+    ) -> list[TopicMetadata | TieredError]:
+        """Kafka's CreatePartitions: each topic grown, or its error, in request order. Every
+        increase is checked first (``partition_growth``: a refused one changes nothing); the
+        accepted ones are persisted in one write, then their brokers are owed the topic and host
+        the new partitions, which take the topic's tiering as any partition hosted for the first
+        time does (copying at its epoch, or stopped at it once disabled). A topic named twice is
+        INVALID_REQUEST for both, as Kafka's "Duplicate topic name."."""
+        with self._term.lock:
+            self._term.require_active()
+            names = [i.topic for i in increases]
+            registered = {r.broker_id for r, _ in self._brokers.registrations()}
+            live = self._brokers.live_ids()
+            results: list[TopicMetadata | TieredError] = []
+            growths: list[tuple[TopicMetadata, TopicMetadata]] = []
+            for increase in increases:
+                if names.count(increase.topic) > 1:
+                    results.append(TieredError(ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
+                    continue
+                try:
+                    before = self._topic(increase.topic)
+                    after = grown_topic(before, increase, registered, live)
+                except TieredError as e:
+                    results.append(e)
+                    continue
+                results.append(after)
+                growths.append((before, after))
+            if validate_only or not growths:
+                return results
+            self._term.persist(lambda: self._store.add_partitions(growths))
+            for _, after in growths:
+                self._term.image.put_topic(after)
+                self._brokers.topic_changed(after)
+        for before, after in growths:
+            log.info(
+                "Topic %s (%s): partitions %d..%d added on brokers %s, tiered %s",
+                after.name,
+                after.topic_id,
+                before.partition_count,
+                after.partition_count - 1,
+                sorted(set(after.replicas[before.partition_count :])),
+                after.tiered_state.value,
+            )
+        return results
 
     def delete_topic(self, name: str) -> None:
         """Removes the topic; a topic that was ever tiered is persisted with the delete job of

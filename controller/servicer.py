@@ -16,6 +16,7 @@ from controller.acl_servicer import CLUSTER, TOPIC, AclMethods, Requester
 from controller.admin_operations import AdminOperations, TopicAlteration, TopicView
 from controller.broker_registry import BrokerRegistry
 from controller.leadership import Term
+from controller.partition_growth import PartitionIncrease
 from controller.scram_users import ScramDeletion, ScramUpsertion, ScramUsers
 from controller.store import MetadataStore, MetadataStoreError
 from controller.store.base import MetadataLogSource
@@ -186,6 +187,46 @@ class AdminServicer(AclMethods, pb_grpc.AdminServiceServicer):
 
             results.append(handle(context, call, _topic_error(name)))
         return pb.DeleteTopicsResponse(results=results)
+
+    def CreatePartitions(
+        self, request: pb.CreatePartitionsRequest, context: grpc.ServicerContext
+    ) -> pb.CreatePartitionsResponse:
+        """Alter on each topic (Kafka's), judged before the topic's existence is told; the
+        allowed increases go to the controller in one operation (one write)."""
+
+        def call() -> pb.CreatePartitionsResponse:
+            requester = self.requester(context)
+            increases = [_increase_from_proto(g) for g in request.topics]
+            names = [i.topic for i in increases]
+            denied = [
+                None
+                if names.count(i.topic) > 1
+                else requester.denial(AclOperation.ALTER, TOPIC, i.topic, audit=True)
+                for i in increases
+            ]
+            allowed = [i for i, d in zip(increases, denied, strict=True) if d is None]
+            grown = iter(self._admin.create_partitions(allowed, request.validate_only))
+            results = []
+            for increase, error in zip(increases, denied, strict=True):
+                outcome = error or next(grown)
+                results.append(
+                    pb.TopicResult(name=increase.topic, error=error_to_proto(outcome))
+                    if isinstance(outcome, TieredError)
+                    else pb.TopicResult(
+                        name=increase.topic,
+                        error=error_to_proto(None),
+                        topic_id=outcome.topic_id.bytes,
+                    )
+                )
+            return pb.CreatePartitionsResponse(results=results)
+
+        return handle(
+            context,
+            call,
+            lambda e: pb.CreatePartitionsResponse(
+                results=[pb.TopicResult(error=error_to_proto(e))]
+            ),
+        )
 
     def DescribeTopics(
         self, request: pb.DescribeTopicsRequest, context: grpc.ServicerContext
@@ -465,6 +506,14 @@ def _placement_to_proto(name: str | None, topic: TopicMetadata | TieredError) ->
         topic_id=topic.topic_id.bytes,
         replicas=topic.replicas,
         error=error_to_proto(None),
+    )
+
+
+def _increase_from_proto(growth: pb.PartitionGrowth) -> PartitionIncrease:
+    return PartitionIncrease(
+        growth.topic,
+        growth.count,
+        tuple(tuple(a.broker_ids) for a in growth.assignments) if growth.has_assignments else None,
     )
 
 

@@ -18,16 +18,19 @@ from pathlib import Path
 
 import grpc
 import pytest
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import KafkaError, Producer, TopicPartition
 from confluent_kafka import admin as kafka
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+from kio.schema.errors import ErrorCode as KafkaErrorCode
 
 from tests.rlmm_support import poll_until
 from tests.support.cluster import Cluster
+from tests.support.group_requests import DESCRIBE, group_request, join_member
 from tests.support.kafka_cluster import (
     MODES,
     QUIET,
     confluent_admin,
+    connected,
     kafka_bootstrap,
     result_error,
     shared_cluster,
@@ -211,6 +214,8 @@ def test_kafka_clients_are_denied_and_allowed(cluster: Cluster) -> None:
     kafka_admin = confluent_admin(cluster)
     [future] = kafka_admin.delete_topics(["secret"]).values()
     assert result_error(future).code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    [future] = kafka_admin.delete_records([TopicPartition("secret", 0, -1)]).values()
+    assert result_error(future).code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     denied(ErrorCode.TOPIC_AUTHORIZATION_FAILED, lambda: admin.delete_topic("secret"))
     assert "secret" in {
         t.name for t in admin.describe_topic_listing(include_partition_state=False).topics
@@ -224,6 +229,33 @@ def test_kafka_clients_are_denied_and_allowed(cluster: Cluster) -> None:
     admin.delete_acls([AclBindingFilter(ResourcePatternFilter(ResourceType.TOPIC, "secret"))])
     poll_until(lambda: produce_code() is None, timeout=30, what="produce to be allowed")
     admin.delete_topic("secret")
+
+
+def test_create_partitions_needs_alter_and_auto_creation_create(cluster: Cluster) -> None:
+    admin = cluster.admin
+    admin.create_topic("grow-closed", 1)
+    admin.create_acls(deny("grow-closed", Op.ALTER) + acl("grow-closed", Op.DESCRIBE))
+    kafka_admin = confluent_admin(cluster)
+    [future] = kafka_admin.create_partitions([kafka.NewPartitions("grow-closed", 2)]).values()
+    assert result_error(future).code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    denied(ErrorCode.TOPIC_AUTHORIZATION_FAILED, lambda: admin.create_partitions("grow-closed", 2))
+    assert len(admin.describe_topic("grow-closed", False).partitions) == 1
+    # Auto-creation: Create on the cluster is not granted here, so Create on the topic decides.
+    admin.create_acls(deny("auto-closed-", Op.CREATE, pattern=PatternType.PREFIXED))
+
+    def metadata_code(name: str) -> object:
+        error = kafka_admin.list_topics(name, timeout=10).topics[name].error
+        return None if error is None else error.code()
+
+    poll_until(
+        lambda: metadata_code("auto-closed-1") == KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        timeout=30,
+        what="auto-creation to be refused",
+    )
+    names = {t.name for t in admin.describe_topic_listing(include_partition_state=False).topics}
+    assert "auto-closed-1" not in names
+    metadata_code("auto-open-1")  # no ACL on it: created
+    assert len(admin.describe_topic("auto-open-1", False).partitions) == 1
 
 
 def test_metadata_and_describe_leave_out_what_the_client_may_not_see(cluster: Cluster) -> None:
@@ -247,6 +279,46 @@ def test_metadata_and_describe_leave_out_what_the_client_may_not_see(cluster: Cl
     denied(ErrorCode.TOPIC_AUTHORIZATION_FAILED, lambda: admin.describe_topic("hidden"))
     admin.create_acls(deny("shown", Op.DESCRIBE_CONFIGS))
     denied(ErrorCode.TOPIC_AUTHORIZATION_FAILED, lambda: admin.describe_configs("shown"))
+
+
+def test_group_acls_on_the_brokers(cluster: Cluster) -> None:
+    """Group ACLs made with ``tiered-acls --group`` reach the brokers, which judge the group
+    APIs."""
+    added = run_acls(
+        cluster,
+        "--add",
+        "--deny-principal",
+        ANONYMOUS,
+        "--operation",
+        "Read",
+        "--group",
+        "closed-group",
+    )
+    assert added.returncode == 0, added.stderr
+    pattern = "ResourcePattern(resourceType=GROUP, name=closed-group, patternType=LITERAL)"
+    listed = run_acls(cluster, "--list", "--group", "closed-group")
+    assert listed.stdout.splitlines()[:2] == [
+        f"Current ACLs for resource `{pattern}`: ",
+        f" \t(principal={ANONYMOUS}, host=*, operation=READ, permissionType=DENY) ",
+    ]
+
+    def join_error(group: str) -> int:
+        with connected(cluster, 1) as wire:
+            return int(join_member(wire, 5, group).error_code)
+
+    poll_until(
+        lambda: join_error("closed-group") == KafkaErrorCode.group_authorization_failed,
+        timeout=30,
+        what="JoinGroup to be refused",
+    )
+    assert join_error("open-group") == KafkaErrorCode.none
+    with connected(cluster, 1) as wire:
+        described = wire.call(group_request(DESCRIBE, 5, groups=("closed-group", "open-group")))
+    codes = {g.group_id: g.error_code for g in described.groups}
+    assert codes == {
+        "closed-group": KafkaErrorCode.group_authorization_failed,
+        "open-group": KafkaErrorCode.none,
+    }
 
 
 def run_acls(cluster: Cluster, *argv: str) -> subprocess.CompletedProcess[str]:

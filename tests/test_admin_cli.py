@@ -459,6 +459,31 @@ def test_no_controller_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
         ["--bootstrap-server", "h:1", "--create", "--topic", "t"],  # no --partitions
         ["--bootstrap-server", "h:1", "--delete"],  # no --topic
         ["--bootstrap-server", "h:1", "--describe", "--delete"],
+        ["--bootstrap-server", "h:1", "--alter", "--topic", "t"],  # no --partitions
+        ["--bootstrap-server", "h:1", "--alter", "--partitions", "2"],  # no --topic
+        [
+            "--bootstrap-server",
+            "h:1",
+            "--alter",
+            "--topic",
+            "t",
+            "--partitions",
+            "2",
+            "--config",
+            "a=b",
+        ],
+        [
+            "--bootstrap-server",
+            "h:1",
+            "--create",
+            "--topic",
+            "t",
+            "--partitions",
+            "2",
+            "--replica-assignment",
+            "1",
+        ],
+        ["--bootstrap-server", "h:1", "--describe", "--partitions", "2"],
     ],
 )
 def test_topics_usage_errors_exit_2(argv: list[str]) -> None:

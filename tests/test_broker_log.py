@@ -390,7 +390,7 @@ def test_log_start_offset_is_monotonic_persisted_and_bounded(tmp_path: Path) -> 
     with pytest.raises(ValueError):
         log.set_log_start_offset(61)
     with pytest.raises(OffsetOutOfRangeError):
-        log.read(19, BIG)  # still on disk locally, but logically deleted
+        log.read(19, BIG)  # logically deleted, whether or not its segment is still on disk
     assert read(log, 20, 1)[0].offset == 20
     assert (tmp_path / LOG_START_OFFSET_FILE).read_text() == "20\n"
     log.close()
@@ -402,6 +402,62 @@ def test_log_start_offset_is_monotonic_persisted_and_bounded(tmp_path: Path) -> 
     assert reopened.log_start_offset == 60 >= reopened.local_log_start_offset
     reopened.close()
     assert Log.open(tmp_path, small_config()).log_start_offset == 60
+
+
+def test_delete_records_raises_the_log_start_and_deletes_the_segments_below_it(
+    tmp_path: Path,
+) -> None:
+    log = Log.open(tmp_path, small_config())
+    fill(log, 100, value_size=30)
+    segments = log.segments()
+    inside = segments[3].base_offset + 2
+    assert log.delete_records(inside) == inside
+    # The segments wholly below are gone, files and all; the one holding the new start stays.
+    assert log.segments() == segments[3:]
+    assert not any(s.log_path.exists() for s in segments[:3])
+    assert log.local_log_start_offset == segments[3].base_offset
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(inside - 1, BIG)
+    assert read(log, inside, 1)[0].offset == inside
+    # Lower than the log start: nothing changes, the answer is the low watermark.
+    assert log.delete_records(5) == inside
+    # Negative (but -1) or past the high watermark: refused, nothing changes.
+    for offset in (-2, 101):
+        with pytest.raises(OffsetOutOfRangeError) as refused:
+            log.delete_records(offset)
+        assert refused.value.code is ErrorCode.OFFSET_OUT_OF_RANGE
+        assert "high watermark 100" in refused.value.message
+    assert log.log_start_offset == inside
+    # -1: up to the high watermark; the active segment stays, its records unreadable.
+    assert log.delete_records(-1) == 100
+    assert log.segments() == [segments[-1]]
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(99, BIG)
+    # Rolled, it holds deleted records only: it goes.
+    active = log.roll()
+    assert log.segments() == [active] and not segments[-1].log_path.exists()
+    assert log.local_log_start_offset == 100
+    assert fill(log, 1) == [100]
+    log.close()
+    reopened = Log.open(tmp_path, small_config())
+    assert (reopened.log_start_offset, reopened.log_end_offset) == (100, 101)
+    assert [r.offset for r in read(reopened, 100, BIG)] == [100]
+    reopened.close()
+
+
+def test_open_deletes_segments_a_crash_left_below_the_log_start(tmp_path: Path) -> None:
+    """The log start is persisted before the segments below it are deleted: a crash in between
+    leaves them, and opening the log finishes the deletion."""
+    log = Log.open(tmp_path, small_config())
+    fill(log, 100, value_size=30)
+    segments = log.segments()
+    log.close()
+    (tmp_path / LOG_START_OFFSET_FILE).write_text(f"{segments[2].next_offset}\n")
+    reopened = Log.open(tmp_path, small_config())
+    assert reopened.local_log_start_offset == segments[3].base_offset
+    assert not any(s.log_path.exists() for s in segments[:3])
+    assert [r.offset for r in read(reopened, segments[3].base_offset, BIG)][-1] == 99
+    reopened.close()
 
 
 # --------------------------------------------------------------------------------- recovery
@@ -687,6 +743,16 @@ class _Model:
     def roll(self, now_ms: int) -> None:
         if self.segments[-1].size:
             self.segments.append(_ModelSegment(self.end, 0, now_ms))
+            self._drop_below_log_start()
+
+    def raise_log_start(self, offset: int) -> None:
+        """Monotonic; closed segments wholly below the log start go."""
+        self.log_start = max(self.log_start, offset)
+        self._drop_below_log_start()
+
+    def _drop_below_log_start(self) -> None:
+        while len(self.segments) > 1 and self.segments[1].base <= self.log_start:
+            self.segments.pop(0)
 
 
 _OPS = st.one_of(
@@ -701,6 +767,7 @@ _OPS = st.one_of(
     st.tuples(st.just("delete_oldest")),
     st.tuples(st.just("delete_up_to"), st.integers(0, 400)),
     st.tuples(st.just("set_log_start"), st.integers(0, 400)),
+    st.tuples(st.just("delete_records"), st.integers(-3, 400)),
     st.tuples(st.just("reopen")),
 )
 
@@ -759,8 +826,17 @@ def test_log_matches_an_in_memory_model(
                             with pytest.raises(ValueError):
                                 log.set_log_start_offset(offset)
                         else:
-                            model.log_start = max(model.log_start, offset)
+                            model.raise_log_start(offset)
                             log.set_log_start_offset(offset)
+                    case ("delete_records", offset):
+                        assert isinstance(offset, int)
+                        target = model.end if offset == -1 else offset
+                        if not 0 <= target <= model.end:
+                            with pytest.raises(OffsetOutOfRangeError):
+                                log.delete_records(offset)
+                        else:
+                            model.raise_log_start(target)
+                            assert log.delete_records(offset) == model.log_start
                     case ("reopen",):
                         log.close()
                         log = Log.open(Path(tmp), config, clock=clock)

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError
+from confluent_kafka.admin import AdminClient as ConfluentAdmin
 from confluent_kafka.admin import (
     AlterConfigOpType,
     ConfigEntry,
@@ -33,6 +34,7 @@ from tests.rlmm_support import poll_until
 from tests.support.cluster import Cluster
 from tests.support.kafka_cluster import (
     MODES,
+    QUIET,
     confluent_admin,
     connected,
     kafka_bootstrap,
@@ -159,10 +161,23 @@ def test_describe_log_dirs_lists_each_brokers_partitions(cluster: Cluster, topic
         admin.close()
 
 
-def test_metadata_for_a_missing_topic_is_unknown_and_creates_nothing(cluster: Cluster) -> None:
-    metadata = confluent_admin(cluster).list_topics("no-such-topic", timeout=30)
-    assert metadata.topics["no-such-topic"].error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
-    assert "no-such-topic" not in {t.name for t in cluster.admin.describe_topics()}
+def test_metadata_for_a_missing_topic_creates_it_only_if_the_client_allows(
+    cluster: Cluster, topic: str
+) -> None:
+    # librdkafka asks for creation unless allow.auto.create.topics is false; the brokers'
+    # auto.create.topics.enable is Kafka's default, true.
+    refusing = ConfluentAdmin(
+        {
+            "bootstrap.servers": kafka_bootstrap(cluster),
+            "allow.auto.create.topics": False,
+            **QUIET,
+        }
+    )
+    metadata = refusing.list_topics(topic, timeout=30)
+    assert metadata.topics[topic].error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+    assert topic not in {t.name for t in cluster.admin.describe_topics()}
+    confluent_admin(cluster).list_topics(topic, timeout=30)
+    assert len(cluster.admin.describe_topic(topic, False).partitions) == 1  # num.partitions
 
 
 # ----------------------------------------------------------------------------------- topics

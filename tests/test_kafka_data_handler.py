@@ -1,10 +1,11 @@
-"""The broker's record APIs (Produce, Fetch, ListOffsets, InitProducerId) over a real
+"""The broker's record APIs (Produce, Fetch, ListOffsets, DeleteRecords, InitProducerId) over a real
 ``BrokerAgent`` in this process, requests handed to the handler directly: Kafka's per-partition
 rules and errors, the fetch size budget, long polls, special offsets."""
 
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
@@ -15,6 +16,7 @@ from kio.schema.errors import ErrorCode
 from tests.support.kafka_local import NODE_ID, LocalBroker
 from tests.support.kafka_requests import (
     by_partition,
+    delete_records,
     fetch,
     init_producer_id,
     list_offsets,
@@ -23,6 +25,18 @@ from tests.support.kafka_requests import (
 from tiered.kafka.handler import CloseConnectionError
 from tiered.kafka.record_batch import iter_batches
 from tiered.kafka.records import Record, build_batch, decode_batch
+from tiered.security.access import AccessControl
+from tiered.security.acl import (
+    AccessControlEntry,
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    ResourcePattern,
+    ResourceType,
+)
+from tiered.security.acl_index import AclIndex
+from tiered.security.authorizer import AuthorizerConfig, StandardAuthorizer
+from tiered.security.principal import ANONYMOUS
 
 T0 = 1_700_000_000_000
 
@@ -271,6 +285,85 @@ def test_list_offsets_errors(broker: LocalBroker) -> None:
         ("theirs", ErrorCode.not_leader_or_follower),
         ("nope", ErrorCode.unknown_topic_or_partition),
     ]
+
+
+# ----------------------------------------------------------------------------- delete records
+
+
+def test_delete_records(broker: LocalBroker) -> None:
+    broker.host("t", 2)
+    broker.host("compacted", **{"cleanup.policy": "compact"})
+    broker.led_elsewhere("theirs")
+    for i in range(5):
+        broker.call(produce({("t", 0): batch(f"r{i}".encode())}))
+
+    def deleted(offsets: dict[tuple[str, int], int], version: int = 2) -> dict[object, object]:
+        answer = by_partition(broker.call(delete_records(offsets, version)))
+        return {tp: (p.error_code, p.low_watermark) for tp, p in answer.items()}
+
+    assert deleted(
+        {
+            ("t", 0): 3,
+            ("t", 1): -1,  # the high watermark of an empty partition
+            ("t", 7): 0,
+            ("theirs", 0): 0,
+            ("nope", 0): 0,
+            ("compacted", 0): 0,
+        }
+    ) == {
+        ("t", 0): (ErrorCode.none, 3),
+        ("t", 1): (ErrorCode.none, 0),
+        ("t", 7): (ErrorCode.unknown_topic_or_partition, -1),
+        ("theirs", 0): (ErrorCode.not_leader_or_follower, -1),
+        ("nope", 0): (ErrorCode.unknown_topic_or_partition, -1),
+        ("compacted", 0): (ErrorCode.policy_violation, -1),
+    }
+    # Reads below the new log start are refused; ListOffsets' earliest is the new start.
+    below = by_partition(broker.call(fetch({("t", 0): 2})))[("t", 0)]
+    assert below.error_code is ErrorCode.offset_out_of_range
+    from_start = by_partition(broker.call(fetch({("t", 0): 3})))[("t", 0)]
+    assert (from_start.error_code, from_start.log_start_offset) == (ErrorCode.none, 3)
+    assert values(from_start.records) == [b"r3", b"r4"]
+    earliest = by_partition(broker.call(list_offsets({("t", 0): -2})))[("t", 0)]
+    assert earliest.offset == 3
+    # Past the high watermark or negative: OFFSET_OUT_OF_RANGE, nothing changes (v0 as v2).
+    for offset in (6, -2):
+        assert deleted({("t", 0): offset}, version=0) == {
+            ("t", 0): (ErrorCode.offset_out_of_range, -1)
+        }
+    assert deleted({("t", 0): 1}) == {("t", 0): (ErrorCode.none, 3)}  # below: the low watermark
+    assert deleted({("t", 0): -1}, version=0) == {("t", 0): (ErrorCode.none, 5)}
+    appended = by_partition(broker.call(produce({("t", 0): batch(b"r5")})))[("t", 0)]
+    assert (appended.base_offset, appended.log_start_offset) == (5, 5)
+
+
+def test_delete_records_needs_delete_on_the_topic(tmp_path: Path) -> None:
+    def allow(topic: str, *operations: AclOperation) -> list[AclBinding]:
+        return [
+            AclBinding(
+                ResourcePattern(ResourceType.TOPIC, topic),
+                AccessControlEntry(str(ANONYMOUS), "*", operation, AclPermissionType.ALLOW),
+            )
+            for operation in operations
+        ]
+
+    bindings = allow("kept", AclOperation.WRITE, AclOperation.READ) + allow(
+        "purged", AclOperation.WRITE, AclOperation.DELETE
+    )
+    index = AclIndex({uuid.uuid4(): b for b in bindings})
+    access = AccessControl(StandardAuthorizer(AuthorizerConfig(enabled=True), lambda: index))
+    broker = LocalBroker(tmp_path, access)
+    try:
+        for topic in ("kept", "purged"):
+            broker.host(topic)
+            broker.call(produce({(topic, 0): batch(b"a", b"b")}))
+        answer = by_partition(broker.call(delete_records({("kept", 0): 1, ("purged", 0): 1})))
+        assert answer[("kept", 0)].error_code is ErrorCode.topic_authorization_failed
+        assert answer[("purged", 0)].error_code is ErrorCode.none
+        kept = broker.agent.hosted_by_name("kept", 0)
+        assert kept is not None and kept.log.log_start_offset == 0  # nothing changed
+    finally:
+        broker.close()
 
 
 # ----------------------------------------------------------------------------- producer ids

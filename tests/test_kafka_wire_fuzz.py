@@ -184,7 +184,7 @@ def test_metadata_for_topics_that_do_not_exist_creates_nothing(
             MetadataRequestTopic(topic_id=None, name="bad/name"),
             MetadataRequestTopic(topic_id=None, name=KEPT),
         ),
-        allow_auto_topic_creation=True,
+        allow_auto_topic_creation=False,  # as consumers ask: nothing is created
         include_topic_authorized_operations=True,
     )
     response = bystander.call(request, 3)

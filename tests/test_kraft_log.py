@@ -270,6 +270,30 @@ def test_apply_records_fast_path_equals_record_by_record() -> None:
     assert set(fast.topics) == {"renamed", "topic-1", "topic-3"}
 
 
+def test_partition_records_grow_a_topic_idempotently() -> None:
+    t = topic(1, partitions=2)
+    grown = t.with_replicas((*t.replicas, 2, 0))
+    records = serde.partition_records(t, grown)
+    assert [r.partition.partition_id for r in records] == [2, 3]
+    image = MetadataImage()
+    serde.apply_records(image, serde.topic_to_records(t))
+    serde.apply_records(image, records)
+    serde.apply_records(image, records)  # re-applied: the same partitions
+    assert image.topics[t.name] == grown
+    # A snapshot carries the grown assignment in the TopicRecord.
+    assert serde.image_from_snapshot(serde.image_to_batch(image, 5)).topics[t.name] == grown
+    # A record of an unknown topic is ignored; a gap or a partition without one replica is not.
+    serde.apply_records(image, serde.partition_records(topic(9), topic(9, partitions=4)))
+    assert set(image.topics) == {t.name}
+    gap = serde.partition_records(grown, grown.with_replicas((*grown.replicas, 1, 1)))[1:]
+    many = serde.partition_records(grown, grown.with_replicas((*grown.replicas, 1)))
+    del many[0].partition.replicas[:]
+    for bad in (gap, many):
+        with pytest.raises(ValueError):
+            serde.apply_records(image, bad)
+    assert image.topics[t.name] == grown
+
+
 def test_topics_with_the_same_configs_share_one_read_only_mapping() -> None:
     configs = {"remote.storage.enable": "true", "retention.ms": "5"}
     first = TopicMetadata("a", uuid.uuid4(), (1,), configs)

@@ -395,6 +395,82 @@ def test_a_failed_write_applies_nothing(store_factory: StoreFactory) -> None:
     assert store_factory.open().load().topics["fine"] == fine
 
 
+def test_add_partitions_grows_topics_atomically(store_factory: StoreFactory) -> None:
+    writer = store_factory.open()
+    elect(writer)
+    orders = topic("orders", partitions=2, configs={"remote.storage.enable": "true"})
+    orders = orders.with_tiered_state(TieredState.DISABLING, 2)
+    clicks = topic("clicks", partitions=1)
+    for t in (orders, clicks):
+        writer.create_topic(t)
+    grown_orders = orders.with_replicas((*orders.replicas, 2, 1, 0))
+    grown_clicks = clicks.with_replicas((*clicks.replicas, 1))
+    writer.add_partitions([(orders, grown_orders), (clicks, grown_clicks)])
+    writer.add_partitions([])
+    # A later config change keeps the grown assignment.
+    reconfigured = grown_clicks.with_configs({"retention.ms": "5"})
+    writer.update_topic(grown_clicks, reconfigured)
+    for reader in (writer, store_factory.open()):
+        image = reader.load()
+        assert image.topics == {"orders": grown_orders, "clicks": reconfigured}
+        assert image.topic_by_id(orders.topic_id) == grown_orders
+
+
+def test_add_partitions_refuses_what_is_not_a_growth(store_factory: StoreFactory) -> None:
+    writer = store_factory.open()
+    elect(writer)
+    orders = topic("orders", partitions=2)
+    writer.create_topic(orders)
+    not_growths = [
+        orders,  # the same count
+        orders.with_replicas(orders.replicas[:1]),  # fewer
+        orders.with_replicas((5, *orders.replicas)),  # existing partitions moved
+        orders.with_replicas((*orders.replicas, 1)).with_configs({"retention.ms": "1"}),
+    ]
+    for after in not_growths:
+        with pytest.raises(ValueError):
+            writer.add_partitions([(orders, after)])
+    ghost = topic("ghost")
+    with pytest.raises(MetadataStoreError):
+        writer.add_partitions([(ghost, ghost.with_replicas((*ghost.replicas, 1)))])
+    assert store_factory.open().load().topics == {"orders": orders}
+
+
+def test_a_deposed_controller_cannot_add_partitions(store_factory: StoreFactory) -> None:
+    first = store_factory.open()
+    elect(first)
+    orders = topic("orders", partitions=1)
+    first.create_topic(orders)
+    store_factory.depose(first)
+    second = store_factory.open()
+    elect(second, controller_id=2)
+    with pytest.raises(MetadataStoreError):
+        first.add_partitions([(orders, orders.with_replicas((*orders.replicas, 1)))])
+    assert second.load().topics == {"orders": orders}
+
+
+def test_zookeeper_add_partitions_rewrites_the_assignment_znode(
+    zookeeper_factory: StoreFactory, zk_connect: str
+) -> None:
+    store = zookeeper_factory.open()
+    elect(store)
+    orders = topic("orders", partitions=1)
+    store.create_topic(orders)
+    store.add_partitions([(orders, orders.with_replicas((0, 2)))])
+    client = KazooClient(hosts=zk_connect)
+    client.start(timeout=15)
+    try:
+        data, _ = client.get(zk_paths.topic("orders"))
+    finally:
+        client.stop()
+        client.close()
+    assert json.loads(data) == {
+        "version": 3,
+        "topic_id": str(orders.topic_id),
+        "partitions": {"0": [0], "1": [2]},
+    }
+
+
 # ----------------------------------------------------------------------------- delete jobs
 
 

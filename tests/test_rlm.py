@@ -607,11 +607,15 @@ def test_with_copying_stopped_remote_expires_before_local(broker: Broker) -> Non
     broker.lead(tp, retention=RetentionConfig(retention_bytes=3_000, local_retention_bytes=-1))
     broker.copy_now(tp)
     assert broker.rlm.stop_partitions([tp], 1, RemoteLogDisablePolicy.RETAIN) == {tp: None}
+    local_before = log.segments()
     broker.expire_now(tp)
     remaining = broker.finished(tp)
-    assert log.local_log_start_offset == 0  # local kept while remote has data
-    if remaining:
-        assert log.log_start_offset == remaining[0].start_offset
+    assert remaining
+    assert log.log_start_offset == remaining[0].start_offset
+    # Local segments are kept while remote storage has data, but for those wholly below the log
+    # start, whose records are deleted (Kafka's deleteOldSegments by log start offset).
+    assert log.segments() == [s for s in local_before if s.next_offset > log.log_start_offset]
+    assert log.local_log_start_offset <= log.log_start_offset
     # Tighten retention until remote storage is empty: then the local log expires too.
     state = broker.rlm._partitions[tp]
     state.partition.retention = RetentionConfig(retention_bytes=0)

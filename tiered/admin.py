@@ -201,6 +201,27 @@ class AdminClient:
             return uuid.UUID(int=0)
         return topic_id_from_bytes(result.topic_id)
 
+    def create_partitions(
+        self,
+        name: str,
+        count: int,
+        assignments: Sequence[Sequence[int]] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> None:
+        """Grows the topic to ``count`` partitions (Kafka's CreatePartitions): ``assignments``
+        gives the brokers of each new partition, else the controller places them. A count that
+        is not an increase is INVALID_PARTITIONS."""
+        _check_partition_count(count)
+        growth = pb.PartitionGrowth(
+            topic=name, count=count, has_assignments=assignments is not None
+        )
+        for brokers in assignments or ():
+            growth.assignments.add(broker_ids=list(brokers))
+        request = pb.CreatePartitionsRequest(topics=[growth], validate_only=validate_only)
+        response = self._call("CreatePartitions", request, pb.CreatePartitionsResponse)
+        raise_if_error(self._result_for(name, response.results).error)
+
     def delete_topic(self, name: str) -> None:
         response = self._call(
             "DeleteTopics", pb.DeleteTopicsRequest(names=[name]), pb.DeleteTopicsResponse

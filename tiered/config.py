@@ -49,6 +49,11 @@ MAX_CONFIG_VALUE_LENGTH = 4096
 MAX_TOPIC_NAME_LENGTH = 249
 """Kafka's limit on a topic name's length."""
 MAX_PARTITIONS = 10_000
+
+OFFSETS_TOPIC = "__consumer_offsets"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state", "__share_group_state"})
+"""Kafka's ``Topic.isInternal``: topics its coordinators own. Never created for a client, never
+deleted by one, never tiered; Metadata marks them ``is_internal``."""
 """The most partitions a topic may have."""
 INT32_MAX = 2**31 - 1
 """The largest int32: the bound of Kafka's INT configs and of a request's partition count."""
@@ -266,6 +271,11 @@ def _check_across_keys(configs: Mapping[str, str]) -> None:
 def effective_topic_configs(configs: Mapping[str, str]) -> dict[str, str]:
     """Every accepted key: the defaults, overlaid by the keys set in ``configs``."""
     return {**TOPIC_CONFIG_DEFAULTS, **configs}
+
+
+def cleanup_policies(configs: Mapping[str, str]) -> tuple[str, ...]:
+    """``cleanup.policy`` of a topic's config set (default ``delete``), as a tuple of policies."""
+    return _parse_cleanup_policy(configs.get(CLEANUP_POLICY, TOPIC_CONFIG_DEFAULTS[CLEANUP_POLICY]))
 
 
 def remote_storage_enabled(configs: Mapping[str, str]) -> bool:

@@ -1,4 +1,4 @@
-"""Kafka's classic consumer groups on a broker: membership (join, sync, heartbeat, leave, the
-group state machine) and committed offsets, kept as acknowledged data in the compacted internal
-topic ``__consumer_offsets``, whose partition a group maps to makes its leader the group's
-coordinator (``placement``)."""
+"""Kafka's classic consumer groups on the broker: which members a group has, which generation
+and protocol they agreed on, and the rebalances between (``coordinator``, on the state table of
+``group_state``), plus where committed offsets live and which broker coordinates a group (the
+offsets side). The Kafka wire APIs over them are in ``broker.kafka``."""

@@ -19,13 +19,13 @@ from kio.schema.errors import ErrorCode
 from broker.admin_forwarder import ControllerAdmin
 from broker.groups.offsets_config import OffsetsConfig
 from broker.kafka.cluster_view import ClusterView, TopicPlacement
+from tiered.config import OFFSETS_TOPIC
 from tiered.errors import ErrorCode as TieredCode
 from tiered.errors import TieredError
 from tiered.rpc.status import error_from_proto
 from tiered.rpc.v1 import controller_pb2 as pb
 
 __all__ = [
-    "INTERNAL_TOPICS",
     "OFFSETS_TOPIC",
     "OffsetsTopic",
     "java_string_hash",
@@ -33,10 +33,6 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
-
-OFFSETS_TOPIC = "__consumer_offsets"
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
-"""Kafka's internal topics (``Topic.isInternal``): Metadata marks them ``is_internal``."""
 
 
 def java_string_hash(text: str) -> int:

@@ -2,18 +2,24 @@
 the module that answers it.
 
 - ``metadata_api``: Metadata, DescribeCluster (the cluster as the controller's image has it,
-  through ``cluster_view``'s short-lived cache);
+  through ``cluster_view``'s short-lived cache), creating the missing topics a Metadata request
+  may create (``topic_auto_creation``);
 - committed offsets (``broker.groups``): ``find_coordinator_api`` (FindCoordinator),
   ``offsets_commit_api`` (OffsetCommit, OffsetFetch, OffsetDelete, DeleteGroups), on the
-  ``__consumer_offsets`` partitions this broker hosts (``OffsetStore``);
-- ``topics_api``: CreateTopics, DeleteTopics; ``config_api``: DescribeConfigs, AlterConfigs,
+  ``__consumer_offsets`` partitions this broker hosts (``OffsetStore``), whose leaders are the
+  groups' coordinators (``placement``);
+- ``topics_api``: CreateTopics, DeleteTopics; ``create_partitions_api``: CreatePartitions;
+  ``config_api``: DescribeConfigs, AlterConfigs,
   IncrementalAlterConfigs; ``scram_api``: AlterUserScramCredentials,
   DescribeUserScramCredentials; ``acls_api``: CreateAcls, DescribeAcls, DeleteAcls; all
   forwarded to the active controller (``ControllerAdmin``), which judges them as the client;
 - ``log_dirs_api``: DescribeLogDirs, from this broker's own partitions;
+- ``groups_api``: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, DescribeGroups, ListGroups, on
+  this broker's ``GroupCoordinator`` (``broker.groups``);
 - the record APIs, on this broker's logs (``BrokerAgent``): ``produce_api`` (Produce),
   ``fetch_api`` (Fetch, long polls waiting in ``fetch_waits``), ``offsets_api`` (ListOffsets),
-  ``producer_ids`` (InitProducerId); ``partitions`` finds the partitions they name.
+  ``delete_records_api`` (DeleteRecords), ``producer_ids`` (InitProducerId); ``partitions``
+  finds the partitions they name.
 
 Requests and responses are kio's; what crosses to the controller is protobuf, converted in those
 modules; domain rules stay with the controller and ``tiered.config``. Metadata and the record
@@ -29,16 +35,21 @@ from kio.schema.errors import ErrorCode as KafkaErrorCode
 from kio.static.protocol import ResponsePayload
 
 from broker.admin_forwarder import ControllerAdmin
-from broker.groups.membership import GroupMembership, NoMembers
+from broker.config import TopicAutoCreation
+from broker.groups.coordinator import GroupCoordinator
+from broker.groups.group_config import GroupConfig
 from broker.groups.offset_store import OffsetStore
 from broker.groups.offsets_config import OffsetsConfig
 from broker.groups.placement import OFFSETS_TOPIC, OffsetsTopic
 from broker.kafka.acls_api import AclsApi
 from broker.kafka.cluster_view import ClusterView
 from broker.kafka.config_api import ConfigApi
+from broker.kafka.create_partitions_api import CreatePartitionsApi
+from broker.kafka.delete_records_api import DeleteRecordsApi, RecordDeleter
 from broker.kafka.fetch_api import FetchApi, Reader
 from broker.kafka.fetch_waits import FetchWaits
 from broker.kafka.find_coordinator_api import FindCoordinatorApi
+from broker.kafka.groups_api import GroupsApi
 from broker.kafka.log_dirs_api import LocalPartition, LogDirsApi
 from broker.kafka.metadata_api import MetadataApi
 from broker.kafka.offsets_api import ListOffsetsApi, TimestampSearch
@@ -48,6 +59,7 @@ from broker.kafka.produce_api import Appender, ProduceApi
 from broker.kafka.producer_ids import InitProducerIdApi, ProducerIdBlocks
 from broker.kafka.scram_api import ScramApi
 from broker.kafka.this_broker import ThisBroker
+from broker.kafka.topic_auto_creation import TopicAutoCreator
 from broker.kafka.topics_api import TopicsApi
 from broker.log import Log
 from tiered.api import TopicIdPartition
@@ -76,7 +88,7 @@ def _as_client(api: Api) -> Api:
     return forward
 
 
-class DataAgent(HostingAgent, Appender, Reader, TimestampSearch, Protocol):
+class DataAgent(HostingAgent, Appender, Reader, TimestampSearch, RecordDeleter, Protocol):
     """What the record APIs use of ``BrokerAgent``."""
 
     def on_append(self, listener: Callable[[TopicIdPartition, int], None]) -> None: ...
@@ -93,9 +105,16 @@ class BrokerKafkaHandler:
         agent: DataAgent,
         metadata_max_age_s: float = 1.0,
         access: AccessControl = ALLOW_ALL,
+        group_config: GroupConfig | None = None,
+        topic_auto_creation: TopicAutoCreation | None = None,
     ) -> None:
+        """``topic_auto_creation``: the broker's ``auto.create.topics.enable`` and
+        ``num.partitions`` (None: Kafka's defaults)."""
         view = ClusterView(controller, metadata_max_age_s)
-        cluster = MetadataApi(view, this, access)
+        creator = TopicAutoCreator(
+            controller, view, access, topic_auto_creation or TopicAutoCreation()
+        )
+        cluster = MetadataApi(view, this, access, creator)
         topics = TopicsApi(controller, view)
         configs = ConfigApi(controller, this)
         acls = AclsApi(controller)
@@ -109,21 +128,23 @@ class BrokerKafkaHandler:
         offsets_topic = OffsetsTopic(
             view, controller, offsets_config, lambda index: _served(self.offset_store, index)
         )
-        # Group membership: standalone commits only until the group coordinator is wired here
-        # (it takes ``offsets_topic.coordinates`` and ``lambda: self.offset_store.groups()``).
-        membership: GroupMembership = NoMembers()
+
+        def groups_with_offsets() -> list[str]:
+            return self.offset_store.groups()  # made below: it asks the coordinator of groups
+
+        self.groups = GroupCoordinator(offsets_topic.coordinates, groups_with_offsets, group_config)
         self.offset_store = OffsetStore(
             lambda index: _offsets_log(agent, index),
             lambda: (p for t, p, _ in local_partitions() if t == OFFSETS_TOPIC),
             offsets_config,
-            membership,
+            self.groups,
             lambda: _topic_names(view),
         )
         self.find_coordinator = FindCoordinatorApi(offsets_topic, view, access).find_coordinator
         offsets = OffsetsApi(
             offsets_topic,
             self.offset_store,
-            membership,
+            self.groups,
             view,
             access,
             offsets_config.metadata_max_bytes,
@@ -142,6 +163,7 @@ class BrokerKafkaHandler:
         self.offset_store.start()
         self.create_topics = _as_client(topics.create_topics)
         self.delete_topics = _as_client(topics.delete_topics)
+        self.create_partitions = _as_client(CreatePartitionsApi(controller, view).create_partitions)
         self.describe_configs = _as_client(configs.describe_configs)
         self.alter_configs = _as_client(configs.alter_configs)
         self.incremental_alter_configs = _as_client(configs.incremental_alter_configs)
@@ -155,9 +177,17 @@ class BrokerKafkaHandler:
         self.produce = ProduceApi(agent, partitions).produce
         self.fetch = FetchApi(agent, partitions, self._waits).fetch
         self.list_offsets = ListOffsetsApi(agent, partitions).list_offsets
+        self.delete_records = DeleteRecordsApi(agent, partitions).delete_records
         self.init_producer_id = InitProducerIdApi(
             ProducerIdBlocks(this.node_id, this.log_dir), access
         ).init_producer_id
+        groups = GroupsApi(self.groups, access)
+        self.join_group = groups.join_group
+        self.sync_group = groups.sync_group
+        self.heartbeat = groups.heartbeat
+        self.leave_group = groups.leave_group
+        self.describe_groups = groups.describe_groups
+        self.list_groups = groups.list_groups
 
     def waiting_fetches(self) -> int:
         """Fetches waiting for data now."""
@@ -167,6 +197,7 @@ class BrokerKafkaHandler:
         """Answers no more waiting fetches (their connections close) and stops the offsets'
         upkeep; call once the listener has stopped."""
         self._waits.close()
+        self.groups.close()
         self.offset_store.close()
 
 

@@ -4,8 +4,8 @@ Brokers are named by their endpoints on the listener the request came in on (Kaf
 client on SSL is told SSL addresses); a broker without that listener is left out. Replication
 factor 1: a partition's leader is the broker hosting it, its replicas and ISR that broker alone;
 a hosting broker that is not live (or has no such listener) leaves the partition
-LEADER_NOT_AVAILABLE with the broker offline. Topics are never created by Metadata
-(``allow_auto_topic_creation`` is ignored, as with Kafka's ``auto.create.topics.enable=false``).
+LEADER_NOT_AVAILABLE with the broker offline. A missing topic named by a request that allows it
+is created (``topic_auto_creation``), as Kafka's ``auto.create.topics.enable`` does.
 The controller id Kafka clients see is a live broker (``cluster_view.controller_id``): any
 broker forwards admin requests to the active controller. When the controller cannot be reached
 the broker answers with itself alone and every named topic LEADER_NOT_AVAILABLE (retriable).
@@ -21,11 +21,11 @@ from typing import Any
 from kio.schema.errors import ErrorCode as KafkaErrorCode
 from kio.static.protocol import ResponsePayload
 
-from broker.groups.placement import INTERNAL_TOPICS
 from broker.kafka.cluster_view import ClusterView, KafkaCluster, TopicPlacement, controller_id
 from broker.kafka.convert import NO_THROTTLE, UNKNOWN_AUTHORIZED_OPERATIONS, kafka_error
 from broker.kafka.this_broker import ThisBroker
-from tiered.config import validate_topic_name
+from broker.kafka.topic_auto_creation import TopicAutoCreator
+from tiered.config import INTERNAL_TOPICS, validate_topic_name
 from tiered.errors import ErrorCode, TieredError
 from tiered.kafka.handler import RequestContext, response_type_for
 from tiered.kafka.messages import build, nested
@@ -42,10 +42,17 @@ class MetadataApi:
     """Topics are told only to whom may Describe them: a listing leaves the others out, a named
     one is TOPIC_AUTHORIZATION_FAILED (whether or not it exists), one named by id is unknown."""
 
-    def __init__(self, view: ClusterView, this: ThisBroker, access: AccessControl) -> None:
+    def __init__(
+        self,
+        view: ClusterView,
+        this: ThisBroker,
+        access: AccessControl,
+        auto_creator: TopicAutoCreator | None = None,
+    ) -> None:
         self._view = view
         self._this = this
         self._access = access
+        self._auto_creator = auto_creator
 
     # ------------------------------------------------------------------------------- Metadata
 
@@ -68,9 +75,9 @@ class MetadataApi:
             ]
             topics += [_topic(response_type, t, brokers) for t in listed]
         else:
-            for name in names:
-                found_or_error = denial(name) or _named(cluster, name)
-                topics.append(_topic(response_type, found_or_error, brokers, name))
+            named = {name: denial(name) or _named(cluster, name) for name in names}
+            named.update(self._auto_create(request, named, context))
+            topics += [_topic(response_type, named[name], brokers, name) for name in names]
         for topic_id in ids:
             found = cluster.by_id(topic_id)
             if found is None or denial(found.name) is not None:
@@ -86,6 +93,26 @@ class MetadataApi:
             topics=tuple(topics),
             cluster_authorized_operations=UNKNOWN_AUTHORIZED_OPERATIONS,
         )
+
+    def _auto_create(
+        self,
+        request: Any,
+        found: Mapping[str, TopicPlacement | TieredError],
+        context: RequestContext,
+    ) -> dict[str, TieredError]:
+        """The answers of the missing topics this request creates (none unless it allows
+        creation: ``allow_auto_topic_creation``, true before v4, as in Kafka)."""
+        creator = self._auto_creator
+        if creator is None or not creator.allowed(
+            bool(getattr(request, "allow_auto_topic_creation", True))
+        ):
+            return {}
+        missing = [
+            name
+            for name, topic in found.items()
+            if isinstance(topic, TieredError) and topic.code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        ]
+        return creator.create(missing, context.requester) if missing else {}
 
     def _cluster(self, names: list[str] | None, need_listing: bool) -> KafkaCluster:
         try:
@@ -186,7 +213,7 @@ def _topic(
             error_code=kafka_error(topic)[0],
             name=name,
             topic_id=None,
-            is_internal=False,
+            is_internal=name in INTERNAL_TOPICS,
             partitions=(),
             topic_authorized_operations=UNKNOWN_AUTHORIZED_OPERATIONS,
         )

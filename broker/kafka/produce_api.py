@@ -18,11 +18,11 @@ from typing import Any, Protocol
 from kio.schema.errors import ErrorCode as KafkaErrorCode
 from kio.static.protocol import ResponsePayload
 
-from broker.groups.placement import INTERNAL_TOPICS
 from broker.hosted import HostedPartition
 from broker.kafka.convert import NO_THROTTLE, KafkaError
 from broker.kafka.partitions import PartitionLookup, guarded
 from broker.log import AppendInfo
+from tiered.config import INTERNAL_TOPICS
 from tiered.kafka.handler import CloseConnectionError, RequestContext, response_type_for
 from tiered.kafka.messages import build, nested
 from tiered.kafka.record_batch import RecordBatchError, parse_batch_header

@@ -17,7 +17,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode as KafkaErrorCode
 from kio.static.protocol import ResponsePayload
 
-from broker.admin_forwarder import ControllerAdmin
+from broker.admin_forwarder import ControllerAdmin, call_per_topic
 from broker.kafka.cluster_view import ClusterView
 from broker.kafka.config_entries import new_topic_entries
 from broker.kafka.convert import NO_THROTTLE, KafkaError, kafka_error
@@ -29,7 +29,7 @@ from tiered.kafka.messages import build, has_field, nested
 from tiered.rpc.status import error_from_proto
 from tiered.rpc.v1 import controller_pb2 as pb
 
-__all__ = ["TopicsApi"]
+__all__ = ["TopicsApi", "forward_create_topics"]
 
 DEFAULT_PARTITIONS = 1  # Kafka's num.partitions default
 _DEFAULT = -1  # num_partitions / replication_factor: the broker's default
@@ -61,7 +61,7 @@ class TopicsApi:
                         configs={c.name: c.value for c in topic.configs},
                     )
                 )
-        created = iter(self._create(new_topics, validate_only))
+        created = iter(forward_create_topics(self._controller, new_topics, validate_only))
         if new_topics and not validate_only:
             self._view.invalidate()
         results = []
@@ -78,30 +78,6 @@ class TopicsApi:
                 else _created(response_type, topic.name, (code, message))
             )
         return build(response_type, throttle_time=NO_THROTTLE, topics=tuple(results))
-
-    def _create(
-        self, topics: Sequence[pb.NewTopic], validate_only: bool
-    ) -> list[tuple[KafkaError, uuid.UUID | None]]:
-        if not topics:
-            return []
-        try:
-            response = self._controller.call(
-                "CreateTopics",
-                pb.CreateTopicsRequest(topics=topics, validate_only=validate_only),
-                pb.CreateTopicsResponse,
-            )
-        except TieredError as e:
-            return [(kafka_error(e), None)] * len(topics)
-        if len(response.results) != len(topics):  # NOT_CONTROLLER, once for all of them
-            error = error_from_proto(response.results[0].error) if response.results else None
-            return [(kafka_error(error), None)] * len(topics)
-        return [
-            (
-                kafka_error(error_from_proto(r.error)),
-                uuid_from_bytes(r.topic_id) if len(r.topic_id) == 16 else None,
-            )
-            for r in response.results
-        ]
 
     # ------------------------------------------------------------------------------ DeleteTopics
 
@@ -153,18 +129,35 @@ class TopicsApi:
         return resolved
 
     def _delete(self, names: Sequence[str]) -> list[KafkaError]:
-        if not names:
-            return []
-        try:
-            response = self._controller.call(
-                "DeleteTopics", pb.DeleteTopicsRequest(names=names), pb.DeleteTopicsResponse
-            )
-        except TieredError as e:
-            return [kafka_error(e)] * len(names)
-        if len(response.results) != len(names):  # NOT_CONTROLLER, once for all of them
-            error = error_from_proto(response.results[0].error) if response.results else None
-            return [kafka_error(error)] * len(names)
-        return [kafka_error(error_from_proto(r.error)) for r in response.results]
+        results = call_per_topic(
+            self._controller,
+            "DeleteTopics",
+            pb.DeleteTopicsRequest(names=names),
+            pb.DeleteTopicsResponse,
+            len(names),
+        )
+        return [kafka_error(error_from_proto(r.error)) for r in results]
+
+
+def forward_create_topics(
+    controller: ControllerAdmin, topics: Sequence[pb.NewTopic], validate_only: bool = False
+) -> list[tuple[KafkaError, uuid.UUID | None]]:
+    """AdminService CreateTopics at the active controller (as the client the caller forwards
+    for): each topic's (error, id), in order."""
+    results = call_per_topic(
+        controller,
+        "CreateTopics",
+        pb.CreateTopicsRequest(topics=topics, validate_only=validate_only),
+        pb.CreateTopicsResponse,
+        len(topics),
+    )
+    return [
+        (
+            kafka_error(error_from_proto(r.error)),
+            uuid_from_bytes(r.topic_id) if len(r.topic_id) == 16 else None,
+        )
+        for r in results
+    ]
 
 
 def _check_new_topic(topic: Any, names: Sequence[str]) -> KafkaError | None:

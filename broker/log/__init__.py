@@ -11,12 +11,13 @@ from broker.log.errors import (
     UnsupportedLogFormatError,
 )
 from broker.log.leader_epoch import LeaderEpochCache
-from broker.log.log import Log, LogConfig
+from broker.log.log import DELETE_TO_HIGH_WATERMARK, Log, LogConfig
 from broker.log.producer_state import BatchMetadata, ProducerState
 from broker.log.results import AppendInfo, TimestampOffset
 from broker.log.segment import LogSegment
 
 __all__ = [
+    "DELETE_TO_HIGH_WATERMARK",
     "AppendInfo",
     "BatchMetadata",
     "BatchRead",

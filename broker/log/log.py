@@ -9,7 +9,9 @@ Offsets (all maintained under one lock):
 
 - ``log_start_offset``: the first offset the partition serves from either tier; persisted in
   ``log-start-offset-checkpoint``. It may be below the local log start (older data is remote) or
-  above it (deleted by retention before the local segments were removed), never above the log end.
+  inside the oldest local segment, never above the log end. No closed segment lies wholly below
+  it: raising it deletes them, as Kafka's deleteOldSegments by log start offset does, and so
+  does a roll that closes such a segment (``Log.open`` finishes a deletion a crash cut short).
 - ``local_log_start_offset``: base offset of the oldest local segment.
 - ``log_end_offset``: the offset the next append gets.
 
@@ -41,11 +43,14 @@ from broker.log.producer_state import (
 from broker.log.results import AppendInfo, TimestampOffset
 from broker.log.segment import LOG_SUFFIX, OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
 from tiered.api import LogSegmentData
-from tiered.durable import TEMP_SUFFIX, atomic_write
+from tiered.durable import TEMP_SUFFIX, atomic_write, fsync_dir
 from tiered.errors import ErrorCode, TieredError
 from tiered.kafka.record_batch import RecordBatchError, assigned_offsets_pieces
 
 LOG_START_OFFSET_FILE = "log-start-offset-checkpoint"
+DELETE_TO_HIGH_WATERMARK = -1
+"""DeleteRecords' offset meaning "everything below the high watermark" (Kafka's
+``DeleteRecordsRequest.HIGH_WATERMARK``)."""
 _MAX_SEGMENT_BYTES = 2**31 - 1  # positions in the offset index are u32; Kafka caps at int32 too
 _REL_OFFSET_MAX = 2**32 - 1
 
@@ -176,6 +181,9 @@ class Log:
             )
             log_start_offset = log_end_offset
             atomic_write(directory / LOG_START_OFFSET_FILE, _encode_offset(log_start_offset))
+        # A crash between persisting a raised log start and deleting the segments below it.
+        while len(segments) > 1 and segments[0].next_offset <= log_start_offset:
+            segments.pop(0).delete()
         epoch_cache = LeaderEpochCache(directory / CHECKPOINT_FILE)
         # An epoch may have been checkpointed just before its first batch was lost in a crash.
         epoch_cache.truncate_from_end(log_end_offset)
@@ -417,18 +425,13 @@ class Log:
         never the active segment. Returns how many were deleted."""
         with self._lock:
             self._check_open()
-            deleted = 0
-            while len(self._segments) > 1 and self._segments[0].next_offset <= offset:
-                self._segments.pop(0).delete()
-                deleted += 1
-            if deleted:
-                self._after_local_deletion()
-            return deleted
+            return self._delete_segments_below(offset)
 
     def set_log_start_offset(self, offset: int) -> bool:
-        """Raises the log start offset to ``offset`` and persists it atomically before returning.
-        Monotonic: a lower or equal value is ignored (returns False). It may pass the local log
-        start (remote data below it); beyond the log end raises ``ValueError``."""
+        """Raises the log start offset to ``offset`` and persists it atomically, then deletes
+        the closed segments wholly below it. Monotonic: a lower or equal value is ignored
+        (returns False). It may pass the local log start (remote data below it); beyond the log
+        end raises ``ValueError``."""
         with self._lock:
             self._check_open()
             end = self._segments[-1].next_offset
@@ -438,8 +441,29 @@ class Log:
                 return False
             atomic_write(self._dir / LOG_START_OFFSET_FILE, _encode_offset(offset))
             self._log_start_offset = offset
-            self._truncate_epochs_from_start()
+            if not self._delete_segments_below(offset):
+                self._truncate_epochs_from_start()
             return True
+
+    def delete_records(self, offset: int) -> int:
+        """Kafka's DeleteRecords on the leader: the log start offset rises to ``offset``
+        (``DELETE_TO_HIGH_WATERMARK``, -1: the high watermark, which is the log end with one
+        replica), durably, and the closed segments wholly below it go. Returns the log start
+        offset after it (the low watermark). An offset at or below the log start changes
+        nothing; a negative one or one past the high watermark raises
+        ``OffsetOutOfRangeError``."""
+        with self._lock:
+            self._check_open()
+            high_watermark = self._segments[-1].next_offset
+            target = high_watermark if offset == DELETE_TO_HIGH_WATERMARK else offset
+            if not 0 <= target <= high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"cannot delete records of {self._dir.name} below offset {offset}: valid "
+                    f"offsets are 0 to the high watermark {high_watermark}, or "
+                    f"{DELETE_TO_HIGH_WATERMARK} (the high watermark)"
+                )
+            self.set_log_start_offset(target)
+            return self._log_start_offset
 
     def close(self) -> None:
         """fsyncs the active segment, snapshots the producers' state (so that opening replays
@@ -487,6 +511,8 @@ class Log:
         # Kafka's snapshot at roll: opening the log then replays the active segment's headers only.
         self._producers.remove_expired(now_ms)
         self._producers.take_snapshot()
+        # Records deleted up to the high watermark: the segment closed now holds only those.
+        self._delete_segments_below(self._log_start_offset)
         return new
 
     def _segment_index(self, offset: int) -> int:
@@ -499,6 +525,16 @@ class Log:
             else:
                 hi = mid - 1
         return lo
+
+    def _delete_segments_below(self, offset: int) -> int:
+        deleted = 0
+        while len(self._segments) > 1 and self._segments[0].next_offset <= offset:
+            self._segments.pop(0).delete(sync=False)
+            deleted += 1
+        if deleted:
+            fsync_dir(self._dir)
+            self._after_local_deletion()
+        return deleted
 
     def _after_local_deletion(self) -> None:
         self._truncate_epochs_from_start()

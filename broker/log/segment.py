@@ -139,13 +139,15 @@ class LogSegment:
         self._indexes.close()
         self._closed = True
 
-    def delete(self) -> None:
+    def delete(self, *, sync: bool = True) -> None:
         """Closes and removes the segment's files. The ``.log`` goes first: once it is gone the
-        segment no longer exists for ``Log.open``, which removes orphaned index files."""
+        segment no longer exists for ``Log.open``, which removes orphaned index files. With
+        ``sync=False`` the caller fsyncs the directory, once for many segments."""
         self.close()
         for path in (self.log_path, self.offset_index_path, self.time_index_path):
             path.unlink(missing_ok=True)
-        fsync_dir(self.log_path.parent)
+        if sync:
+            fsync_dir(self.log_path.parent)
 
     # ----------------------------------------------------------------------------- properties
 

@@ -14,8 +14,11 @@ flight; a copy stamped below the partition's epoch is discarded instead of being
 COPY_SEGMENT_FINISHED. So once the stop returns, no segment stamped below E is ever uploaded or
 finished.
 
-Retention (RLMExpirationTask): remote segments by ``retention.*``, oldest first, and local
-segments by ``local.retention.*`` once they are in remote storage. A retain stop keeps the
+Retention (RLMExpirationTask): remote segments by ``retention.*``, oldest first, and those wholly
+below the log start offset (which DeleteRecords raises: Kafka's
+``isSegmentBreachByLogStartOffset``), and local segments by ``local.retention.*`` once they are in
+remote storage. The log start offset is the log's (``Log.log_start_offset``), read at each run;
+the remote log start is the first segment the RLMM still lists. A retain stop keeps the
 expiration task (local segments then expire only once remote storage is empty); a delete stop
 replaces it with the local log's own retention (LocalRetentionTask), the remote data being the
 bulk-delete job's.
@@ -216,7 +219,8 @@ class RemoteLogManager:
 
     def copy_segment(self, state: LeaderPartition, segment: LogSegment, task: RLMCopyTask) -> bool:
         """Copies one closed segment; False when copying stopped before it could start or
-        finish (a finished copy must carry an epoch at which the partition was copying)."""
+        finish (a finished copy must carry an epoch at which the partition was copying), or when
+        the segment was deleted (its records were) before its copy could finish."""
         partition = state.partition
         tp = partition.topic_id_partition
         log_ = partition.log
@@ -224,6 +228,10 @@ class RemoteLogManager:
         stamp = state.tiering.copy_epoch()
         if stamp is None:
             return False
+        try:
+            segment_data = log_.segment_data(segment)
+        except ValueError:
+            return False  # deleted meanwhile (its records were): the next run goes on without it
         metadata = RemoteLogSegmentMetadata(
             remote_log_segment_id=RemoteLogSegmentId.generate_new(tp),
             start_offset=start,
@@ -238,8 +246,12 @@ class RemoteLogManager:
         self.rlmm.add_remote_log_segment_metadata(metadata)
         self.metrics.copy_requests[tp.topic] += 1
         try:
-            custom = self.rsm.copy_log_segment_data(metadata, log_.segment_data(segment))
+            custom = self.rsm.copy_log_segment_data(metadata, segment_data)
         except Exception as e:
+            if segment not in log_.closed_segments():
+                # Its records were deleted under the copy (DeleteRecords): nothing to retry.
+                self._abandon_copy(metadata, "its local segment was deleted during the copy")
+                return False
             self.metrics.copy_errors[tp.topic] += 1
             self._abandon_copy(metadata, f"copy failed: {e}")
             raise
@@ -520,23 +532,32 @@ class RemoteLogManager:
     def read(self, tp: TopicIdPartition, offset: int, max_bytes: int) -> BatchRead:
         """Whole batches from ``offset``: from the local log at or above its local start offset,
         from remote storage (on the reader pool) between the log start and the local log start.
-        Below the log start offset: OFFSET_OUT_OF_RANGE."""
+        Below the log start offset: OFFSET_OUT_OF_RANGE, also when the log start passed
+        ``offset`` during a remote read that then failed (its segment was expired meanwhile)."""
         state = self._partitions.get(tp)
         if state is None:
             raise RemoteResourceNotFoundException(f"partition {tp} is not led by this broker")
         log_ = state.partition.log
-        if offset < log_.log_start_offset:
-            raise OffsetOutOfRangeError(
-                f"offset {offset} of {tp} is below the log start offset {log_.log_start_offset}"
-            )
+        self._check_not_below_log_start(tp, log_, offset)
         if offset >= log_.local_log_start_offset:
             return log_.read(offset, max_bytes)
         if not state.fetch_gate.enter():
             raise OffsetOutOfRangeError(f"remote data of {tp} is being deleted")
         try:
             return self._readers.submit(self._read_remote, state, offset, max_bytes).result()
+        except RemoteStorageException:
+            self._check_not_below_log_start(tp, log_, offset)
+            raise
         finally:
             state.fetch_gate.leave()
+
+    @staticmethod
+    def _check_not_below_log_start(tp: TopicIdPartition, log_: Log, offset: int) -> None:
+        start = log_.log_start_offset
+        if offset < start:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} of {tp} is below the log start offset {start}"
+            )
 
     def _read_remote(self, state: LeaderPartition, offset: int, max_bytes: int) -> BatchRead:
         tp = state.partition.topic_id_partition

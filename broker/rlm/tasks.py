@@ -80,6 +80,8 @@ class RLMCopyTask(PeriodicTask):
                 return
             if segment.next_offset - 1 <= self.copied_offset or segment.is_empty:
                 continue
+            if segment.next_offset <= partition.log.log_start_offset:
+                continue  # deleted records (DeleteRecords): the log deletes the segment too
             if not self._work.copy_segment(self._state, segment, self):
                 return  # copying stopped under this run: the stop cancels the task
             self.copied_offset = segment.next_offset - 1

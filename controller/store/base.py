@@ -48,6 +48,8 @@ if TYPE_CHECKING:
 
 # (before, after, delete job or None): one topic's change, as ``update_topic`` takes it.
 TopicChange = tuple[TopicMetadata, TopicMetadata, DeleteJob | None]
+# (before, after): a topic grown by CreatePartitions, as ``add_partitions`` takes it.
+PartitionGrowth = tuple[TopicMetadata, TopicMetadata]
 # An ACL under its id, as ``MetadataImage.acls`` holds it.
 StoredAcl = tuple[uuid.UUID, AclBinding]
 
@@ -60,6 +62,30 @@ def check_delete_job_of(topic: TopicMetadata, delete_job: DeleteJob) -> None:
             f"the delete job of topic id {delete_job.topic_id} is not {topic.name}'s "
             f"({topic.topic_id})"
         )
+
+
+def check_partition_growth(before: TopicMetadata, after: TopicMetadata) -> None:
+    """``ValueError`` unless ``after`` is ``before`` with partitions added (its existing
+    partitions, configs and tiered state unchanged)."""
+    if (before.name, before.topic_id) != (after.name, after.topic_id):
+        raise ValueError(
+            f"add_partitions: {before.name} ({before.topic_id}) and {after.name} "
+            f"({after.topic_id}) are not the same topic"
+        )
+    if (
+        after.partition_count <= before.partition_count
+        or after.replicas[: before.partition_count] != before.replicas
+    ):
+        raise ValueError(
+            f"add_partitions: {after.name} must keep its {before.partition_count} partitions "
+            f"and gain some, not become {after.replicas}"
+        )
+    if (after.configs, after.tiered_state, after.tiered_epoch) != (
+        before.configs,
+        before.tiered_state,
+        before.tiered_epoch,
+    ):
+        raise ValueError(f"add_partitions: only the partitions of {after.name} may change")
 
 
 def check_scram_alteration(
@@ -137,6 +163,13 @@ class MetadataStore(ABC):
         calls ``update_topic`` for each change."""
         for before, after, delete_job in changes:
             self.update_topic(before, after, delete_job)
+
+    @abstractmethod
+    def add_partitions(self, growths: Sequence[PartitionGrowth]) -> None:
+        """Persists the partitions each topic gains (CreatePartitions), all topics atomically:
+        KRaft, one batch of PartitionRecords (Kafka's); ZooKeeper, one multi setting each
+        topic's ``/brokers/topics/{topic}`` assignment, as Kafka's ``AdminZkClient`` does.
+        ``ValueError`` (:func:`check_partition_growth`) before anything is written."""
 
     @abstractmethod
     def put_delete_job(self, job: DeleteJob) -> None:

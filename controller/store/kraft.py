@@ -23,9 +23,11 @@ from controller.store.base import (
     MetadataLogSource,
     MetadataStore,
     MetadataStoreError,
+    PartitionGrowth,
     StoredAcl,
     TopicChange,
     check_delete_job_of,
+    check_partition_growth,
     check_scram_alteration,
 )
 from controller.store.kraft_log import (
@@ -372,6 +374,23 @@ class KRaftMetadataStore(MetadataStore, MetadataLogSource):
             for _, after, _ in changes:
                 if self._image.topic_by_id(after.topic_id) is None:
                     raise MetadataStoreError(f"unknown topic {after.name!r} ({after.topic_id})")
+            self._commit(records)
+
+    def add_partitions(self, growths: Sequence[PartitionGrowth]) -> None:
+        """One batch of PartitionRecords for all of them."""
+        records: list[metadata_pb2.MetadataRecord] = []
+        for before, after in growths:
+            check_partition_growth(before, after)
+            records += serde.partition_records(before, after)
+        if not records:
+            return
+        with self._mu:
+            self._require_active()
+            for before, _ in growths:
+                if self._image.topic_by_id(before.topic_id) != before:
+                    raise MetadataStoreError(
+                        f"topic {before.name!r} ({before.topic_id}) is not as the caller saw it"
+                    )
             self._commit(records)
 
     def put_delete_job(self, job: DeleteJob) -> None:

@@ -37,12 +37,22 @@ const bytes = b64 => (b64 === null ? null : Buffer.from(b64, 'base64'))
 const b64 = buffer => (buffer === null ? null : buffer.toString('base64'))
 
 function described(error) {
+  // KafkaJS's retrier wraps an error it gives up on: the broker's answer is its cause.
+  const cause = error.cause instanceof Error ? error.cause : null
+  const failed = error.partitions || (cause && cause.partitions) || []
   return {
     name: error.name,
     type: error.type === undefined ? null : error.type,
     code: error.code === undefined ? null : error.code,
     retriable: error.retriable === undefined ? null : error.retriable,
     message: error.message,
+    cause: cause ? cause.name : null,
+    // KafkaJSDeleteTopicRecordsError: each failed partition and its broker error
+    partitions: failed.map(p => ({
+      partition: p.partition,
+      offset: p.offset,
+      type: p.error && p.error.type !== undefined ? p.error.type : null,
+    })),
   }
 }
 
@@ -118,6 +128,49 @@ async function produce(kafka, step) {
   }
 }
 
+// A group member that reads s.count records of s.topic from the beginning (no commits), then
+// leaves the group: the records' partitions and values, and the partitions it was assigned.
+async function consume(kafka, s) {
+  const consumer = kafka.consumer({
+    groupId: s.group,
+    sessionTimeout: s.session_timeout_ms || 30000,
+    heartbeatInterval: 500,
+    allowAutoTopicCreation: false,
+  })
+  const records = []
+  const assigned = new Set()
+  consumer.on(consumer.events.GROUP_JOIN, e => {
+    for (const [, partitions] of Object.entries(e.payload.memberAssignment)) {
+      for (const p of partitions) assigned.add(p)
+    }
+  })
+  await consumer.connect()
+  try {
+    await consumer.subscribe({ topics: [s.topic], fromBeginning: true })
+    let done
+    const finished = new Promise(resolve => (done = resolve))
+    await consumer.run({
+      autoCommit: false,
+      eachMessage: async ({ partition, message }) => {
+        records.push({ partition, value: b64(message.value) })
+        if (records.length >= s.count) done()
+      },
+    })
+    let timer
+    const timeout = new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`read ${records.length} of ${s.count}`)), 60000)
+    })
+    try {
+      await Promise.race([finished, timeout])
+    } finally {
+      clearTimeout(timer) // a pending timer would keep node running
+    }
+    return { records, assigned: [...assigned].sort() }
+  } finally {
+    await consumer.disconnect()
+  }
+}
+
 async function step(kafka, admin, s) {
   switch (s.op) {
     case 'createTopics':
@@ -129,6 +182,15 @@ async function step(kafka, admin, s) {
           configEntries: Object.entries(t.configs || {}).map(([name, value]) => ({ name, value })),
         })),
         waitForLeaders: true,
+      })
+    case 'createPartitions':
+      return admin.createPartitions({
+        validateOnly: !!s.validate_only,
+        topicPartitions: s.topics.map(t => ({
+          topic: t.topic,
+          count: t.count,
+          assignments: t.assignments === undefined ? undefined : t.assignments,
+        })),
       })
     case 'describeConfigs':
       return describeConfigs(admin, s)
@@ -158,12 +220,20 @@ async function step(kafka, admin, s) {
       return admin.fetchTopicOffsets(s.topic)
     case 'fetchTopicOffsetsByTimestamp':
       return admin.fetchTopicOffsetsByTimestamp(s.topic, s.timestamp)
+    case 'deleteTopicRecords':
+      return admin.deleteTopicRecords({ topic: s.topic, partitions: s.partitions })
     case 'fetchOffsets':
       return admin.fetchOffsets({ groupId: s.group, topics: [s.topic] })
     case 'deleteGroups':
       return admin.deleteGroups(s.groups)
     case 'produce':
       return produce(kafka, s)
+    case 'consume':
+      return consume(kafka, s)
+    case 'listGroups':
+      return admin.listGroups()
+    case 'describeGroups':
+      return admin.describeGroups(s.groups)
     default:
       throw new Error(`unknown op ${s.op}`)
   }

@@ -27,11 +27,12 @@ def shared_cluster(
     broker_overrides: Mapping[int, Mapping[str, str]] | None = None,
     controller_overrides: Mapping[str, str] | None = None,
     kafka_listener: str = "PLAINTEXT",
+    brokers: int = 2,
 ) -> Iterator[Cluster]:
-    """A started two-broker cluster in ``request.param``'s metadata mode, for a module-scoped
-    fixture (``broker_overrides``: more properties of a broker, by id; ``controller_overrides``:
-    of both controllers; ``kafka_listener``: the name of the brokers' Kafka listener); the
-    processes' logs are printed if a test of the module failed."""
+    """A started cluster of ``brokers`` brokers in ``request.param``'s metadata mode, for a
+    module-scoped fixture (``broker_overrides``: more properties of a broker, by id;
+    ``controller_overrides``: of both controllers; ``kafka_listener``: the name of the brokers'
+    Kafka listener); the processes' logs are printed if a test of the module failed."""
     mode = request.param
     with contextlib.ExitStack() as stack:
         zk_connect = None
@@ -42,6 +43,7 @@ def shared_cluster(
             root,
             mode,
             zk_connect,
+            brokers=brokers,
             broker_extra={"socket.request.max.bytes": str(MAX_REQUEST_BYTES)},
             controller_extra=dict(controller_overrides or {}),
         )

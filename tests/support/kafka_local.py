@@ -17,25 +17,32 @@ from kio.static.protocol import RequestPayload
 from broker.admin_forwarder import ControllerAdmin
 from broker.agent import BrokerAgent
 from broker.config import BrokerConfig
-from broker.kafka.handler import BrokerKafkaHandler
+from broker.kafka.handler import ALLOW_ALL, BrokerKafkaHandler
 from broker.kafka.this_broker import ThisBroker
 from tiered.api import TopicIdPartition
 from tiered.kafka.handler import RequestContext
 from tiered.net import PLAINTEXT, Listener
 from tiered.rpc.v1 import broker_pb2
 from tiered.rpc.v1 import controller_pb2 as pb
+from tiered.security.access import AccessControl
 
 NODE_ID = 1
 OTHER_BROKER = 2
 
 
 class FixedPlacement:
-    """Answers ``ControllerAdmin.call("DescribeMetadata", ...)`` from ``topics``."""
+    """Answers ``ControllerAdmin.call("DescribeMetadata", ...)`` from ``topics``; a CreateTopics
+    (auto-creation) is recorded in ``created`` and adds the topic on another broker, or is
+    answered ``create_error`` (a code) when set."""
 
     def __init__(self) -> None:
         self.topics: dict[str, tuple[uuid.UUID, tuple[int, ...]]] = {}
+        self.created: list[pb.NewTopic] = []
+        self.create_error: int | None = None
 
     def call(self, method: str, request: Any, response_type: type[Any]) -> Any:
+        if method == "CreateTopics":
+            return self._create(request)
         assert method == "DescribeMetadata", method
         names = list(self.topics) if request.all_topics else list(request.topics)
         response = pb.DescribeMetadataResponse(cluster_id="local")
@@ -55,15 +62,28 @@ class FixedPlacement:
                 )
         return response
 
+    def _create(self, request: pb.CreateTopicsRequest) -> pb.CreateTopicsResponse:
+        response = pb.CreateTopicsResponse()
+        for topic in request.topics:
+            self.created.append(topic)
+            code = self.create_error or 0
+            if not code:
+                self.topics[topic.name] = (uuid.uuid4(), (OTHER_BROKER,) * topic.partitions)
+            response.results.add(name=topic.name, error=broker_pb2.Error(code=code))
+        return response
+
 
 class LocalBroker:
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(
+        self, tmp_path: Path, access: AccessControl = ALLOW_ALL, **properties: str
+    ) -> None:
         self.log_dir = tmp_path / "logs"
         config = BrokerConfig.from_properties(
             {
                 "node.id": str(NODE_ID),
                 "log.dirs": str(self.log_dir),
                 "remote.log.storage.system.enable": "false",
+                **properties,
             }
         )
         self.agent = BrokerAgent(config)
@@ -74,6 +94,8 @@ class LocalBroker:
             list,
             self.agent,
             metadata_max_age_s=0.0,
+            topic_auto_creation=config.topic_auto_creation,
+            access=access,
         )
 
     def host(self, topic: str, partitions: int = 1, **configs: str) -> uuid.UUID:

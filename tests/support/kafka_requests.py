@@ -9,6 +9,8 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
+from kio.schema.delete_records.v0 import request as delete_records_v0
+from kio.schema.delete_records.v2 import request as delete_records_v2
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 from kio.schema.list_offsets.v8.request import (
@@ -110,6 +112,24 @@ def list_offsets(
     )
 
 
+def delete_records(offsets: Mapping[TopicPartition, int], version: int = 2) -> Any:
+    """DeleteRecords v2 (flexible; the Java AdminClient's) or v0 (librdkafka's first)."""
+    schema = {0: delete_records_v0, 2: delete_records_v2}[version]
+    return schema.DeleteRecordsRequest(
+        topics=tuple(
+            schema.DeleteRecordsTopic(
+                name=topic,
+                partitions=tuple(
+                    schema.DeleteRecordsPartition(partition_index=p, offset=offset)
+                    for p, offset in partitions
+                ),
+            )
+            for topic, partitions in _by_topic(offsets)
+        ),
+        timeout=datetime.timedelta(seconds=30),
+    )
+
+
 def init_producer_id(transactional_id: str | None = None) -> InitProducerIdRequest:
     return InitProducerIdRequest(
         transactional_id=transactional_id,
@@ -118,7 +138,8 @@ def init_producer_id(transactional_id: str | None = None) -> InitProducerIdReque
 
 
 def by_partition(response: Any) -> dict[TopicPartition, Any]:
-    """A Produce, Fetch or ListOffsets answer's partitions by (topic, partition)."""
+    """A Produce, Fetch, ListOffsets or DeleteRecords answer's partitions by (topic,
+    partition)."""
     found: dict[TopicPartition, Any] = {}
     for topic in response.responses if hasattr(response, "responses") else response.topics:
         name = topic.name if hasattr(topic, "name") else topic.topic

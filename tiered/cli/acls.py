@@ -1,10 +1,10 @@
 """``tiered-acls``: Kafka's ``kafka-acls.sh`` for this cluster, with its flags and its output.
 
     tiered-acls --bootstrap-server H:P --add --allow-principal User:alice --operation Read --topic t
-    tiered-acls --bootstrap-server H:P --list [--topic t | --cluster] [--principal User:alice]
+    tiered-acls --bootstrap-server H:P --list [--topic t | --group g | --cluster] [--principal User:alice]
     tiered-acls --bootstrap-server H:P --remove --deny-principal User:bob --operation All --topic t --force
 
-``--add`` creates, for each resource (``--topic``, ``--cluster``), an ALLOW for each
+``--add`` creates, for each resource (``--topic``, ``--group``, ``--cluster``), an ALLOW for each
 ``--allow-principal`` from each ``--allow-host`` (default ``*``) and a DENY for each
 ``--deny-principal`` from each ``--deny-host``, for each ``--operation`` (default All).
 ``--remove`` removes those, or every ACL of the resource when no principal is named; it asks
@@ -72,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
             "ClusterAction, DescribeConfigs, AlterConfigs, All, ...; default All)",
         ),
         ("--topic", "a topic (or, with --resource-pattern-type prefixed, a prefix)"),
+        ("--group", "a consumer group (or, with --resource-pattern-type prefixed, a prefix)"),
     ):
         parser.add_argument(flag, action="append", default=[], help=f"{what}; repeatable")
     parser.add_argument("--principal", action="append", default=[], help="--list: only these")
@@ -110,6 +111,7 @@ def _operations(args: argparse.Namespace) -> list[AclOperation]:
 
 def _resources(args: argparse.Namespace) -> list[tuple[ResourceType, str]]:
     resources = [(ResourceType.TOPIC, t) for t in args.topic]
+    resources += [(ResourceType.GROUP, g) for g in args.group]
     if args.cluster:
         resources.append((ResourceType.CLUSTER, CLUSTER_NAME))
     return resources
@@ -162,7 +164,7 @@ def _current(admin: AdminClient, patterns: Sequence[ResourcePattern]) -> None:
 def _add(admin: AdminClient, args: argparse.Namespace) -> int:
     pattern_type = _pattern_type(args.resource_pattern_type, listing=False)
     if not _resources(args):
-        raise invalid("--add needs a resource: --topic or --cluster")
+        raise invalid("--add needs a resource: --topic, --group or --cluster")
     bindings = _bindings(args, pattern_type)
     if not bindings:
         raise invalid("--add needs --allow-principal or --deny-principal")
@@ -178,7 +180,7 @@ def _remove(admin: AdminClient, args: argparse.Namespace) -> int:
     pattern_type = _pattern_type(args.resource_pattern_type, listing=True)
     resources = _resources(args)
     if not resources:
-        raise invalid("--remove needs a resource: --topic or --cluster")
+        raise invalid("--remove needs a resource: --topic, --group or --cluster")
     entries = _entries(args)
     filters = []
     for resource_type, name in resources:

@@ -1,6 +1,7 @@
-"""``tiered-topics``: create, delete and describe topics, in the shape of kafka-topics.sh.
+"""``tiered-topics``: create, alter, delete and describe topics, in the shape of kafka-topics.sh.
 
 tiered-topics --bootstrap-server H:P[,H:P] --create --topic T --partitions N [--config K=V]...
+tiered-topics --bootstrap-server H:P --alter --topic T --partitions N [--replica-assignment B,B,...]
 tiered-topics --bootstrap-server H:P --delete --topic T
 tiered-topics --bootstrap-server H:P --describe [--topic T] [--format json]
 """
@@ -37,15 +38,29 @@ __all__ = ["build_parser", "main", "partition_json", "topic_json"]
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="tiered-topics", description="Create, delete and describe topics."
+        prog="tiered-topics", description="Create, alter, delete and describe topics."
     )
     add_bootstrap_option(parser)
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--create", action="store_true", help="create a topic")
+    action.add_argument(
+        "--alter", action="store_true", help="add partitions to a topic (--partitions)"
+    )
     action.add_argument("--delete", action="store_true", help="delete a topic")
     action.add_argument("--describe", action="store_true", help="describe one or every topic")
     parser.add_argument("--topic", metavar="T", help="the topic")
-    parser.add_argument("--partitions", type=int, metavar="N", help="partition count (--create)")
+    parser.add_argument(
+        "--partitions",
+        type=int,
+        metavar="N",
+        help="partition count (--create), or the new one (--alter)",
+    )
+    parser.add_argument(
+        "--replica-assignment",
+        metavar="B,B,...",
+        help="with --alter: the broker of each partition, comma separated, as kafka-topics.sh "
+        "(the existing partitions' brokers first, or the new partitions' alone)",
+    )
     parser.add_argument(
         "--config",
         action="append",
@@ -58,12 +73,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    if (args.create or args.delete) and not args.topic:
-        parser.error("--topic is required with --create and --delete")
-    if args.create and args.partitions is None:
-        parser.error("--partitions is required with --create")
-    if not args.create and (args.partitions is not None or args.config):
-        parser.error("--partitions and --config go with --create only")
+    if (args.create or args.alter or args.delete) and not args.topic:
+        parser.error("--topic is required with --create, --alter and --delete")
+    if (args.create or args.alter) and args.partitions is None:
+        parser.error("--partitions is required with --create and --alter")
+    if not (args.create or args.alter) and args.partitions is not None:
+        parser.error("--partitions goes with --create and --alter only")
+    if not args.create and args.config:
+        parser.error("--config goes with --create only")
+    if not args.alter and args.replica_assignment is not None:
+        parser.error("--replica-assignment goes with --alter only")
     if args.format != "text" and not args.describe:
         parser.error("--format goes with --describe only")
 
@@ -178,12 +197,49 @@ def _create(admin: AdminClient, args: argparse.Namespace) -> int:
         if key in configs:
             raise invalid(f"config {key!r} is given more than once")
         configs[key] = value
-    if args.partitions < 1:
-        raise invalid(f"--partitions must be at least 1, not {args.partitions}")
-    if args.partitions > INT32_MAX:  # no request can carry it; the controller's own limit is lower
-        raise invalid(f"--partitions must be at most {INT32_MAX}, not {args.partitions}")
+    _check_partitions(args.partitions)
     admin.create_topic(args.topic, args.partitions, configs)
     print(f"Created topic {args.topic}.")
+    return 0
+
+
+def _check_partitions(partitions: int) -> None:
+    if partitions < 1:
+        raise invalid(f"--partitions must be at least 1, not {partitions}")
+    if partitions > INT32_MAX:  # no request can carry it; the controller's own limit is lower
+        raise invalid(f"--partitions must be at most {INT32_MAX}, not {partitions}")
+
+
+def _replica_assignment(text: str) -> list[list[int]]:
+    """kafka-topics.sh's ``--replica-assignment``: partitions separated by ``,``, each one's
+    replicas by ``:`` (one replica each here)."""
+    try:
+        return [[int(b) for b in part.split(":")] for part in text.split(",")]
+    except ValueError:
+        raise invalid(
+            f"--replica-assignment {text!r} is not valid; valid: broker ids separated by ',' "
+            "(one per partition), e.g. 1,2,1"
+        ) from None
+
+
+def _alter(admin: AdminClient, args: argparse.Namespace) -> int:
+    """As kafka-topics.sh --alter --partitions: a replica assignment may list every partition
+    (the existing ones' are dropped) or the new ones alone."""
+    _check_partitions(args.partitions)
+    assignments = None
+    if args.replica_assignment is not None:
+        assignments = _replica_assignment(args.replica_assignment)
+        if len(assignments) == args.partitions:
+            existing = len(
+                admin.describe_topic(args.topic, include_partition_state=False).partitions
+            )
+            assignments = assignments[existing:]
+    admin.create_partitions(args.topic, args.partitions, assignments)
+    print(
+        "WARNING: If partitions are increased for a topic that has a key, the partition logic "
+        "or ordering of the messages will be affected"
+    )
+    print("Adding partitions succeeded!")
     return 0
 
 
@@ -219,6 +275,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ):
             if args.create:
                 return _create(admin, args)
+            if args.alter:
+                return _alter(admin, args)
             if args.delete:
                 return _delete(admin, args)
             return _describe(admin, args)

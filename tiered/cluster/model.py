@@ -74,6 +74,9 @@ class TopicMetadata:
     def with_configs(self, configs: Mapping[str, str]) -> TopicMetadata:
         return replace(self, configs=configs)
 
+    def with_replicas(self, replicas: tuple[int, ...]) -> TopicMetadata:
+        return replace(self, replicas=replicas)
+
     def with_tiered_state(self, state: TieredState, tiered_epoch: int) -> TopicMetadata:
         return replace(self, tiered_state=state, tiered_epoch=tiered_epoch)
 

@@ -45,6 +45,7 @@ __all__ = [
     "image_from_snapshot",
     "image_to_batch",
     "image_to_records",
+    "partition_records",
     "registration_to_record",
     "remove_scram_credential_record",
     "remove_topic_record",
@@ -235,6 +236,20 @@ def topic_to_records(topic: TopicMetadata) -> list[metadata_pb2.MetadataRecord]:
     ]
 
 
+def partition_records(
+    before: TopicMetadata, after: TopicMetadata
+) -> list[metadata_pb2.MetadataRecord]:
+    """A PartitionRecord for each partition ``after`` has beyond ``before`` (CreatePartitions)."""
+    return [
+        metadata_pb2.MetadataRecord(
+            partition=metadata_pb2.PartitionRecord(
+                topic_id=after.topic_id.bytes, partition_id=p, replicas=[after.replicas[p]]
+            )
+        )
+        for p in range(before.partition_count, after.partition_count)
+    ]
+
+
 def topic_update_records(topic: TopicMetadata) -> list[metadata_pb2.MetadataRecord]:
     """A topic's configs and tiered state (not its assignment): ConfigRecord, TieredStateRecord."""
     return [_config_record(topic), _tiered_state_record(topic)]
@@ -378,6 +393,8 @@ def apply_record(image: MetadataImage, record: metadata_pb2.MetadataRecord) -> N
             image.put_topic(
                 topic.with_tiered_state(tiered_state_from_proto(ts.state), ts.tiered_epoch)
             )
+    elif kind == "partition":
+        _apply_partition(image, record.partition)
     elif kind == "remove_topic":
         topic_id, topic = _known_topic(image, record.remove_topic.topic_id, "RemoveTopicRecord")
         if topic is not None:
@@ -408,6 +425,30 @@ def apply_record(image: MetadataImage, record: metadata_pb2.MetadataRecord) -> N
         image.controller_endpoint = ce.endpoint
     else:
         logger.warning("metadata record of unknown kind ignored: %r", record)
+
+
+def _apply_partition(image: MetadataImage, record: metadata_pb2.PartitionRecord) -> None:
+    """A partition added to a known topic: the next one, or one it has (re-applied: its broker
+    is taken). A gap, or a partition without exactly one replica, is malformed (ValueError)."""
+    _, topic = _known_topic(image, record.topic_id, "PartitionRecord")
+    if topic is None:
+        return
+    if len(record.replicas) != 1:
+        raise ValueError(
+            f"PartitionRecord of {topic.name} partition {record.partition_id} has "
+            f"{len(record.replicas)} replicas; valid: exactly 1"
+        )
+    if not 0 <= record.partition_id <= topic.partition_count:
+        raise ValueError(
+            f"PartitionRecord of {topic.name} names partition {record.partition_id}; valid: "
+            f"0..{topic.partition_count} (the topic has {topic.partition_count})"
+        )
+    replicas = list(topic.replicas)
+    if record.partition_id == topic.partition_count:
+        replicas.append(record.replicas[0])
+    else:
+        replicas[record.partition_id] = record.replicas[0]
+    image.put_topic(topic.with_replicas(tuple(replicas)))
 
 
 def apply_batch(image: MetadataImage, batch: metadata_pb2.MetadataRecordBatch) -> None:

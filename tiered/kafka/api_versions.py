@@ -47,9 +47,16 @@ DEFAULT_API_VERSIONS: Mapping[int, tuple[int, int]] = {
     8: (2, 9),  # OffsetCommit (v10 names topics by id)
     9: (1, 9),  # OffsetFetch (v10 names topics by id)
     10: (0, 6),  # FindCoordinator
+    11: (0, 9),  # JoinGroup
+    12: (0, 4),  # Heartbeat
+    13: (0, 5),  # LeaveGroup
+    14: (0, 5),  # SyncGroup
+    15: (0, 5),  # DescribeGroups
+    16: (0, 5),  # ListGroups
     18: (0, 4),  # ApiVersions
     19: (2, 7),  # CreateTopics
     20: (1, 6),  # DeleteTopics
+    21: (0, 2),  # DeleteRecords
     22: (0, 5),  # InitProducerId
     29: (1, 3),  # DescribeAcls
     30: (1, 3),  # CreateAcls
@@ -61,6 +68,7 @@ DEFAULT_API_VERSIONS: Mapping[int, tuple[int, int]] = {
     17: (0, 1),
     35: (1, 4),  # DescribeLogDirs
     36: (0, 2),  # SaslAuthenticate
+    37: (0, 3),  # CreatePartitions
     42: (0, 2),  # DeleteGroups
     44: (0, 1),  # IncrementalAlterConfigs
     47: (0, 0),  # OffsetDelete

@@ -77,7 +77,7 @@ class ResourceType(_Coded):
     UNKNOWN = 0
     ANY = 1
     TOPIC = 2
-    GROUP = 3
+    GROUP = 3  # judged by the group APIs (broker/kafka/groups_api.py)
     CLUSTER = 4
 
 

@@ -8,7 +8,13 @@ from collections.abc import Collection, Mapping, Sequence
 
 from kazoo.client import KazooClient
 
-from controller.store.base import MetadataStore, MetadataStoreError, StoredAcl, TopicChange
+from controller.store.base import (
+    MetadataStore,
+    MetadataStoreError,
+    PartitionGrowth,
+    StoredAcl,
+    TopicChange,
+)
 from controller.store.zookeeper.leadership import Leadership
 from controller.store.zookeeper.live_brokers import LiveBrokersCallback, LiveBrokersWatch
 from controller.store.zookeeper.loading import Loader
@@ -163,6 +169,9 @@ class ZooKeeperMetadataStore(MetadataStore):
 
     def update_topics(self, changes: Sequence[TopicChange]) -> None:
         self._writer.update_topics(changes)
+
+    def add_partitions(self, growths: Sequence[PartitionGrowth]) -> None:
+        self._writer.add_partitions(growths)
 
     def put_delete_job(self, job: DeleteJob) -> None:
         self._writer.put_delete_job(job)

@@ -20,9 +20,11 @@ from kazoo.exceptions import BadVersionError, NoNodeError
 from controller.store.base import (
     ControllerFencedError,
     MetadataStoreError,
+    PartitionGrowth,
     StoredAcl,
     TopicChange,
     check_delete_job_of,
+    check_partition_growth,
     check_scram_alteration,
 )
 from controller.store.zookeeper.acls import acl_change_ops, purge_notifications
@@ -30,6 +32,7 @@ from controller.store.zookeeper.leadership import Leadership
 from controller.store.zookeeper.znodes import (
     ZnodeOp,
     encode_delete_job,
+    topic_assignment_op,
     topic_create_ops,
     topic_delete_ops,
     topic_update_ops,
@@ -93,6 +96,15 @@ class FencedWriter:
                 if delete_job is not None:
                     ops.append(self._delete_job_op(what, delete_job))
             self._fenced_multi(what, ops)
+
+    def add_partitions(self, growths: Sequence[PartitionGrowth]) -> None:
+        """One multi setting each topic's assignment znode (``/brokers/topics/{topic}``)."""
+        for before, after in growths:
+            check_partition_growth(before, after)
+        if growths:
+            names = ", ".join(after.name for _, after in growths)
+            ops = [topic_assignment_op(after) for _, after in growths]
+            self._fenced_multi(f"add partitions to {names}", ops)
 
     def put_delete_job(self, job: DeleteJob) -> None:
         """One multi creating or setting ``/tiered/delete_jobs/{topic_id}-{tiered_epoch}``."""

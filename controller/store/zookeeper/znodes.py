@@ -31,6 +31,7 @@ __all__ = [
     "decode_topic",
     "encode_delete_job",
     "parse_int",
+    "topic_assignment_op",
     "topic_create_ops",
     "topic_delete_ops",
     "topic_update_ops",
@@ -70,18 +71,30 @@ def _config_json(topic: TopicMetadata) -> bytes:
     return _json({"version": CONFIG_ZNODE_VERSION, "config": dict(topic.configs)})
 
 
+def _assignment_json(topic: TopicMetadata) -> bytes:
+    return _json(
+        {
+            "version": TOPIC_ZNODE_VERSION,
+            "topic_id": str(topic.topic_id),
+            "partitions": {str(p): [b] for p, b in enumerate(topic.replicas)},
+        }
+    )
+
+
+def topic_assignment_op(topic: TopicMetadata) -> ZnodeOp:
+    """The set of a topic's assignment znode to its (grown) partitions (``add_partitions``, as
+    Kafka's ``AdminZkClient.addPartitions`` rewrites ``/brokers/topics/{topic}``)."""
+    check_topic_name(topic.name)
+    return ("set", zk_paths.topic(topic.name), _assignment_json(topic))
+
+
 def topic_create_ops(topic: TopicMetadata) -> list[ZnodeOp]:
     """The znodes of a new topic (assignment, tiered storage state and epoch, configs), as the
     store's ``create_topic`` commits them in one multi; paths are relative to the chroot. Bulk
     loaders (``bench/seed_metadata.py``) write the same ops, many topics a transaction."""
     check_topic_name(topic.name)
-    assignment = {
-        "version": TOPIC_ZNODE_VERSION,
-        "topic_id": str(topic.topic_id),
-        "partitions": {str(p): [b] for p, b in enumerate(topic.replicas)},
-    }
     return [
-        ("create", zk_paths.topic(topic.name), _json(assignment)),
+        ("create", zk_paths.topic(topic.name), _assignment_json(topic)),
         ("create", zk_paths.tiered_storage(topic.name), b""),
         ("create", zk_paths.tiered_epoch(topic.name), str(topic.tiered_epoch).encode()),
         ("create", zk_paths.tiered_state(topic.name), topic.tiered_state.value.encode()),

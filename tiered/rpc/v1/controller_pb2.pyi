@@ -61,6 +61,38 @@ class CreateTopicsResponse(_message.Message):
     results: _containers.RepeatedCompositeFieldContainer[TopicResult]
     def __init__(self, results: _Optional[_Iterable[_Union[TopicResult, _Mapping]]] = ...) -> None: ...
 
+class PartitionReplicas(_message.Message):
+    __slots__ = ("broker_ids",)
+    BROKER_IDS_FIELD_NUMBER: _ClassVar[int]
+    broker_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, broker_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class PartitionGrowth(_message.Message):
+    __slots__ = ("topic", "count", "assignments", "has_assignments")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
+    HAS_ASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    count: int
+    assignments: _containers.RepeatedCompositeFieldContainer[PartitionReplicas]
+    has_assignments: bool
+    def __init__(self, topic: _Optional[str] = ..., count: _Optional[int] = ..., assignments: _Optional[_Iterable[_Union[PartitionReplicas, _Mapping]]] = ..., has_assignments: _Optional[bool] = ...) -> None: ...
+
+class CreatePartitionsRequest(_message.Message):
+    __slots__ = ("topics", "validate_only")
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[PartitionGrowth]
+    validate_only: bool
+    def __init__(self, topics: _Optional[_Iterable[_Union[PartitionGrowth, _Mapping]]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+
+class CreatePartitionsResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[TopicResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[TopicResult, _Mapping]]] = ...) -> None: ...
+
 class DeleteTopicsRequest(_message.Message):
     __slots__ = ("names",)
     NAMES_FIELD_NUMBER: _ClassVar[int]

@@ -44,6 +44,11 @@ class AdminServiceStub:
                 request_serializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.DeleteTopicsRequest.SerializeToString,
                 response_deserializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.DeleteTopicsResponse.FromString,
                 _registered_method=True)
+        self.CreatePartitions = channel.unary_unary(
+                '/tiered.v1.AdminService/CreatePartitions',
+                request_serializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.CreatePartitionsRequest.SerializeToString,
+                response_deserializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.CreatePartitionsResponse.FromString,
+                _registered_method=True)
         self.DescribeTopics = channel.unary_unary(
                 '/tiered.v1.AdminService/DescribeTopics',
                 request_serializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.DescribeTopicsRequest.SerializeToString,
@@ -116,6 +121,12 @@ class AdminServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DeleteTopics(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreatePartitions(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -205,6 +216,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.DeleteTopics,
                     request_deserializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.DeleteTopicsRequest.FromString,
                     response_serializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.DeleteTopicsResponse.SerializeToString,
+            ),
+            'CreatePartitions': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreatePartitions,
+                    request_deserializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.CreatePartitionsRequest.FromString,
+                    response_serializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.CreatePartitionsResponse.SerializeToString,
             ),
             'DescribeTopics': grpc.unary_unary_rpc_method_handler(
                     servicer.DescribeTopics,
@@ -321,6 +337,33 @@ class AdminService:
             '/tiered.v1.AdminService/DeleteTopics',
             tiered_dot_rpc_dot_v1_dot_controller__pb2.DeleteTopicsRequest.SerializeToString,
             tiered_dot_rpc_dot_v1_dot_controller__pb2.DeleteTopicsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreatePartitions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tiered.v1.AdminService/CreatePartitions',
+            tiered_dot_rpc_dot_v1_dot_controller__pb2.CreatePartitionsRequest.SerializeToString,
+            tiered_dot_rpc_dot_v1_dot_controller__pb2.CreatePartitionsResponse.FromString,
             options,
             channel_credentials,
             insecure,

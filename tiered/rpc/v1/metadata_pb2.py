@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ctiered/rpc/v1/metadata.proto\x12\ttiered.v1\":\n\x0e\x42rokerEndpoint\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x0c\n\x04port\x18\x03 \x01(\x05\"\x91\x01\n\x14RegisterBrokerRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x0c\n\x04port\x18\x03 \x01(\x05\x12\x16\n\x0eincarnation_id\x18\x04 \x01(\x0c\x12\x32\n\x0fkafka_endpoints\x18\x05 \x03(\x0b\x32\x19.tiered.v1.BrokerEndpoint\"?\n\x0bTopicRecord\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08topic_id\x18\x02 \x01(\x0c\x12\x10\n\x08replicas\x18\x03 \x03(\x05\"\x87\x01\n\x0c\x43onfigRecord\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\x12\x35\n\x07\x63onfigs\x18\x02 \x03(\x0b\x32$.tiered.v1.ConfigRecord.ConfigsEntry\x1a.\n\x0c\x43onfigsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"b\n\x11TieredStateRecord\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\x12%\n\x05state\x18\x02 \x01(\x0e\x32\x16.tiered.v1.TieredState\x12\x14\n\x0ctiered_epoch\x18\x03 \x01(\x05\"%\n\x11RemoveTopicRecord\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\"Z\n\x15\x43ontrollerEpochRecord\x12\x15\n\rcontroller_id\x18\x01 \x01(\x05\x12\x18\n\x10\x63ontroller_epoch\x18\x02 \x01(\x05\x12\x10\n\x08\x65ndpoint\x18\x03 \x01(\t\"\x84\x01\n\x17PartitionDeleteProgress\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x15\n\robjects_total\x18\x02 \x01(\x03\x12\x17\n\x0fobjects_deleted\x18\x03 \x01(\x03\x12\x18\n\x10segments_deleted\x18\x04 \x01(\x03\x12\x0c\n\x04\x64one\x18\x05 \x01(\x08\"\xfe\x01\n\x0f\x44\x65leteJobRecord\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x14\n\x0ctiered_epoch\x18\x03 \x01(\x05\x12\x17\n\x0fpartition_count\x18\x04 \x01(\x05\x12(\n\x05state\x18\x05 \x01(\x0e\x32\x19.tiered.v1.DeleteJobState\x12\x34\n\x08progress\x18\x06 \x03(\x0b\x32\".tiered.v1.PartitionDeleteProgress\x12\x10\n\x08\x61ttempts\x18\x07 \x01(\x05\x12\x12\n\nlast_error\x18\x08 \x01(\t\x12\x15\n\rtopic_deleted\x18\t \x01(\x08\"\x86\x01\n\x19UserScramCredentialRecord\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tmechanism\x18\x02 \x01(\x05\x12\x0c\n\x04salt\x18\x03 \x01(\x0c\x12\x12\n\nstored_key\x18\x04 \x01(\x0c\x12\x12\n\nserver_key\x18\x05 \x01(\x0c\x12\x12\n\niterations\x18\x06 \x01(\x05\"B\n\x1fRemoveUserScramCredentialRecord\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tmechanism\x18\x02 \x01(\x05\"\xb7\x01\n\x18\x41\x63\x63\x65ssControlEntryRecord\x12\n\n\x02id\x18\x01 \x01(\x0c\x12\x15\n\rresource_type\x18\x02 \x01(\x05\x12\x15\n\rresource_name\x18\x03 \x01(\t\x12\x14\n\x0cpattern_type\x18\x04 \x01(\x05\x12\x11\n\tprincipal\x18\x05 \x01(\t\x12\x0c\n\x04host\x18\x06 \x01(\t\x12\x11\n\toperation\x18\x07 \x01(\x05\x12\x17\n\x0fpermission_type\x18\x08 \x01(\x05\",\n\x1eRemoveAccessControlEntryRecord\x12\n\n\x02id\x18\x01 \x01(\x0c\"\xb8\x05\n\x0eMetadataRecord\x12:\n\x0fregister_broker\x18\x01 \x01(\x0b\x32\x1f.tiered.v1.RegisterBrokerRecordH\x00\x12\'\n\x05topic\x18\x02 \x01(\x0b\x32\x16.tiered.v1.TopicRecordH\x00\x12)\n\x06\x63onfig\x18\x03 \x01(\x0b\x32\x17.tiered.v1.ConfigRecordH\x00\x12\x34\n\x0ctiered_state\x18\x04 \x01(\x0b\x32\x1c.tiered.v1.TieredStateRecordH\x00\x12\x34\n\x0cremove_topic\x18\x05 \x01(\x0b\x32\x1c.tiered.v1.RemoveTopicRecordH\x00\x12<\n\x10\x63ontroller_epoch\x18\x06 \x01(\x0b\x32 .tiered.v1.ControllerEpochRecordH\x00\x12\x30\n\ndelete_job\x18\x07 \x01(\x0b\x32\x1a.tiered.v1.DeleteJobRecordH\x00\x12\x43\n\x14\x61\x63\x63\x65ss_control_entry\x18\x08 \x01(\x0b\x32#.tiered.v1.AccessControlEntryRecordH\x00\x12P\n\x1bremove_access_control_entry\x18\t \x01(\x0b\x32).tiered.v1.RemoveAccessControlEntryRecordH\x00\x12\x45\n\x15user_scram_credential\x18\n \x01(\x0b\x32$.tiered.v1.UserScramCredentialRecordH\x00\x12R\n\x1cremove_user_scram_credential\x18\x0b \x01(\x0b\x32*.tiered.v1.RemoveUserScramCredentialRecordH\x00\x42\x08\n\x06record\"V\n\x13MetadataRecordBatch\x12\x13\n\x0b\x62\x61se_offset\x18\x01 \x01(\x03\x12*\n\x07records\x18\x02 \x03(\x0b\x32\x19.tiered.v1.MetadataRecord*U\n\x0bTieredState\x12\x1c\n\x18TIERED_STATE_UNSPECIFIED\x10\x00\x12\x0b\n\x07\x45NABLED\x10\x01\x12\r\n\tDISABLING\x10\x02\x12\x0c\n\x08\x44ISABLED\x10\x03*V\n\x0e\x44\x65leteJobState\x12 \n\x1c\x44\x45LETE_JOB_STATE_UNSPECIFIED\x10\x00\x12\x0b\n\x07PENDING\x10\x01\x12\x0b\n\x07RUNNING\x10\x02\x12\x08\n\x04\x44ONE\x10\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1ctiered/rpc/v1/metadata.proto\x12\ttiered.v1\":\n\x0e\x42rokerEndpoint\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x0c\n\x04port\x18\x03 \x01(\x05\"\x91\x01\n\x14RegisterBrokerRecord\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x0c\n\x04port\x18\x03 \x01(\x05\x12\x16\n\x0eincarnation_id\x18\x04 \x01(\x0c\x12\x32\n\x0fkafka_endpoints\x18\x05 \x03(\x0b\x32\x19.tiered.v1.BrokerEndpoint\"?\n\x0bTopicRecord\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08topic_id\x18\x02 \x01(\x0c\x12\x10\n\x08replicas\x18\x03 \x03(\x05\"\x87\x01\n\x0c\x43onfigRecord\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\x12\x35\n\x07\x63onfigs\x18\x02 \x03(\x0b\x32$.tiered.v1.ConfigRecord.ConfigsEntry\x1a.\n\x0c\x43onfigsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"b\n\x11TieredStateRecord\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\x12%\n\x05state\x18\x02 \x01(\x0e\x32\x16.tiered.v1.TieredState\x12\x14\n\x0ctiered_epoch\x18\x03 \x01(\x05\"K\n\x0fPartitionRecord\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\x12\x14\n\x0cpartition_id\x18\x02 \x01(\x05\x12\x10\n\x08replicas\x18\x03 \x03(\x05\"%\n\x11RemoveTopicRecord\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\"Z\n\x15\x43ontrollerEpochRecord\x12\x15\n\rcontroller_id\x18\x01 \x01(\x05\x12\x18\n\x10\x63ontroller_epoch\x18\x02 \x01(\x05\x12\x10\n\x08\x65ndpoint\x18\x03 \x01(\t\"\x84\x01\n\x17PartitionDeleteProgress\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x15\n\robjects_total\x18\x02 \x01(\x03\x12\x17\n\x0fobjects_deleted\x18\x03 \x01(\x03\x12\x18\n\x10segments_deleted\x18\x04 \x01(\x03\x12\x0c\n\x04\x64one\x18\x05 \x01(\x08\"\xfe\x01\n\x0f\x44\x65leteJobRecord\x12\x10\n\x08topic_id\x18\x01 \x01(\x0c\x12\r\n\x05topic\x18\x02 \x01(\t\x12\x14\n\x0ctiered_epoch\x18\x03 \x01(\x05\x12\x17\n\x0fpartition_count\x18\x04 \x01(\x05\x12(\n\x05state\x18\x05 \x01(\x0e\x32\x19.tiered.v1.DeleteJobState\x12\x34\n\x08progress\x18\x06 \x03(\x0b\x32\".tiered.v1.PartitionDeleteProgress\x12\x10\n\x08\x61ttempts\x18\x07 \x01(\x05\x12\x12\n\nlast_error\x18\x08 \x01(\t\x12\x15\n\rtopic_deleted\x18\t \x01(\x08\"\x86\x01\n\x19UserScramCredentialRecord\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tmechanism\x18\x02 \x01(\x05\x12\x0c\n\x04salt\x18\x03 \x01(\x0c\x12\x12\n\nstored_key\x18\x04 \x01(\x0c\x12\x12\n\nserver_key\x18\x05 \x01(\x0c\x12\x12\n\niterations\x18\x06 \x01(\x05\"B\n\x1fRemoveUserScramCredentialRecord\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tmechanism\x18\x02 \x01(\x05\"\xb7\x01\n\x18\x41\x63\x63\x65ssControlEntryRecord\x12\n\n\x02id\x18\x01 \x01(\x0c\x12\x15\n\rresource_type\x18\x02 \x01(\x05\x12\x15\n\rresource_name\x18\x03 \x01(\t\x12\x14\n\x0cpattern_type\x18\x04 \x01(\x05\x12\x11\n\tprincipal\x18\x05 \x01(\t\x12\x0c\n\x04host\x18\x06 \x01(\t\x12\x11\n\toperation\x18\x07 \x01(\x05\x12\x17\n\x0fpermission_type\x18\x08 \x01(\x05\",\n\x1eRemoveAccessControlEntryRecord\x12\n\n\x02id\x18\x01 \x01(\x0c\"\xe9\x05\n\x0eMetadataRecord\x12:\n\x0fregister_broker\x18\x01 \x01(\x0b\x32\x1f.tiered.v1.RegisterBrokerRecordH\x00\x12\'\n\x05topic\x18\x02 \x01(\x0b\x32\x16.tiered.v1.TopicRecordH\x00\x12)\n\x06\x63onfig\x18\x03 \x01(\x0b\x32\x17.tiered.v1.ConfigRecordH\x00\x12\x34\n\x0ctiered_state\x18\x04 \x01(\x0b\x32\x1c.tiered.v1.TieredStateRecordH\x00\x12\x34\n\x0cremove_topic\x18\x05 \x01(\x0b\x32\x1c.tiered.v1.RemoveTopicRecordH\x00\x12<\n\x10\x63ontroller_epoch\x18\x06 \x01(\x0b\x32 .tiered.v1.ControllerEpochRecordH\x00\x12\x30\n\ndelete_job\x18\x07 \x01(\x0b\x32\x1a.tiered.v1.DeleteJobRecordH\x00\x12\x43\n\x14\x61\x63\x63\x65ss_control_entry\x18\x08 \x01(\x0b\x32#.tiered.v1.AccessControlEntryRecordH\x00\x12P\n\x1bremove_access_control_entry\x18\t \x01(\x0b\x32).tiered.v1.RemoveAccessControlEntryRecordH\x00\x12\x45\n\x15user_scram_credential\x18\n \x01(\x0b\x32$.tiered.v1.UserScramCredentialRecordH\x00\x12R\n\x1cremove_user_scram_credential\x18\x0b \x01(\x0b\x32*.tiered.v1.RemoveUserScramCredentialRecordH\x00\x12/\n\tpartition\x18\x0c \x01(\x0b\x32\x1a.tiered.v1.PartitionRecordH\x00\x42\x08\n\x06record\"V\n\x13MetadataRecordBatch\x12\x13\n\x0b\x62\x61se_offset\x18\x01 \x01(\x03\x12*\n\x07records\x18\x02 \x03(\x0b\x32\x19.tiered.v1.MetadataRecord*U\n\x0bTieredState\x12\x1c\n\x18TIERED_STATE_UNSPECIFIED\x10\x00\x12\x0b\n\x07\x45NABLED\x10\x01\x12\r\n\tDISABLING\x10\x02\x12\x0c\n\x08\x44ISABLED\x10\x03*V\n\x0e\x44\x65leteJobState\x12 \n\x1c\x44\x45LETE_JOB_STATE_UNSPECIFIED\x10\x00\x12\x0b\n\x07PENDING\x10\x01\x12\x0b\n\x07RUNNING\x10\x02\x12\x08\n\x04\x44ONE\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,10 +33,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_CONFIGRECORD_CONFIGSENTRY']._loaded_options = None
   _globals['_CONFIGRECORD_CONFIGSENTRY']._serialized_options = b'8\001'
-  _globals['_TIEREDSTATE']._serialized_start=2301
-  _globals['_TIEREDSTATE']._serialized_end=2386
-  _globals['_DELETEJOBSTATE']._serialized_start=2388
-  _globals['_DELETEJOBSTATE']._serialized_end=2474
+  _globals['_TIEREDSTATE']._serialized_start=2427
+  _globals['_TIEREDSTATE']._serialized_end=2512
+  _globals['_DELETEJOBSTATE']._serialized_start=2514
+  _globals['_DELETEJOBSTATE']._serialized_end=2600
   _globals['_BROKERENDPOINT']._serialized_start=43
   _globals['_BROKERENDPOINT']._serialized_end=101
   _globals['_REGISTERBROKERRECORD']._serialized_start=104
@@ -49,24 +49,26 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CONFIGRECORD_CONFIGSENTRY']._serialized_end=452
   _globals['_TIEREDSTATERECORD']._serialized_start=454
   _globals['_TIEREDSTATERECORD']._serialized_end=552
-  _globals['_REMOVETOPICRECORD']._serialized_start=554
-  _globals['_REMOVETOPICRECORD']._serialized_end=591
-  _globals['_CONTROLLEREPOCHRECORD']._serialized_start=593
-  _globals['_CONTROLLEREPOCHRECORD']._serialized_end=683
-  _globals['_PARTITIONDELETEPROGRESS']._serialized_start=686
-  _globals['_PARTITIONDELETEPROGRESS']._serialized_end=818
-  _globals['_DELETEJOBRECORD']._serialized_start=821
-  _globals['_DELETEJOBRECORD']._serialized_end=1075
-  _globals['_USERSCRAMCREDENTIALRECORD']._serialized_start=1078
-  _globals['_USERSCRAMCREDENTIALRECORD']._serialized_end=1212
-  _globals['_REMOVEUSERSCRAMCREDENTIALRECORD']._serialized_start=1214
-  _globals['_REMOVEUSERSCRAMCREDENTIALRECORD']._serialized_end=1280
-  _globals['_ACCESSCONTROLENTRYRECORD']._serialized_start=1283
-  _globals['_ACCESSCONTROLENTRYRECORD']._serialized_end=1466
-  _globals['_REMOVEACCESSCONTROLENTRYRECORD']._serialized_start=1468
-  _globals['_REMOVEACCESSCONTROLENTRYRECORD']._serialized_end=1512
-  _globals['_METADATARECORD']._serialized_start=1515
-  _globals['_METADATARECORD']._serialized_end=2211
-  _globals['_METADATARECORDBATCH']._serialized_start=2213
-  _globals['_METADATARECORDBATCH']._serialized_end=2299
+  _globals['_PARTITIONRECORD']._serialized_start=554
+  _globals['_PARTITIONRECORD']._serialized_end=629
+  _globals['_REMOVETOPICRECORD']._serialized_start=631
+  _globals['_REMOVETOPICRECORD']._serialized_end=668
+  _globals['_CONTROLLEREPOCHRECORD']._serialized_start=670
+  _globals['_CONTROLLEREPOCHRECORD']._serialized_end=760
+  _globals['_PARTITIONDELETEPROGRESS']._serialized_start=763
+  _globals['_PARTITIONDELETEPROGRESS']._serialized_end=895
+  _globals['_DELETEJOBRECORD']._serialized_start=898
+  _globals['_DELETEJOBRECORD']._serialized_end=1152
+  _globals['_USERSCRAMCREDENTIALRECORD']._serialized_start=1155
+  _globals['_USERSCRAMCREDENTIALRECORD']._serialized_end=1289
+  _globals['_REMOVEUSERSCRAMCREDENTIALRECORD']._serialized_start=1291
+  _globals['_REMOVEUSERSCRAMCREDENTIALRECORD']._serialized_end=1357
+  _globals['_ACCESSCONTROLENTRYRECORD']._serialized_start=1360
+  _globals['_ACCESSCONTROLENTRYRECORD']._serialized_end=1543
+  _globals['_REMOVEACCESSCONTROLENTRYRECORD']._serialized_start=1545
+  _globals['_REMOVEACCESSCONTROLENTRYRECORD']._serialized_end=1589
+  _globals['_METADATARECORD']._serialized_start=1592
+  _globals['_METADATARECORD']._serialized_end=2337
+  _globals['_METADATARECORDBATCH']._serialized_start=2339
+  _globals['_METADATARECORDBATCH']._serialized_end=2425
 # @@protoc_insertion_point(module_scope)

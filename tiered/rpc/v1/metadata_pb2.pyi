@@ -88,6 +88,16 @@ class TieredStateRecord(_message.Message):
     tiered_epoch: int
     def __init__(self, topic_id: _Optional[bytes] = ..., state: _Optional[_Union[TieredState, str]] = ..., tiered_epoch: _Optional[int] = ...) -> None: ...
 
+class PartitionRecord(_message.Message):
+    __slots__ = ("topic_id", "partition_id", "replicas")
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    topic_id: bytes
+    partition_id: int
+    replicas: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, topic_id: _Optional[bytes] = ..., partition_id: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ...) -> None: ...
+
 class RemoveTopicRecord(_message.Message):
     __slots__ = ("topic_id",)
     TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
@@ -191,7 +201,7 @@ class RemoveAccessControlEntryRecord(_message.Message):
     def __init__(self, id: _Optional[bytes] = ...) -> None: ...
 
 class MetadataRecord(_message.Message):
-    __slots__ = ("register_broker", "topic", "config", "tiered_state", "remove_topic", "controller_epoch", "delete_job", "access_control_entry", "remove_access_control_entry", "user_scram_credential", "remove_user_scram_credential")
+    __slots__ = ("register_broker", "topic", "config", "tiered_state", "remove_topic", "controller_epoch", "delete_job", "access_control_entry", "remove_access_control_entry", "user_scram_credential", "remove_user_scram_credential", "partition")
     REGISTER_BROKER_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     CONFIG_FIELD_NUMBER: _ClassVar[int]
@@ -203,6 +213,7 @@ class MetadataRecord(_message.Message):
     REMOVE_ACCESS_CONTROL_ENTRY_FIELD_NUMBER: _ClassVar[int]
     USER_SCRAM_CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
     REMOVE_USER_SCRAM_CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
     register_broker: RegisterBrokerRecord
     topic: TopicRecord
     config: ConfigRecord
@@ -214,7 +225,8 @@ class MetadataRecord(_message.Message):
     remove_access_control_entry: RemoveAccessControlEntryRecord
     user_scram_credential: UserScramCredentialRecord
     remove_user_scram_credential: RemoveUserScramCredentialRecord
-    def __init__(self, register_broker: _Optional[_Union[RegisterBrokerRecord, _Mapping]] = ..., topic: _Optional[_Union[TopicRecord, _Mapping]] = ..., config: _Optional[_Union[ConfigRecord, _Mapping]] = ..., tiered_state: _Optional[_Union[TieredStateRecord, _Mapping]] = ..., remove_topic: _Optional[_Union[RemoveTopicRecord, _Mapping]] = ..., controller_epoch: _Optional[_Union[ControllerEpochRecord, _Mapping]] = ..., delete_job: _Optional[_Union[DeleteJobRecord, _Mapping]] = ..., access_control_entry: _Optional[_Union[AccessControlEntryRecord, _Mapping]] = ..., remove_access_control_entry: _Optional[_Union[RemoveAccessControlEntryRecord, _Mapping]] = ..., user_scram_credential: _Optional[_Union[UserScramCredentialRecord, _Mapping]] = ..., remove_user_scram_credential: _Optional[_Union[RemoveUserScramCredentialRecord, _Mapping]] = ...) -> None: ...
+    partition: PartitionRecord
+    def __init__(self, register_broker: _Optional[_Union[RegisterBrokerRecord, _Mapping]] = ..., topic: _Optional[_Union[TopicRecord, _Mapping]] = ..., config: _Optional[_Union[ConfigRecord, _Mapping]] = ..., tiered_state: _Optional[_Union[TieredStateRecord, _Mapping]] = ..., remove_topic: _Optional[_Union[RemoveTopicRecord, _Mapping]] = ..., controller_epoch: _Optional[_Union[ControllerEpochRecord, _Mapping]] = ..., delete_job: _Optional[_Union[DeleteJobRecord, _Mapping]] = ..., access_control_entry: _Optional[_Union[AccessControlEntryRecord, _Mapping]] = ..., remove_access_control_entry: _Optional[_Union[RemoveAccessControlEntryRecord, _Mapping]] = ..., user_scram_credential: _Optional[_Union[UserScramCredentialRecord, _Mapping]] = ..., remove_user_scram_credential: _Optional[_Union[RemoveUserScramCredentialRecord, _Mapping]] = ..., partition: _Optional[_Union[PartitionRecord, _Mapping]] = ...) -> None: ...
 
 class MetadataRecordBatch(_message.Message):
     __slots__ = ("base_offset", "records")
