@@ -12,9 +12,11 @@ OffsetDelete remove them."""
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer
@@ -26,6 +28,7 @@ from confluent_kafka.admin import (
     ConfigEntry,
     ConfigResource,
 )
+from kafka import KafkaConsumer
 from kafka import TopicPartition as PythonPartition
 from kafka.admin import KafkaAdminClient
 from kafka.structs import OffsetAndMetadata
@@ -37,7 +40,7 @@ from kio.schema.offset_fetch.v8 import request as fetch_v8
 from broker.groups.placement import OFFSETS_TOPIC, partition_for
 from tests.rlmm_support import poll_until
 from tests.support.cluster import Cluster
-from tests.support.kafka_clients import create_topic
+from tests.support.kafka_clients import create_topic, tiered_with_remote_only_prefix
 from tests.support.kafka_cluster import (
     QUIET,
     confluent_admin,
@@ -56,6 +59,7 @@ PARTITIONS = 4  # of __consumer_offsets here (Kafka's default 50 costs the tests
 BROKER_SETTINGS = {
     "offsets.topic.num.partitions": str(PARTITIONS),
     "offsets.retention.check.interval.ms": "300",
+    "group.initial.rebalance.delay.ms": "200",
 }
 
 
@@ -222,6 +226,50 @@ def test_kcat_reads_from_the_offset_kafka_python_committed(cluster: Cluster, top
         admin.close()
     stored = ("-C", "-t", topic, "-p", "0", "-o", "stored", "-X", f"group.id={g}")
     assert kcat(cluster, *stored, "-e", "-f", "%o\n") == b"4\n5\n"
+
+
+def test_a_group_resumes_from_its_committed_offset_across_both_tiers(cluster: Cluster) -> None:
+    topic = f"t-{uuid.uuid4().hex[:8]}"
+    messages = tiered_with_remote_only_prefix(cluster, topic, 150)  # 0..75+: remote storage only
+    g = group()
+    first = Consumer(
+        {
+            "bootstrap.servers": kafka_bootstrap(cluster),
+            "group.id": g,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            **QUIET,
+        }
+    )
+    try:
+        first.subscribe([topic])
+        read: list[Any] = []
+        deadline = time.monotonic() + 60
+        while len(read) < 10 and time.monotonic() < deadline:
+            message = first.poll(0.5)
+            if message is not None and message.error() is None:
+                read.append(message)
+        assert [m.offset() for m in read[:10]] == list(range(10))  # from remote storage
+        first.commit(message=read[9], asynchronous=False)  # offset 10
+    finally:
+        first.close()  # leaves the group
+    second = KafkaConsumer(
+        topic,
+        bootstrap_servers=kafka_bootstrap(cluster),
+        group_id=g,
+        enable_auto_commit=False,
+        auto_offset_reset="latest",  # only the committed offset makes it start at 10
+    )
+    try:
+        resumed: list[Any] = []
+        deadline = time.monotonic() + 60
+        while len(resumed) < 140 and time.monotonic() < deadline:
+            for records in second.poll(timeout_ms=500).values():
+                resumed.extend(records)
+    finally:
+        second.close(autocommit=False)
+    assert [r.offset for r in resumed] == list(range(10, 150))  # remote, then local
+    assert [r.value for r in resumed] == [m.value for m in messages[10:]]
 
 
 def test_offsets_topic_is_internal_compacted_and_never_tiered(cluster: Cluster, topic: str) -> None:
