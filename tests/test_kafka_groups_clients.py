@@ -34,6 +34,7 @@ from tests.support.group_requests import (
     LEAVE,
     SYNC,
     assignment,
+    coordinator_of,
     group_request,
     join_member,
     subscription,
@@ -291,6 +292,7 @@ def test_a_member_on_the_wire_seen_by_the_admin_api(cluster: Cluster, topic: str
     group = f"wire-{uuid.uuid4().hex[:6]}"
     plan = assignment({topic: list(range(PARTITIONS))})
     with connected(cluster, 1) as wire:
+        assert coordinator_of(wire, group) == 1  # the one broker
         joined = join_member(
             wire, 5, group, protocols=(("range", subscription([topic])),), group_instance_id="w"
         )

@@ -1,6 +1,6 @@
 """Raw group-API requests (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, DescribeGroups,
-ListGroups) of any version, and the consumer protocol's subscription and assignment bytes, for
-tests that play a group member on the wire."""
+ListGroups) of any version, the consumer protocol's subscription and assignment bytes, and the
+group's coordinator, for tests that play a group member on the wire."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from typing import Any
 
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
+from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 
+from tests.rlmm_support import poll_until
 from tests.support.kafka_wire import WireClient
 from tiered.kafka.messages import build, nested
 
@@ -72,3 +74,19 @@ def assignment(partitions: Mapping[str, Sequence[int]]) -> bytes:
     for topic, indexes in partitions.items():
         body += _string(topic) + struct.pack(f">i{len(indexes)}i", len(indexes), *indexes)
     return body + struct.pack(">i", -1)
+
+
+def coordinator_of(wire: WireClient, group: str, timeout_s: float = 30.0) -> int:
+    """The id of ``group``'s coordinator, as FindCoordinator names it (the first one creates
+    ``__consumer_offsets``: retried until a coordinator is named)."""
+    found: list[Any] = []
+
+    def named() -> bool:
+        [answer] = wire.call(
+            FindCoordinatorRequest(key_type=0, coordinator_keys=(group,))
+        ).coordinators
+        found[:] = [answer]
+        return bool(answer.error_code == ErrorCode.none)
+
+    poll_until(named, timeout=timeout_s, what=f"the coordinator of group {group!r}")
+    return int(found[0].node_id)
