@@ -27,7 +27,12 @@ from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from broker.groups.placement import partition_for
 from tests.rlmm_support import poll_until
 from tests.support.cluster import Cluster
-from tests.support.group_requests import DESCRIBE, coordinator_of, group_request, join_member
+from tests.support.group_requests import (
+    DESCRIBE,
+    group_request,
+    join_member,
+    serving_coordinator,
+)
 from tests.support.kafka_cluster import (
     MODES,
     QUIET,
@@ -305,8 +310,7 @@ def test_group_acls_on_the_brokers(cluster: Cluster) -> None:
         f" \t(principal={ANONYMOUS}, host=*, operation=READ, permissionType=DENY) ",
     ]
 
-    with connected(cluster, 1) as wire:
-        coordinator_of(wire, "open-group")  # __consumer_offsets exists from here on
+    serving_coordinator(cluster, "open-group")  # __consumer_offsets exists from here on
 
     def join_error(group: str) -> int:
         offsets = cluster.admin.describe_topic(OFFSETS_TOPIC, include_partition_state=False)
@@ -319,11 +323,7 @@ def test_group_acls_on_the_brokers(cluster: Cluster) -> None:
         timeout=30,
         what="JoinGroup to be refused",
     )
-    poll_until(  # its coordinator hosts its partition a moment after the topic's creation
-        lambda: join_error("open-group") == KafkaErrorCode.none,
-        timeout=30,
-        what="JoinGroup to be served",
-    )
+    assert join_error("open-group") == KafkaErrorCode.none
     with connected(cluster, 1) as wire:  # Describe on the group to find its coordinator
         find = FindCoordinatorRequest(key_type=0, coordinator_keys=("closed-group",))
         [found] = wire.call(find).coordinators

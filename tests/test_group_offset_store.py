@@ -5,11 +5,15 @@ nothing if it stops at any point, and the store's upkeep expires offsets."""
 from __future__ import annotations
 
 import enum
+import uuid
+from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 import pytest
 from kio.schema.errors import ErrorCode
 
+from broker.admin_forwarder import ControllerAdmin
 from broker.groups.membership import NoMembers
 from broker.groups.offset_records import (
     CommittedOffset,
@@ -25,9 +29,12 @@ from broker.groups.offset_records import (
 from broker.groups.offset_store import OffsetStore
 from broker.groups.offsets_config import OffsetsConfig
 from broker.groups.offsets_partition import OffsetsPartition
-from broker.groups.placement import java_string_hash, partition_for
+from broker.groups.placement import OFFSETS_TOPIC, OffsetsTopic, java_string_hash, partition_for
+from broker.kafka.cluster_view import ClusterView, KafkaCluster, TopicPlacement
 from broker.log import Log, LogConfig
 from tests.rlmm_support import poll_until
+from tiered.errors import ErrorCode as TieredCode
+from tiered.errors import TieredError
 from tiered.kafka.record_batch import iter_batches
 from tiered.kafka.records import Record, build_batch
 
@@ -247,3 +254,39 @@ def test_a_group_with_members_keeps_its_offsets_until_retention_after_it_emptied
     finally:
         store.close()
         log.close()
+
+
+class _OffsetsTopicView:
+    """The controller's answer for __consumer_offsets: missing, or partitions on brokers 1, 2."""
+
+    def __init__(self) -> None:
+        self.exists = False
+
+    def topics(self, names: Sequence[str]) -> KafkaCluster:
+        found: TopicPlacement | TieredError = TieredError(
+            TieredCode.UNKNOWN_TOPIC_OR_PARTITION, "no such topic"
+        )
+        if self.exists:
+            found = TopicPlacement(OFFSETS_TOPIC, uuid.uuid4(), (1, 2))
+        return KafkaCluster("", {}, dict.fromkeys(names, found))
+
+
+def test_the_leader_of_a_groups_partition_coordinates_it() -> None:
+    view = _OffsetsTopicView()
+    hosted: dict[int, ErrorCode] = {}
+    topic = OffsetsTopic(
+        cast(ClusterView, view),
+        cast(ControllerAdmin, None),
+        OffsetsConfig(),
+        1,
+        lambda index: hosted.get(index, ErrorCode.not_coordinator),
+    )
+    on_one, on_two = "g1", "g0"  # partitions 0 (broker 1) and 1 (broker 2) of 2
+    assert topic.coordinates(on_one) is ErrorCode.coordinator_not_available  # no topic yet
+    view.exists = True
+    assert (topic.partition_of(on_one), topic.partition_of(on_two)) == (0, 1)
+    # broker 1 leads partition 0 but does not host it yet: load in progress, not elsewhere
+    assert topic.coordinates(on_one) is ErrorCode.coordinator_load_in_progress
+    assert topic.coordinates(on_two) is ErrorCode.not_coordinator
+    hosted[0] = ErrorCode.none
+    assert topic.coordinates(on_one) is ErrorCode.none

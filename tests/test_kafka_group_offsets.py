@@ -40,6 +40,7 @@ from kio.schema.offset_fetch.v8 import request as fetch_v8
 from broker.groups.placement import OFFSETS_TOPIC, partition_for
 from tests.rlmm_support import poll_until
 from tests.support.cluster import Cluster
+from tests.support.group_requests import serving_coordinator
 from tests.support.kafka_clients import create_topic, tiered_with_remote_only_prefix
 from tests.support.kafka_cluster import (
     QUIET,
@@ -145,7 +146,8 @@ def aiokafka_commit(cluster: Cluster, group_id: str, offsets: dict[tuple[str, in
     asyncio.run(run())
 
 
-def coordinator_of(cluster: Cluster, group_id: str) -> int:
+def leader_of_partition_of(cluster: Cluster, group_id: str) -> int:
+    """The leader of the group's __consumer_offsets partition, as the controller placed it."""
     described = cluster.admin.describe_topic(OFFSETS_TOPIC, include_partition_state=False)
     return described.partitions[partition_for(group_id, len(described.partitions))].leader
 
@@ -310,7 +312,8 @@ def test_offsets_topic_is_internal_compacted_and_never_tiered(cluster: Cluster, 
 def test_only_the_coordinator_serves_a_group(cluster: Cluster, topic: str) -> None:
     g = group()
     confluent_commit(cluster, g, {(topic, 0): 2})
-    coordinator = coordinator_of(cluster, g)
+    coordinator = serving_coordinator(cluster, g)
+    assert coordinator == leader_of_partition_of(cluster, g)
     other = next(b for b in cluster.brokers if b != coordinator)
     commit = commit_request(g, topic, 9)
     fetch = fetch_v8.OffsetFetchRequest(
@@ -385,7 +388,7 @@ def test_a_group_whose_coordinator_is_down_carries_on_when_it_is_back(
 ) -> None:
     g = group()
     confluent_commit(cluster, g, {(topic, 0): 41})
-    coordinator = coordinator_of(cluster, g)
+    coordinator = serving_coordinator(cluster, g)
     other = next(b for b in cluster.brokers if b != coordinator)
     find = find_v4.FindCoordinatorRequest(key_type=0, coordinator_keys=(g,))
     cluster.brokers[coordinator].kill()

@@ -34,9 +34,9 @@ from tests.support.group_requests import (
     LEAVE,
     SYNC,
     assignment,
-    coordinator_of,
     group_request,
     join_member,
+    serving_coordinator,
     subscription,
 )
 from tests.support.kafka_clients import confluent_produce, create_topic, sample
@@ -291,8 +291,8 @@ def test_kafkajs_group_consumer_and_admin(cluster: Cluster, topic: str) -> None:
 def test_a_member_on_the_wire_seen_by_the_admin_api(cluster: Cluster, topic: str) -> None:
     group = f"wire-{uuid.uuid4().hex[:6]}"
     plan = assignment({topic: list(range(PARTITIONS))})
+    assert serving_coordinator(cluster, group) == 1  # the one broker
     with connected(cluster, 1) as wire:
-        assert coordinator_of(wire, group) == 1  # the one broker
         joined = join_member(
             wire, 5, group, protocols=(("range", subscription([topic])),), group_instance_id="w"
         )

@@ -81,7 +81,11 @@ METADATA = MetadataRequest(
 def find_coordinator(controller: TwoBrokers) -> Any:
     view = ClusterView(cast(ControllerAdmin, controller), max_age_s=0.0)
     offsets_topic = OffsetsTopic(
-        view, cast(ControllerAdmin, controller), OffsetsConfig(), lambda index: KafkaErrorCode.none
+        view,
+        cast(ControllerAdmin, controller),
+        OffsetsConfig(),
+        1,
+        lambda index: KafkaErrorCode.none,
     )
     return FindCoordinatorApi(offsets_topic, view, ALLOW_ALL).find_coordinator
 

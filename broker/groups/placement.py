@@ -70,33 +70,44 @@ class OffsetsTopic:
         view: ClusterView,
         controller: ControllerAdmin,
         config: OffsetsConfig,
+        node_id: int,
         partition_error: Callable[[int], ErrorCode],
     ) -> None:
         """``partition_error(index)``: NONE when this broker serves that partition's groups now,
-        else NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS (``OffsetStore``)."""
+        else NOT_COORDINATOR (not hosted here) or COORDINATOR_LOAD_IN_PROGRESS
+        (``OffsetStore``)."""
         self._view = view
         self._controller = controller
         self._config = config
+        self._node_id = node_id
         self._partition_error = partition_error
-        self._partitions: int | None = None
+        # replicas[p]: the leader of partition p. Partitions never move (replication factor 1,
+        # and the topic cannot be deleted): once known, this is never stale.
+        self._leaders: tuple[int, ...] | None = None
         self._lock = threading.Lock()
 
     def partition_of(self, group_id: str) -> int | None:
         """The partition ``group_id`` maps to; None while the topic does not exist."""
-        count = self._partitions
-        if count is None:
+        leaders = self._leaders
+        if leaders is None:
             found = self.placement(create=False)
-            count = found.partitions if isinstance(found, _Found) else None
-        return None if count is None else partition_for(group_id, count)
+            leaders = found.leaders if isinstance(found, _Found) else None
+        return None if leaders is None else partition_for(group_id, len(leaders))
 
     def coordinates(self, group_id: str) -> ErrorCode:
         """NONE if this broker is ``group_id``'s coordinator now, else what every group API
-        answers first: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, or
+        answers first: NOT_COORDINATOR (another broker leads the group's partition),
+        COORDINATOR_LOAD_IN_PROGRESS (this one does, and loads it or is about to host it:
+        FindCoordinator names the leader as soon as the controller placed it), or
         COORDINATOR_NOT_AVAILABLE while the topic does not exist."""
         index = self.partition_of(group_id)
         if index is None:
             return ErrorCode.coordinator_not_available
-        return self._partition_error(index)
+        error = self._partition_error(index)
+        leaders = self._leaders
+        if error is ErrorCode.not_coordinator and leaders and leaders[index] == self._node_id:
+            return ErrorCode.coordinator_load_in_progress
+        return error
 
     def placement(self, *, create: bool) -> _Found | TieredError:
         """The topic's placement, created first if missing and ``create``; the error when the
@@ -120,7 +131,7 @@ class OffsetsTopic:
                 TieredCode.UNKNOWN_TOPIC_OR_PARTITION, f"{OFFSETS_TOPIC} does not exist"
             )
         with self._lock:
-            self._partitions = len(found.replicas)
+            self._leaders = tuple(found.replicas)
         return _Found(found)
 
     def _create(self) -> TieredError | None:
@@ -153,11 +164,11 @@ class _Found:
     """The topic's placement: ``leader(index)`` is the broker hosting partition ``index``."""
 
     def __init__(self, placement: TopicPlacement) -> None:
-        self._placement = placement
+        self.leaders = tuple(placement.replicas)
 
     @property
     def partitions(self) -> int:
-        return len(self._placement.replicas)
+        return len(self.leaders)
 
     def leader(self, index: int) -> int:
-        return self._placement.replicas[index]
+        return self.leaders[index]

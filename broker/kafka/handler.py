@@ -126,7 +126,11 @@ class BrokerKafkaHandler:
         self.describe_cluster = cluster.describe_cluster
         offsets_config = OffsetsConfig.from_properties(this.properties)
         offsets_topic = OffsetsTopic(
-            view, controller, offsets_config, lambda index: _served(self.offset_store, index)
+            view,
+            controller,
+            offsets_config,
+            this.node_id,
+            lambda index: _served(self.offset_store, index),
         )
 
         def groups_with_offsets() -> list[str]:

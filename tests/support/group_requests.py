@@ -12,8 +12,11 @@ from typing import Any
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
+from kio.schema.offset_fetch.v8.request import OffsetFetchRequest, OffsetFetchRequestGroup
 
 from tests.rlmm_support import poll_until
+from tests.support.cluster import Cluster
+from tests.support.kafka_cluster import connected
 from tests.support.kafka_wire import WireClient
 from tiered.kafka.messages import build, nested
 
@@ -76,17 +79,24 @@ def assignment(partitions: Mapping[str, Sequence[int]]) -> bytes:
     return body + struct.pack(">i", -1)
 
 
-def coordinator_of(wire: WireClient, group: str, timeout_s: float = 30.0) -> int:
-    """The id of ``group``'s coordinator, as FindCoordinator names it (the first one creates
-    ``__consumer_offsets``: retried until a coordinator is named)."""
-    found: list[Any] = []
+def serving_coordinator(cluster: Cluster, group: str, timeout_s: float = 30.0) -> int:
+    """The id of ``group``'s coordinator once it serves the group: FindCoordinator names it (the
+    first one creates ``__consumer_offsets``), and it answers the group's OffsetFetch (it hosts
+    and loaded the group's partition)."""
+    found: list[int] = []
 
     def named() -> bool:
-        [answer] = wire.call(
-            FindCoordinatorRequest(key_type=0, coordinator_keys=(group,))
-        ).coordinators
-        found[:] = [answer]
+        with connected(cluster, min(cluster.brokers)) as wire:
+            find = FindCoordinatorRequest(key_type=0, coordinator_keys=(group,))
+            [answer] = wire.call(find).coordinators
+        found[:] = [int(answer.node_id)]
         return bool(answer.error_code == ErrorCode.none)
 
-    poll_until(named, timeout=timeout_s, what=f"the coordinator of group {group!r}")
-    return int(found[0].node_id)
+    def served() -> bool:
+        fetch = OffsetFetchRequest(groups=(OffsetFetchRequestGroup(group_id=group, topics=None),))
+        with connected(cluster, found[0]) as wire:
+            [answer] = wire.call(fetch).groups
+        return bool(answer.error_code == ErrorCode.none)
+
+    poll_until(lambda: named() and served(), timeout=timeout_s, what=f"group {group!r} served")
+    return found[0]
