@@ -22,11 +22,17 @@ from confluent_kafka.admin import AdminClient as KafkaAdmin
 from confluent_kafka.admin import NewTopic
 from cryptography import x509
 from kazoo.exceptions import NoAuthError
+from kio.schema.errors import ErrorCode as KafkaErrorCode
 
 from tests.rlmm_support import poll_until
+from tests.support.group_requests import SYNC, group_request, join_member, subscription
 from tests.support.processes import REPO
 from tests.support.secrets import assert_no_secrets
 from tests.support.zookeeper import start_kazoo_client
+from tiered.errors import ErrorCode, TieredError
+from tiered.kafka.client import KafkaClient
+from tiered.kafka.client_security import KafkaClientSecurity
+from tiered.kafka.connection import KafkaConnection, open_connection
 from tiered.properties import load_properties
 from tiered.security.zookeeper_auth import read_jaas_credentials
 
@@ -286,6 +292,76 @@ def test_the_clis_work_with_admin_properties_and_are_refused_without(
         refused = run_module(module, "--bootstrap-server", kraft.bootstrap, *args)
         assert refused.returncode == 1, (module, refused.stdout, refused.stderr)
         assert "BROKER_NOT_AVAILABLE" in refused.stderr, (module, refused.stderr)
+
+
+def test_tiered_consumer_groups_over_sasl_ssl_and_ssl_with_the_admin_files(
+    kraft: SecureCluster, tmp_path: Path
+) -> None:
+    """A member logged in over SASL_SSL (the product's client), seen by the tool with
+    admin-sasl.properties on the SASL_SSL listeners and admin.properties on the SSL ones."""
+    sasl_listeners = kraft.layout["kafka_bootstrap_servers"]
+    security = KafkaClientSecurity.from_properties(kraft.sasl())
+    group = f"secure-{uuid.uuid4().hex[:6]}"
+    members: list[KafkaConnection] = []
+
+    def joined() -> bool:
+        # The brokers learn the admin's credentials a moment after up created it.
+        try:
+            with KafkaClient(sasl_listeners, security) as client:
+                coordinator = client.coordinator(group)
+        except TieredError as e:
+            if e.code is ErrorCode.SASL_AUTHENTICATION_FAILED:
+                return False
+            raise
+        member = open_connection(coordinator.host, coordinator.port, security)
+        answer = join_member(member, 5, group, protocols=(("range", subscription(["t"])),))
+        identity = {"group_id": group, "generation_id": answer.generation_id}
+        identity |= {"member_id": answer.member_id}
+        synced = member.call(group_request(SYNC, 3, **identity, assignments=()))
+        assert synced.error_code == KafkaErrorCode.none, synced
+        members.append(member)
+        return True
+
+    poll_until(joined, timeout=30, what="a member logged in over SASL_SSL")
+    try:
+        sasl = ["--bootstrap-server", sasl_listeners, "--command-config",
+                str(kraft.config / "admin-sasl.properties")]  # fmt: skip
+        state = run_module("tiered.cli.consumer_groups", *sasl, "--describe", "--group", group,
+                           "--state", "--format", "json")  # fmt: skip
+        assert state.returncode == 0, state.stderr
+        (described,) = json.loads(state.stdout)
+        assert (described["state"], described["members"]) == ("Stable", 1)
+        ssl = ["--bootstrap-server", kraft.layout["kafka_ssl_bootstrap_servers"],
+               "--command-config", kraft.admin_properties]  # fmt: skip
+        listed = run_module("tiered.cli.consumer_groups", *ssl, "--list")
+        assert listed.returncode == 0, listed.stderr
+        assert group in listed.stdout.splitlines()
+        wrong = tmp_path / "wrong.properties"
+        wrong.write_text(
+            "".join(f"{k}={v}\n" for k, v in kraft.sasl().items() if k != "sasl.password")
+            + "sasl.password=not-the-admin-password\n"
+        )
+        refused = run_module("tiered.cli.consumer_groups", "--bootstrap-server", sasl_listeners,
+                             "--command-config", str(wrong), "--list")  # fmt: skip
+        assert refused.returncode == 1
+        assert refused.stderr.startswith("SASL_AUTHENTICATION_FAILED: "), refused.stderr
+        shown = refused.stdout + refused.stderr
+        assert "not-the-admin-password" not in shown and kraft.sasl()["sasl.password"] not in shown
+        plain = run_module(
+            "tiered.cli.consumer_groups", "--bootstrap-server", sasl_listeners, "--list"
+        )
+        assert plain.returncode == 1 and "BROKER_NOT_AVAILABLE" in plain.stderr, plain.stderr
+        no_certificate = tmp_path / "no-certificate.properties"
+        no_certificate.write_text(
+            f"security.protocol=SSL\nssl.truststore.location={kraft.config / 'ca.pem'}\n"
+        )
+        anonymous = run_module("tiered.cli.consumer_groups", *ssl[:2], "--command-config",
+                               str(no_certificate), "--list")  # fmt: skip
+        assert anonymous.returncode == 1
+        assert "does it require a client certificate" in anonymous.stderr, anonymous.stderr
+    finally:
+        for member in members:
+            member.close()
 
 
 def test_status_answers_on_a_secure_cluster(kraft: SecureCluster) -> None:

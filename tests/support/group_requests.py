@@ -17,7 +17,7 @@ from kio.schema.offset_fetch.v8.request import OffsetFetchRequest, OffsetFetchRe
 from tests.rlmm_support import poll_until
 from tests.support.cluster import Cluster
 from tests.support.kafka_cluster import connected
-from tests.support.kafka_wire import WireClient
+from tiered.kafka.connection import KafkaConnection
 from tiered.kafka.messages import build, nested
 
 JOIN, HEARTBEAT, LEAVE, SYNC, DESCRIBE, LIST = 11, 12, 13, 14, 15, 16
@@ -51,7 +51,7 @@ def group_request(api_key: int, version: int, **fields: Any) -> Any:
     return build(request_type, **fields)
 
 
-def join_member(wire: WireClient, version: int, group: str, **fields: Any) -> Any:
+def join_member(wire: KafkaConnection, version: int, group: str, **fields: Any) -> Any:
     """A member through JoinGroup (both rounds from v4): the answer to its last join."""
     answer = wire.call(group_request(JOIN, version, group_id=group, **fields))
     if version >= 4 and answer.error_code == ErrorCode.member_id_required:

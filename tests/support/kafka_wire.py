@@ -5,9 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
-import io
 import socket
-import struct
 import threading
 import time
 import types
@@ -17,66 +15,32 @@ from collections.abc import Iterator
 from typing import Any
 
 from kio.schema.errors import ErrorCode
-from kio.serial import entity_reader, entity_writer
-from kio.static.primitive import i16, i32
-from kio.static.protocol import RequestPayload, ResponsePayload
+from kio.static.protocol import ResponsePayload
 
 from tiered.kafka.api_versions import ApiVersionRegistry
+from tiered.kafka.connection import KafkaConnection, encode_request
 from tiered.kafka.handler import RequestContext, response_type_for
 from tiered.kafka.messages import build, nested
 from tiered.kafka.record_batch import validate_produce_records
 from tiered.kafka.records import ConsumedRecord, decode_batch
 from tiered.kafka.server import KafkaServer, ListenerSettings
 
+__all__ = ["OneTopicHandler", "WireClient", "encode_request", "sample_message", "serving"]
+
 NO_THROTTLE = datetime.timedelta(0)
 UNKNOWN_OPERATIONS = -(2**31)
 
 
-def encode_request(
-    request: RequestPayload, correlation_id: int, client_id: str | None = "wire-test"
-) -> bytes:
-    """A full request frame (size prefix included) as a client would send it."""
-    header_type = request.__header_schema__
-    header = header_type(
-        request_api_key=i16(request.__api_key__),
-        request_api_version=i16(request.__version__),
-        correlation_id=i32(correlation_id),
-        client_id=client_id,
-    )
-    body = io.BytesIO()
-    entity_writer(header_type)(body, header)
-    entity_writer(type(request))(body, request)
-    return struct.pack(">i", body.tell()) + body.getvalue()
-
-
-class WireClient:
-    """A blocking client on one connection; every read has a deadline."""
+class WireClient(KafkaConnection):
+    """A blocking client on one connection (the product's), plus what listener tests need:
+    raw bytes out, and whether the server closes. Every read has a deadline."""
 
     def __init__(self, address: tuple[str, int], timeout: float = 10.0) -> None:
-        self.sock = socket.create_connection(address, timeout=timeout)
-
-    def send(self, request: RequestPayload, correlation_id: int) -> None:
-        self.sock.sendall(encode_request(request, correlation_id))
+        sock = socket.create_connection(address, timeout=timeout)
+        super().__init__(sock, f"{address[0]}:{address[1]}", client_id="wire-test")
 
     def send_raw(self, data: bytes) -> None:
         self.sock.sendall(data)
-
-    def receive_frame(self) -> bytes:
-        (size,) = struct.unpack(">i", self._read_exactly(4))
-        return self._read_exactly(size)
-
-    def receive(self, response_type: type[Any]) -> tuple[int, Any]:
-        """(correlation id, decoded response) of the next frame."""
-        frame = self.receive_frame()
-        header, header_size = entity_reader(response_type.__header_schema__)(frame, 0)
-        body, _ = entity_reader(response_type)(frame, header_size)
-        return int(header.correlation_id), body
-
-    def call(self, request: RequestPayload, correlation_id: int = 1) -> Any:
-        self.send(request, correlation_id)
-        got_id, response = self.receive(response_type_for(request))
-        assert got_id == correlation_id
-        return response
 
     def closed_by_peer(self, timeout: float = 10.0) -> bool:
         """Whether the server closes the connection within ``timeout`` (data is discarded)."""
@@ -91,18 +55,6 @@ class WireClient:
             except ConnectionError:
                 return True
         return False
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def _read_exactly(self, size: int) -> bytes:
-        chunks = bytearray()
-        while len(chunks) < size:
-            chunk = self.sock.recv(size - len(chunks))
-            if not chunk:
-                raise ConnectionError("server closed the connection")
-            chunks += chunk
-        return bytes(chunks)
 
 
 @contextlib.contextmanager

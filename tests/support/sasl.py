@@ -1,18 +1,16 @@
 """A SCRAM login on a raw Kafka connection (``WireClient``), step by step as librdkafka makes
-it: ApiVersions, SaslHandshake v1, then SaslAuthenticate rounds carrying kafka-python's SCRAM
-client's messages."""
+it: ApiVersions, then the product's login (SaslHandshake v1, SaslAuthenticate rounds)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from kafka.net.sasl.scram import ScramClient
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
-from kio.schema.errors import ErrorCode
-from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
-from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
 from tests.support.kafka_wire import WireClient
+from tiered.kafka.client_security import ScramLogin
+from tiered.kafka.connection import scram_login as product_scram_login
+from tiered.security.scram import ScramMechanism
 
 
 def scram_login(
@@ -20,11 +18,5 @@ def scram_login(
 ) -> Any:
     """The last SaslAuthenticate response of a login (the first one's, when that one failed)."""
     assert client.call(ApiVersionsRequest(client_software_name="t", client_software_version="1"))
-    handshake = client.call(SaslHandshakeRequest(mechanism=mechanism), 2)
-    assert handshake.error_code == ErrorCode.none, handshake
-    scram = ScramClient(user, password, mechanism)
-    first = client.call(SaslAuthenticateRequest(auth_bytes=scram.first_message()), 3)
-    if first.error_code != ErrorCode.none:
-        return first
-    scram.process_server_first_message(first.auth_bytes)
-    return client.call(SaslAuthenticateRequest(auth_bytes=scram.final_message()), 4)
+    login = ScramLogin(ScramMechanism.from_name(mechanism), user, password)
+    return product_scram_login(client, login)

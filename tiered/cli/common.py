@@ -13,11 +13,12 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 import grpc
 
 from tiered.errors import ErrorCode, TieredError
+from tiered.kafka.client_security import KafkaClientSecurity
 from tiered.properties import load_properties
 from tiered.security.client_config import ClientSecurity
 
@@ -29,6 +30,7 @@ __all__ = [
     "command_config_credentials",
     "explaining_refusals",
     "invalid",
+    "kafka_command_config",
     "parse_config_assignment",
     "parse_config_list",
     "parse_key_list",
@@ -83,10 +85,24 @@ def explaining_refusals(path: str | None, bootstrap: str) -> Iterator[None]:
 
 
 def command_config(path: str | None) -> ClientSecurity:
+    """The gRPC CLIs' ``--command-config`` (PLAINTEXT or SSL)."""
+    return ClientSecurity() if path is None else _read_command_config(path, ClientSecurity)
+
+
+def kafka_command_config(path: str | None) -> KafkaClientSecurity:
+    """``--command-config`` of a tool that speaks the Kafka protocol (SASL too)."""
     if path is None:
-        return ClientSecurity()
+        return KafkaClientSecurity()
+    return _read_command_config(path, KafkaClientSecurity)
+
+
+_Security = TypeVar("_Security", ClientSecurity, KafkaClientSecurity)
+
+
+def _read_command_config(path: str, kind: type[_Security]) -> _Security:
+    """INVALID_CONFIG naming the file and the key when it cannot be used."""
     try:
-        return ClientSecurity.from_properties(load_properties(path))
+        return kind.from_properties(load_properties(path))
     except OSError as e:
         raise TieredError(
             ErrorCode.INVALID_CONFIG, f"--command-config {path}: cannot read it ({e.strerror})"
