@@ -1,7 +1,7 @@
 """Committed offsets against a real cluster, in both metadata modes, through every client family
 that commits without group membership: confluent-kafka (assign() and commit()), kafka-python
 (its admin's alter/list/delete of group offsets), aiokafka (a consumer's commit()), KafkaJS
-(admin fetchOffsets, deleteGroups; its setOffsets needs a group member) and kcat (``-o stored``);
+(admin setOffsets, through a group member, fetchOffsets, deleteGroups) and kcat (``-o stored``);
 each reads back what another wrote.
 
 ``__consumer_offsets`` is created on the first FindCoordinator, marked internal and never
@@ -185,6 +185,16 @@ def test_confluent_commits_are_read_by_kafka_python_and_kafkajs(
         (0, "5"),
         (1, "7"),
     ]
+
+
+def test_kafkajs_set_offsets_are_read_by_kafka_python(cluster: Cluster, topic: str) -> None:
+    g = group()
+    partitions = [{"partition": 0, "offset": "3"}, {"partition": 1, "offset": "4"}]
+    [done] = kafkajs(
+        cluster, {"op": "setOffsets", "group": g, "topic": topic, "partitions": partitions}
+    )
+    done.ok()  # KafkaJS joins the group as a member, seeks and commits
+    assert python_committed(cluster, g) == {(topic, 0): 3, (topic, 1): 4}
 
 
 def test_aiokafka_and_kafka_python_commits_are_read_by_confluent(

@@ -224,6 +224,8 @@ async function step(kafka, admin, s) {
       return admin.deleteTopicRecords({ topic: s.topic, partitions: s.partitions })
     case 'fetchOffsets':
       return admin.fetchOffsets({ groupId: s.group, topics: [s.topic] })
+    case 'setOffsets':
+      return admin.setOffsets({ groupId: s.group, topic: s.topic, partitions: s.partitions })
     case 'deleteGroups':
       return admin.deleteGroups(s.groups)
     case 'produce':
