@@ -1,12 +1,13 @@
-"""Committed offsets against a real cluster, in both metadata modes, through every client family
-that commits without group membership: confluent-kafka (assign() and commit()), kafka-python
-(its admin's alter/list/delete of group offsets), aiokafka (a consumer's commit()), KafkaJS
-(admin setOffsets, through a group member, fetchOffsets, deleteGroups) and kcat (``-o stored``);
-each reads back what another wrote.
+"""Committed offsets against a real cluster, in both metadata modes, through every client family:
+confluent-kafka (assign() and commit(); a subscribed member's commit), kafka-python (its admin's
+alter/list/delete of group offsets; a subscribed consumer resuming), aiokafka (a consumer's
+commit()), KafkaJS (admin setOffsets, through a group member, fetchOffsets, deleteGroups) and
+kcat (``-o stored``); each reads back what another wrote, and a group resumes across both tiers.
 
 ``__consumer_offsets`` is created on the first FindCoordinator, marked internal and never
-tiered; a broker that is not the coordinator answers NOT_COORDINATOR; committed offsets survive
-SIGKILL of every broker and controller; offsets of a deleted topic go; DeleteGroups and
+tiered; a broker that is not the coordinator answers NOT_COORDINATOR, a coordinator that is down
+COORDINATOR_NOT_AVAILABLE until it is back; committed offsets survive SIGKILL of every broker
+and controller, and a controller failover; offsets of a deleted topic go; DeleteGroups and
 OffsetDelete remove them."""
 
 from __future__ import annotations
