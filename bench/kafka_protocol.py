@@ -28,7 +28,10 @@ Measured, in this order, with ``os.sync()`` (untimed) before each phase (the bas
    auto-commit off) ``assign()``ed at offset 0, ``consume()`` until every record is seen, a
    checksum of each value; then *bare client*: FetchRequests encoded and answers decoded with
    kio, one at a time;
-7. remote reads: two tiered topics (segments of 1/16 of the data, ``local.retention.bytes`` 1)
+7. *OffsetCommit* (``bench/offset_commit.py``): one standalone commit at a time to the broker
+   (the coordinator), each answered once fsynced, against one write + ``fdatasync`` of the
+   same record batch (``--commits``, 2000; ``--quick`` 200);
+8. remote reads: two tiered topics (segments of 1/16 of the data, ``local.retention.bytes`` 1)
    get the same records through gRPC and Kafka (timed too, with the copier running: *produce to
    a tiered topic*), then a segment of padding records each (gRPC) so that the last data
    segment rolls; the bench polls ListOffsets until the local log start offset is past the data
@@ -58,10 +61,11 @@ fetched from it are the batches.
 
 MB/s = 10^6 bytes of record values per second (the same bytes for every path). ratio = MB/s /
 the floor's MB/s: the share of the floor's throughput (higher is better). Goals, reported and not
-asserted: Kafka produce >= 0.5, local fetch >= 0.5, remote fetch >= 0.4.
+asserted: Kafka produce >= 0.5, local fetch >= 0.5, remote fetch >= 0.4; OffsetCommit latency at
+most 2x one fdatasync of its bytes (ratio = commit / fdatasync, lower is better).
 
-Usage: ``python bench/kafka_protocol.py [--quick] [--size-mb 1024] [--rounds 3] [--profile]
-[--workdir DIR] [--out PATH]`` (results default to ``bench/results/kafka_protocol.json``).
+Usage: ``python bench/kafka_protocol.py [--quick] [--size-mb 1024] [--rounds 3] [--commits 2000]
+[--profile] [--workdir DIR] [--out PATH]`` (results default to ``bench/results/kafka_protocol.json``).
 """
 
 from __future__ import annotations
@@ -81,7 +85,7 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
-from bench import kafka_floor
+from bench import kafka_floor, offset_commit
 from bench.common import (
     RESULTS_DIR,
     code_fingerprint,
@@ -342,6 +346,10 @@ def run(args: argparse.Namespace, workdir: Path, log: Log) -> dict[str, Any]:
             if "fetch" not in missing:
                 measure("kafka_fetch_stub", lambda: stub_consume(floor_file, workload))
             fetch("local", "local")
+        results["offset_commit"] = offset_commit.measure(
+            bootstrap, topics["probe"].name, workdir, args.commits
+        )
+        log(f"  offset_commit: {results['offset_commit']}")
         produce("tiered", "_tiered")
         with_data = [topics["grpc-tiered"]] + ([] if source == "grpc" else [topics["kafka-tiered"]])
         segment_bytes = int(tiered["segment.bytes"])
@@ -442,12 +450,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--rounds", type=int, help=f"runs of each local phase (default {ROUNDS}; --quick 1)"
     )
+    parser.add_argument("--commits", type=int, help="OffsetCommits timed (2000; --quick 200)")
     parser.add_argument("--profile", action="store_true", help="py-spy the broker per phase")
     parser.add_argument("--workdir", type=Path, help="where the cluster and floor files go")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the JSON results file")
     args = parser.parse_args(argv)
     args.size_mb = args.size_mb or (QUICK_MB if args.quick else 1024)
     args.rounds = args.rounds or (1 if args.quick else ROUNDS)
+    args.commits = args.commits or (200 if args.quick else 2000)
     if args.rounds < 1:
         parser.error(f"--rounds wants at least 1, got {args.rounds}")
     if args.size_mb * MIB < 4 * BATCH_BYTES:
@@ -507,10 +517,12 @@ def main(argv: list[str] | None = None) -> int:
             "tiered_topics": "remote.storage.enable=true, segment.bytes 1/16 of the data "
             "(2-64 MiB), local.retention.bytes=1",
             "page_cache": "each phase reads what was written moments before (page cache)",
+            "offset_commits": args.commits,
         },
         "results": results,
         "kafka_missing": results.get("kafka_missing", {}),
-        "summary": summary_rows(results, scenario),
+        "summary": summary_rows(results, scenario)
+        + offset_commit.summary_rows(results.get("offset_commit"), scenario),
         "failures": failures,
         "ok": not failures,
     }

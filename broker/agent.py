@@ -137,6 +137,7 @@ class BrokerAgent:
         # follower at once; they are applied one at a time (as Kafka's replicaStateChangeLock).
         self._state_change_lock = threading.RLock()
         self._append_listeners: list[Callable[[TopicIdPartition, int], None]] = []
+        self._hosting_listeners: list[Callable[[TopicIdPartition], None]] = []
         self._restore_assignments()
 
     # ----------------------------------------------------------------------------- assignment
@@ -276,6 +277,8 @@ class BrokerAgent:
             self._partitions[key] = hosted
             self._by_name[(tp.topic, tp.partition)] = key
         log.info("Hosting %s (tiered epoch %d) in %s", tp, tiered_epoch, directory)
+        for listener in self._hosting_listeners:
+            listener(tp)
         return hosted, True
 
     def _persist_soon(self) -> None:
@@ -408,6 +411,12 @@ class BrokerAgent:
         """Calls ``listener(partition, bytes appended)`` after every append that wrote records,
         on the appending thread (a Kafka Fetch waiting for data wakes up); it must not block."""
         self._append_listeners.append(listener)
+
+    def on_hosting(self, listener: Callable[[TopicIdPartition], None]) -> None:
+        """Calls ``listener(partition)`` once a partition is hosted here for the first time
+        (the group coordinator loads a ``__consumer_offsets`` partition it now leads); it must
+        not block."""
+        self._hosting_listeners.append(listener)
 
     def produce(
         self,

@@ -31,10 +31,13 @@ from controller.tiered_state import (
 from tiered import failpoints
 from tiered.cluster.model import BrokerRegistration, DeleteJob, TopicMetadata
 from tiered.config import (
+    INTERNAL_TOPICS,
+    REMOTE_STORAGE_ENABLE,
     ConfigOperation,
     RemoteLogDisablePolicy,
     apply_config_operations,
     disable_policy,
+    remote_storage_enabled,
     validate_partition_count,
     validate_topic_configs,
     validate_topic_name,
@@ -120,6 +123,16 @@ def _deletes_remote_data(after: TopicMetadata, trigger: str | None) -> bool:
     return trigger == DISABLE and disable_policy(after.configs) is RemoteLogDisablePolicy.DELETE
 
 
+def _internal_topic_error(name: str, configs: Mapping[str, str]) -> TieredError | None:
+    if name in INTERNAL_TOPICS and remote_storage_enabled(configs):
+        return TieredError(
+            ErrorCode.INVALID_CONFIG,
+            f"{REMOTE_STORAGE_ENABLE}='true' is not valid for the internal topic {name!r}: "
+            f"its records are the brokers' own; valid: {REMOTE_STORAGE_ENABLE}=false",
+        )
+    return None
+
+
 def _unknown_topic(name: str) -> TieredError:
     return TieredError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
 
@@ -153,6 +166,7 @@ class AdminOperations:
         validate_topic_name(name)
         validate_partition_count(partitions)
         normalized = validate_topic_configs(configs)
+        _raise_if(_internal_topic_error(name, normalized))
         with self._term.lock:
             self._term.require_active()
             if name in self._term.image.topics:
@@ -226,6 +240,13 @@ class AdminOperations:
         every epoch of its remote data, in the same write (a crash must not leave the deletion
         without its job). The brokers are told to drop its partitions, and the job lists the
         remote data once they did (``DeleteJobSupervisor``)."""
+        if name in INTERNAL_TOPICS:
+            # kafka-topics.sh's refusal: the group coordinators keep their data there.
+            raise TieredError(
+                ErrorCode.INVALID_REQUEST,
+                f"Topic {name} is a kafka internal topic and is not allowed to be marked for "
+                f"deletion",
+            )
         with self._term.lock:
             self._term.require_active()
             topic = self._topic(name)
@@ -305,6 +326,7 @@ class AdminOperations:
                         _raise_if(authorizer.may_alter_configs(alteration.topic))
                     before = self._topic(alteration.topic)
                     after, trigger = self._plan(before, alteration)
+                    _raise_if(_internal_topic_error(after.name, after.configs))
                     if authorizer is not None and _deletes_remote_data(after, trigger):
                         _raise_if(authorizer.may_delete_remote_data(alteration.topic))
                 except TieredError as e:

@@ -22,10 +22,17 @@ from confluent_kafka import KafkaError, Producer, TopicPartition
 from confluent_kafka import admin as kafka
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 from kio.schema.errors import ErrorCode as KafkaErrorCode
+from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 
+from broker.groups.placement import partition_for
 from tests.rlmm_support import poll_until
 from tests.support.cluster import Cluster
-from tests.support.group_requests import DESCRIBE, group_request, join_member
+from tests.support.group_requests import (
+    DESCRIBE,
+    group_request,
+    join_member,
+    serving_coordinator,
+)
 from tests.support.kafka_cluster import (
     MODES,
     QUIET,
@@ -37,6 +44,7 @@ from tests.support.kafka_cluster import (
 )
 from tests.support.processes import REPO, DaemonProcess
 from tiered.cluster.model import TieredState
+from tiered.config import OFFSETS_TOPIC
 from tiered.errors import ErrorCode, TieredError
 from tiered.ports import free_port
 from tiered.rpc.v1 import broker_pb2 as broker_pb
@@ -302,8 +310,12 @@ def test_group_acls_on_the_brokers(cluster: Cluster) -> None:
         f" \t(principal={ANONYMOUS}, host=*, operation=READ, permissionType=DENY) ",
     ]
 
+    serving_coordinator(cluster, "open-group")  # __consumer_offsets exists from here on
+
     def join_error(group: str) -> int:
-        with connected(cluster, 1) as wire:
+        offsets = cluster.admin.describe_topic(OFFSETS_TOPIC, include_partition_state=False)
+        coordinator = offsets.partitions[partition_for(group, len(offsets.partitions))].leader
+        with connected(cluster, coordinator) as wire:
             return int(join_member(wire, 5, group).error_code)
 
     poll_until(
@@ -312,13 +324,16 @@ def test_group_acls_on_the_brokers(cluster: Cluster) -> None:
         what="JoinGroup to be refused",
     )
     assert join_error("open-group") == KafkaErrorCode.none
+    with connected(cluster, 1) as wire:  # Describe on the group to find its coordinator
+        find = FindCoordinatorRequest(key_type=0, coordinator_keys=("closed-group",))
+        [found] = wire.call(find).coordinators
+    assert found.error_code == KafkaErrorCode.group_authorization_failed
     with connected(cluster, 1) as wire:
         described = wire.call(group_request(DESCRIBE, 5, groups=("closed-group", "open-group")))
     codes = {g.group_id: g.error_code for g in described.groups}
-    assert codes == {
-        "closed-group": KafkaErrorCode.group_authorization_failed,
-        "open-group": KafkaErrorCode.none,
-    }
+    # Describe is judged before coordination: a group coordinated elsewhere is NOT_COORDINATOR
+    assert codes["closed-group"] == KafkaErrorCode.group_authorization_failed
+    assert codes["open-group"] in (KafkaErrorCode.none, KafkaErrorCode.not_coordinator)
 
 
 def run_acls(cluster: Cluster, *argv: str) -> subprocess.CompletedProcess[str]:

@@ -196,6 +196,8 @@ def test_kafka_protocol_bench_small(tmp_path: Path) -> None:
         "8",
         "--rounds",
         "2",
+        "--commits",
+        "50",
         "--workdir",
         str(tmp_path / "work"),
         timeout_s=300,
@@ -216,9 +218,13 @@ def test_kafka_protocol_bench_small(tmp_path: Path) -> None:
             assert len(rounds) == 2 and results[phase]["mb_per_s"] == min(rounds), phase
     assert results["workload"]["records"] == 8 * 1024
     assert results["move_to_remote"]["problems"] == []
+    committed = results["offset_commit"]
+    assert committed["problems"] == [] and committed["offset_commit"]["n"] == 50
+    assert committed["ratio"] > 0
     # Kafka, its bare client and gRPC against the floor, and Kafka against gRPC: produce, local
-    # and remote fetch each; Kafka fetches against the stub broker, the stub against the floor
-    check_summary(document, rows=15)
+    # and remote fetch each; Kafka fetches against the stub broker, the stub against the floor;
+    # OffsetCommit against an fdatasync
+    check_summary(document, rows=16)
 
 
 def test_authorizer_bench_quick(tmp_path: Path) -> None:

@@ -1,11 +1,10 @@
 """``tiered-consumer-groups`` as an operator runs it (its own process) against a real cluster's
 Kafka listeners, in both metadata modes, with a group member played on the wire: ``--list``
 (with states), ``--describe --members --verbose`` and ``--state``, a reset refused while the
-member is there. What needs the offsets APIs (OffsetCommit, OffsetFetch, DeleteGroups,
-OffsetDelete: the offsets side of the groups) runs once the brokers advertise OffsetFetch:
-lag in ``--describe``, ``--reset-offsets --execute`` read back, ``--delete-offsets`` and
-``--delete``. The same over SASL_SSL and SSL with ``tiered-cluster up --secure``'s files runs in
-``test_cluster_secure.py``."""
+member is there; through the offsets APIs (OffsetCommit, OffsetFetch, DeleteGroups,
+OffsetDelete): lag in ``--describe``, ``--reset-offsets --execute`` read back,
+``--delete-offsets`` and ``--delete``. The same over SASL_SSL and SSL with ``tiered-cluster up
+--secure``'s files runs in ``test_cluster_secure.py``."""
 
 from __future__ import annotations
 
@@ -37,15 +36,9 @@ from tests.support.kafka_clients import confluent_produce, create_topic, sample
 from tests.support.kafka_cluster import MODES, shared_cluster
 from tests.support.kafka_wire import WireClient
 from tests.support.processes import REPO
-from tiered.kafka.api_versions import DEFAULT_API_VERSIONS
 from tiered.kafka.client import KafkaClient
 
-OFFSET_COMMIT, OFFSET_FETCH = 8, 9
 pytestmark = pytest.mark.processes
-needs_offsets = pytest.mark.skipif(
-    not {OFFSET_COMMIT, OFFSET_FETCH} <= DEFAULT_API_VERSIONS.keys(),
-    reason="committed offsets are served by the offsets side of the groups",
-)
 MOVED = (
     ErrorCode.not_coordinator,
     ErrorCode.coordinator_load_in_progress,
@@ -192,7 +185,6 @@ def test_a_group_nobody_has_joined_does_not_exist(cluster: Cluster) -> None:
     assert missing.stderr == "GROUP_ID_NOT_FOUND: Consumer group 'never-joined' does not exist.\n"
 
 
-@needs_offsets
 def test_reset_describe_lag_delete_offsets_and_delete(
     cluster: Cluster, topic: str, group: str
 ) -> None:
@@ -232,7 +224,6 @@ def test_reset_describe_lag_delete_offsets_and_delete(
     assert group not in tool(cluster, "--list").stdout.splitlines()
 
 
-@needs_offsets
 def test_a_group_with_a_member_is_not_deleted(cluster: Cluster, topic: str, group: str) -> None:
     with member_of(cluster, topic, group):
         refused = tool(cluster, "--delete", "--group", group)

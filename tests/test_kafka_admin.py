@@ -29,6 +29,7 @@ from kio.schema.errors import ErrorCode as KafkaErrorCode
 from kio.schema.find_coordinator.v0.request import FindCoordinatorRequest as FindCoordinatorV0
 from kio.schema.find_coordinator.v6.request import FindCoordinatorRequest
 
+from broker.groups.placement import OFFSETS_TOPIC, partition_for
 from tests.rlmm_support import poll_until
 from tests.support.cluster import Cluster
 from tests.support.kafka_cluster import (
@@ -397,11 +398,14 @@ def test_admin_through_a_broker_that_is_not_the_lowest_id(cluster: Cluster, topi
         assert (result.num_partitions, result.replication_factor) == (1, 1)
         assert result.topic_id == cluster.admin.describe_topic(topic).topic_id
         group = client.call(FindCoordinatorRequest(key_type=0, coordinator_keys=("g",)))
+        # the leader of the group's __consumer_offsets partition, created by that request
+        offsets = cluster.admin.describe_topic(OFFSETS_TOPIC, include_partition_state=False)
+        leader = offsets.partitions[partition_for("g", len(offsets.partitions))].leader
         assert [(c.key, c.node_id, c.error_code) for c in group.coordinators] == [
-            ("g", not_lowest, KafkaErrorCode.none)
+            ("g", leader, KafkaErrorCode.none)
         ]
         old = client.call(FindCoordinatorV0(key="g"))
-        assert (old.error_code, old.node_id) == (KafkaErrorCode.none, not_lowest)
+        assert (old.error_code, old.node_id) == (KafkaErrorCode.none, leader)
     assert incremental(
         cluster, {topic: [("retention.ms", AlterConfigOpType.SET, "60000")]}, broker_id=not_lowest
     ) == {topic: None}

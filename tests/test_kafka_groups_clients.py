@@ -5,10 +5,9 @@ to the other at once (long before its session would expire), a restarted static 
 (``-G``) and KafkaJS's group consumer read a topic, and the admin APIs of confluent-kafka and
 KafkaJS list and describe groups (ListGroups, DescribeGroups).
 
-Clients fetch their committed offsets (OffsetFetch) once assigned and stall without it, so their
-tests run once the broker serves OffsetFetch (the offsets side of the consumer groups); until
-then a member played on the wire stands in for them, described by confluent-kafka's admin. One
-broker: until groups are placed on brokers, every broker would coordinate every group."""
+A member played on the wire is described by confluent-kafka's admin too. One broker, the
+coordinator of every group (groups placed across brokers and their committed offsets:
+``tests/test_kafka_group_offsets.py``)."""
 
 from __future__ import annotations
 
@@ -37,21 +36,15 @@ from tests.support.group_requests import (
     assignment,
     group_request,
     join_member,
+    serving_coordinator,
     subscription,
 )
 from tests.support.kafka_clients import confluent_produce, create_topic, sample
 from tests.support.kafka_cluster import MODES, QUIET, confluent_admin, connected, shared_cluster
 from tests.support.kafkajs import kafkajs
 from tests.support.kcat import kcat
-from tiered.kafka.api_versions import DEFAULT_API_VERSIONS
-
-OFFSET_FETCH = 9
 
 pytestmark = pytest.mark.processes
-needs_offset_fetch = pytest.mark.skipif(
-    OFFSET_FETCH not in DEFAULT_API_VERSIONS,
-    reason="clients stall without OffsetFetch, which the offsets side of the groups serves",
-)
 
 PARTITIONS = 4
 # Long sessions: a partition that moves within this test's deadlines moved because its member
@@ -218,7 +211,6 @@ def split_between(*members: Member) -> Callable[[], bool]:
     return split
 
 
-@needs_offset_fetch
 @pytest.mark.parametrize("client", sorted(MEMBERS))
 def test_two_members_split_and_a_leaver_hands_over_at_once(
     cluster: Cluster, topic: str, client: str
@@ -239,7 +231,6 @@ def test_two_members_split_and_a_leaver_hands_over_at_once(
         second.stop.set()
 
 
-@needs_offset_fetch
 def test_restarted_static_member_gets_its_partitions_back_without_a_rebalance(
     cluster: Cluster, topic: str
 ) -> None:
@@ -268,7 +259,6 @@ def test_restarted_static_member_gets_its_partitions_back_without_a_rebalance(
         restarts.stop.set()
 
 
-@needs_offset_fetch
 def test_kcat_balanced_consumer_reads_a_topic(cluster: Cluster, topic: str) -> None:
     messages = sample(12, PARTITIONS, tag="kcat")
     confluent_produce(cluster, topic, messages)
@@ -279,7 +269,6 @@ def test_kcat_balanced_consumer_reads_a_topic(cluster: Cluster, topic: str) -> N
     assert sorted(out.split(b"\n")[:-1]) == sorted(m.value or b"" for m in messages)
 
 
-@needs_offset_fetch
 def test_kafkajs_group_consumer_and_admin(cluster: Cluster, topic: str) -> None:
     messages = sample(12, PARTITIONS, tag="js")
     confluent_produce(cluster, topic, messages)
@@ -302,6 +291,7 @@ def test_kafkajs_group_consumer_and_admin(cluster: Cluster, topic: str) -> None:
 def test_a_member_on_the_wire_seen_by_the_admin_api(cluster: Cluster, topic: str) -> None:
     group = f"wire-{uuid.uuid4().hex[:6]}"
     plan = assignment({topic: list(range(PARTITIONS))})
+    assert serving_coordinator(cluster, group) == 1  # the one broker
     with connected(cluster, 1) as wire:
         joined = join_member(
             wire, 5, group, protocols=(("range", subscription([topic])),), group_instance_id="w"

@@ -1,12 +1,15 @@
 """Metadata, DescribeCluster and FindCoordinator answer with the endpoints of the listener the
-request came in on (Kafka's rule): a broker without that listener is left out, and a broker that
-cannot reach the controller names itself by that listener."""
+request came in on (Kafka's rule): a broker without that listener is left out (a coordinator
+without it is COORDINATOR_NOT_AVAILABLE), and a broker that cannot reach the controller names
+itself by that listener."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any, cast
 
 from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
+from kio.schema.errors import ErrorCode as KafkaErrorCode
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.request_header.v2.header import RequestHeader
@@ -14,7 +17,10 @@ from kio.static.primitive import i8, i16, i32
 from kio.static.protocol import RequestPayload
 
 from broker.admin_forwarder import ControllerAdmin
+from broker.groups.offsets_config import OffsetsConfig
+from broker.groups.placement import OFFSETS_TOPIC, OffsetsTopic, partition_for
 from broker.kafka.cluster_view import ClusterView
+from broker.kafka.find_coordinator_api import FindCoordinatorApi
 from broker.kafka.handler import ALLOW_ALL
 from broker.kafka.metadata_api import MetadataApi
 from broker.kafka.this_broker import ThisBroker
@@ -37,6 +43,8 @@ class TwoBrokers:
         if not self.reachable:
             raise TieredError(ErrorCode.BROKER_NOT_AVAILABLE, "no controller")
         response = pb.DescribeMetadataResponse(cluster_id="c")
+        if OFFSETS_TOPIC in request.topics:  # partition 0 on broker 1, 1 on broker 2
+            response.topics.add(name=OFFSETS_TOPIC, topic_id=uuid.uuid4().bytes, replicas=[1, 2])
         for broker_id, endpoints in ((1, ONE), (2, TWO)):
             response.brokers.add(
                 broker_id=broker_id,
@@ -70,6 +78,18 @@ METADATA = MetadataRequest(
 )
 
 
+def find_coordinator(controller: TwoBrokers) -> Any:
+    view = ClusterView(cast(ControllerAdmin, controller), max_age_s=0.0)
+    offsets_topic = OffsetsTopic(
+        view,
+        cast(ControllerAdmin, controller),
+        OffsetsConfig(),
+        1,
+        lambda index: KafkaErrorCode.none,
+    )
+    return FindCoordinatorApi(offsets_topic, view, ALLOW_ALL).find_coordinator
+
+
 def api(controller: TwoBrokers) -> MetadataApi:
     view = ClusterView(cast(ControllerAdmin, controller), max_age_s=0.0)
     return MetadataApi(view, ThisBroker(1, ONE, cast(Any, None)), ALLOW_ALL)
@@ -87,11 +107,15 @@ def test_each_listener_is_told_its_own_endpoints() -> None:
     assert brokers(answer(metadata.describe_cluster, cluster, SSL)) == {1: ("ssl-1", 9093)}
     assert len(answer(metadata.describe_cluster, cluster, PLAINTEXT).brokers) == 2
 
-    find = FindCoordinatorRequest(key_type=i8(0), coordinator_keys=("g",))
-    [coordinator] = answer(metadata.find_coordinator, find, SSL).coordinators
-    assert (coordinator.node_id, coordinator.host, coordinator.port) == (1, "ssl-1", 9093)
-    [coordinator] = answer(metadata.find_coordinator, find, PLAINTEXT).coordinators
-    assert (coordinator.host, coordinator.port) == ("plain-1", 9092)
+    on_one, on_two = ["g1", "g0"]  # their __consumer_offsets partitions: 0 and 1
+    assert (partition_for(on_one, 2), partition_for(on_two, 2)) == (0, 1)
+    find = FindCoordinatorRequest(key_type=i8(0), coordinator_keys=(on_one, on_two))
+    coordinators = find_coordinator(TwoBrokers())
+    one, two = answer(coordinators, find, SSL).coordinators
+    assert (one.node_id, one.host, one.port) == (1, "ssl-1", 9093)
+    assert (two.error_code, two.node_id) == (KafkaErrorCode.coordinator_not_available, -1)
+    one, two = answer(coordinators, find, PLAINTEXT).coordinators
+    assert (one.host, one.port, two.host, two.port) == ("plain-1", 9092, "plain-2", 9092)
 
 
 def test_without_the_controller_the_broker_names_itself_by_the_request_listener() -> None:

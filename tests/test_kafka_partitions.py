@@ -357,13 +357,15 @@ def test_a_consumers_metadata_creates_nothing(cluster: Cluster, topic: str) -> N
 def test_metadata_v3_creates_and_refuses_internal_and_invalid_names(
     cluster: Cluster, topic: str
 ) -> None:
-    names = (topic, "__consumer_offsets", "bad/name")
+    # (__transaction_state: __consumer_offsets exists once a consumer with a group.id asked for
+    # its coordinator, as in Kafka)
+    names = (topic, "__transaction_state", "bad/name")
     request = MetadataV3(topics=tuple(TopicV3(name=n) for n in names))
     with connected(cluster, max(cluster.brokers)) as wire:
         answers = {t.name: t.error_code for t in wire.call(request).topics}
         assert answers == {
             topic: KafkaErrorCode.leader_not_available,
-            "__consumer_offsets": KafkaErrorCode.invalid_topic_exception,
+            "__transaction_state": KafkaErrorCode.invalid_topic_exception,
             "bad/name": KafkaErrorCode.invalid_topic_exception,
         }
         wait_hosted(cluster, topic)
@@ -371,4 +373,4 @@ def test_metadata_v3_creates_and_refuses_internal_and_invalid_names(
     assert again.error_code is KafkaErrorCode.none
     assert len(again.partitions) == NUM_PARTITIONS
     listed = {t.name for t in cluster.admin.describe_topics()}
-    assert topic in listed and "__consumer_offsets" not in listed
+    assert topic in listed and "__transaction_state" not in listed

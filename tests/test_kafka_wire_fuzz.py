@@ -17,8 +17,11 @@ import pytest
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode as KafkaErrorCode
+from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 
+from broker.groups.placement import OFFSETS_TOPIC
+from tests.rlmm_support import poll_until
 from tests.support.cluster import Cluster
 from tests.support.kafka_cluster import (
     MAX_REQUEST_BYTES,
@@ -197,7 +200,14 @@ def test_every_api_and_version_answers_a_sample_request(
     cluster: Cluster, bystander: WireClient
 ) -> None:
     """Requests with every field set (topic "ab", resource type 1, validate_only true, ...):
-    each is answered in its own version, and none of them changes anything."""
+    each is answered in its own version, and none of them changes anything (but the first
+    FindCoordinator, which creates ``__consumer_offsets`` as Kafka's does: done first)."""
+    with connected(cluster, 1) as client:
+        client.call(FindCoordinatorRequest(key_type=0, coordinator_keys=("fuzz",)), 4)
+    poll_until(
+        lambda: any(t.name == OFFSETS_TOPIC for t in cluster.admin.describe_topics()),
+        what="__consumer_offsets",
+    )
     before = snapshot(cluster)
     for i, (key, (low, high)) in enumerate(REGISTRY.ranges.items()):
         with connected(cluster, 1 + i % 2) as client:

@@ -49,6 +49,11 @@ MAX_CONFIG_VALUE_LENGTH = 4096
 MAX_TOPIC_NAME_LENGTH = 249
 """Kafka's limit on a topic name's length."""
 MAX_PARTITIONS = 10_000
+
+OFFSETS_TOPIC = "__consumer_offsets"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state", "__share_group_state"})
+"""Kafka's ``Topic.isInternal``: topics its coordinators own. Never created for a client, never
+deleted by one, never tiered; Metadata marks them ``is_internal``."""
 """The most partitions a topic may have."""
 INT32_MAX = 2**31 - 1
 """The largest int32: the bound of Kafka's INT configs and of a request's partition count."""

@@ -69,6 +69,10 @@ class TieredError(Exception):
 
 
 AUTHORIZATION_FAILURES = frozenset(
-    {ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
+    {
+        ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+        ErrorCode.GROUP_AUTHORIZATION_FAILED,
+        ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+    }
 )
 """The denials of the authorizer: PERMISSION_DENIED on gRPC (``tiered.rpc.status``)."""

@@ -1,9 +1,13 @@
 """The broker's KafkaHandler (``tiered.kafka.handler``): one method per Kafka API, each handed to
 the module that answers it.
 
-- ``metadata_api``: Metadata, DescribeCluster, FindCoordinator (the cluster as the controller's
-  image has it, through ``cluster_view``'s short-lived cache), creating the missing topics a
-  Metadata request may create (``topic_auto_creation``);
+- ``metadata_api``: Metadata, DescribeCluster (the cluster as the controller's image has it,
+  through ``cluster_view``'s short-lived cache), creating the missing topics a Metadata request
+  may create (``topic_auto_creation``);
+- committed offsets (``broker.groups``): ``find_coordinator_api`` (FindCoordinator),
+  ``offsets_commit_api`` (OffsetCommit, OffsetFetch, OffsetDelete, DeleteGroups), on the
+  ``__consumer_offsets`` partitions this broker hosts (``OffsetStore``), whose leaders are the
+  groups' coordinators (``placement``);
 - ``topics_api``: CreateTopics, DeleteTopics; ``create_partitions_api``: CreatePartitions;
   ``config_api``: DescribeConfigs, AlterConfigs,
   IncrementalAlterConfigs; ``scram_api``: AlterUserScramCredentials,
@@ -34,6 +38,9 @@ from broker.admin_forwarder import ControllerAdmin
 from broker.config import TopicAutoCreation
 from broker.groups.coordinator import GroupCoordinator
 from broker.groups.group_config import GroupConfig
+from broker.groups.offset_store import OffsetStore
+from broker.groups.offsets_config import OffsetsConfig
+from broker.groups.placement import OFFSETS_TOPIC, OffsetsTopic
 from broker.kafka.acls_api import AclsApi
 from broker.kafka.cluster_view import ClusterView
 from broker.kafka.config_api import ConfigApi
@@ -41,10 +48,12 @@ from broker.kafka.create_partitions_api import CreatePartitionsApi
 from broker.kafka.delete_records_api import DeleteRecordsApi, RecordDeleter
 from broker.kafka.fetch_api import FetchApi, Reader
 from broker.kafka.fetch_waits import FetchWaits
+from broker.kafka.find_coordinator_api import FindCoordinatorApi
 from broker.kafka.groups_api import GroupsApi
 from broker.kafka.log_dirs_api import LocalPartition, LogDirsApi
 from broker.kafka.metadata_api import MetadataApi
 from broker.kafka.offsets_api import ListOffsetsApi, TimestampSearch
+from broker.kafka.offsets_commit_api import OffsetsApi
 from broker.kafka.partitions import HostingAgent, PartitionLookup
 from broker.kafka.produce_api import Appender, ProduceApi
 from broker.kafka.producer_ids import InitProducerIdApi, ProducerIdBlocks
@@ -52,7 +61,9 @@ from broker.kafka.scram_api import ScramApi
 from broker.kafka.this_broker import ThisBroker
 from broker.kafka.topic_auto_creation import TopicAutoCreator
 from broker.kafka.topics_api import TopicsApi
+from broker.log import Log
 from tiered.api import TopicIdPartition
+from tiered.errors import TieredError
 from tiered.kafka.handler import HandlerResult, RequestContext
 from tiered.security.access import AccessControl
 from tiered.security.acl_index import AclIndex
@@ -81,6 +92,8 @@ class DataAgent(HostingAgent, Appender, Reader, TimestampSearch, RecordDeleter, 
     """What the record APIs use of ``BrokerAgent``."""
 
     def on_append(self, listener: Callable[[TopicIdPartition, int], None]) -> None: ...
+
+    def on_hosting(self, listener: Callable[[TopicIdPartition], None]) -> None: ...
 
 
 class BrokerKafkaHandler:
@@ -111,7 +124,47 @@ class BrokerKafkaHandler:
         agent.on_append(lambda tp, size: self._waits.appended((tp.topic_id, tp.partition), size))
         self.metadata = cluster.metadata
         self.describe_cluster = cluster.describe_cluster
-        self.find_coordinator = cluster.find_coordinator
+        offsets_config = OffsetsConfig.from_properties(this.properties)
+        offsets_topic = OffsetsTopic(
+            view,
+            controller,
+            offsets_config,
+            this.node_id,
+            lambda index: _served(self.offset_store, index),
+        )
+
+        def groups_with_offsets() -> list[str]:
+            return self.offset_store.groups()  # made below: it asks the coordinator of groups
+
+        self.groups = GroupCoordinator(offsets_topic.coordinates, groups_with_offsets, group_config)
+        self.offset_store = OffsetStore(
+            lambda index: _offsets_log(agent, index),
+            lambda: (p for t, p, _ in local_partitions() if t == OFFSETS_TOPIC),
+            offsets_config,
+            self.groups,
+            lambda: _topic_names(view),
+        )
+        self.find_coordinator = FindCoordinatorApi(offsets_topic, view, access).find_coordinator
+        offsets = OffsetsApi(
+            offsets_topic,
+            self.offset_store,
+            self.groups,
+            view,
+            access,
+            offsets_config.metadata_max_bytes,
+        )
+        self.offset_commit = offsets.offset_commit
+        self.offset_fetch = offsets.offset_fetch
+        self.offset_delete = offsets.offset_delete
+        self.delete_groups = offsets.delete_groups
+        store = self.offset_store
+
+        def hosting(tp: TopicIdPartition) -> None:
+            if tp.topic == OFFSETS_TOPIC:
+                store.partition(tp.partition)  # loaded now: its groups are served at once
+
+        agent.on_hosting(hosting)
+        self.offset_store.start()
         self.create_topics = _as_client(topics.create_topics)
         self.delete_topics = _as_client(topics.delete_topics)
         self.create_partitions = _as_client(CreatePartitionsApi(controller, view).create_partitions)
@@ -132,8 +185,6 @@ class BrokerKafkaHandler:
         self.init_producer_id = InitProducerIdApi(
             ProducerIdBlocks(this.node_id, this.log_dir), access
         ).init_producer_id
-        # Every group is coordinated here until the offsets side places groups on brokers.
-        self.groups = GroupCoordinator(lambda group: KafkaErrorCode.none, tuple, group_config)
         groups = GroupsApi(self.groups, access)
         self.join_group = groups.join_group
         self.sync_group = groups.sync_group
@@ -147,7 +198,30 @@ class BrokerKafkaHandler:
         return self._waits.waiting()
 
     def close(self) -> None:
-        """Answers no more waiting fetches (their connections close); call once the listener
-        has stopped."""
+        """Answers no more waiting fetches (their connections close) and stops the offsets'
+        upkeep; call once the listener has stopped."""
         self._waits.close()
         self.groups.close()
+        self.offset_store.close()
+
+
+def _offsets_log(agent: DataAgent, index: int) -> Log | None:
+    hosted = agent.hosted_by_name(OFFSETS_TOPIC, index)
+    return None if hosted is None else hosted.log
+
+
+def _served(store: OffsetStore, index: int) -> KafkaErrorCode:
+    found = store.partition(index)
+    return found if isinstance(found, KafkaErrorCode) else KafkaErrorCode.none
+
+
+def _topic_names(view: ClusterView) -> set[str] | None:
+    """Every topic, listed now: a cached listing may predate a topic whose offsets were
+    committed since (the store removes offsets of topics missing from a listing taken after
+    their commit)."""
+    view.invalidate()
+    try:
+        topics = view.everything().topics
+    except TieredError:
+        return None
+    return set(topics)

@@ -1,4 +1,4 @@
-"""Metadata, DescribeCluster and FindCoordinator: who is in the cluster and where things live.
+"""Metadata and DescribeCluster: who is in the cluster and where things live.
 
 Brokers are named by their endpoints on the listener the request came in on (Kafka's rule: a
 client on SSL is told SSL addresses); a broker without that listener is left out. Replication
@@ -9,9 +9,7 @@ is created (``topic_auto_creation``), as Kafka's ``auto.create.topics.enable`` d
 The controller id Kafka clients see is a live broker (``cluster_view.controller_id``): any
 broker forwards admin requests to the active controller. When the controller cannot be reached
 the broker answers with itself alone and every named topic LEADER_NOT_AVAILABLE (retriable).
-
-A group coordinator is this broker (enough for a consumer with a ``group.id`` that assigns its
-partitions itself: consumer groups are not served); transactions are not served.
+Kafka's internal topics (``__consumer_offsets``) are marked ``is_internal``.
 """
 
 from __future__ import annotations
@@ -26,8 +24,8 @@ from kio.static.protocol import ResponsePayload
 from broker.kafka.cluster_view import ClusterView, KafkaCluster, TopicPlacement, controller_id
 from broker.kafka.convert import NO_THROTTLE, UNKNOWN_AUTHORIZED_OPERATIONS, kafka_error
 from broker.kafka.this_broker import ThisBroker
-from broker.kafka.topic_auto_creation import INTERNAL_TOPICS, TopicAutoCreator
-from tiered.config import validate_topic_name
+from broker.kafka.topic_auto_creation import TopicAutoCreator
+from tiered.config import INTERNAL_TOPICS, validate_topic_name
 from tiered.errors import ErrorCode, TieredError
 from tiered.kafka.handler import RequestContext, response_type_for
 from tiered.kafka.messages import build, nested
@@ -37,7 +35,6 @@ from tiered.security.acl import AclOperation, ResourceType
 
 __all__ = ["MetadataApi"]
 
-_GROUP, _TRANSACTION = 0, 1  # FindCoordinator key types
 _BROKERS = 1  # DescribeCluster endpoint_type
 
 
@@ -157,36 +154,6 @@ class MetadataApi:
             controller_id=controller_id(brokers),
             brokers=_brokers(nested(response_type, "DescribeClusterBroker"), "broker_id", brokers),
             cluster_authorized_operations=UNKNOWN_AUTHORIZED_OPERATIONS,
-        )
-
-    # ------------------------------------------------------------------------ FindCoordinator
-
-    def find_coordinator(self, request: Any, context: RequestContext) -> ResponsePayload:
-        response_type = response_type_for(request)
-        key_type = int(request.key_type) if hasattr(request, "key_type") else _GROUP
-        code, message = KafkaErrorCode.none, None
-        if key_type == _TRANSACTION:
-            code, message = KafkaErrorCode.coordinator_not_available, "transactions are not served"
-        elif key_type != _GROUP:
-            code, message = KafkaErrorCode.invalid_request, f"key type {key_type}: valid: 0, 1"
-        found = code is KafkaErrorCode.none
-        endpoint = self._this.endpoint(context.listener)
-        answer = {
-            "node_id": self._this.node_id if found else -1,
-            "host": endpoint.host if found else "",
-            "port": endpoint.port if found else -1,
-            "error_code": code,
-            "error_message": message,
-        }
-        if not hasattr(request, "coordinator_keys"):  # v0 to v3: one key
-            return build(response_type, throttle_time=NO_THROTTLE, **answer)
-        coordinator_type = nested(response_type, "Coordinator")
-        return build(
-            response_type,
-            throttle_time=NO_THROTTLE,
-            coordinators=tuple(
-                build(coordinator_type, key=key, **answer) for key in request.coordinator_keys
-            ),
         )
 
 

@@ -22,6 +22,7 @@ from broker.hosted import HostedPartition
 from broker.kafka.convert import NO_THROTTLE, KafkaError
 from broker.kafka.partitions import PartitionLookup, guarded
 from broker.log import AppendInfo
+from tiered.config import INTERNAL_TOPICS
 from tiered.kafka.handler import CloseConnectionError, RequestContext, response_type_for
 from tiered.kafka.messages import build, nested
 from tiered.kafka.record_batch import RecordBatchError, parse_batch_header
@@ -74,6 +75,13 @@ class ProduceApi:
         return _response(response_type_for(request), request, results)
 
     def _append(self, hosted: HostedPartition, data: Any) -> AppendInfo | KafkaError:
+        if hosted.topic_id_partition.topic in INTERNAL_TOPICS:
+            # Kafka's rule: only the group coordinator writes its topic (the offsets in memory
+            # follow its log).
+            return (
+                KafkaErrorCode.invalid_topic_exception,
+                f"Cannot append to internal topic {hosted.topic_id_partition.topic}",
+            )
         records = data.records
         problem = _batch_error(records)
         if problem is not None:

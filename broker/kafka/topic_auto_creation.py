@@ -17,6 +17,7 @@ from broker.admin_forwarder import ControllerAdmin
 from broker.config import TopicAutoCreation
 from broker.kafka.cluster_view import ClusterView
 from broker.kafka.topics_api import forward_create_topics
+from tiered.config import INTERNAL_TOPICS
 from tiered.errors import ErrorCode, TieredError
 from tiered.rpc.v1 import controller_pb2 as pb
 from tiered.security.access import AccessControl
@@ -24,10 +25,7 @@ from tiered.security.acl import AclOperation, ResourceType
 from tiered.security.forwarding import forwarding_for
 from tiered.security.principal import RequestContext
 
-__all__ = ["INTERNAL_TOPICS", "TopicAutoCreator"]
-
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
-"""Kafka's ``Topic.isInternal``: topics its coordinators own, never created for a client."""
+__all__ = ["TopicAutoCreator"]
 
 
 class TopicAutoCreator:

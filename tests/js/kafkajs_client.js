@@ -222,6 +222,12 @@ async function step(kafka, admin, s) {
       return admin.fetchTopicOffsetsByTimestamp(s.topic, s.timestamp)
     case 'deleteTopicRecords':
       return admin.deleteTopicRecords({ topic: s.topic, partitions: s.partitions })
+    case 'fetchOffsets':
+      return admin.fetchOffsets({ groupId: s.group, topics: [s.topic] })
+    case 'setOffsets':
+      return admin.setOffsets({ groupId: s.group, topic: s.topic, partitions: s.partitions })
+    case 'deleteGroups':
+      return admin.deleteGroups(s.groups)
     case 'produce':
       return produce(kafka, s)
     case 'consume':

@@ -1,6 +1,6 @@
 """Raw group-API requests (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, DescribeGroups,
-ListGroups) of any version, and the consumer protocol's subscription and assignment bytes, for
-tests that play a group member on the wire."""
+ListGroups) of any version, the consumer protocol's subscription and assignment bytes, and the
+group's coordinator, for tests that play a group member on the wire."""
 
 from __future__ import annotations
 
@@ -11,7 +11,12 @@ from typing import Any
 
 from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
+from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
+from kio.schema.offset_fetch.v8.request import OffsetFetchRequest, OffsetFetchRequestGroup
 
+from tests.rlmm_support import poll_until
+from tests.support.cluster import Cluster
+from tests.support.kafka_cluster import connected
 from tiered.kafka.connection import KafkaConnection
 from tiered.kafka.messages import build, nested
 
@@ -72,3 +77,26 @@ def assignment(partitions: Mapping[str, Sequence[int]]) -> bytes:
     for topic, indexes in partitions.items():
         body += _string(topic) + struct.pack(f">i{len(indexes)}i", len(indexes), *indexes)
     return body + struct.pack(">i", -1)
+
+
+def serving_coordinator(cluster: Cluster, group: str, timeout_s: float = 30.0) -> int:
+    """The id of ``group``'s coordinator once it serves the group: FindCoordinator names it (the
+    first one creates ``__consumer_offsets``), and it answers the group's OffsetFetch (it hosts
+    and loaded the group's partition)."""
+    found: list[int] = []
+
+    def named() -> bool:
+        with connected(cluster, min(cluster.brokers)) as wire:
+            find = FindCoordinatorRequest(key_type=0, coordinator_keys=(group,))
+            [answer] = wire.call(find).coordinators
+        found[:] = [int(answer.node_id)]
+        return bool(answer.error_code == ErrorCode.none)
+
+    def served() -> bool:
+        fetch = OffsetFetchRequest(groups=(OffsetFetchRequestGroup(group_id=group, topics=None),))
+        with connected(cluster, found[0]) as wire:
+            [answer] = wire.call(fetch).groups
+        return bool(answer.error_code == ErrorCode.none)
+
+    poll_until(lambda: named() and served(), timeout=timeout_s, what=f"group {group!r} served")
+    return found[0]

@@ -44,6 +44,8 @@ DEFAULT_API_VERSIONS: Mapping[int, tuple[int, int]] = {
     1: (4, 12),  # Fetch
     2: (1, 8),  # ListOffsets (v8 adds earliest-local -4; v9's latest-tiered -5 is not served)
     3: (0, 12),  # Metadata
+    8: (2, 9),  # OffsetCommit (v10 names topics by id)
+    9: (1, 9),  # OffsetFetch (v10 names topics by id)
     10: (0, 6),  # FindCoordinator
     11: (0, 9),  # JoinGroup
     12: (0, 4),  # Heartbeat
@@ -67,7 +69,9 @@ DEFAULT_API_VERSIONS: Mapping[int, tuple[int, int]] = {
     35: (1, 4),  # DescribeLogDirs
     36: (0, 2),  # SaslAuthenticate
     37: (0, 3),  # CreatePartitions
+    42: (0, 2),  # DeleteGroups
     44: (0, 1),  # IncrementalAlterConfigs
+    47: (0, 0),  # OffsetDelete
     50: (0, 0),  # DescribeUserScramCredentials
     51: (0, 0),  # AlterUserScramCredentials
     60: (0, 1),  # DescribeCluster

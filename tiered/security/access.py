@@ -2,7 +2,8 @@
 audit line (logger ``tiered.audit``) of every audited check, allowed or denied.
 
 A denial names the principal, the host, the operation and the resource:
-``TOPIC_AUTHORIZATION_FAILED`` for a topic, ``CLUSTER_AUTHORIZATION_FAILED`` for the cluster.
+``TOPIC_AUTHORIZATION_FAILED`` for a topic, ``GROUP_AUTHORIZATION_FAILED`` for a group,
+``CLUSTER_AUTHORIZATION_FAILED`` for the cluster.
 """
 
 from __future__ import annotations
@@ -67,12 +68,10 @@ class AccessControl:
             )
         if allowed:
             return None
-        code = (
-            ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-            if resource_type is ResourceType.CLUSTER
-            else ErrorCode.TOPIC_AUTHORIZATION_FAILED
-        )
-        what = "the cluster" if resource_type is ResourceType.CLUSTER else f"topic {name!r}"
+        code, what = {
+            ResourceType.CLUSTER: (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "the cluster"),
+            ResourceType.GROUP: (ErrorCode.GROUP_AUTHORIZATION_FAILED, f"group {name!r}"),
+        }.get(resource_type, (ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"topic {name!r}"))
         return TieredError(
             code,
             f"{context.principal} from {context.client_host} is not authorized to "

@@ -1,0 +1,138 @@
+"""The records of ``__consumer_offsets``, in Kafka's own layouts (the group coordinator's
+``OffsetCommitKey``, ``OffsetCommitValue`` and ``GroupMetadataKey`` schemas), so that the log
+reads as a Kafka broker's would.
+
+A key starts with its version: 0 or 1 is an offset commit (group, topic, partition), 2 a group's
+metadata (group). A null value is a tombstone. Values are written at version 3 (offset, leader
+epoch, metadata, commit timestamp: what Kafka writes when no expire timestamp is given); 0, 1 and
+3 are read (version 4 is Kafka's flexible one, which no broker writes for these records yet).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+__all__ = [
+    "CommittedOffset",
+    "GroupKey",
+    "OffsetKey",
+    "RecordFormatError",
+    "decode_key",
+    "decode_value",
+    "encode_group_key",
+    "encode_offset_key",
+    "encode_value",
+]
+
+_OFFSET_KEY_VERSION = 1
+_GROUP_KEY_VERSION = 2
+_VALUE_VERSION = 3
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+
+
+class RecordFormatError(ValueError):
+    """A record of ``__consumer_offsets`` that does not decode."""
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetKey:
+    group: str
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupKey:
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedOffset:
+    """One committed offset (``OffsetCommitValue``); ``commit_timestamp_ms`` is when the
+    coordinator took it, which retention counts from."""
+
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp_ms: int
+
+
+def _string(text: str) -> bytes:
+    data = text.encode("utf-8")
+    if len(data) > 0x7FFF:
+        raise ValueError(f"a string of {len(data)} bytes does not fit a Kafka string")
+    return _I16.pack(len(data)) + data
+
+
+def encode_offset_key(key: OffsetKey) -> bytes:
+    return (
+        _I16.pack(_OFFSET_KEY_VERSION)
+        + _string(key.group)
+        + _string(key.topic)
+        + _I32.pack(key.partition)
+    )
+
+
+def encode_group_key(key: GroupKey) -> bytes:
+    return _I16.pack(_GROUP_KEY_VERSION) + _string(key.group)
+
+
+def encode_value(value: CommittedOffset) -> bytes:
+    return (
+        _I16.pack(_VALUE_VERSION)
+        + _I64.pack(value.offset)
+        + _I32.pack(value.leader_epoch)
+        + _string(value.metadata)
+        + _I64.pack(value.commit_timestamp_ms)
+    )
+
+
+class _Reader:
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self._position = 0
+
+    def take(self, layout: struct.Struct) -> int:
+        try:
+            (value,) = layout.unpack_from(self._data, self._position)
+        except struct.error as e:
+            raise RecordFormatError(f"record ends early: {e}") from None
+        self._position += layout.size
+        return int(value)
+
+    def string(self) -> str:
+        size = self.take(_I16)
+        end = self._position + size
+        if size < 0 or end > len(self._data):
+            raise RecordFormatError(f"string of {size} bytes past the record's end")
+        try:
+            text = self._data[self._position : end].decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise RecordFormatError(f"string is not UTF-8: {e}") from None
+        self._position = end
+        return text
+
+
+def decode_key(data: bytes) -> OffsetKey | GroupKey:
+    reader = _Reader(data)
+    version = reader.take(_I16)
+    if version in (0, 1):
+        return OffsetKey(reader.string(), reader.string(), reader.take(_I32))
+    if version == _GROUP_KEY_VERSION:
+        return GroupKey(reader.string())
+    raise RecordFormatError(f"key version {version}; valid: 0, 1 (offset), 2 (group metadata)")
+
+
+def decode_value(data: bytes) -> CommittedOffset:
+    reader = _Reader(data)
+    version = reader.take(_I16)
+    if version not in (0, 1, 3):
+        raise RecordFormatError(f"offset commit value version {version}; valid: 0, 1, 3")
+    offset = reader.take(_I64)
+    leader_epoch = reader.take(_I32) if version == 3 else -1
+    metadata = reader.string()
+    commit_timestamp_ms = reader.take(_I64)
+    return CommittedOffset(offset, leader_epoch, metadata, commit_timestamp_ms)

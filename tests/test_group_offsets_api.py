@@ -1,0 +1,286 @@
+"""OffsetCommit, OffsetFetch, OffsetDelete and DeleteGroups on the wire's messages, on a real
+offsets log: Kafka's per-partition errors, the group and topic ACLs, the coordinator's own
+errors, and what membership refuses."""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from kio.schema.delete_groups.v2 import request as delete_v2
+from kio.schema.errors import ErrorCode
+from kio.schema.offset_commit.v8 import request as commit_v8
+from kio.schema.offset_delete.v0 import request as offset_delete_v0
+from kio.schema.offset_fetch.v1 import request as fetch_v1
+from kio.schema.offset_fetch.v8 import request as fetch_v8
+from kio.schema.request_header.v2.header import RequestHeader
+from kio.static.primitive import i16, i32
+from kio.static.protocol import RequestPayload
+
+from broker.groups.membership import NoMembers
+from broker.groups.offset_store import OffsetStore
+from broker.groups.offsets_config import OffsetsConfig
+from broker.groups.placement import OffsetsTopic
+from broker.kafka.cluster_view import ClusterView, KafkaCluster, TopicPlacement
+from broker.kafka.offsets_commit_api import OffsetsApi
+from broker.log import Log
+from tiered.errors import ErrorCode as TieredCode
+from tiered.errors import TieredError
+from tiered.kafka.handler import RequestContext
+from tiered.security.access import AccessControl
+from tiered.security.acl import (
+    AccessControlEntry,
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    ResourcePattern,
+    ResourceType,
+)
+from tiered.security.acl_index import AclIndex
+from tiered.security.authorizer import AuthorizerConfig, StandardAuthorizer
+from tiered.security.principal import KafkaPrincipal
+
+TOPIC, SECRET = "orders", "secret"
+
+
+class _Coordinator:
+    """Every group maps to partition 0, which ``error`` says this broker serves or not."""
+
+    def __init__(self) -> None:
+        self.error = ErrorCode.none
+
+    def coordinates(self, group_id: str) -> ErrorCode:
+        return self.error
+
+    def partition_of(self, group_id: str) -> int:
+        return 0
+
+
+class _Topics:
+    def topics(self, names: Sequence[str]) -> KafkaCluster:
+        known = {
+            TOPIC: TopicPlacement(TOPIC, uuid.uuid4(), (1, 1)),
+            SECRET: TopicPlacement(SECRET, uuid.uuid4(), (1,)),
+        }
+        missing = TieredError(TieredCode.UNKNOWN_TOPIC_OR_PARTITION, "no such topic")
+        return KafkaCluster("", {}, {n: known.get(n, missing) for n in names})
+
+
+class _Stable(enum.Enum):
+    STABLE = "Stable"
+
+
+class _GroupWithMembers(NoMembers):
+    def delete_group_error(self, group_id: str) -> ErrorCode:
+        return ErrorCode.non_empty_group
+
+    def state_of(self, group_id: str) -> enum.Enum | None:
+        return _Stable.STABLE
+
+
+def _access(*grants: tuple[ResourceType, str, AclOperation]) -> AccessControl:
+    bindings = {
+        uuid.uuid4(): AclBinding(
+            ResourcePattern(resource_type, name),
+            AccessControlEntry("User:alice", "*", operation, AclPermissionType.ALLOW),
+        )
+        for resource_type, name, operation in grants
+    }
+    index = AclIndex(bindings)
+    return AccessControl(StandardAuthorizer(AuthorizerConfig(enabled=True), lambda: index))
+
+
+ALL = (
+    (ResourceType.GROUP, "g", AclOperation.ALL),
+    (ResourceType.TOPIC, TOPIC, AclOperation.ALL),
+)
+
+
+class Harness:
+    def __init__(self, root: Path) -> None:
+        self.log = Log.open(root / "__consumer_offsets-0")
+        self.store = OffsetStore(
+            lambda index: self.log if index == 0 else None,
+            lambda: [0],
+            OffsetsConfig(metadata_max_bytes=8),
+            NoMembers(),
+            lambda: None,
+        )
+        self.store.start()
+        self.coordinator = _Coordinator()
+
+    def api(self, access: AccessControl, membership: NoMembers | None = None) -> OffsetsApi:
+        return OffsetsApi(
+            cast(OffsetsTopic, self.coordinator),
+            self.store,
+            membership or NoMembers(),
+            cast(ClusterView, _Topics()),
+            access,
+            metadata_max_bytes=8,
+        )
+
+    def close(self) -> None:
+        self.store.close()
+        self.log.close()
+
+
+@pytest.fixture
+def harness(tmp_path: Path) -> Iterator[Harness]:
+    h = Harness(tmp_path)
+    yield h
+    h.close()
+
+
+def call(method: Any, request: RequestPayload) -> Any:
+    header = RequestHeader(
+        request_api_key=i16(request.__api_key__),
+        request_api_version=i16(request.__version__),
+        correlation_id=i32(1),
+        client_id="test",
+    )
+    principal = KafkaPrincipal("User", "alice")
+    return method(request, RequestContext(header, "10.0.0.1:5", principal))
+
+
+def commit(
+    offsets: dict[tuple[str, int], int], metadata: str = "", generation: int = -1
+) -> commit_v8.OffsetCommitRequest:
+    topics: dict[str, list[commit_v8.OffsetCommitRequestPartition]] = {}
+    for (topic, partition), offset in offsets.items():
+        topics.setdefault(topic, []).append(
+            commit_v8.OffsetCommitRequestPartition(
+                partition_index=i32(partition),
+                committed_offset=offset,  # type: ignore[arg-type]
+                committed_metadata=metadata,
+            )
+        )
+    return commit_v8.OffsetCommitRequest(
+        group_id="g",
+        generation_id_or_member_epoch=i32(generation),
+        member_id="",
+        topics=tuple(
+            commit_v8.OffsetCommitRequestTopic(name=t, partitions=tuple(ps))
+            for t, ps in topics.items()
+        ),
+    )
+
+
+def errors_of(response: Any) -> dict[tuple[str, int], ErrorCode]:
+    return {
+        (t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions
+    }
+
+
+def fetched(api: OffsetsApi, topics: tuple[Any, ...] | None = None) -> Any:
+    request = fetch_v8.OffsetFetchRequest(
+        groups=(fetch_v8.OffsetFetchRequestGroup(group_id="g", topics=topics),)
+    )
+    [group] = call(api.offset_fetch, request).groups
+    return group
+
+
+def test_commits_answer_kafkas_errors_per_partition(harness: Harness) -> None:
+    api = harness.api(_access(*ALL))
+    answer = call(api.offset_commit, commit({(TOPIC, 0): 5, (TOPIC, 2): 6, ("nope", 0): 7}))
+    assert errors_of(answer) == {
+        (TOPIC, 0): ErrorCode.none,
+        (TOPIC, 2): ErrorCode.unknown_topic_or_partition,
+        ("nope", 0): ErrorCode.topic_authorization_failed,  # no ACL on it: existence not told
+    }
+    too_large = call(api.offset_commit, commit({(TOPIC, 1): 1}, metadata="x" * 9))
+    assert errors_of(too_large) == {(TOPIC, 1): ErrorCode.offset_metadata_too_large}
+    generation = call(api.offset_commit, commit({(TOPIC, 1): 1}, generation=3))
+    assert errors_of(generation) == {(TOPIC, 1): ErrorCode.illegal_generation}
+    group = fetched(api)
+    assert [
+        (t.name, p.partition_index, p.committed_offset) for t in group.topics for p in t.partitions
+    ] == [(TOPIC, 0, 5)]
+
+
+def test_the_coordinators_errors_come_first(harness: Harness) -> None:
+    api = harness.api(_access(*ALL))
+    for error in (
+        ErrorCode.not_coordinator,
+        ErrorCode.coordinator_load_in_progress,
+        ErrorCode.coordinator_not_available,
+    ):
+        harness.coordinator.error = error
+        assert errors_of(call(api.offset_commit, commit({(TOPIC, 0): 5}))) == {(TOPIC, 0): error}
+        assert fetched(api).error_code is error
+        v1 = fetch_v1.OffsetFetchRequest(
+            group_id="g",
+            topics=(fetch_v1.OffsetFetchRequestTopic(name=TOPIC, partition_indexes=(i32(0),)),),
+        )
+        [topic] = call(api.offset_fetch, v1).topics  # v1: the error is each partition's
+        assert topic.partitions[0].error_code is error
+
+
+def test_group_and_topic_acls(harness: Harness) -> None:
+    call(harness.api(_access(*ALL)).offset_commit, commit({(TOPIC, 0): 5}))
+    call(
+        harness.api(_access(*ALL, (ResourceType.TOPIC, SECRET, AclOperation.READ))).offset_commit,
+        commit({(SECRET, 0): 9}),
+    )
+    no_group = harness.api(_access((ResourceType.TOPIC, TOPIC, AclOperation.ALL)))
+    assert errors_of(call(no_group.offset_commit, commit({(TOPIC, 0): 6}))) == {
+        (TOPIC, 0): ErrorCode.group_authorization_failed
+    }
+    assert fetched(no_group).error_code is ErrorCode.group_authorization_failed
+    describe_only = harness.api(
+        _access(
+            (ResourceType.GROUP, "g", AclOperation.DESCRIBE),
+            (ResourceType.TOPIC, TOPIC, AclOperation.DESCRIBE),
+        )
+    )
+    # Read on the group to commit; Describe is enough to fetch, and a topic the principal may
+    # not describe is left out of a fetch of everything, refused when named.
+    assert errors_of(call(describe_only.offset_commit, commit({(TOPIC, 0): 6}))) == {
+        (TOPIC, 0): ErrorCode.group_authorization_failed
+    }
+    everything = fetched(describe_only)
+    assert [(t.name, p.committed_offset) for t in everything.topics for p in t.partitions] == [
+        (TOPIC, 5)
+    ]
+    named = fetched(
+        describe_only,
+        (fetch_v8.OffsetFetchRequestTopics(name=SECRET, partition_indexes=(i32(0),)),),
+    )
+    [partition] = named.topics[0].partitions
+    assert (partition.error_code, partition.committed_offset) == (
+        ErrorCode.topic_authorization_failed,
+        -1,
+    )
+    delete = delete_v2.DeleteGroupsRequest(groups_names=("g",))
+    [refused] = call(describe_only.delete_groups, delete).results
+    assert refused.error_code is ErrorCode.group_authorization_failed
+
+
+def test_offset_delete_and_delete_groups(harness: Harness) -> None:
+    api = harness.api(_access(*ALL))
+    call(api.offset_commit, commit({(TOPIC, 0): 5, (TOPIC, 1): 6}))
+    request = offset_delete_v0.OffsetDeleteRequest(
+        group_id="g",
+        topics=(
+            offset_delete_v0.OffsetDeleteRequestTopic(
+                name=TOPIC,
+                partitions=(offset_delete_v0.OffsetDeleteRequestPartition(partition_index=i32(1)),),
+            ),
+        ),
+    )
+    in_use = harness.api(_access(*ALL), _GroupWithMembers())
+    assert call(in_use.offset_delete, request).error_code is ErrorCode.non_empty_group
+    [busy] = call(in_use.delete_groups, delete_v2.DeleteGroupsRequest(groups_names=("g",))).results
+    assert busy.error_code is ErrorCode.non_empty_group
+    answer = call(api.offset_delete, request)
+    assert answer.error_code is ErrorCode.none and errors_of(answer) == {(TOPIC, 1): ErrorCode.none}
+    assert [p.partition_index for t in fetched(api).topics for p in t.partitions] == [0]
+    delete = delete_v2.DeleteGroupsRequest(groups_names=("g", "g"))
+    assert [r.error_code for r in call(api.delete_groups, delete).results] == [ErrorCode.none]
+    assert fetched(api).topics == ()
+    [again] = call(api.delete_groups, delete).results
+    assert again.error_code is ErrorCode.group_id_not_found
+    assert call(api.offset_delete, request).error_code is ErrorCode.group_id_not_found
