@@ -126,8 +126,8 @@ from bench.kafka_floor import (
     make_batches,
 )
 from bench.kafka_stub import stub_consume
-from tests.rlmm_support import poll_until
 from tests.support.cluster import Cluster, grpc_address, kafka_address
+from tests.support.polling import poll_until
 from tiered.rpc.channels import open_channel
 from tiered.rpc.v1 import broker_pb2 as pb
 from tiered.rpc.v1 import broker_pb2_grpc as pb_grpc

@@ -28,8 +28,8 @@ from kio.static.primitive import i32, i64
 
 from bench.common import summarize, summary_row
 from broker.groups.offset_records import CommittedOffset, OffsetKey, encode_offset_key, encode_value
-from tests.rlmm_support import poll_until
 from tests.support.kafka_wire import WireClient
+from tests.support.polling import poll_until
 from tiered.kafka.records import Record, build_batch
 
 __all__ = ["GOAL", "measure", "summary_rows"]

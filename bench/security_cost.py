@@ -103,8 +103,8 @@ from bench.secure_cluster import (
     refusals,
     secure_cluster,
 )
-from tests.rlmm_support import poll_until
 from tests.support.cluster import Cluster
+from tests.support.polling import poll_until
 from tiered.cluster.model import TieredState
 
 DEFAULT_OUT = RESULTS_DIR / "security_cost.json"

@@ -30,9 +30,9 @@ from pathlib import Path
 
 import grpc
 
-from tests.rlmm_support import poll_until
 from tests.support.batches import decode, one_batch_each
 from tests.support.cluster import Cluster
+from tests.support.polling import poll_until
 from tests.support.zookeeper import ZooKeeperEnsemble, ZooKeeperServer
 from tests.support.zookeeper_txn_log import read_txn_log, writes_outside_leadership
 from tiered.admin import AdminClient, TopicDescription

@@ -37,9 +37,9 @@ from broker.assignment_journal import read_entries
 from controller.main import MAX_MESSAGE_BYTES as CONTROLLER_MAX_MESSAGE_BYTES
 from system_tests.conftest import MODES
 from system_tests.harness import TIERED, SystemCluster
-from tests.rlmm_support import poll_until
 from tests.support.batches import batch
 from tests.support.cluster import grpc_address
+from tests.support.polling import poll_until
 from tests.support.processes import DaemonProcess
 from tiered.admin import TopicDescription
 from tiered.cluster.model import TieredState

@@ -22,7 +22,7 @@ import pytest
 
 from system_tests.conftest import MODES, ClusterFactory
 from system_tests.harness import SystemCluster
-from tests.rlmm_support import poll_until
+from tests.support.polling import poll_until
 from tiered.admin import TopicDescription
 from tiered.errors import TieredError
 from tiered.zookeeper import ZooKeeperError

@@ -14,7 +14,7 @@ from kazoo.client import KazooClient
 
 from system_tests.conftest import ClusterFactory
 from system_tests.harness import RLMM_CHROOT, TIERED, SystemCluster
-from tests.rlmm_support import poll_until
+from tests.support.polling import poll_until
 from tests.support.zookeeper import start_kazoo_client
 from tiered.admin import TopicDescription
 from tiered.api import RemoteLogSegmentId, RemoteLogSegmentState

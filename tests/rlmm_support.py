@@ -105,16 +105,6 @@ def listing(
     return list(manager.list_remote_log_segments(tp, epoch))
 
 
-def poll_until(
-    predicate: Callable[[], bool], timeout: float = 10.0, what: str = "condition"
-) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.01)
-
-
 @dataclass
 class Store:
     """One backing store and a way to open managers on it, as separate processes would."""

@@ -10,8 +10,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from tests.rlmm_support import poll_until
 from tests.support.batches import one_batch_each
+from tests.support.polling import poll_until
 from tests.support.processes import DaemonProcess
 from tiered import rlmm
 from tiered.admin import AdminClient, TopicDescription

@@ -14,9 +14,9 @@ from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.schema.offset_fetch.v8.request import OffsetFetchRequest, OffsetFetchRequestGroup
 
-from tests.rlmm_support import poll_until
 from tests.support.cluster import Cluster
 from tests.support.kafka_cluster import connected
+from tests.support.polling import poll_until
 from tiered.kafka.connection import KafkaConnection
 from tiered.kafka.messages import build, nested
 

@@ -19,7 +19,6 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as PythonPartition
 from kio.schema.errors import ErrorCode
 
-from tests.rlmm_support import poll_until
 from tests.support.cluster import Cluster
 from tests.support.kafka_cluster import (
     QUIET,
@@ -29,6 +28,7 @@ from tests.support.kafka_cluster import (
     result_error,
 )
 from tests.support.kafka_requests import by_partition, list_offsets
+from tests.support.polling import poll_until
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 # An hour ago, fixed for the run: recent enough that retention.ms (7 days) keeps every record.

@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from tests.rlmm_support import poll_until
+from tests.support.polling import poll_until
 from tiered import failpoints
 
 REPO = Path(__file__).resolve().parents[2]
