@@ -45,10 +45,11 @@ partition at epoch 1 and not copying.
 ratio = secure / plaintext: seconds for the disables (goal <= 1.3), MB/s for the produce (goal
 >= 0.7).
 
-Usage: ``python bench/security_cost.py [--quick] [--topics 1000] [--partitions 10]
-[--brokers 3] [--repeat 20] [--size-mb 256] [--rounds 3] [--workdir DIR] [--out PATH]``
-(results default to ``bench/results/security_cost.json``; ``--quick`` is 50 topics, 10 repeats,
-32 MiB and one round).
+Usage: ``python bench/security_cost.py [--quick] [--phases produce,single,batched]
+[--topics 1000] [--partitions 10] [--brokers 3] [--repeat 20] [--size-mb 256] [--rounds 3]
+[--workdir DIR] [--out PATH]`` (results default to ``bench/results/security_cost.json``;
+``--quick`` is 50 topics, 10 repeats, 32 MiB and one round; ``--phases`` runs only those phases,
+e.g. the produce alone, several times over, on a busy machine).
 """
 
 from __future__ import annotations
@@ -110,6 +111,7 @@ DEFAULT_OUT = RESULTS_DIR / "security_cost.json"
 VARIANTS = ("plaintext", "secure")
 RETAIN_DISABLE = {"remote.storage.enable": "false", "remote.log.disable.policy": "retain"}
 QUICK = {"topics": 50, "repeat": 10, "size_mb": 32, "rounds": 1}
+PHASES = ("produce", "single", "batched")
 GOALS = {"disable": 1.3, "produce": 0.7}  # secure / plaintext: at most, at least
 MIB = 1024 * 1024
 PROBE_TIMEOUT_S = 60.0
@@ -337,29 +339,43 @@ def run(args: argparse.Namespace, workdir: Path, log: Log) -> tuple[dict[str, An
             waited = wait_producer_accepted(variant, partition.name)
             log(f"  {variant.name}: the producer was accepted after {waited:.1f} s")
 
-        workload = build_workload(int(args.size_mb * MIB))
-        results["workload"] = {"records": workload.records, "value_bytes": workload.value_bytes}
-        results["produce"] = produce_phase(variants, workload, args.rounds, log)
-        failures += [p for v in VARIANTS for p in results["produce"][v]["problems"]]
+        if "produce" in args.phases:
+            workload = build_workload(int(args.size_mb * MIB))
+            results["workload"] = {
+                "records": workload.records,
+                "value_bytes": workload.value_bytes,
+            }
+            results["produce"] = produce_phase(variants, workload, args.rounds, log)
+            failures += [p for v in VARIANTS for p in results["produce"][v]["problems"]]
 
         single = [f"{TOPIC_PREFIX}single-{i:03d}" for i in range(args.repeat)]
-        for variant in variants.values():
-            assert variant.processes is not None
-            make_topics(variant.cluster, single, args.latency_partitions, variant.processes, log)
-        results["single"] = single_phase(variants, single, args.latency_poll_ms / 1000)
-        log(
-            "  one disable (median): "
-            + ", ".join(f"{v} {format_seconds(results['single'][v]['median_s'])}" for v in VARIANTS)
-        )
+        if "single" not in args.phases:
+            single = []
+        else:
+            for variant in variants.values():
+                assert variant.processes is not None
+                make_topics(
+                    variant.cluster, single, args.latency_partitions, variant.processes, log
+                )
+            results["single"] = single_phase(variants, single, args.latency_poll_ms / 1000)
+            log(
+                "  one disable (median): "
+                + ", ".join(
+                    f"{v} {format_seconds(results['single'][v]['median_s'])}" for v in VARIANTS
+                )
+            )
 
         names = [f"{TOPIC_PREFIX}topic-{i:05d}" for i in range(args.topics)]
-        results["setup"] = {}
-        for variant in variants.values():
-            assert variant.processes is not None
-            results["setup"][variant.name] = make_topics(
-                variant.cluster, names, args.partitions, variant.processes, log
-            )
-        results["batched"] = batched_phase(variants, names, args, log)
+        if "batched" not in args.phases:
+            names = []
+        else:
+            results["setup"] = {}
+            for variant in variants.values():
+                assert variant.processes is not None
+                results["setup"][variant.name] = make_topics(
+                    variant.cluster, names, args.partitions, variant.processes, log
+                )
+            results["batched"] = batched_phase(variants, names, args, log)
 
         for variant in variants.values():
             hosted = log_dirs(variant.cluster)
@@ -445,7 +461,38 @@ def summary_rows(results: dict[str, Any], args: argparse.Namespace) -> list[Any]
                 results["produce"]["plaintext"]["mb_per_s"],
             )
         )
+        rows += cpu_rows(results["produce"], cluster, args.size_mb)
     return rows
+
+
+def brokers_cpu_s(figures: dict[str, Any]) -> float:
+    return float(sum(v for k, v in figures["cpu_s"].items() if k.startswith("broker-")))
+
+
+def cpu_rows(produce: dict[str, Any], cluster: str, size_mb: float) -> list[Any]:
+    """Where the produce's CPU goes, client and brokers apart: the two share the machine's CPUs,
+    so when those are the bottleneck the MB/s ratio follows the CPU seconds' inverse."""
+    scenario = f"{cluster}: Kafka produce, {size_mb:g} MiB of 1 KiB records (confluent-kafka)"
+    baseline = "plaintext: PLAINTEXT listener, no authorizer"
+    secure, plaintext = produce["secure"], produce["plaintext"]
+    return [
+        summary_row(
+            scenario,
+            "secure: the brokers' CPU seconds (the median round)",
+            brokers_cpu_s(secure),
+            "s",
+            baseline,
+            brokers_cpu_s(plaintext),
+        ),
+        summary_row(
+            scenario,
+            "secure: the producer's CPU seconds, librdkafka's threads included (the median round)",
+            secure["producer_cpu_s"],
+            "s",
+            baseline,
+            plaintext["producer_cpu_s"],
+        ),
+    ]
 
 
 def print_table(results: dict[str, Any], log: Log) -> None:
@@ -483,6 +530,16 @@ def print_table(results: dict[str, Any], log: Log) -> None:
 # ----------------------------------------------------------------------------- main
 
 
+def phase_list(text: str) -> tuple[str, ...]:
+    phases = tuple(p.strip() for p in text.split(",") if p.strip())
+    unknown = [p for p in phases if p not in PHASES]
+    if unknown or not phases:
+        raise argparse.ArgumentTypeError(
+            f"--phases {text!r}: valid values are a comma list of {', '.join(PHASES)}"
+        )
+    return phases
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--topics", type=int, help="topics disabled at once (default 1000)")
@@ -496,6 +553,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size-mb", type=float, help="MiB produced per round (256)")
     parser.add_argument("--rounds", type=int, help="produce rounds per cluster (3)")
     parser.add_argument("--quick", action="store_true", help=f"small sizes: {QUICK}")
+    parser.add_argument(
+        "--phases",
+        type=phase_list,
+        default=PHASES,
+        help=f"a comma list of the phases to run, of {', '.join(PHASES)} (default: all)",
+    )
     parser.add_argument("--workdir", type=Path, help="where the clusters' directories go")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the JSON results file")
     args = parser.parse_args(argv)
@@ -557,6 +620,7 @@ def main(argv: list[str] | None = None) -> int:
             "size_mb": args.size_mb,
             "rounds": args.rounds,
             "quick": args.quick,
+            "phases": list(args.phases),
             "disable": RETAIN_DISABLE,
             "controller": CONTROLLER_DEFAULTS,
             "broker": BROKER_EXTRA,

@@ -13,7 +13,7 @@ from broker.log import LogConfig
 from broker.rlm.manager import RemoteLogManagerConfig, RetentionConfig
 from tiered import config as keys
 from tiered.kafka.protocol import DEFAULT_MAX_REQUEST_BYTES
-from tiered.kafka.server import ListenerSettings
+from tiered.kafka.server import DEFAULT_RECEIVE_BUFFER_BYTES, ListenerSettings
 from tiered.metrics_endpoint import DEFAULT_HOST as DEFAULT_METRICS_HOST
 from tiered.metrics_endpoint import metrics_host
 from tiered.net import (
@@ -96,6 +96,15 @@ def _kafka_listeners(
     )
 
 
+def _receive_buffer_bytes(values: Mapping[str, str]) -> int | None:
+    """``socket.receive.buffer.bytes``: Kafka's default, -1 for the OS's."""
+    key = "socket.receive.buffer.bytes"
+    size = int_property(values, key, DEFAULT_RECEIVE_BUFFER_BYTES, minimum=-1)
+    if size == 0:
+        raise ValueError(f"{key}=0 is not valid; expected -1 (the OS default) or a size > 0")
+    return None if size == -1 else size
+
+
 def _kafka_settings(values: Mapping[str, str], listener: Listener) -> ListenerSettings:
     tls = None
     if listener.name in TLS_LISTENER_NAMES:
@@ -112,6 +121,7 @@ def _kafka_settings(values: Mapping[str, str], listener: Listener) -> ListenerSe
             values, "socket.request.max.bytes", DEFAULT_MAX_REQUEST_BYTES, minimum=1024
         ),
         handler_threads=int_property(values, "num.io.threads", 8, minimum=1),
+        receive_buffer_bytes=_receive_buffer_bytes(values),
         connections_max_idle_s=int_property(
             values, "connections.max.idle.ms", 600_000, minimum=1000
         )

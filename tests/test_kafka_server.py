@@ -176,7 +176,10 @@ def test_acks_zero_produce_gets_no_response_and_the_connection_keeps_serving() -
         assert handler.produced[0][1][0].record == Record(b"k", b"v", (("h", None),), 1)
 
 
-def test_frames_larger_than_the_read_buffer_and_many_in_one_send_are_read_whole() -> None:
+@pytest.mark.parametrize("receive_buffer_bytes", [None, 4096])  # the OS's; a window of a few KiB
+def test_frames_larger_than_the_read_buffer_and_many_in_one_send_are_read_whole(
+    receive_buffer_bytes: int | None,
+) -> None:
     handler = OneTopicHandler()
     request = produce_request(acks=1)
     values = [bytes([i]) * size for i, size in enumerate([70_000, 1, 300_000, 65_536 - 200])]
@@ -194,7 +197,7 @@ def test_frames_larger_than_the_read_buffer_and_many_in_one_send_are_read_whole(
             10 + i,
         )
         frames += encode_request(API_VERSIONS, 100 + i)
-    with serving(handler) as server:
+    with serving(handler, receive_buffer_bytes=receive_buffer_bytes) as server:
         client = WireClient(server.address)
         client.send_raw(frames)  # arrives in whatever pieces TCP makes of 0.5 MB
         for i in range(len(values)):

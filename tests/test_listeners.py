@@ -99,6 +99,22 @@ def test_a_broker_has_a_grpc_and_a_kafka_listener(tmp_path: Path) -> None:
     assert (old.host, old.port, old.kafka_listeners) == ("127.0.0.1", 9091, ())
 
 
+def test_socket_receive_buffer_bytes_is_kafkas_by_default_and_minus_one_is_the_os_default(
+    tmp_path: Path,
+) -> None:
+    listeners = "GRPC://127.0.0.1:9091,PLAINTEXT://127.0.0.1:0"
+    [kafka] = broker_config(tmp_path, listeners=listeners).kafka_listeners
+    assert kafka.settings.receive_buffer_bytes == 102400
+    for value, expected in (("-1", None), ("65536", 65536)):
+        config = broker_config(
+            tmp_path, listeners=listeners, **{"socket.receive.buffer.bytes": value}
+        )
+        assert config.kafka_listeners[0].settings.receive_buffer_bytes == expected
+    for bad in ("0", "-2", "big"):
+        with pytest.raises(ValueError, match=r"socket\.receive\.buffer\.bytes=.*not valid"):
+            broker_config(tmp_path, listeners=listeners, **{"socket.receive.buffer.bytes": bad})
+
+
 def test_a_broker_serves_every_kafka_listener_in_order_each_with_its_own_settings(
     tmp_path: Path, certificates: ClusterCertificates
 ) -> None:

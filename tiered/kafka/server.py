@@ -54,12 +54,13 @@ from tiered.security.sasl import SASL_KEYS, Authentication, ConnectionAuthentica
 if TYPE_CHECKING:
     from tiered.security.tls_stream import TlsListener
 
-__all__ = ["KafkaServer", "ListenerSettings"]
+__all__ = ["DEFAULT_RECEIVE_BUFFER_BYTES", "KafkaServer", "ListenerSettings"]
 
 log = logging.getLogger(__name__)
 
 _END: Final = None  # queue marker: the connection's input ended (EOF or a bad frame)
 _LISTENER_APIS = frozenset({"api_versions", "sasl_handshake", "sasl_authenticate"})
+DEFAULT_RECEIVE_BUFFER_BYTES = 100 * 1024  # Kafka's socket.receive.buffer.bytes
 ACCEPT_BACKOFF = ExponentialBackoff(initial_s=0.01, max_s=1.0, jitter=0.2)
 """Between failed accepts (out of file descriptors and the like): the listener keeps trying, less
 often the longer it lasts, and at full speed again once one succeeds."""
@@ -94,6 +95,11 @@ class ListenerSettings:
     connections_max_idle_s: float = 600.0  # connections.max.idle.ms / 1000
     pipeline_depth: int = 1  # complete frames read ahead of the one being handled
     backlog: int = 1024
+    # socket.receive.buffer.bytes (None: the OS's autotuned default). Kafka's bounded default
+    # matters over TLS: a producer writes a record per write() call, many of them a few bytes,
+    # and a window that fills makes its kernel coalesce them into full segments instead of
+    # carrying each small one through TCP to this socket.
+    receive_buffer_bytes: int | None = DEFAULT_RECEIVE_BUFFER_BYTES
     name: str = "PLAINTEXT"  # the listener's name in ``listeners``
     tls: TlsListener | None = None  # SSL: the handshake and principal of every connection
 
@@ -169,11 +175,7 @@ class KafkaServer:
     def _run(self, bound: Future[tuple[str, int]]) -> None:
         asyncio.set_event_loop(self._loop)
         try:
-            listener = socket.create_server(
-                (self._settings.host, self._settings.port),
-                family=socket.AF_INET6 if ":" in self._settings.host else socket.AF_INET,
-                backlog=self._settings.backlog,
-            )
+            listener = self._bind()
         except OSError as e:
             bound.set_exception(e)
             self._loop.close()
@@ -188,6 +190,24 @@ class KafkaServer:
         finally:
             listener.close()
             self._loop.close()
+
+    def _bind(self) -> socket.socket:
+        settings = self._settings
+        listener = socket.socket(socket.AF_INET6 if ":" in settings.host else socket.AF_INET)
+        try:
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if settings.receive_buffer_bytes is not None:
+                # before listen(): accepted sockets inherit it, and the window scale offered in
+                # the handshake is chosen from it
+                listener.setsockopt(
+                    socket.SOL_SOCKET, socket.SO_RCVBUF, settings.receive_buffer_bytes
+                )
+            listener.bind((settings.host, settings.port))
+            listener.listen(settings.backlog)
+        except OSError:
+            listener.close()
+            raise
+        return listener
 
     async def _shutdown(self) -> None:
         if self._accepting is not None:  # before the close: no accept waits on a closed socket
