@@ -85,7 +85,7 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
-from bench import kafka_floor, offset_commit
+from bench import consumer_group, kafka_floor, offset_commit
 from bench.common import (
     RESULTS_DIR,
     code_fingerprint,
@@ -346,6 +346,13 @@ def run(args: argparse.Namespace, workdir: Path, log: Log) -> dict[str, Any]:
             if "fetch" not in missing:
                 measure("kafka_fetch_stub", lambda: stub_consume(floor_file, workload))
             fetch("local", "local")
+        results["consumer_group"] = consumer_group.measure(
+            bootstrap,
+            consumer_group.make_topics(cluster, stub, workload),
+            args.rounds,
+            args.handovers,
+            log,
+        )
         results["offset_commit"] = offset_commit.measure(
             bootstrap, topics["probe"].name, workdir, args.commits
         )
@@ -451,6 +458,9 @@ def main(argv: list[str] | None = None) -> int:
         "--rounds", type=int, help=f"runs of each local phase (default {ROUNDS}; --quick 1)"
     )
     parser.add_argument("--commits", type=int, help="OffsetCommits timed (2000; --quick 200)")
+    parser.add_argument(
+        "--handovers", type=int, help="a member's leave, timed (default 5; --quick 2)"
+    )
     parser.add_argument("--profile", action="store_true", help="py-spy the broker per phase")
     parser.add_argument("--workdir", type=Path, help="where the cluster and floor files go")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the JSON results file")
@@ -458,6 +468,7 @@ def main(argv: list[str] | None = None) -> int:
     args.size_mb = args.size_mb or (QUICK_MB if args.quick else 1024)
     args.rounds = args.rounds or (1 if args.quick else ROUNDS)
     args.commits = args.commits or (200 if args.quick else 2000)
+    args.handovers = args.handovers or (2 if args.quick else 5)
     if args.rounds < 1:
         parser.error(f"--rounds wants at least 1, got {args.rounds}")
     if args.size_mb * MIB < 4 * BATCH_BYTES:
@@ -518,10 +529,17 @@ def main(argv: list[str] | None = None) -> int:
             "(2-64 MiB), local.retention.bytes=1",
             "page_cache": "each phase reads what was written moments before (page cache)",
             "offset_commits": args.commits,
+            "consumer_group": {
+                "members": consumer_group.MEMBERS,
+                "consumer": consumer_group.SETTINGS,
+                "handovers": args.handovers,
+                "handover_records_per_partition": consumer_group.HANDOVER_RECORDS,
+            },
         },
         "results": results,
         "kafka_missing": results.get("kafka_missing", {}),
         "summary": summary_rows(results, scenario)
+        + consumer_group.summary_rows(results.get("consumer_group"), scenario)
         + offset_commit.summary_rows(results.get("offset_commit"), scenario),
         "failures": failures,
         "ok": not failures,
