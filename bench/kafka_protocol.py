@@ -28,10 +28,16 @@ Measured, in this order, with ``os.sync()`` (untimed) before each phase (the bas
    auto-commit off) ``assign()``ed at offset 0, ``consume()`` until every record is seen, a
    checksum of each value; then *bare client*: FetchRequests encoded and answers decoded with
    kio, one at a time;
-7. *OffsetCommit* (``bench/offset_commit.py``): one standalone commit at a time to the broker
+7. *consumer groups* (``bench/consumer_group.py``): the workload again, in four partitions of one
+   topic, read by 4 consumers (each a process) with assigned partitions and as a group, the two
+   alternating ``--rounds`` times (goal: the group >= 0.9x the assigned consumers' MB/s); then
+   ``--handovers`` times (5; ``--quick`` 2) a member of a two-member group leaves, timed to the
+   survivor's first record of the moved partitions (goal <= 1 s), with the bench's client
+   settings and again with librdkafka's default heartbeat and fetch wait;
+8. *OffsetCommit* (``bench/offset_commit.py``): one standalone commit at a time to the broker
    (the coordinator), each answered once fsynced, against one write + ``fdatasync`` of the
    same record batch (``--commits``, 2000; ``--quick`` 200);
-8. remote reads: two tiered topics (segments of 1/16 of the data, ``local.retention.bytes`` 1)
+9. remote reads: two tiered topics (segments of 1/16 of the data, ``local.retention.bytes`` 1)
    get the same records through gRPC and Kafka (timed too, with the copier running: *produce to
    a tiered topic*), then a segment of padding records each (gRPC) so that the last data
    segment rolls; the bench polls ListOffsets until the local log start offset is past the data
@@ -62,10 +68,12 @@ fetched from it are the batches.
 MB/s = 10^6 bytes of record values per second (the same bytes for every path). ratio = MB/s /
 the floor's MB/s: the share of the floor's throughput (higher is better). Goals, reported and not
 asserted: Kafka produce >= 0.5, local fetch >= 0.5, remote fetch >= 0.4; OffsetCommit latency at
-most 2x one fdatasync of its bytes (ratio = commit / fdatasync, lower is better).
+most 2x one fdatasync of its bytes (ratio = commit / fdatasync, lower is better); a group at least
+0.9x the assigned consumers' MB/s; a leaver's partitions fetched by the survivor within 1 s.
 
 Usage: ``python bench/kafka_protocol.py [--quick] [--size-mb 1024] [--rounds 3] [--commits 2000]
-[--profile] [--workdir DIR] [--out PATH]`` (results default to ``bench/results/kafka_protocol.json``).
+[--handovers 5] [--profile] [--workdir DIR] [--out PATH]`` (results default to
+``bench/results/kafka_protocol.json``).
 """
 
 from __future__ import annotations
