@@ -19,19 +19,25 @@ member sees; members stop once the four together have seen every record. MB/s = 
 record values per second; ratio = group / assigned (higher is better). Each mode's figure is its
 median round.
 
-*Handover*: two members of a new group on a small 4-partition topic; once both hold two
-partitions and the leaver has read a few records of each of its own, the leaver ``close()``s (a
-LeaveGroup; its position is committed first). Timed from just before that close to the survivor's
-first record of each moved partition (``first_record_s``: the first of them; ``all_moved_s``:
-the last), and to its ``on_assign`` with them (``assigned_s``: the rebalance alone). A record is
-only seen once a fetch of the partition is answered, so this bounds the first fetch from above.
-The baseline: the same handover with librdkafka's default heartbeat and fetch wait
-(``DEFAULT_TIMING``). Settings that matter: the survivor learns of the
-rebalance at its next heartbeat (``heartbeat.interval.ms``: librdkafka's default is 3 s, so the
-wait alone would average 1.5 s; the bench sets ``HEARTBEAT_MS``); ``session.timeout.ms`` does not
-(a LeaveGroup ends the session at once; it only bounds how long a crashed member holds its
-partitions); the eager ``range`` assignor revokes the survivor's own partitions too and gives
-them back in the same rebalance.
+*Handover*: two members of a new group on a small 4-partition topic, with nothing to read on the
+survivor's two partitions but the moved ones whole; the leaver holds its two paused, committed at
+0 (as a member that has committed), and ``close()``s (a LeaveGroup). Timed from just before that
+close to the survivor's first record of each moved partition (``first_record_s``: the first of
+them; ``all_moved_s``: the last), and to its ``on_assign`` with them (``assigned_s``: the
+rebalance alone). A record is only seen once a fetch of the partition is answered, so this bounds
+the first fetch from above. The baseline: the same handover with librdkafka's default heartbeat
+and fetch wait (``DEFAULT_TIMING``). Client settings that matter (the broker has no say):
+
+- the survivor learns of the rebalance at its next heartbeat (``heartbeat.interval.ms``, 3 s by
+  default; the bench sets ``HEARTBEAT_MS``);
+- a consumer has one fetch in flight per broker: on idle partitions the broker holds it up to
+  ``fetch.wait.max.ms`` (500 ms by default; the bench sets ``FETCH_WAIT_MS``), and the moved
+  partitions join only the next one. A moved partition without a committed offset needs a
+  ListOffsets first, sent on the same connection and so answered after that fetch (a Kafka
+  broker, as this one, answers a connection's requests in order);
+- ``session.timeout.ms`` does not matter (a LeaveGroup ends the session at once; it only bounds
+  how long a crashed member holds its partitions); the eager ``range`` assignor revokes the
+  survivor's own partitions too and gives them back in the same rebalance.
 
 Verified: every record seen exactly once in each round (per partition, the offsets seen tile the
 partition with no gap or overlap, and the CRC32C of the values of each run of offsets equals the
