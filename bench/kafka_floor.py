@@ -365,11 +365,12 @@ def floor_fetch(path: Path, workload: Workload) -> Checked:
 class Partition:
     name: str
     topic_id: uuid.UUID
+    index: int = 0
 
     @property
     def proto(self) -> records_pb2.TopicIdPartition:
         return records_pb2.TopicIdPartition(
-            topic_id=self.topic_id.bytes, topic=self.name, partition=0
+            topic_id=self.topic_id.bytes, topic=self.name, partition=self.index
         )
 
 

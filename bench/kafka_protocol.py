@@ -28,10 +28,16 @@ Measured, in this order, with ``os.sync()`` (untimed) before each phase (the bas
    auto-commit off) ``assign()``ed at offset 0, ``consume()`` until every record is seen, a
    checksum of each value; then *bare client*: FetchRequests encoded and answers decoded with
    kio, one at a time;
-7. *OffsetCommit* (``bench/offset_commit.py``): one standalone commit at a time to the broker
+7. *consumer groups* (``bench/consumer_group.py``): the workload again, in four partitions of one
+   topic, read by 4 consumers (each a process) with assigned partitions and as a group, the two
+   alternating ``--rounds`` times (goal: the group >= 0.9x the assigned consumers' MB/s); then
+   ``--handovers`` times (5; ``--quick`` 2) a member of a two-member group leaves, timed to the
+   survivor's first record of the moved partitions (goal <= 1 s), with the bench's client
+   settings and again with librdkafka's default heartbeat and fetch wait;
+8. *OffsetCommit* (``bench/offset_commit.py``): one standalone commit at a time to the broker
    (the coordinator), each answered once fsynced, against one write + ``fdatasync`` of the
    same record batch (``--commits``, 2000; ``--quick`` 200);
-8. remote reads: two tiered topics (segments of 1/16 of the data, ``local.retention.bytes`` 1)
+9. remote reads: two tiered topics (segments of 1/16 of the data, ``local.retention.bytes`` 1)
    get the same records through gRPC and Kafka (timed too, with the copier running: *produce to
    a tiered topic*), then a segment of padding records each (gRPC) so that the last data
    segment rolls; the bench polls ListOffsets until the local log start offset is past the data
@@ -62,10 +68,12 @@ fetched from it are the batches.
 MB/s = 10^6 bytes of record values per second (the same bytes for every path). ratio = MB/s /
 the floor's MB/s: the share of the floor's throughput (higher is better). Goals, reported and not
 asserted: Kafka produce >= 0.5, local fetch >= 0.5, remote fetch >= 0.4; OffsetCommit latency at
-most 2x one fdatasync of its bytes (ratio = commit / fdatasync, lower is better).
+most 2x one fdatasync of its bytes (ratio = commit / fdatasync, lower is better); a group at least
+0.9x the assigned consumers' MB/s; a leaver's partitions fetched by the survivor within 1 s.
 
 Usage: ``python bench/kafka_protocol.py [--quick] [--size-mb 1024] [--rounds 3] [--commits 2000]
-[--profile] [--workdir DIR] [--out PATH]`` (results default to ``bench/results/kafka_protocol.json``).
+[--handovers 5] [--profile] [--workdir DIR] [--out PATH]`` (results default to
+``bench/results/kafka_protocol.json``).
 """
 
 from __future__ import annotations
@@ -85,7 +93,7 @@ if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
-from bench import kafka_floor, offset_commit
+from bench import consumer_group, kafka_floor, offset_commit
 from bench.common import (
     RESULTS_DIR,
     code_fingerprint,
@@ -346,6 +354,13 @@ def run(args: argparse.Namespace, workdir: Path, log: Log) -> dict[str, Any]:
             if "fetch" not in missing:
                 measure("kafka_fetch_stub", lambda: stub_consume(floor_file, workload))
             fetch("local", "local")
+        results["consumer_group"] = consumer_group.measure(
+            bootstrap,
+            consumer_group.make_topics(cluster, stub, workload),
+            args.rounds,
+            args.handovers,
+            log,
+        )
         results["offset_commit"] = offset_commit.measure(
             bootstrap, topics["probe"].name, workdir, args.commits
         )
@@ -451,6 +466,9 @@ def main(argv: list[str] | None = None) -> int:
         "--rounds", type=int, help=f"runs of each local phase (default {ROUNDS}; --quick 1)"
     )
     parser.add_argument("--commits", type=int, help="OffsetCommits timed (2000; --quick 200)")
+    parser.add_argument(
+        "--handovers", type=int, help="a member's leave, timed (default 5; --quick 2)"
+    )
     parser.add_argument("--profile", action="store_true", help="py-spy the broker per phase")
     parser.add_argument("--workdir", type=Path, help="where the cluster and floor files go")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the JSON results file")
@@ -458,6 +476,7 @@ def main(argv: list[str] | None = None) -> int:
     args.size_mb = args.size_mb or (QUICK_MB if args.quick else 1024)
     args.rounds = args.rounds or (1 if args.quick else ROUNDS)
     args.commits = args.commits or (200 if args.quick else 2000)
+    args.handovers = args.handovers or (2 if args.quick else 5)
     if args.rounds < 1:
         parser.error(f"--rounds wants at least 1, got {args.rounds}")
     if args.size_mb * MIB < 4 * BATCH_BYTES:
@@ -518,10 +537,17 @@ def main(argv: list[str] | None = None) -> int:
             "(2-64 MiB), local.retention.bytes=1",
             "page_cache": "each phase reads what was written moments before (page cache)",
             "offset_commits": args.commits,
+            "consumer_group": {
+                "members": consumer_group.MEMBERS,
+                "consumer": consumer_group.SETTINGS,
+                "handovers": args.handovers,
+                "handover_records_per_partition": consumer_group.HANDOVER_RECORDS,
+            },
         },
         "results": results,
         "kafka_missing": results.get("kafka_missing", {}),
         "summary": summary_rows(results, scenario)
+        + consumer_group.summary_rows(results.get("consumer_group"), scenario)
         + offset_commit.summary_rows(results.get("offset_commit"), scenario),
         "failures": failures,
         "ok": not failures,

@@ -198,6 +198,8 @@ def test_kafka_protocol_bench_small(tmp_path: Path) -> None:
         "2",
         "--commits",
         "50",
+        "--handovers",
+        "1",
         "--workdir",
         str(tmp_path / "work"),
         timeout_s=300,
@@ -221,10 +223,21 @@ def test_kafka_protocol_bench_small(tmp_path: Path) -> None:
     committed = results["offset_commit"]
     assert committed["problems"] == [] and committed["offset_commit"]["n"] == 50
     assert committed["ratio"] > 0
+    grouped = results["consumer_group"]
+    assert grouped["problems"] == []  # every record seen once in each mode and round
+    for mode in ("assigned", "group"):
+        assert len(grouped[mode]["rounds_mb_per_s"]) == 2, mode
+    assert grouped["group"]["join_s"] > 0
+    for handovers in (grouped["handovers"], grouped["handovers_librdkafka_defaults"]):
+        assert len(handovers) == 1
+        for handover in handovers:
+            assert len(handover["moved_partitions"]) == 2
+            assert handover["all_moved_s"] >= handover["first_record_s"] > 0
     # Kafka, its bare client and gRPC against the floor, and Kafka against gRPC: produce, local
     # and remote fetch each; Kafka fetches against the stub broker, the stub against the floor;
-    # OffsetCommit against an fdatasync
-    check_summary(document, rows=16)
+    # the group against assigned consumers, a leaver's handover; OffsetCommit against an
+    # fdatasync
+    check_summary(document, rows=18)
 
 
 def test_authorizer_bench_quick(tmp_path: Path) -> None:
