@@ -74,7 +74,7 @@ from bench.kafka_floor import (
     grpc_append,
     value,
 )
-from tests.rlmm_support import poll_until
+from tests.support.polling import poll_until
 from tiered.kafka.record_batch import iter_batches
 from tiered.rpc.v1 import broker_pb2 as pb
 
