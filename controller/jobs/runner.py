@@ -8,8 +8,9 @@ controller simply runs again from its last persisted progress:
    DELETE_SEGMENT_STARTED, and the storage plugin names the objects of those segments from their
    metadata (``object_handles_of``: no listing);
 2. meanwhile, the partitions marked so far have their objects deleted by the plugin's deleter
-   (on Spark, or in process for a small batch; a missing object counts as deleted) and their
-   segments moved to DELETE_SEGMENT_FINISHED (:mod:`controller.jobs.delete_pipeline`);
+   (on Spark, or in process for a small batch; a missing object counts as deleted) and the
+   metadata of their DELETE_SEGMENT_STARTED segments below E removed in bulk
+   (``handle_partition_segments_deleted_below_epoch``; :mod:`controller.jobs.delete_pipeline`);
 3. the sweep: the plugin lists each partition's objects of epochs < E, which now holds only what
    the metadata did not know (a copy that died before its metadata, temporary files), and those
    are deleted; again until a listing comes back empty;
@@ -343,7 +344,10 @@ class DeleteJobRunner:
             handles = {item.tp.partition: item.handles for item in items}
             self._delete_objects(deleter, tracker, handles, max)
             for item in items:
-                self._update_segments(item.segments, RemoteLogSegmentState.DELETE_SEGMENT_FINISHED)
+                if item.segments:
+                    self._rlmm.handle_partition_segments_deleted_below_epoch(
+                        item.tp, job.tiered_epoch
+                    )
 
         with DeletePipeline(delete_batch, f"delete-{job.topic}") as pipeline:
             for p in range(job.partition_count):

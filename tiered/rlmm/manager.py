@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
-from collections.abc import Callable, Iterator, Sequence, Set
+from collections.abc import Callable, Iterable, Iterator, Sequence, Set
 from typing import TypeVar
 
 from tiered import api
@@ -176,6 +176,36 @@ class StoreRemoteLogMetadataManager(api.BulkDeleteRemoteLogMetadataManager):
             else:
                 self._write_many_from_store(tp, applies)
 
+    def handle_partition_segments_deleted_below_epoch(
+        self, topic_id_partition: TopicIdPartition, tiered_epoch: int, batch_size: int = 1024
+    ) -> None:
+        """The contract is :class:`~tiered.api.BulkDeleteRemoteLogMetadataManager`'s. Each batch
+        of ``batch_size`` segments is one atomic write; the partition stays open between them,
+        as in :meth:`update_remote_log_segment_metadata_batch`."""
+        if not isinstance(topic_id_partition, TopicIdPartition):
+            raise TypeError(f"expected TopicIdPartition, got {topic_id_partition!r}")
+        if isinstance(tiered_epoch, bool) or not isinstance(tiered_epoch, int):
+            raise TypeError(f"tiered_epoch must be an int, got {tiered_epoch!r}")
+        if tiered_epoch < 0:
+            raise ValueError(f"tiered_epoch must be >= 0, got {tiered_epoch}")
+        removed = batch_size
+
+        def remove_batch(state: PartitionMetadataState) -> bool:
+            nonlocal removed
+            removed = state.handle_partition_segments_deleted_below_epoch(tiered_epoch, batch_size)
+            return removed > 0
+
+        def batches() -> Iterator[Callable[[PartitionMetadataState], bool]]:
+            while removed == batch_size:
+                yield remove_batch
+
+        led = self._led.get(topic_id_partition)
+        if led is not None:
+            for apply in batches():
+                self._write_as_leader(topic_id_partition, led, apply)
+        else:
+            self._write_many_from_store(topic_id_partition, batches())
+
     def put_remote_partition_delete_metadata(self, metadata: RemotePartitionDeleteMetadata) -> None:
         if metadata is None:
             raise TypeError("remote partition delete metadata can not be None")
@@ -276,7 +306,7 @@ class StoreRemoteLogMetadataManager(api.BulkDeleteRemoteLogMetadataManager):
         )
 
     def _write_many_from_store(
-        self, tp: TopicIdPartition, applies: Sequence[Callable[[PartitionMetadataState], bool]]
+        self, tp: TopicIdPartition, applies: Iterable[Callable[[PartitionMetadataState], bool]]
     ) -> None:
         """Like :meth:`_write_from_store` for each of ``applies`` in turn, keeping the partition
         open between them: a committed state is the stored one, so only a lost race reloads it
