@@ -452,6 +452,17 @@ class BulkDeleteRemoteLogMetadataManager(RemoteLogMetadataManager):
         raises as a single write does, after the batches before it were applied."""
 
     @abc.abstractmethod
+    def handle_partition_segments_delete_started_below_epoch(
+        self, topic_id_partition: TopicIdPartition, tiered_epoch: int
+    ) -> list[RemoteLogSegmentMetadata]:
+        """Every segment of the partition stamped below ``tiered_epoch`` is going: each moves to
+        DELETE_SEGMENT_STARTED (as ``update_remote_log_segment_metadata`` would, in batches each
+        durable at once; invalid transitions are dropped and logged). Returns those segments as
+        read before the move. Only a partition in DELETE_PARTITION_STARTED takes the event;
+        otherwise it is dropped and logged, and none is returned. Errors as
+        :meth:`handle_partition_segments_deleted_below_epoch`."""
+
+    @abc.abstractmethod
     def handle_partition_segments_deleted_below_epoch(
         self, topic_id_partition: TopicIdPartition, tiered_epoch: int
     ) -> None:

@@ -5,8 +5,9 @@ whose steps are each safe to repeat, so a controller that dies anywhere leaves a
 controller simply runs again from its last persisted progress:
 
 1. per partition: the partition moves to DELETE_PARTITION_STARTED, every segment stamped < E to
-   DELETE_SEGMENT_STARTED, and the storage plugin names the objects of those segments from their
-   metadata (``object_handles_of``: no listing);
+   DELETE_SEGMENT_STARTED (``handle_partition_segments_delete_started_below_epoch``: one read of
+   the partition, batched writes), and the storage plugin names the objects of those segments
+   from their metadata (``object_handles_of``: no listing);
 2. meanwhile, the partitions marked so far have their objects deleted by the plugin's deleter
    (on Spark, or in process for a small batch; a missing object counts as deleted) and the
    metadata of their DELETE_SEGMENT_STARTED segments below E removed in bulk
@@ -54,8 +55,6 @@ from tiered.api import (
     BulkDeleteRemoteLogMetadataManager,
     DeleteOutcome,
     RemoteLogSegmentMetadata,
-    RemoteLogSegmentMetadataUpdate,
-    RemoteLogSegmentState,
     RemoteObjectDeleter,
     RemotePartitionDeleteMetadata,
     RemotePartitionDeleteState,
@@ -469,17 +468,11 @@ class DeleteJobRunner:
                 state = RemotePartitionDeleteState.DELETE_PARTITION_MARKED
             if state is RemotePartitionDeleteState.DELETE_PARTITION_MARKED:
                 self._put_partition_state(tp, RemotePartitionDeleteState.DELETE_PARTITION_STARTED)
-            segments = [
-                m
-                for m in self._rlmm.list_remote_log_segments(tp)
-                if m.tiered_epoch < job.tiered_epoch
-            ]
+            segments = self._rlmm.handle_partition_segments_delete_started_below_epoch(
+                tp, job.tiered_epoch
+            )
         except RemoteResourceNotFoundException:
             pass  # no remote metadata: only orphan objects, if any, are left to delete
-        self._update_segments(
-            [m for m in segments if m.state is not RemoteLogSegmentState.DELETE_SEGMENT_STARTED],
-            RemoteLogSegmentState.DELETE_SEGMENT_STARTED,
-        )
         return _PartitionWork(tp, segments, storage.object_handles_of(segments))
 
     def _finish_partition(self, item: _PartitionWork) -> None:
@@ -490,23 +483,6 @@ class DeleteJobRunner:
                 )
         except RemoteResourceNotFoundException:
             pass  # already finished and removed
-
-    def _update_segments(
-        self, segments: Sequence[RemoteLogSegmentMetadata], state: RemoteLogSegmentState
-    ) -> None:
-        now = self._now_ms()
-        self._rlmm.update_remote_log_segment_metadata_batch(
-            [
-                RemoteLogSegmentMetadataUpdate(
-                    remote_log_segment_id=m.remote_log_segment_id,
-                    event_timestamp_ms=now,
-                    custom_metadata=None,
-                    state=state,
-                    broker_id=CONTROLLER_BROKER_ID,
-                )
-                for m in segments
-            ]
-        )
 
     def _put_partition_state(self, tp: TopicIdPartition, state: RemotePartitionDeleteState) -> None:
         self._rlmm.put_remote_partition_delete_metadata(

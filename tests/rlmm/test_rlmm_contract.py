@@ -611,5 +611,54 @@ def test_segments_deleted_below_epoch_rejects_a_bad_epoch(
     paths: tuple[Paths, TopicIdPartition], tiered_epoch: object
 ) -> None:
     p, tp = paths
-    with pytest.raises((TypeError, ValueError), match="tiered_epoch"):
-        p.writer.handle_partition_segments_deleted_below_epoch(tp, tiered_epoch)  # type: ignore[arg-type]
+    for event in (
+        p.writer.handle_partition_segments_delete_started_below_epoch,
+        p.writer.handle_partition_segments_deleted_below_epoch,
+    ):
+        with pytest.raises((TypeError, ValueError), match="tiered_epoch"):
+            event(tp, tiered_epoch)  # type: ignore[arg-type]
+
+
+def test_segments_below_epoch_are_marked_deleting_in_bulk(
+    paths: tuple[Paths, TopicIdPartition], store: Store
+) -> None:
+    """The bulk delete's marking: every segment stamped below the epoch, whatever its state but
+    already deleting, moves to DELETE_SEGMENT_STARTED batch after batch, only in
+    DELETE_PARTITION_STARTED; the newer ones and another partition's are untouched."""
+    p, tp = paths
+    below = [
+        _stamped(p.writer, tp, {0: 100 * i}, 100 * i, 0, (COPY_SEGMENT_FINISHED,)) for i in range(5)
+    ]
+    below.append(_stamped(p.writer, tp, {0: 500, 1: 550}, 500, 0, ()))  # a copy that died
+    below.append(_stamped(p.writer, tp, {1: 600}, 600, 0, (DELETE_SEGMENT_STARTED,)))
+    newer = _stamped(p.writer, tp, {1: 2_000}, 2_000, 1, (COPY_SEGMENT_FINISHED,))
+    other_tp = new_tp()
+    other = _stamped(p.writer, other_tp, {0: 0}, 0, 0, (COPY_SEGMENT_FINISHED,))
+
+    assert p.writer.handle_partition_segments_delete_started_below_epoch(tp, 1) == []  # dropped
+    for state in (
+        RemotePartitionDeleteState.DELETE_PARTITION_MARKED,
+        RemotePartitionDeleteState.DELETE_PARTITION_STARTED,
+    ):
+        p.writer.put_remote_partition_delete_metadata(
+            RemotePartitionDeleteMetadata(tp, state, 1, BROKER_1)
+        )
+    marked = p.writer.handle_partition_segments_delete_started_below_epoch(tp, 1, batch_size=2)
+
+    assert {m.remote_log_segment_id for m in marked} == {m.remote_log_segment_id for m in below}
+    listed = {m.remote_log_segment_id: m for m in listing(p.reader, tp)}
+    assert {listed[m.remote_log_segment_id].state for m in below} == {DELETE_SEGMENT_STARTED}
+    assert listed[newer.remote_log_segment_id].state is COPY_SEGMENT_FINISHED
+    assert [m.state for m in listing(p.reader, other_tp)] == [other.state]
+    totals = p.reader.remote_log_totals(tp)
+    assert (totals.segment_count, totals.copy_finished_segment_count) == (len(below) + 1, 1)
+    assert p.reader.remote_log_segment_metadata(tp, 0, 150) is None  # no longer readable
+    assert p.reader.remote_log_segment_metadata(tp, 1, 2_050) == newer
+    # marking again changes nothing; the removal then leaves only the newer segment
+    again = p.writer.handle_partition_segments_delete_started_below_epoch(tp, 1)
+    assert {m.remote_log_segment_id for m in again} == set(listed) - {newer.remote_log_segment_id}
+    p.writer.handle_partition_segments_deleted_below_epoch(tp, 1)
+    for manager in (p.reader, store.manager(broker_id=BROKER_1)):
+        assert [m.remote_log_segment_id for m in listing(manager, tp)] == [
+            newer.remote_log_segment_id
+        ]

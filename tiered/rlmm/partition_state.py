@@ -233,19 +233,32 @@ class PartitionMetadataState:
         self._segments.write(updated)
         return True
 
+    def segments_below_epoch_to_delete(self, tiered_epoch: int) -> list[RemoteLogSegmentMetadata]:
+        """The segments stamped below ``tiered_epoch``, when the partition is in
+        DELETE_PARTITION_STARTED (they all go); none otherwise (logged: the event is dropped)."""
+        if not self._check_deleting(tiered_epoch, "marked"):
+            return []
+        return [m for m in self.list_remote_log_segments(None) if m.tiered_epoch < tiered_epoch]
+
+    def _check_deleting(self, tiered_epoch: int, what: str) -> bool:
+        if self.delete_state is RemotePartitionDeleteState.DELETE_PARTITION_STARTED:
+            return True
+        log.error(
+            "Partition %s: segments below tiered epoch %d can only be %s in bulk in "
+            "DELETE_PARTITION_STARTED, not %s; dropping the event",
+            self.topic_id_partition,
+            tiered_epoch,
+            what,
+            self.delete_state.name if self.delete_state else None,
+        )
+        return False
+
     def handle_partition_segments_deleted_below_epoch(self, tiered_epoch: int, limit: int) -> int:
         """The objects of the partition's DELETE_SEGMENT_STARTED segments stamped below
         ``tiered_epoch`` are gone: removes up to ``limit`` of them, as DELETE_SEGMENT_FINISHED
         would one by one. Returns how many were removed; 0 when none is left, and when the
         partition is not in DELETE_PARTITION_STARTED (logged: the event is dropped)."""
-        if self.delete_state is not RemotePartitionDeleteState.DELETE_PARTITION_STARTED:
-            log.error(
-                "Partition %s: segments below tiered epoch %d can only be removed in bulk in "
-                "DELETE_PARTITION_STARTED, not %s; dropping the event",
-                self.topic_id_partition,
-                tiered_epoch,
-                self.delete_state.name if self.delete_state else None,
-            )
+        if not self._check_deleting(tiered_epoch, "removed"):
             return 0
         removed = 0
         for metadata in self._deleting_below_epoch(tiered_epoch):
