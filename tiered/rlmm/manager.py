@@ -182,7 +182,7 @@ class StoreRemoteLogMetadataManager(api.BulkDeleteRemoteLogMetadataManager):
             self._write_many(tp, [functools.partial(_apply_updates, chunk) for chunk in chunks])
 
     def handle_partition_segments_delete_started_below_epoch(
-        self, topic_id_partition: TopicIdPartition, tiered_epoch: int, batch_size: int = 512
+        self, topic_id_partition: TopicIdPartition, tiered_epoch: int, batch_size: int = 256
     ) -> list[RemoteLogSegmentMetadata]:
         """The contract is :class:`~tiered.api.BulkDeleteRemoteLogMetadataManager`'s. The
         partition is read once and kept open: the batches move the segments that read found,
@@ -219,7 +219,9 @@ class StoreRemoteLogMetadataManager(api.BulkDeleteRemoteLogMetadataManager):
     ) -> None:
         """The contract is :class:`~tiered.api.BulkDeleteRemoteLogMetadataManager`'s. Each batch
         of ``batch_size`` segments is one atomic write; the partition stays open between them,
-        as in :meth:`update_remote_log_segment_metadata_batch`."""
+        as in :meth:`update_remote_log_segment_metadata_batch`. Removals write no segment record,
+        only delete keys, so a batch may be larger than one that rewrites records (whose custom
+        metadata has no upper bound) without nearing ZooKeeper's request size limit."""
         _check_partition_and_epoch(topic_id_partition, tiered_epoch)
         removed = batch_size
 
