@@ -451,6 +451,30 @@ class BulkDeleteRemoteLogMetadataManager(RemoteLogMetadataManager):
         are skipped, not raised. ``TypeError`` for anything that is not an update; a lost race
         raises as a single write does, after the batches before it were applied."""
 
+    @abc.abstractmethod
+    def handle_partition_segments_delete_started_below_epoch(
+        self, topic_id_partition: TopicIdPartition, tiered_epoch: int
+    ) -> list[RemoteLogSegmentMetadata]:
+        """Every segment of the partition stamped below ``tiered_epoch`` is going: each moves to
+        DELETE_SEGMENT_STARTED (as ``update_remote_log_segment_metadata`` would, in batches each
+        durable at once; invalid transitions are dropped and logged). Returns those segments as
+        read before the move. Only a partition in DELETE_PARTITION_STARTED takes the event;
+        otherwise it is dropped and logged, and none is returned. Errors as
+        :meth:`handle_partition_segments_deleted_below_epoch`."""
+
+    @abc.abstractmethod
+    def handle_partition_segments_deleted_below_epoch(
+        self, topic_id_partition: TopicIdPartition, tiered_epoch: int
+    ) -> None:
+        """The objects of the partition's DELETE_SEGMENT_STARTED segments stamped below
+        ``tiered_epoch`` are deleted: their metadata goes, as DELETE_SEGMENT_FINISHED of each
+        would remove it, in batches (each durable at once) and with the aggregates kept exact.
+        Segments in any other state, and those stamped ``tiered_epoch`` or later, are kept. Only
+        a partition in DELETE_PARTITION_STARTED takes the event; otherwise it is dropped and
+        logged, as an invalid transition is. ``TypeError`` for a partition that is not a
+        ``TopicIdPartition``, ``ValueError`` for a negative epoch; raises
+        ``RemoteResourceNotFoundException`` as every read does."""
+
 
 class RemoteStorageManager(abc.ABC):
     """Copies segments to remote storage and reads and deletes them there."""

@@ -5,11 +5,13 @@ whose steps are each safe to repeat, so a controller that dies anywhere leaves a
 controller simply runs again from its last persisted progress:
 
 1. per partition: the partition moves to DELETE_PARTITION_STARTED, every segment stamped < E to
-   DELETE_SEGMENT_STARTED, and the storage plugin names the objects of those segments from their
-   metadata (``object_handles_of``: no listing);
+   DELETE_SEGMENT_STARTED (``handle_partition_segments_delete_started_below_epoch``: one read of
+   the partition, batched writes), and the storage plugin names the objects of those segments
+   from their metadata (``object_handles_of``: no listing);
 2. meanwhile, the partitions marked so far have their objects deleted by the plugin's deleter
-   (on Spark, or in process for a small batch; a missing object counts as deleted) and their
-   segments moved to DELETE_SEGMENT_FINISHED (:mod:`controller.jobs.delete_pipeline`);
+   (on Spark, or in process for a small batch; a missing object counts as deleted) and the
+   metadata of their DELETE_SEGMENT_STARTED segments below E removed in bulk
+   (``handle_partition_segments_deleted_below_epoch``; :mod:`controller.jobs.delete_pipeline`);
 3. the sweep: the plugin lists each partition's objects of epochs < E, which now holds only what
    the metadata did not know (a copy that died before its metadata, temporary files), and those
    are deleted; again until a listing comes back empty;
@@ -53,8 +55,6 @@ from tiered.api import (
     BulkDeleteRemoteLogMetadataManager,
     DeleteOutcome,
     RemoteLogSegmentMetadata,
-    RemoteLogSegmentMetadataUpdate,
-    RemoteLogSegmentState,
     RemoteObjectDeleter,
     RemotePartitionDeleteMetadata,
     RemotePartitionDeleteState,
@@ -343,7 +343,10 @@ class DeleteJobRunner:
             handles = {item.tp.partition: item.handles for item in items}
             self._delete_objects(deleter, tracker, handles, max)
             for item in items:
-                self._update_segments(item.segments, RemoteLogSegmentState.DELETE_SEGMENT_FINISHED)
+                if item.segments:
+                    self._rlmm.handle_partition_segments_deleted_below_epoch(
+                        item.tp, job.tiered_epoch
+                    )
 
         with DeletePipeline(delete_batch, f"delete-{job.topic}") as pipeline:
             for p in range(job.partition_count):
@@ -465,17 +468,11 @@ class DeleteJobRunner:
                 state = RemotePartitionDeleteState.DELETE_PARTITION_MARKED
             if state is RemotePartitionDeleteState.DELETE_PARTITION_MARKED:
                 self._put_partition_state(tp, RemotePartitionDeleteState.DELETE_PARTITION_STARTED)
-            segments = [
-                m
-                for m in self._rlmm.list_remote_log_segments(tp)
-                if m.tiered_epoch < job.tiered_epoch
-            ]
+            segments = self._rlmm.handle_partition_segments_delete_started_below_epoch(
+                tp, job.tiered_epoch
+            )
         except RemoteResourceNotFoundException:
             pass  # no remote metadata: only orphan objects, if any, are left to delete
-        self._update_segments(
-            [m for m in segments if m.state is not RemoteLogSegmentState.DELETE_SEGMENT_STARTED],
-            RemoteLogSegmentState.DELETE_SEGMENT_STARTED,
-        )
         return _PartitionWork(tp, segments, storage.object_handles_of(segments))
 
     def _finish_partition(self, item: _PartitionWork) -> None:
@@ -486,23 +483,6 @@ class DeleteJobRunner:
                 )
         except RemoteResourceNotFoundException:
             pass  # already finished and removed
-
-    def _update_segments(
-        self, segments: Sequence[RemoteLogSegmentMetadata], state: RemoteLogSegmentState
-    ) -> None:
-        now = self._now_ms()
-        self._rlmm.update_remote_log_segment_metadata_batch(
-            [
-                RemoteLogSegmentMetadataUpdate(
-                    remote_log_segment_id=m.remote_log_segment_id,
-                    event_timestamp_ms=now,
-                    custom_metadata=None,
-                    state=state,
-                    broker_id=CONTROLLER_BROKER_ID,
-                )
-                for m in segments
-            ]
-        )
 
     def _put_partition_state(self, tp: TopicIdPartition, state: RemotePartitionDeleteState) -> None:
         self._rlmm.put_remote_partition_delete_metadata(

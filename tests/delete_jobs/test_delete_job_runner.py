@@ -238,6 +238,49 @@ def test_a_failed_attempt_is_retried_to_the_same_end_state(remote: Remote) -> No
     assert remote.objects(0) == [] and remote.listed(0) == remote.listed(1) == []
 
 
+def test_a_job_dying_before_the_metadata_removal_is_resumed_and_counts_once(
+    remote: Remote, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Objects deleted, the bulk removal of their metadata not done: the next attempt names the
+    same segments again (still DELETE_SEGMENT_STARTED), finds their objects gone, removes them,
+    and leaves the newer epoch alone."""
+    for p in range(2):
+        remote.copy(p, 3, tiered_epoch=0)
+    newer = remote.copy(1, 2, tiered_epoch=1)
+    removal = remote.controller.handle_partition_segments_deleted_below_epoch
+    died: list[TopicIdPartition] = []
+
+    def die_once(tp: TopicIdPartition, tiered_epoch: int) -> None:
+        if not died:
+            died.append(tp)
+            raise RuntimeError("injected: the controller died before removing the metadata")
+        removal(tp, tiered_epoch)
+
+    monkeypatch.setattr(
+        remote.controller, "handle_partition_segments_deleted_below_epoch", die_once
+    )
+    persisted = Persisted()
+    runner = runner_for(remote, GatedDeleter(), persisted)
+    runner.start([remote.job()])
+    try:
+        poll_until(
+            lambda: bool(persisted.jobs) and persisted.last.state is DeleteJobState.DONE,
+            timeout=30,
+            what="the job to finish after a retry",
+        )
+    finally:
+        runner.stop()
+    assert died and persisted.last.attempts == 2
+    assert remote.listed(0) == [] and remote.objects(0) == []
+    assert [m.remote_log_segment_id for m in remote.listed(1)] == [
+        m.remote_log_segment_id for m in newer
+    ]
+    assert len(remote.objects(1)) == 2 * 4
+    for progress in persisted.last.progress:
+        assert progress.objects_deleted == progress.objects_total == 3 * 4
+        assert progress.segments_deleted == 3
+
+
 def test_a_resumed_job_skips_finished_partitions(remote: Remote) -> None:
     for p in range(2):
         remote.copy(p, 3, tiered_epoch=0)

@@ -530,3 +530,135 @@ def test_a_batch_update_spans_many_writes_and_survives_a_writer_between_them(
     assert [m.remote_log_segment_id for m in listing(p.reader, tp)] == [
         m.remote_log_segment_id for m in intruder
     ]
+
+
+def _stamped(
+    manager: StoreRemoteLogMetadataManager,
+    tp: TopicIdPartition,
+    epochs: dict[int, int],
+    start: int,
+    tiered_epoch: int,
+    states: tuple[RemoteLogSegmentState, ...],
+) -> RemoteLogSegmentMetadata:
+    """A segment of ``tiered_epoch`` added and moved through ``states``."""
+    current = segment(tp, epochs, start, start + 99, tiered_epoch=tiered_epoch)
+    manager.add_remote_log_segment_metadata(current)
+    for state in states:
+        update = update_of(current, state)
+        manager.update_remote_log_segment_metadata(update)
+        current = current.create_with_updates(update)
+    return current
+
+
+def test_segments_deleted_below_epoch_are_removed_in_bulk(
+    paths: tuple[Paths, TopicIdPartition], store: Store
+) -> None:
+    """The bulk delete's removal: only the DELETE_SEGMENT_STARTED segments stamped below the
+    epoch go, only in DELETE_PARTITION_STARTED, batch after batch, with the aggregates exact;
+    the partition's newer and unmarked segments and another partition's stay."""
+    p, tp = paths
+    deleting = (COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED)
+    doomed = [
+        _stamped(
+            p.writer,
+            tp,
+            {0: 100 * i} if i % 2 else {0: 100 * i, 1: 100 * i + 50},
+            100 * i,
+            0,
+            deleting,
+        )
+        for i in range(7)
+    ]
+    unmarked = _stamped(p.writer, tp, {1: 1_000}, 1_000, 0, (COPY_SEGMENT_FINISHED,))
+    newer = [
+        _stamped(p.writer, tp, {1: 2_000}, 2_000, 1, (COPY_SEGMENT_FINISHED,)),
+        _stamped(p.writer, tp, {2: 2_100}, 2_100, 1, deleting),
+        _stamped(p.writer, tp, {2: 2_200}, 2_200, 1, ()),
+    ]
+    other_tp = new_tp()
+    other = _stamped(p.writer, other_tp, {0: 0}, 0, 0, deleting)
+    kept = [unmarked, *newer]
+
+    p.writer.handle_partition_segments_deleted_below_epoch(tp, 1)  # not being deleted: dropped
+    assert len(listing(p.reader, tp)) == len(doomed) + len(kept)
+    for state in (
+        RemotePartitionDeleteState.DELETE_PARTITION_MARKED,
+        RemotePartitionDeleteState.DELETE_PARTITION_STARTED,
+    ):
+        p.writer.put_remote_partition_delete_metadata(
+            RemotePartitionDeleteMetadata(tp, state, 1, BROKER_1)
+        )
+    p.writer.handle_partition_segments_deleted_below_epoch(tp, 1, batch_size=2)
+
+    def ids(segments: list[RemoteLogSegmentMetadata]) -> set[RemoteLogSegmentId]:
+        return {m.remote_log_segment_id for m in segments}
+
+    assert ids(listing(p.reader, tp)) == ids(kept)
+    assert ids(listing(p.reader, other_tp)) == {other.remote_log_segment_id}
+    totals = p.reader.remote_log_totals(tp)
+    assert (totals.segment_count, totals.size_bytes) == (len(kept), len(kept) * SEG_SIZE)
+    assert totals.copy_finished_segment_count == 2
+    assert [p.reader.remote_log_size(tp, e) for e in (0, 1, 2)] == [0, 2 * SEG_SIZE, 2 * SEG_SIZE]
+    assert ids(listing(p.reader, tp, 0)) == set()
+    for manager in (p.reader, store.manager(broker_id=BROKER_1)):  # and a fresh load agrees
+        assert ids(listing(manager, tp)) == ids(kept)
+    p.writer.handle_partition_segments_deleted_below_epoch(tp, 1)  # again: nothing left to go
+    assert ids(listing(p.reader, tp)) == ids(kept)
+
+
+@pytest.mark.parametrize("tiered_epoch", [-1, True, "1"])
+def test_segments_deleted_below_epoch_rejects_a_bad_epoch(
+    paths: tuple[Paths, TopicIdPartition], tiered_epoch: object
+) -> None:
+    p, tp = paths
+    for event in (
+        p.writer.handle_partition_segments_delete_started_below_epoch,
+        p.writer.handle_partition_segments_deleted_below_epoch,
+    ):
+        with pytest.raises((TypeError, ValueError), match="tiered_epoch"):
+            event(tp, tiered_epoch)  # type: ignore[arg-type]
+
+
+def test_segments_below_epoch_are_marked_deleting_in_bulk(
+    paths: tuple[Paths, TopicIdPartition], store: Store
+) -> None:
+    """The bulk delete's marking: every segment stamped below the epoch, whatever its state but
+    already deleting, moves to DELETE_SEGMENT_STARTED batch after batch, only in
+    DELETE_PARTITION_STARTED; the newer ones and another partition's are untouched."""
+    p, tp = paths
+    below = [
+        _stamped(p.writer, tp, {0: 100 * i}, 100 * i, 0, (COPY_SEGMENT_FINISHED,)) for i in range(5)
+    ]
+    below.append(_stamped(p.writer, tp, {0: 500, 1: 550}, 500, 0, ()))  # a copy that died
+    below.append(_stamped(p.writer, tp, {1: 600}, 600, 0, (DELETE_SEGMENT_STARTED,)))
+    newer = _stamped(p.writer, tp, {1: 2_000}, 2_000, 1, (COPY_SEGMENT_FINISHED,))
+    other_tp = new_tp()
+    other = _stamped(p.writer, other_tp, {0: 0}, 0, 0, (COPY_SEGMENT_FINISHED,))
+
+    assert p.writer.handle_partition_segments_delete_started_below_epoch(tp, 1) == []  # dropped
+    for state in (
+        RemotePartitionDeleteState.DELETE_PARTITION_MARKED,
+        RemotePartitionDeleteState.DELETE_PARTITION_STARTED,
+    ):
+        p.writer.put_remote_partition_delete_metadata(
+            RemotePartitionDeleteMetadata(tp, state, 1, BROKER_1)
+        )
+    marked = p.writer.handle_partition_segments_delete_started_below_epoch(tp, 1, batch_size=2)
+
+    assert {m.remote_log_segment_id for m in marked} == {m.remote_log_segment_id for m in below}
+    listed = {m.remote_log_segment_id: m for m in listing(p.reader, tp)}
+    assert {listed[m.remote_log_segment_id].state for m in below} == {DELETE_SEGMENT_STARTED}
+    assert listed[newer.remote_log_segment_id].state is COPY_SEGMENT_FINISHED
+    assert [m.state for m in listing(p.reader, other_tp)] == [other.state]
+    totals = p.reader.remote_log_totals(tp)
+    assert (totals.segment_count, totals.copy_finished_segment_count) == (len(below) + 1, 1)
+    assert p.reader.remote_log_segment_metadata(tp, 0, 150) is None  # no longer readable
+    assert p.reader.remote_log_segment_metadata(tp, 1, 2_050) == newer
+    # marking again changes nothing; the removal then leaves only the newer segment
+    again = p.writer.handle_partition_segments_delete_started_below_epoch(tp, 1)
+    assert {m.remote_log_segment_id for m in again} == set(listed) - {newer.remote_log_segment_id}
+    p.writer.handle_partition_segments_deleted_below_epoch(tp, 1)
+    for manager in (p.reader, store.manager(broker_id=BROKER_1)):
+        assert [m.remote_log_segment_id for m in listing(manager, tp)] == [
+            newer.remote_log_segment_id
+        ]

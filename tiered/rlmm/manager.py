@@ -18,13 +18,15 @@ from __future__ import annotations
 import functools
 import logging
 import threading
-from collections.abc import Callable, Iterator, Sequence, Set
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence, Set
 from typing import TypeVar
 
 from tiered import api
 from tiered.api import (
     RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataUpdate,
+    RemoteLogSegmentState,
     RemotePartitionDeleteMetadata,
     RemotePartitionDeleteState,
     RemoteResourceNotFoundException,
@@ -79,6 +81,15 @@ def _apply_updates(
             continue
         applied = state.handle_remote_log_segment_metadata_update(u) or applied
     return applied
+
+
+def _check_partition_and_epoch(tp: object, tiered_epoch: object) -> None:
+    if not isinstance(tp, TopicIdPartition):
+        raise TypeError(f"expected TopicIdPartition, got {tp!r}")
+    if isinstance(tiered_epoch, bool) or not isinstance(tiered_epoch, int):
+        raise TypeError(f"tiered_epoch must be an int, got {tiered_epoch!r}")
+    if tiered_epoch < 0:
+        raise ValueError(f"tiered_epoch must be >= 0, got {tiered_epoch}")
 
 
 class _LedPartition:
@@ -168,13 +179,73 @@ class StoreRemoteLogMetadataManager(api.BulkDeleteRemoteLogMetadataManager):
             by_partition.setdefault(update.topic_id_partition, []).append(update)
         for tp, pending in by_partition.items():
             chunks = [pending[i : i + batch_size] for i in range(0, len(pending), batch_size)]
-            applies = [functools.partial(_apply_updates, chunk) for chunk in chunks]
-            led = self._led.get(tp)
-            if led is not None:
-                for apply in applies:
-                    self._write_as_leader(tp, led, apply)
-            else:
-                self._write_many_from_store(tp, applies)
+            self._write_many(tp, [functools.partial(_apply_updates, chunk) for chunk in chunks])
+
+    def handle_partition_segments_delete_started_below_epoch(
+        self, topic_id_partition: TopicIdPartition, tiered_epoch: int, batch_size: int = 256
+    ) -> list[RemoteLogSegmentMetadata]:
+        """The contract is :class:`~tiered.api.BulkDeleteRemoteLogMetadataManager`'s. The
+        partition is read once and kept open: the batches move the segments that read found,
+        each batch of ``batch_size`` in one atomic write."""
+        _check_partition_and_epoch(topic_id_partition, tiered_epoch)
+        below: list[RemoteLogSegmentMetadata] = []
+
+        def read_below(state: PartitionMetadataState) -> bool:
+            below[:] = state.segments_below_epoch_to_delete(tiered_epoch)
+            return False
+
+        def applies() -> Iterator[Callable[[PartitionMetadataState], bool]]:
+            yield read_below
+            now = int(time.time() * 1000)
+            pending = [
+                RemoteLogSegmentMetadataUpdate(
+                    m.remote_log_segment_id,
+                    now,
+                    None,
+                    RemoteLogSegmentState.DELETE_SEGMENT_STARTED,
+                    self._broker_id,
+                )
+                for m in below
+                if m.state is not RemoteLogSegmentState.DELETE_SEGMENT_STARTED
+            ]
+            for i in range(0, len(pending), batch_size):
+                yield functools.partial(_apply_updates, pending[i : i + batch_size])
+
+        self._write_many(topic_id_partition, applies())
+        return list(below)
+
+    def handle_partition_segments_deleted_below_epoch(
+        self, topic_id_partition: TopicIdPartition, tiered_epoch: int, batch_size: int = 1024
+    ) -> None:
+        """The contract is :class:`~tiered.api.BulkDeleteRemoteLogMetadataManager`'s. Each batch
+        of ``batch_size`` segments is one atomic write; the partition stays open between them,
+        as in :meth:`update_remote_log_segment_metadata_batch`. Removals write no segment record,
+        only delete keys, so a batch may be larger than one that rewrites records (whose custom
+        metadata has no upper bound) without nearing ZooKeeper's request size limit."""
+        _check_partition_and_epoch(topic_id_partition, tiered_epoch)
+        removed = batch_size
+
+        def remove_batch(state: PartitionMetadataState) -> bool:
+            nonlocal removed
+            removed = state.handle_partition_segments_deleted_below_epoch(tiered_epoch, batch_size)
+            return removed > 0
+
+        def batches() -> Iterator[Callable[[PartitionMetadataState], bool]]:
+            while removed == batch_size:
+                yield remove_batch
+
+        self._write_many(topic_id_partition, batches())
+
+    def _write_many(
+        self, tp: TopicIdPartition, applies: Iterable[Callable[[PartitionMetadataState], bool]]
+    ) -> None:
+        """Each of ``applies`` in turn, each committed as one write when it applies anything."""
+        led = self._led.get(tp)
+        if led is not None:
+            for apply in applies:
+                self._write_as_leader(tp, led, apply)
+        else:
+            self._write_many_from_store(tp, applies)
 
     def put_remote_partition_delete_metadata(self, metadata: RemotePartitionDeleteMetadata) -> None:
         if metadata is None:
@@ -276,7 +347,7 @@ class StoreRemoteLogMetadataManager(api.BulkDeleteRemoteLogMetadataManager):
         )
 
     def _write_many_from_store(
-        self, tp: TopicIdPartition, applies: Sequence[Callable[[PartitionMetadataState], bool]]
+        self, tp: TopicIdPartition, applies: Iterable[Callable[[PartitionMetadataState], bool]]
     ) -> None:
         """Like :meth:`_write_from_store` for each of ``applies`` in turn, keeping the partition
         open between them: a committed state is the stored one, so only a lost race reloads it

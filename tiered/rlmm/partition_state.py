@@ -215,6 +215,9 @@ class PartitionMetadataState:
             )
         if not self._check_state_transition(existing, update.state, update):
             return False
+        if update.state is RemoteLogSegmentState.DELETE_SEGMENT_FINISHED:
+            self._remove_segment(existing)
+            return True
         updated = existing.create_with_updates(update)
         for epoch, start in updated.segment_leader_epochs.items():
             state = self.epoch(epoch, create=True)
@@ -223,18 +226,74 @@ class PartitionMetadataState:
                 state.handle_segment_with_copy_segment_finished_state(
                     start, segment_id, updated.leader_epoch_end_offset(epoch)
                 )
-            elif update.state is RemoteLogSegmentState.DELETE_SEGMENT_STARTED:
-                state.handle_segment_with_delete_segment_started_state(start, segment_id)
             else:
-                state.handle_segment_with_delete_segment_finished_state(start, segment_id)
+                state.handle_segment_with_delete_segment_started_state(start, segment_id)
         self._retract(existing)
-        if update.state is RemoteLogSegmentState.DELETE_SEGMENT_FINISHED:
-            # Terminal: nothing is kept, so no later load has to know how to skip it.
-            self._segments.write(None, segment_id)
-        else:
-            self._contribute(updated)
-            self._segments.write(updated)
+        self._contribute(updated)
+        self._segments.write(updated)
         return True
+
+    def segments_below_epoch_to_delete(self, tiered_epoch: int) -> list[RemoteLogSegmentMetadata]:
+        """The segments stamped below ``tiered_epoch``, when the partition is in
+        DELETE_PARTITION_STARTED (they all go); none otherwise (logged: the event is dropped)."""
+        if not self._check_deleting(tiered_epoch, "marked"):
+            return []
+        return [m for m in self.list_remote_log_segments(None) if m.tiered_epoch < tiered_epoch]
+
+    def _check_deleting(self, tiered_epoch: int, what: str) -> bool:
+        if self.delete_state is RemotePartitionDeleteState.DELETE_PARTITION_STARTED:
+            return True
+        log.error(
+            "Partition %s: segments below tiered epoch %d can only be %s in bulk in "
+            "DELETE_PARTITION_STARTED, not %s; dropping the event",
+            self.topic_id_partition,
+            tiered_epoch,
+            what,
+            self.delete_state.name if self.delete_state else None,
+        )
+        return False
+
+    def handle_partition_segments_deleted_below_epoch(self, tiered_epoch: int, limit: int) -> int:
+        """The objects of the partition's DELETE_SEGMENT_STARTED segments stamped below
+        ``tiered_epoch`` are gone: removes up to ``limit`` of them, as DELETE_SEGMENT_FINISHED
+        would one by one. Returns how many were removed; 0 when none is left, and when the
+        partition is not in DELETE_PARTITION_STARTED (logged: the event is dropped)."""
+        if not self._check_deleting(tiered_epoch, "removed"):
+            return 0
+        removed = 0
+        for metadata in self._deleting_below_epoch(tiered_epoch):
+            if removed == limit:
+                break
+            self._remove_segment(metadata)
+            removed += 1
+        return removed
+
+    def _deleting_below_epoch(self, tiered_epoch: int) -> list[RemoteLogSegmentMetadata]:
+        """The DELETE_SEGMENT_STARTED segments stamped below ``tiered_epoch``: every such segment
+        is listed in the unreferenced set of each of its leader epochs."""
+        candidates: set[uuid.UUID] = set()
+        for epoch in self.epochs():
+            state = self.epoch(epoch)
+            if state is not None:
+                candidates.update(state.unreferenced)
+        return [
+            m
+            for m in self.segments(list(candidates))
+            if m is not None
+            and m.state is RemoteLogSegmentState.DELETE_SEGMENT_STARTED
+            and m.tiered_epoch < tiered_epoch
+        ]
+
+    def _remove_segment(self, existing: RemoteLogSegmentMetadata) -> None:
+        """DELETE_SEGMENT_FINISHED is terminal: nothing of the segment is kept (so no later load
+        has to know how to skip it), and so no updated metadata is built either."""
+        segment_id = existing.remote_log_segment_id.id
+        for epoch, start in existing.segment_leader_epochs.items():
+            state = self.epoch(epoch, create=True)
+            assert state is not None
+            state.handle_segment_with_delete_segment_finished_state(start, segment_id)
+        self._retract(existing)
+        self._segments.write(None, segment_id)
 
     def handle_remote_partition_delete_metadata(
         self, metadata: RemotePartitionDeleteMetadata
