@@ -4,7 +4,6 @@ nothing if it stops at any point, and the store's upkeep expires offsets."""
 
 from __future__ import annotations
 
-import enum
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,7 +13,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from broker.admin_forwarder import ControllerAdmin
-from broker.groups.membership import NoMembers
+from broker.groups.group_state import GroupState
 from broker.groups.offset_records import (
     CommittedOffset,
     GroupKey,
@@ -32,6 +31,7 @@ from broker.groups.offsets_partition import OffsetsPartition
 from broker.groups.placement import OFFSETS_TOPIC, OffsetsTopic, java_string_hash, partition_for
 from broker.kafka.cluster_view import ClusterView, KafkaCluster, TopicPlacement
 from broker.log import Log, LogConfig
+from tests.support.group_fakes import NoMembers
 from tests.support.polling import poll_until
 from tiered.errors import ErrorCode as TieredCode
 from tiered.errors import TieredError
@@ -215,13 +215,8 @@ class _Members(NoMembers):
     def __init__(self) -> None:
         self.groups: set[str] = set()
 
-    def state_of(self, group_id: str) -> enum.Enum | None:
-        return _State.STABLE if group_id in self.groups else _State.EMPTY
-
-
-class _State(enum.Enum):
-    EMPTY = "Empty"
-    STABLE = "Stable"
+    def state_of(self, group_id: str) -> GroupState | None:
+        return GroupState.STABLE if group_id in self.groups else GroupState.EMPTY
 
 
 def test_a_group_with_members_keeps_its_offsets_until_retention_after_it_emptied(

@@ -4,7 +4,6 @@ errors, and what membership refuses."""
 
 from __future__ import annotations
 
-import enum
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -21,13 +20,14 @@ from kio.schema.request_header.v2.header import RequestHeader
 from kio.static.primitive import i16, i32
 from kio.static.protocol import RequestPayload
 
-from broker.groups.membership import NoMembers
+from broker.groups.group_state import GroupState
 from broker.groups.offset_store import OffsetStore
 from broker.groups.offsets_config import OffsetsConfig
 from broker.groups.placement import OffsetsTopic
 from broker.kafka.cluster_view import ClusterView, KafkaCluster, TopicPlacement
 from broker.kafka.offsets_commit_api import OffsetsApi
 from broker.log import Log
+from tests.support.group_fakes import NoMembers
 from tiered.errors import ErrorCode as TieredCode
 from tiered.errors import TieredError
 from tiered.kafka.handler import RequestContext
@@ -70,16 +70,12 @@ class _Topics:
         return KafkaCluster("", {}, {n: known.get(n, missing) for n in names})
 
 
-class _Stable(enum.Enum):
-    STABLE = "Stable"
-
-
 class _GroupWithMembers(NoMembers):
     def delete_group_error(self, group_id: str) -> ErrorCode:
         return ErrorCode.non_empty_group
 
-    def state_of(self, group_id: str) -> enum.Enum | None:
-        return _Stable.STABLE
+    def state_of(self, group_id: str) -> GroupState | None:
+        return GroupState.STABLE
 
 
 def _access(*grants: tuple[ResourceType, str, AclOperation]) -> AccessControl:
