@@ -90,6 +90,7 @@ from bench.common import (
     format_seconds,
     format_table,
     machine_info,
+    process_cpu_seconds,
     summary_row,
     utc_now,
     write_json,
@@ -130,26 +131,16 @@ def proc_status(pid: int) -> dict[str, int]:
     return found
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    ticks = os.sysconf("SC_CLK_TCK")
-    return (int(fields[11]) + int(fields[12])) / ticks
-
-
 def wait_idle(
     pid: int, *, window_s: float = 0.5, max_cpu: float = 0.05, timeout_s: float = 60
 ) -> float:
     """Waits until ``pid`` used less than ``max_cpu`` CPU seconds in ``window_s``; returns the
     seconds waited."""
     started = time.monotonic()
-    last = cpu_seconds(pid)
+    last = process_cpu_seconds(pid)
     while time.monotonic() - started < timeout_s:
         time.sleep(window_s)
-        now = cpu_seconds(pid)
+        now = process_cpu_seconds(pid)
         if now - last < max_cpu:
             break
         last = now
@@ -486,7 +477,7 @@ def start_controller(
     figures["idle_wait_s"] = wait_idle(daemon.pid)
     rss = proc_status(daemon.pid)
     figures["rss_bytes"], figures["peak_rss_bytes"] = rss.get("VmRSS"), rss.get("VmHWM")
-    figures["cpu_s"] = cpu_seconds(daemon.pid)
+    figures["cpu_s"] = process_cpu_seconds(daemon.pid)
     return daemon, figures
 
 

@@ -101,6 +101,7 @@ from bench.common import (
     format_table,
     load_average,
     machine_info,
+    process_cpu_seconds,
     summarize,
     summary_row,
     utc_now,
@@ -132,7 +133,6 @@ ZOOKEEPER_CONTROLLER_DEFAULTS = {
 BROKER_EXTRA = {"remote.log.manager.task.interval.ms": "30000"}
 CREATE_THREADS = 4
 DISABLE_TIMEOUT_S = 300.0  # a disable still DISABLING after this fails the run
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 FDS_PER_PARTITION = 3  # a hosted partition keeps its segment, offset index and time index open
 IDLE_LEAVES = (  # py-spy leaf frames of threads that wait (its idle detection misses some)
@@ -178,22 +178,6 @@ def raise_open_files_limit(partitions_per_broker: int) -> dict[str, int]:
 # ----------------------------------------------------------------------------- processes
 
 
-def cpu_seconds(pid: int | None) -> float:
-    """User + system CPU seconds a process used so far (0 once it is gone)."""
-    if pid is None:
-        return 0.0
-    try:
-        return cpu_seconds_of_stat(Path(f"/proc/{pid}/stat"))
-    except OSError:
-        return 0.0
-
-
-def cpu_seconds_of_stat(path: Path) -> float:
-    """User + system CPU seconds from a ``/proc/.../stat`` file (a process's or a thread's)."""
-    fields = path.read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime (fields 14, 15)
-
-
 class Processes:
     """The pids of a running bench cluster, by role, and their CPU time."""
 
@@ -208,7 +192,7 @@ class Processes:
             self.pids["zookeeper"] = zookeeper.pid
 
     def cpu(self) -> dict[str, float]:
-        return {name: cpu_seconds(pid) for name, pid in self.pids.items()}
+        return {name: process_cpu_seconds(pid) for name, pid in self.pids.items()}
 
     def python_pids(self) -> dict[str, int]:
         """The controller and the brokers (what py-spy can sample)."""

@@ -101,10 +101,11 @@ from bench.common import (
     format_table,
     load_average,
     machine_info,
+    process_cpu_seconds,
     summary_row,
     utc_now,
 )
-from bench.disable_throughput import Profiler, cpu_seconds, summarize_profile
+from bench.disable_throughput import Profiler, summarize_profile
 from bench.kafka_clients import (
     CONSUMER,
     PRODUCER,
@@ -178,9 +179,9 @@ class Meter:
         profiler = None
         if self.profile:
             profiler = Profiler({"broker": self.broker_pid}, self.directory, phase, 100)
-        broker_before, own_before = cpu_seconds(self.broker_pid), own_cpu_seconds()
+        broker_before, own_before = process_cpu_seconds(self.broker_pid), own_cpu_seconds()
         result, check = run()
-        broker_s, client_s = cpu_seconds(self.broker_pid) - broker_before, own_cpu_seconds()
+        broker_s, client_s = process_cpu_seconds(self.broker_pid) - broker_before, own_cpu_seconds()
         floor_server_s = result.pop("server_cpu_s", None)
         client_process_s = result.pop("client_cpu_s", None)
         result["cpu_s"] = {  # the server: the broker, or the floor's server process

@@ -55,7 +55,6 @@ e.g. the produce alone, several times over, on a busy machine).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
 import shutil
 import sys
@@ -79,6 +78,7 @@ from bench.common import (
     machine_info,
     summarize,
     summary_row,
+    thread_cpu_seconds,
     utc_now,
 )
 from bench.disable_throughput import (
@@ -86,7 +86,6 @@ from bench.disable_throughput import (
     CONTROLLER_DEFAULTS,
     Processes,
     batched_disable,
-    cpu_seconds_of_stat,
     disable_and_wait,
     log_dirs,
     make_topics,
@@ -170,15 +169,6 @@ def alternating(variants: dict[str, Variant], sample: int) -> list[Variant]:
 
 
 # ----------------------------------------------------------------------------- produce
-
-
-def thread_cpu_seconds(pid: int) -> dict[str, float]:
-    """User + system CPU seconds of each thread of a process, by thread id."""
-    found = {}
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        with contextlib.suppress(OSError):
-            found[task.name] = cpu_seconds_of_stat(task / "stat")
-    return found
 
 
 def busiest_threads(before: dict[str, float], after: dict[str, float]) -> list[float]:
