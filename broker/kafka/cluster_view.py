@@ -3,15 +3,17 @@ topics with their placement, read from the active controller's image (AdminServi
 DescribeMetadata, which asks no broker: cheap with 100k topics).
 
 A listing of every topic is kept for ``max_age_s`` and shared by every request meanwhile (many
-clients refreshing metadata at once cost the controller one call); requests for named topics use
-a fresh listing when it has every name, else ask for those names alone, so that a topic created
-through another broker is known by name as soon as its creation was answered (kcat, say, gives
-up on a topic it is told does not exist). A topic created or deleted through this broker drops
-the listing (``invalidate``), so its own clients see the change at once; others see a deletion
-and the full listing within ``max_age_s``, as Kafka brokers learn metadata a moment late. A name
-the controller said does not exist is answered so again for ``unknown_max_age_s`` (0.25 s)
-without asking, so that a client retrying a missing topic in a loop does not become a loop of
-controller calls.
+clients refreshing metadata at once cost the controller one call). Requests for named topics use
+a fresh listing or a fresh answer by name (also kept ``max_age_s``: a consumer committing offsets
+names its topics in every OffsetCommit, and a controller round trip each time would be most of
+the commit's latency); names neither has are asked for alone, so that a topic created through
+another broker is known by name as soon as its creation was answered (kcat, say, gives up on a
+topic it is told does not exist). A topic created or deleted through this broker drops what is
+kept (``invalidate``), so its own clients see the change at once; others see a deletion and the
+full listing within ``max_age_s``, as Kafka brokers learn metadata a moment late. A name the
+controller said does not exist is answered so again for ``unknown_max_age_s`` (0.25 s) without
+asking, so that a client retrying a missing topic in a loop does not become a loop of controller
+calls.
 """
 
 from __future__ import annotations
@@ -90,7 +92,7 @@ def _cluster_from_proto(response: pb.DescribeMetadataResponse) -> KafkaCluster:
     return KafkaCluster(response.cluster_id, endpoints, topics)
 
 
-_MAX_UNKNOWN_NAMES = 10_000
+_MAX_NAMED_ANSWERS = 100_000  # beyond it, expired answers are dropped (names asked once, typos)
 
 
 class ClusterView:
@@ -106,15 +108,15 @@ class ClusterView:
         self._controller = controller
         self._max_age_s = max_age_s
         self._unknown_max_age_s = unknown_max_age_s
-        # name -> (when, error): names the controller said do not exist. A client asking for
-        # one in a loop (a deleted topic, a typo) costs the controller one call per name per
-        # ``unknown_max_age_s`` rather than one per request; short, so that a topic created
-        # through another broker right after is soon known here.
-        self._unknown: dict[str, tuple[float, TieredError]] = {}
         self._clock = clock
         self._lock = threading.Lock()
         self._listing_lock = threading.Lock()  # one listing call at a time
         self._listing: tuple[float, KafkaCluster] | None = None
+        # name -> (when, answer) from lookups by name: a placement is kept ``max_age_s``, a
+        # does-not-exist ``unknown_max_age_s``, any other error not at all
+        self._named: dict[str, tuple[float, TopicPlacement | TieredError]] = {}
+        # (when, answer) of the last lookup by name: the brokers that go with kept answers
+        self._named_brokers: tuple[float, KafkaCluster] | None = None
         self._generation = 0  # raised by invalidate
 
     def everything(self) -> KafkaCluster:
@@ -137,52 +139,73 @@ class ClusterView:
     def topics(self, names: Sequence[str]) -> KafkaCluster:
         """The named topics (each a placement or its error, such as UNKNOWN_TOPIC_OR_PARTITION)
         and the live brokers. Raises ``TieredError`` when the controller cannot say."""
-        fresh = self._fresh_listing()
-        if fresh is not None:
-            known = {n: fresh.topics[n] for n in names if n in fresh.topics}
-            known.update(self._recently_unknown([n for n in names if n not in known]))
-            if len(known) == len(set(names)):
-                return KafkaCluster(fresh.cluster_id, fresh.endpoints, known)
+        wanted = list(dict.fromkeys(names))
+        kept = self._kept(wanted)
+        if kept is not None:
+            return kept
         with self._lock:
-            started = self._clock()
-        cluster = self._describe(pb.DescribeMetadataRequest(topics=list(dict.fromkeys(names))))
+            started, generation = self._clock(), self._generation
+        cluster = self._describe(pb.DescribeMetadataRequest(topics=wanted))
         with self._lock:
-            if len(self._unknown) > _MAX_UNKNOWN_NAMES:  # names asked once each, e.g. typos
-                self._unknown = {
-                    n: e
-                    for n, e in self._unknown.items()
-                    if started - e[0] <= self._unknown_max_age_s
-                }
-            for name, topic in cluster.topics.items():
-                if (
-                    isinstance(topic, TieredError)
-                    and topic.code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                ):
-                    self._unknown[name] = (started, topic)
-                else:
-                    self._unknown.pop(name, None)
+            if generation == self._generation:  # else it may predate a change: not kept
+                self._remember(started, cluster)
         return cluster
 
     def invalidate(self) -> None:
-        """Forget the listing (a topic was created or deleted through this broker)."""
+        """Forget what is kept (a topic was created or deleted through this broker)."""
         with self._lock:
             self._listing = None
-            self._unknown.clear()
+            self._named.clear()
+            self._named_brokers = None
             self._generation += 1
 
-    def _recently_unknown(self, names: Sequence[str]) -> dict[str, TieredError]:
-        """Those of ``names`` the controller said do not exist within ``unknown_max_age_s``."""
-        now, found = self._clock(), {}
+    def _kept(self, names: Sequence[str]) -> KafkaCluster | None:
+        """The answer for ``names`` from a fresh listing and fresh answers by name, or None
+        when some name has neither."""
+        now = self._clock()
         with self._lock:
+            listing, named = self._listing, self._named_brokers
+            listed: Mapping[str, TopicPlacement | TieredError] = {}
+            brokers: KafkaCluster | None = None
+            if listing is not None and now - listing[0] <= self._max_age_s:
+                listed, brokers = listing[1].topics, listing[1]
+            elif named is not None and now - named[0] <= self._max_age_s:
+                brokers = named[1]
+            found: dict[str, TopicPlacement | TieredError] = {}
             for name in names:
-                entry = self._unknown.get(name)
-                if entry is None:
+                if name in listed:
+                    found[name] = listed[name]
                     continue
-                if now - entry[0] > self._unknown_max_age_s:
-                    del self._unknown[name]  # expired entries go when next asked for
-                else:
-                    found[name] = entry[1]
-        return found
+                entry = self._named.get(name)
+                if entry is None:
+                    return None
+                when, answer = entry
+                max_age = (
+                    self._max_age_s
+                    if isinstance(answer, TopicPlacement)
+                    else self._unknown_max_age_s
+                )
+                if now - when > max_age:
+                    del self._named[name]  # expired entries go when next asked for
+                    return None
+                found[name] = answer
+        if brokers is None:
+            return None
+        return KafkaCluster(brokers.cluster_id, brokers.endpoints, found)
+
+    def _remember(self, started: float, cluster: KafkaCluster) -> None:
+        """Keeps a lookup by name's answers (under ``_lock``)."""
+        if len(self._named) > _MAX_NAMED_ANSWERS:
+            horizon = max(self._max_age_s, self._unknown_max_age_s)
+            self._named = {n: e for n, e in self._named.items() if started - e[0] <= horizon}
+        for name, topic in cluster.topics.items():
+            if isinstance(topic, TopicPlacement) or (
+                topic.code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            ):
+                self._named[name] = (started, topic)
+            else:
+                self._named.pop(name, None)
+        self._named_brokers = (started, cluster)
 
     def _fresh_listing(self) -> KafkaCluster | None:
         with self._lock:

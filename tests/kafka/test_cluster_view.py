@@ -90,3 +90,29 @@ def test_a_missing_name_is_asked_for_once_per_unknown_max_age() -> None:
     view.everything()
     view.topics(["typo"])
     assert list(controller.requests[-1].topics) == ["typo"]
+
+
+def test_a_named_topic_is_asked_for_once_per_max_age_and_a_deletion_here_is_seen_at_once() -> None:
+    controller = FakeController()
+    controller.create("orders", 1)
+    now = [100.0]
+    view = ClusterView(controller, max_age_s=1.0, clock=lambda: now[0])  # type: ignore[arg-type]
+    for _ in range(50):  # a consumer committing offsets names its topic every time
+        found = view.topics(["orders"])
+        assert found.topics["orders"] == TopicPlacement("orders", controller.ids["orders"], (1,))
+        assert found.cluster_id == "c"
+        now[0] += 0.01
+    assert len(controller.requests) == 1
+
+    del controller.topics["orders"]  # deleted through another broker: seen within max_age_s
+    assert isinstance(view.topics(["orders"]).topics["orders"], TopicPlacement)
+    now[0] += 1.0
+    gone = view.topics(["orders"]).topics["orders"]
+    assert isinstance(gone, TieredError) and gone.code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert len(controller.requests) == 2
+
+    controller.create("orders", 2)  # re-created through this broker: known again at once
+    view.invalidate()
+    again = view.topics(["orders"]).topics["orders"]
+    assert again == TopicPlacement("orders", controller.ids["orders"], (2,))
+    assert len(controller.requests) == 3
