@@ -10,6 +10,7 @@ is kept: a coordinator answers its groups from its own hosting, without asking t
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -44,6 +45,7 @@ def java_string_hash(text: str) -> int:
     return h - (1 << 32) if h >= 1 << 31 else h
 
 
+@functools.lru_cache(maxsize=65536)  # every group request maps its group id again
 def partition_for(group_id: str, partitions: int) -> int:
     """Kafka's ``Utils.abs(hash) % partitions`` (``Utils.abs(Integer.MIN_VALUE)`` is 0)."""
     h = java_string_hash(group_id)

@@ -23,11 +23,12 @@ ApiVersions is answered by the listener itself from its ApiVersionRegistry.
 
 from __future__ import annotations
 
+import functools
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Protocol, TypeAlias
 
-from kio.index import load_response_from_request
+from kio.index import load_response_schema
 from kio.static.protocol import RequestHeader, RequestPayload, ResponsePayload
 
 from tiered.net import PLAINTEXT
@@ -82,7 +83,13 @@ class RequestContext:
 
 def response_type_for(request: RequestPayload) -> type[ResponsePayload]:
     """kio's response class matching ``request``'s api key and version."""
-    return load_response_from_request(request)
+    return _response_type_of(type(request))
+
+
+@functools.cache
+def _response_type_of(request_type: type[RequestPayload]) -> type[ResponsePayload]:
+    # kio resolves it by module name on every call: a cost on each small request's path
+    return load_response_schema(request_type.__api_key__, request_type.__version__)
 
 
 class KafkaHandler(Protocol):
