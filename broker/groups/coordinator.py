@@ -10,7 +10,10 @@ classic handlers) for the groups this broker coordinates.
 - SyncGroup: the leader's plan is passed through to every member; followers wait for it;
 - Heartbeat keeps a session and tells members to rejoin (REBALANCE_IN_PROGRESS);
 - LeaveGroup removes members (in batches, v3+) and the others rebalance at once;
-- DescribeGroups and ListGroups, where groups that only have committed offsets are Empty.
+- DescribeGroups and ListGroups, where groups that only have committed offsets are Empty;
+- groups' records in ``__consumer_offsets`` (``stored_groups``): written when a generation
+  completes and when a group becomes Empty, loaded with their partition, so that a new
+  coordinator carries on with the same members in the same generation.
 
 Every group API first asks ``coordinates`` whether this broker coordinates the group now. One
 lock guards every group (requests of different connections, and deadlines, run concurrently);
@@ -23,7 +26,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 
 from kio.schema.errors import ErrorCode
@@ -42,8 +45,11 @@ from broker.groups.group_messages import (
     SyncRequest,
     SyncResult,
 )
+from broker.groups.group_records import StoredGroup
 from broker.groups.group_state import GroupState
+from broker.groups.group_writer import GroupWriter
 from broker.groups.rebalance import Rebalancer
+from broker.groups.stored_groups import StoredGroups
 
 __all__ = ["GroupCoordinator"]
 
@@ -52,7 +58,9 @@ log = logging.getLogger(__name__)
 
 class GroupCoordinator:
     """Thread-safe. ``clock`` (seconds) drives the deadlines; tests pass a fake one with
-    ``deadlines=Deadlines(clock, start=False)`` and run them by hand."""
+    ``deadlines=Deadlines(clock, start=False)`` and run them by hand. ``writer`` writes groups'
+    records (None: none are, and membership lasts as long as this object); ``partition_of``
+    maps a group to its partition of ``__consumer_offsets``."""
 
     def __init__(
         self,
@@ -61,6 +69,8 @@ class GroupCoordinator:
         config: GroupConfig | None = None,
         clock: Callable[[], float] = time.monotonic,
         deadlines: Deadlines | None = None,
+        writer: GroupWriter | None = None,
+        partition_of: Callable[[str], int | None] = lambda group_id: None,
     ) -> None:
         self._coordinates = coordinates
         self._groups_with_offsets = groups_with_offsets
@@ -69,11 +79,30 @@ class GroupCoordinator:
         self._lock = threading.RLock()
         self._groups: dict[str, Group] = {}
         self._deadlines = deadlines or Deadlines(clock)
-        self._rebalance = Rebalancer(self._groups, self._lock, self._deadlines, self.config)
+        self._rebalance = Rebalancer(
+            self._groups,
+            self._lock,
+            self._deadlines,
+            self.config,
+            emptied=self._group_emptied,
+        )
+        self._stored = StoredGroups(
+            self._groups,
+            self._lock,
+            self._rebalance,
+            writer,
+            partition_of,
+            self._clock_ms,
+            self.config.max_size,
+        )
+
+    def _group_emptied(self, group: Group) -> None:
+        self._stored.emptied(group)  # made after the rebalancer, which calls this
 
     def close(self) -> None:
-        """Stops the deadlines and answers every waiting member COORDINATOR_NOT_AVAILABLE (they
-        look for the coordinator again)."""
+        """Stops the writes and the deadlines and answers every waiting member
+        COORDINATOR_NOT_AVAILABLE (they look for the coordinator again)."""
+        self._stored.close()
         self._deadlines.close()
         with self._lock:
             for group in self._groups.values():
@@ -261,6 +290,7 @@ class GroupCoordinator:
             old_member_id,
         )
         self._rebalance.schedule_session(group, new_member_id, member.session_timeout_ms)
+        previous = (member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms)
         group.update(
             member,
             request.protocols,
@@ -273,17 +303,25 @@ class GroupCoordinator:
                 self._rebalance.prepare_rebalance_or_complete_join(
                     group, f"static member {new_member_id} changed the group's protocol"
                 )
-            elif request.supports_skip_assignment:
-                # v9+: a returning leader learns it leads but must not assign again.
-                leads = group.is_leader(new_member_id)
-                group.complete_join(
-                    member, group.join_result(new_member_id, leads, skip_assignment=leads)
-                )
             else:
-                # Told the old leader leads, a returning leader syncs as a follower and gets
-                # back the assignment it had.
-                result = group.join_result(new_member_id, leader_view=False)
-                group.complete_join(member, dataclasses.replace(result, leader=leader_before or ""))
+
+                def answer_join() -> None:
+                    if request.supports_skip_assignment:
+                        # v9+: a returning leader learns it leads but must not assign again.
+                        leads = group.is_leader(new_member_id)
+                        result = group.join_result(new_member_id, leads, skip_assignment=leads)
+                    else:
+                        # Told the old leader leads, a returning leader syncs as a follower and
+                        # gets back the assignment it had.
+                        result = dataclasses.replace(
+                            group.join_result(new_member_id, leader_view=False),
+                            leader=leader_before or "",
+                        )
+                    group.complete_join(member, result)
+
+                self._stored.static_member_replaced(
+                    group, member, old_member_id, previous, answer_join
+                )
         elif group.is_in(GroupState.COMPLETING_REBALANCE):
             # The leader may be assigning to the old member id: assign again.
             self._rebalance.prepare_rebalance(group, f"static member {new_member_id} rejoined")
@@ -313,7 +351,7 @@ class GroupCoordinator:
                         group.generation_id,
                         member.member_id,
                     )
-                    self._rebalance.assign(group, dict(request.assignments))
+                    self._stored.leader_assigned(group, dict(request.assignments))
             else:  # Stable: the assignment it already has
                 self._rebalance.synced(group, member.member_id)
                 answer.set_result(
@@ -513,6 +551,12 @@ class GroupCoordinator:
             del self._groups[group_id]
             log.info("group %s deleted", group_id)
             return ErrorCode.none
+
+    def groups_loaded(self, partition: int, stored: Mapping[str, StoredGroup]) -> None:
+        self._stored.partition_loaded(partition, stored)
+
+    def partition_unloaded(self, partition: int) -> None:
+        self._stored.partition_unloaded(partition)
 
     def state_of(self, group_id: str) -> GroupState | None:
         with self._lock:

@@ -11,7 +11,7 @@ import contextlib
 import logging
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 
@@ -24,7 +24,13 @@ from broker.groups.group_messages import (
     Protocol,
     SyncResult,
 )
-from broker.groups.group_state import GroupState, can_rebalance, check_transition
+from broker.groups.group_records import StoredGroup, StoredMember
+from broker.groups.group_state import (
+    GroupState,
+    can_rebalance,
+    check_loaded_state,
+    check_transition,
+)
 
 __all__ = ["Group", "Member"]
 
@@ -74,6 +80,35 @@ class Member:
         """The first protocol, in this member's order of preference, that every member supports."""
         return next(p.name for p in self.protocols if p.name in candidates)
 
+    def stored(self, protocol_name: str | None, assignment: bytes) -> StoredMember:
+        return StoredMember(
+            self.member_id,
+            self.group_instance_id,
+            self.client_id,
+            self.client_host,
+            self.rebalance_timeout_ms,
+            self.session_timeout_ms,
+            self.metadata(protocol_name),
+            assignment,
+        )
+
+    @classmethod
+    def loaded(cls, stored: StoredMember, protocol_type: str, protocol_name: str | None) -> Member:
+        """A member as its group's record has it: the group's protocol is the one it supports
+        (Kafka's ``readGroupMessageValue``), with its subscription as that protocol's metadata."""
+        protocols = () if protocol_name is None else (Protocol(protocol_name, stored.subscription),)
+        return cls(
+            stored.member_id,
+            stored.group_instance_id,
+            stored.client_id,
+            stored.client_host,
+            stored.rebalance_timeout_ms,
+            stored.session_timeout_ms,
+            protocol_type,
+            protocols,
+            stored.assignment,
+        )
+
     def describe(self, protocol_name: str | None) -> DescribedMember:
         return DescribedMember(
             self.member_id,
@@ -102,6 +137,50 @@ class Group:
     # The initial rebalance's delay is extended while new members keep arriving.
     new_member_added: bool = False
     state_timestamp_ms: int = -1
+
+    # ---------------------------------------------------------------------------- records
+
+    @classmethod
+    def loaded(cls, group_id: str, stored: StoredGroup, clock_ms: Callable[[], int]) -> Group:
+        """The group as its record has it: Stable with its members and their assignments, or
+        Empty without (Kafka's ``GroupMetadata.loadGroup``)."""
+        state = GroupState.STABLE if stored.members else GroupState.EMPTY
+        check_loaded_state(group_id, state)
+        protocol_type = stored.protocol_type or None
+        group = cls(
+            group_id,
+            clock_ms,
+            state=state,
+            generation_id=stored.generation,
+            protocol_type=protocol_type,
+            protocol_name=stored.protocol,
+            state_timestamp_ms=clock_ms(),
+        )
+        for member in stored.members:
+            group.add(Member.loaded(member, stored.protocol_type, stored.protocol))
+        group.leader_id = stored.leader if stored.leader in group.members else group.leader_id
+        group.protocol_type = protocol_type
+        return group
+
+    def stored(
+        self, timestamp_ms: int, assignments: Mapping[str, bytes] | None = None
+    ) -> StoredGroup:
+        """The group's record (Kafka's ``GroupMetadataValue``), with ``assignments`` (each
+        member's own when None) and ``timestamp_ms`` as when its state began."""
+        return StoredGroup(
+            self.protocol_type or "",
+            self.generation_id,
+            self.protocol_name,
+            self.leader_id,
+            timestamp_ms,
+            tuple(
+                m.stored(
+                    self.protocol_name,
+                    m.assignment if assignments is None else assignments.get(m.member_id, b""),
+                )
+                for m in self.members.values()
+            ),
+        )
 
     # ------------------------------------------------------------------------------ states
 

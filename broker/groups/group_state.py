@@ -13,6 +13,9 @@ EMPTY                 PREPARING_REBALANCE                            the join ph
 DEAD                  any                                            the group is deleted
 ====================  =============================================  ==========================
 
+A group loaded from its record in ``__consumer_offsets`` starts in Empty or Stable (Kafka's
+``loadGroup``), the states its record is written in.
+
 Any other move raises :class:`InvalidGroupTransition` (a ``ValueError``): the table below is the
 one place that knows which transitions are valid.
 """
@@ -22,7 +25,13 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 
-__all__ = ["GroupState", "InvalidGroupTransition", "can_rebalance", "check_transition"]
+__all__ = [
+    "GroupState",
+    "InvalidGroupTransition",
+    "can_rebalance",
+    "check_loaded_state",
+    "check_transition",
+]
 
 
 class GroupState(enum.Enum):
@@ -53,6 +62,8 @@ _VALID_PREVIOUS: Mapping[GroupState, frozenset[GroupState]] = {
     GroupState.DEAD: frozenset(GroupState),
 }
 
+_LOADED_STATES = frozenset({GroupState.EMPTY, GroupState.STABLE})
+
 
 class InvalidGroupTransition(ValueError):  # noqa: N818 - named as tiered_state's
     """A move the table does not allow: a coordinator bug, never a client's error."""
@@ -69,6 +80,13 @@ def check_transition(group_id: str, current: GroupState, target: GroupState) -> 
     """Raises :class:`InvalidGroupTransition` unless ``current`` may move to ``target``."""
     if current not in _VALID_PREVIOUS[target]:
         raise InvalidGroupTransition(group_id, current, target)
+
+
+def check_loaded_state(group_id: str, state: GroupState) -> None:
+    """Raises ``ValueError`` unless a loaded group may start in ``state``."""
+    if state not in _LOADED_STATES:
+        valid = ", ".join(sorted(s.value for s in _LOADED_STATES))
+        raise ValueError(f"group {group_id!r} cannot be loaded in {state.value}; valid: {valid}")
 
 
 def can_rebalance(state: GroupState) -> bool:

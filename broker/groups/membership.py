@@ -1,13 +1,17 @@
 """What the offsets side asks of group membership (``GroupCoordinator``, on the membership
 side): whether a commit or a fetch may go ahead for a member, whether a group may be deleted,
-and a group's state."""
+and a group's state; and what it tells membership: the groups a partition of
+``__consumer_offsets`` brought back when it loaded, and that a partition is no longer served
+here. (Membership writes its groups' records through ``OffsetStore.store_group``.)"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
+from broker.groups.group_records import StoredGroup
 from broker.groups.group_state import GroupState
 
 __all__ = ["GroupMembership", "has_members"]
@@ -29,6 +33,12 @@ class GroupMembership(Protocol):
 
     def state_of(self, group_id: str) -> GroupState | None:
         """The group's state, None for a group membership does not know."""
+
+    def groups_loaded(self, partition: int, stored: Mapping[str, StoredGroup]) -> None:
+        """``partition`` loaded: its groups, as stored, replace any membership held of it."""
+
+    def partition_unloaded(self, partition: int) -> None:
+        """``partition`` is no longer served here: its groups go."""
 
 
 _WITHOUT_MEMBERS = frozenset({GroupState.EMPTY, GroupState.DEAD})

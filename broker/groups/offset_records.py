@@ -18,11 +18,13 @@ __all__ = [
     "GroupKey",
     "OffsetKey",
     "RecordFormatError",
+    "RecordReader",
     "decode_key",
     "decode_value",
     "encode_group_key",
     "encode_offset_key",
     "encode_value",
+    "kafka_string",
 ]
 
 _OFFSET_KEY_VERSION = 1
@@ -60,7 +62,8 @@ class CommittedOffset:
     commit_timestamp_ms: int
 
 
-def _string(text: str) -> bytes:
+def kafka_string(text: str) -> bytes:
+    """A Kafka STRING: its length as an int16, then its UTF-8 bytes."""
     data = text.encode("utf-8")
     if len(data) > 0x7FFF:
         raise ValueError(f"a string of {len(data)} bytes does not fit a Kafka string")
@@ -70,14 +73,14 @@ def _string(text: str) -> bytes:
 def encode_offset_key(key: OffsetKey) -> bytes:
     return (
         _I16.pack(_OFFSET_KEY_VERSION)
-        + _string(key.group)
-        + _string(key.topic)
+        + kafka_string(key.group)
+        + kafka_string(key.topic)
         + _I32.pack(key.partition)
     )
 
 
 def encode_group_key(key: GroupKey) -> bytes:
-    return _I16.pack(_GROUP_KEY_VERSION) + _string(key.group)
+    return _I16.pack(_GROUP_KEY_VERSION) + kafka_string(key.group)
 
 
 def encode_value(value: CommittedOffset) -> bytes:
@@ -85,12 +88,14 @@ def encode_value(value: CommittedOffset) -> bytes:
         _I16.pack(_VALUE_VERSION)
         + _I64.pack(value.offset)
         + _I32.pack(value.leader_epoch)
-        + _string(value.metadata)
+        + kafka_string(value.metadata)
         + _I64.pack(value.commit_timestamp_ms)
     )
 
 
-class _Reader:
+class RecordReader:
+    """Reads a record's fields in order; a short or malformed record is a ``RecordFormatError``."""
+
     def __init__(self, data: bytes) -> None:
         self._data = data
         self._position = 0
@@ -103,21 +108,65 @@ class _Reader:
         self._position += layout.size
         return int(value)
 
-    def string(self) -> str:
-        size = self.take(_I16)
+    def unsigned_varint(self) -> int:
+        value, shift = 0, 0
+        while True:
+            if self._position >= len(self._data):
+                raise RecordFormatError("record ends inside a varint")
+            byte = self._data[self._position]
+            self._position += 1
+            value |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return value
+            shift += 7
+            if shift > 28:
+                raise RecordFormatError("varint longer than 5 bytes")
+
+    def _size(self, compact: bool) -> int:
+        """A length: int16 (strings) or int32 (bytes) when not ``compact``, else an unsigned
+        varint of length + 1; -1 is null."""
+        return self.unsigned_varint() - 1 if compact else self.take(_I16)
+
+    def _slice(self, size: int) -> bytes:
         end = self._position + size
         if size < 0 or end > len(self._data):
-            raise RecordFormatError(f"string of {size} bytes past the record's end")
+            raise RecordFormatError(f"field of {size} bytes past the record's end")
+        data = self._data[self._position : end]
+        self._position = end
+        return data
+
+    def nullable_string(self, compact: bool = False) -> str | None:
+        size = self._size(compact)
+        if size == -1:
+            return None
         try:
-            text = self._data[self._position : end].decode("utf-8")
+            return self._slice(size).decode("utf-8")
         except UnicodeDecodeError as e:
             raise RecordFormatError(f"string is not UTF-8: {e}") from None
-        self._position = end
+
+    def string(self, compact: bool = False) -> str:
+        text = self.nullable_string(compact)
+        if text is None:
+            raise RecordFormatError("null where a string is required")
         return text
+
+    def bytes_field(self, compact: bool = False) -> bytes:
+        size = self.unsigned_varint() - 1 if compact else self.take(_I32)
+        return b"" if size == -1 else self._slice(size)
+
+    def array_length(self, compact: bool = False) -> int:
+        size = self.unsigned_varint() - 1 if compact else self.take(_I32)
+        return max(size, 0)
+
+    def skip_tagged_fields(self) -> None:
+        """A flexible version's tagged fields: none is known here, all are skipped."""
+        for _ in range(self.unsigned_varint()):
+            self.unsigned_varint()  # the tag
+            self._slice(self.unsigned_varint())
 
 
 def decode_key(data: bytes) -> OffsetKey | GroupKey:
-    reader = _Reader(data)
+    reader = RecordReader(data)
     version = reader.take(_I16)
     if version in (0, 1):
         return OffsetKey(reader.string(), reader.string(), reader.take(_I32))
@@ -127,7 +176,7 @@ def decode_key(data: bytes) -> OffsetKey | GroupKey:
 
 
 def decode_value(data: bytes) -> CommittedOffset:
-    reader = _Reader(data)
+    reader = RecordReader(data)
     version = reader.take(_I16)
     if version not in (0, 1, 3):
         raise RecordFormatError(f"offset commit value version {version}; valid: 0, 1, 3")

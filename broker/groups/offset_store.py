@@ -9,7 +9,11 @@ NOT_COORDINATOR. Load states move through one table (``_TRANSITIONS``).
 One background thread ("group-offsets") loads partitions, compacts those whose log outgrew
 their live offsets, and every ``offsets.retention.check.interval.ms`` removes the offsets of
 deleted topics and those expired in groups without members (``offsets.retention.minutes``,
-counted from each offset's commit). Each step survives the failure of another.
+counted from each offset's commit), then the records of groups left Empty without offsets
+(Kafka's group expiry). Each step survives the failure of another.
+
+A loaded partition's stored groups go to membership before its groups are served; membership
+writes its groups' records through :meth:`OffsetStore.store_group`.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
+from broker.groups.group_records import StoredGroup
 from broker.groups.membership import GroupMembership, has_members
 from broker.groups.offset_records import CommittedOffset
 from broker.groups.offsets_config import OffsetsConfig
@@ -81,7 +86,11 @@ class OffsetStore:
         existing_topics: Callable[[], Collection[str] | None],
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
         inline_load_max_records: int = _INLINE_LOAD_MAX_RECORDS,
+        partition_of: Callable[[str], int | None] = lambda group_id: None,
     ) -> None:
+        """``partition_of(group)``: the partition a group maps to (None while the topic does
+        not exist)."""
+        self._partition_of = partition_of
         self._inline_load_max_records = inline_load_max_records
         self._hosted_log = hosted_log
         self._hosted_indexes = hosted_indexes
@@ -110,10 +119,15 @@ class OffsetStore:
         log = self._hosted_log(index)
         with self._lock:
             slot = self._slots.get(index)
-            if log is None:
-                if slot is not None:
-                    del self._slots[index]  # moved away or deleted
-                return ErrorCode.not_coordinator
+            gone = log is None and slot is not None
+            if gone:
+                del self._slots[index]  # moved away or deleted
+        if log is None:
+            if gone:
+                self._membership.partition_unloaded(index)
+            return ErrorCode.not_coordinator
+        with self._lock:
+            slot = self._slots.get(index)
             if slot is not None and slot.log is log:
                 if slot.state is LoadState.LOADED:
                     return slot.partition
@@ -144,6 +158,23 @@ class OffsetStore:
             with self._lock:
                 self._compaction_wanted = True
                 self._wake.notify()
+
+    def store_group(self, group_id: str, stored: StoredGroup) -> ErrorCode:
+        """Appends a group's record to its partition (durable when this returns): NONE, or the
+        error its members get (Kafka's mapping of a failed append)."""
+        index = self._partition_of(group_id)
+        if index is None:
+            return ErrorCode.coordinator_not_available
+        found = self.partition(index)
+        if isinstance(found, ErrorCode):
+            return found
+        try:
+            found.group_stored(group_id, stored)
+        except (OSError, ValueError) as e:
+            _log.error("Could not append the record of group %r: %s", group_id, e)
+            return ErrorCode.not_coordinator
+        self.written(found)
+        return ErrorCode.none
 
     def committed_at(self, offset: int, leader_epoch: int, metadata: str) -> CommittedOffset:
         return CommittedOffset(offset, leader_epoch, metadata, self._clock_ms())
@@ -202,6 +233,7 @@ class OffsetStore:
         started = time.monotonic()
         try:
             slot.partition.load()
+            self._membership.groups_loaded(index, slot.partition.stored_groups())
         except Exception:
             _log.exception("Could not load __consumer_offsets partition %d; retrying", index)
             with self._lock:
@@ -211,9 +243,10 @@ class OffsetStore:
             slot.loaded_at_ms = self._clock_ms()
             slot.moved_to(LoadState.LOADED)
         _log.info(
-            "Loaded __consumer_offsets partition %d: %d offsets from %d records in %.3fs",
+            "Loaded __consumer_offsets partition %d: %d offsets, %d groups from %d records in %.3fs",
             index,
             slot.partition.live_offsets,
+            len(slot.partition.stored_groups()),
             slot.partition.records_from_start,
             time.monotonic() - started,
         )
@@ -224,16 +257,21 @@ class OffsetStore:
         with self._lock:
             indexes = list(self._slots)
         hosted = {index: self._hosted_log(index) for index in indexes}
+        gone = []
         with self._lock:
             for index, log in hosted.items():
                 slot = self._slots.get(index)
                 if slot is not None and slot.log is not log:
                     del self._slots[index]
+                    gone.append(index)
             failed = [(i, s) for i, s in self._slots.items() if s.state is LoadState.FAILED]
             for index, slot in failed:  # retried
                 slot.moved_to(LoadState.LOADING)
                 self._to_load.append(index)
-            return [(i, s) for i, s in self._slots.items() if s.state is LoadState.LOADED]
+            loaded = [(i, s) for i, s in self._slots.items() if s.state is LoadState.LOADED]
+        for index in gone:
+            self._membership.partition_unloaded(index)
+        return loaded
 
     def _compact_due(self) -> None:
         for index, slot in self._loaded():
@@ -287,8 +325,22 @@ class OffsetStore:
                 removed += slot.partition.expired(expiry(slot.loaded_at_ms))
             except Exception:
                 _log.exception("Could not expire offsets of __consumer_offsets partition %d", index)
+            try:
+                self._remove_empty_groups(slot.partition)
+            except Exception:
+                _log.exception("Could not expire groups of __consumer_offsets partition %d", index)
         remaining = set(self.groups())
         self._active_at = {g: t for g, t in self._active_at.items() if g in remaining}
         if removed:
             _log.info("Removed %d expired offsets or offsets of deleted topics", removed)
         return removed
+
+    def _remove_empty_groups(self, partition: OffsetsPartition) -> None:
+        """Kafka's group expiry: a stored group without offsets is removed (a tombstone) once
+        membership lets it go, which it does when the group is Empty."""
+        for group in partition.stored_groups():
+            if partition.committed(group):
+                continue
+            if self._membership.delete_group_error(group) is ErrorCode.none:
+                partition.group_deleted(group)
+                _log.info("Group %s expired: Empty, without offsets", group)

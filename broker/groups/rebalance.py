@@ -40,11 +40,14 @@ class Rebalancer:
         lock: threading.RLock,
         deadlines: Deadlines,
         config: GroupConfig,
+        emptied: Callable[[Group], None] = lambda group: None,
     ) -> None:
+        """``emptied(group)``: a join phase ended with no member (the group is Empty)."""
         self._groups = groups
         self._lock = lock
         self._deadlines = deadlines
         self._config = config
+        self._emptied = emptied
 
     # ------------------------------------------------------------------------- deadlines
 
@@ -179,6 +182,7 @@ class Rebalancer:
         group.init_next_generation()
         if group.is_in(GroupState.EMPTY):
             log.info("group %s is empty at generation %d", group.group_id, group.generation_id)
+            self._emptied(group)
             return
         log.info(
             "group %s generation %d: %d members, leader %s, protocol %s",
@@ -226,6 +230,15 @@ class Rebalancer:
             member.assignment = assignments.get(member.member_id, b"")
         self._propagate_assignment(group, ErrorCode.none)
         group.transition_to(GroupState.STABLE)
+
+    def assignment_not_stored(self, group: Group, error: ErrorCode) -> None:
+        """The leader's plan could not be made durable: every member waiting for its assignment
+        gets ``error`` and the group rebalances again (Kafka's
+        ``resetAndPropagateAssignmentError``)."""
+        for member in group.members.values():
+            member.assignment = b""
+        self._propagate_assignment(group, error)
+        self.prepare_rebalance(group, f"its assignment could not be stored: {error.name}")
 
     def _propagate_assignment(self, group: Group, error: ErrorCode) -> None:
         ok = error is ErrorCode.none

@@ -38,6 +38,8 @@ from broker.admin_forwarder import ControllerAdmin
 from broker.config import TopicAutoCreation
 from broker.groups.coordinator import GroupCoordinator
 from broker.groups.group_config import GroupConfig
+from broker.groups.group_records import StoredGroup
+from broker.groups.group_writer import GroupWriter
 from broker.groups.offset_store import OffsetStore
 from broker.groups.offsets_config import OffsetsConfig
 from broker.groups.placement import OFFSETS_TOPIC, OffsetsTopic
@@ -133,16 +135,27 @@ class BrokerKafkaHandler:
             lambda index: _served(self.offset_store, index),
         )
 
+        # The store is made below: it asks the coordinator of groups.
         def groups_with_offsets() -> list[str]:
-            return self.offset_store.groups()  # made below: it asks the coordinator of groups
+            return self.offset_store.groups()
 
-        self.groups = GroupCoordinator(offsets_topic.coordinates, groups_with_offsets, group_config)
+        def store_group(group_id: str, record: StoredGroup) -> KafkaErrorCode:
+            return self.offset_store.store_group(group_id, record)
+
+        self.groups = GroupCoordinator(
+            offsets_topic.coordinates,
+            groups_with_offsets,
+            group_config,
+            writer=GroupWriter(store_group),
+            partition_of=offsets_topic.partition_of,
+        )
         self.offset_store = OffsetStore(
             lambda index: _offsets_log(agent, index),
             lambda: (p for t, p, _ in local_partitions() if t == OFFSETS_TOPIC),
             offsets_config,
             self.groups,
             lambda: _topic_names(view),
+            partition_of=offsets_topic.partition_of,
         )
         self.find_coordinator = FindCoordinatorApi(offsets_topic, view, access).find_coordinator
         offsets = OffsetsApi(

@@ -3,8 +3,11 @@ so every commit is a standalone one (generation -1, no member id)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from kio.schema.errors import ErrorCode
 
+from broker.groups.group_records import StoredGroup
 from broker.groups.group_state import GroupState
 
 __all__ = ["NoMembers"]
@@ -30,3 +33,9 @@ class NoMembers:
 
     def state_of(self, group_id: str) -> GroupState | None:
         return None
+
+    def groups_loaded(self, partition: int, stored: Mapping[str, StoredGroup]) -> None:
+        pass
+
+    def partition_unloaded(self, partition: int) -> None:
+        pass
