@@ -60,7 +60,8 @@ class GroupCoordinator:
     """Thread-safe. ``clock`` (seconds) drives the deadlines; tests pass a fake one with
     ``deadlines=Deadlines(clock, start=False)`` and run them by hand. ``writer`` writes groups'
     records (None: none are, and membership lasts as long as this object); ``partition_of``
-    maps a group to its partition of ``__consumer_offsets``."""
+    maps a group to its partition of ``__consumer_offsets`` (None: not known here); it is asked
+    under the lock and must not block."""
 
     def __init__(
         self,

@@ -96,6 +96,12 @@ class OffsetsTopic:
             leaders = found.leaders if isinstance(found, _Found) else None
         return None if leaders is None else partition_for(group_id, len(leaders))
 
+    def known_partition_of(self, group_id: str) -> int | None:
+        """:meth:`partition_of` without asking the controller: None until the topic's placement
+        is known here (no group of it is served here before then)."""
+        leaders = self._leaders
+        return None if leaders is None else partition_for(group_id, len(leaders))
+
     def coordinates(self, group_id: str) -> ErrorCode:
         """NONE if this broker is ``group_id``'s coordinator now, else what every group API
         answers first: NOT_COORDINATOR (another broker leads the group's partition),

@@ -147,7 +147,8 @@ class BrokerKafkaHandler:
             groups_with_offsets,
             group_config,
             writer=GroupWriter(store_group),
-            partition_of=offsets_topic.partition_of,
+            # Asked under the coordinator's lock, which must not wait for the controller.
+            partition_of=offsets_topic.known_partition_of,
         )
         self.offset_store = OffsetStore(
             lambda index: _offsets_log(agent, index),

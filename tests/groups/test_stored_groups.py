@@ -40,6 +40,7 @@ from tests.support.group_harness import (
     FakeClock,
     Harness,
 )
+from tests.support.polling import poll_until
 from tiered.kafka.records import iter_records
 
 MEMBER = StoredMember("m1", "i1", "c", "/h", 30_000, 10_000, b"\x01", b"\x02")
@@ -152,6 +153,41 @@ def test_records_survive_reopening_compaction_and_tombstones(tmp_path: Path) -> 
     assert not reopened.group_deleted("nobody")
     reopened.log.close()
     assert _open(tmp_path).stored_groups() == {"h": STABLE}
+
+
+# ----------------------------------------------------------------------------------- writer
+
+
+def test_the_writer_keeps_order_and_survives_failures() -> None:
+    written: list[tuple[str, int]] = []
+
+    def store(group_id: str, record: StoredGroup) -> ErrorCode:
+        if group_id == "broken":
+            raise OSError("disk full")
+        written.append((group_id, record.generation))
+        return ErrorCode.none
+
+    def failing_callback(error: ErrorCode) -> None:
+        raise RuntimeError("a callback's bug")
+
+    outcomes: list[ErrorCode] = []
+    writer = GroupWriter(store)
+    try:
+        writer.submit("broken", STABLE, outcomes.append)
+        writer.submit("g", STABLE, failing_callback)
+        writer.submit("g", EMPTY, outcomes.append)
+        poll_until(lambda: len(outcomes) == 2, what="the writes")
+        assert outcomes == [ErrorCode.unknown_server_error, ErrorCode.none]
+        assert written == [("g", 7), ("g", 8)]
+    finally:
+        writer.close()
+    writer.submit("late", STABLE, outcomes.append)
+    assert outcomes[-1] is ErrorCode.coordinator_not_available
+    idle = GroupWriter(store, start=False)
+    idle.submit("queued", STABLE, outcomes.append)
+    idle.close()  # what is still queued is answered, not written
+    assert outcomes[-1] is ErrorCode.coordinator_not_available
+    assert ("queued", 7) not in written
 
 
 # ------------------------------------------------------------------------------ coordinator
