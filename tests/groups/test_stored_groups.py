@@ -21,7 +21,7 @@ from broker.groups.group_records import (
     decode_group_value,
     encode_group_value,
 )
-from broker.groups.group_state import GroupState
+from broker.groups.group_state import GroupState, check_loaded_state
 from broker.groups.group_writer import GroupWriter
 from broker.groups.offset_records import (
     CommittedOffset,
@@ -68,6 +68,13 @@ STABLE_V3 = _fields(
 
 
 # ------------------------------------------------------------------------------------ codec
+
+
+def test_a_group_is_loaded_empty_or_stable() -> None:
+    check_loaded_state(GROUP, GroupState.EMPTY)
+    check_loaded_state(GROUP, GroupState.STABLE)
+    with pytest.raises(ValueError, match="valid: Empty, Stable"):
+        check_loaded_state(GROUP, GroupState.COMPLETING_REBALANCE)
 
 
 def test_the_record_is_kafkas_version_3() -> None:
