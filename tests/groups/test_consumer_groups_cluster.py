@@ -233,3 +233,6 @@ def test_a_group_with_a_member_is_not_deleted(cluster: Cluster, topic: str, grou
             "empty.\n"
         )
         assert group in tool(cluster, "--list").stdout.splitlines()
+        kept = tool(cluster, "--delete-offsets", "--group", group, "--topic", topic)
+        assert kept.returncode == 1
+        assert kept.stderr.startswith("GROUP_SUBSCRIBED_TO_TOPIC: ")
