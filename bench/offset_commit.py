@@ -9,6 +9,11 @@ of a file and ``fdatasync``ed, as many times, on the broker's log's file system.
 Medians are compared (ratio = commit / fdatasync: lower is better). Verified: every commit is
 answered without error, and the offset read back (OffsetFetch) is the last one committed.
 
+Also measured, to show where a commit's time goes: *a no-op request's round trip*, a Heartbeat
+of a member the coordinator does not know (answered UNKNOWN_MEMBER_ID from memory, no I/O) on
+the same connection: the listener's request path alone, which every commit pays on top of its
+fsync.
+
 This module has no ``__main__``: ``bench/kafka_protocol.py`` runs it in its own run.
 """
 
@@ -22,6 +27,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v4 import request as find_v4
+from kio.schema.heartbeat.v4 import request as heartbeat_v4
 from kio.schema.offset_commit.v8 import request as commit_v8
 from kio.schema.offset_fetch.v8 import request as fetch_v8
 from kio.static.primitive import i32, i64
@@ -56,8 +62,10 @@ def _commit(group: str, topic: str, offset: int) -> commit_v8.OffsetCommitReques
 
 def _commit_latencies(
     address: tuple[str, int], group: str, topic: str, commits: int
-) -> tuple[list[float], list[str]]:
+) -> tuple[list[float], list[float], list[str]]:
+    """The commits' latencies, the no-op requests' round trips, and what went wrong."""
     samples: list[float] = []
+    no_ops: list[float] = []
     problems: list[str] = []
     client = WireClient(address, timeout=30.0)  # one broker: the coordinator
     try:
@@ -79,6 +87,16 @@ def _commit_latencies(
             samples.append(time.perf_counter() - started)
             if error is not ErrorCode.none:
                 problems.append(f"commit of offset {offset}: {error.name}")
+        no_op = heartbeat_v4.HeartbeatRequest(
+            group_id=group, generation_id=i32(1), member_id="bench-unknown-member"
+        )
+        for _ in range(commits):
+            started = time.perf_counter()
+            answered = client.call(no_op).error_code
+            no_ops.append(time.perf_counter() - started)
+            if answered is not ErrorCode.unknown_member_id:
+                problems.append(f"the no-op Heartbeat answered {answered.name}")
+                break
         fetch = fetch_v8.OffsetFetchRequest(
             groups=(fetch_v8.OffsetFetchRequestGroup(group_id=group, topics=None),)
         )
@@ -88,7 +106,7 @@ def _commit_latencies(
             problems.append(f"OffsetFetch read {found}, not [{commits}]")
     finally:
         client.close()
-    return samples, problems
+    return samples, no_ops, problems
 
 
 def _commit_error(client: WireClient, request: commit_v8.OffsetCommitRequest) -> ErrorCode:
@@ -122,13 +140,14 @@ def measure(kafka_address: str, topic: str, log_dir: Path, commits: int) -> dict
     topic; ``log_dir``: where the fdatasync file goes, on the broker's log's file system)."""
     host, _, port = kafka_address.rpartition(":")
     group = f"bench-{uuid.uuid4().hex[:8]}"
-    commit_s, problems = _commit_latencies((host, int(port)), group, topic, commits)
+    commit_s, no_op_s, problems = _commit_latencies((host, int(port)), group, topic, commits)
     fsync_s = _fdatasync_latencies(log_dir / "offset-commit-fdatasync.bin", group, topic, commits)
     commit, fsync = summarize(commit_s), summarize(fsync_s)
     return {
         "commits": commits,
         "offset_commit": commit,
         "fdatasync": fsync,
+        "no_op_request": summarize(no_op_s),
         "ratio": commit["median_s"] / fsync["median_s"] if fsync["median_s"] else None,
         "goal": f"<= {GOAL}",
         "problems": problems,
@@ -146,5 +165,14 @@ def summary_rows(result: dict[str, Any] | None, scenario: str) -> list[dict[str,
             "s",
             "one write + fdatasync of the commit's record batch",
             result["fdatasync"]["median_s"],
-        )
+        ),
+        summary_row(
+            scenario,
+            "a no-op request's round trip on the same connection, median (the request path "
+            "alone: a Heartbeat answered from memory)",
+            result["no_op_request"]["median_s"],
+            "s",
+            "one write + fdatasync of the commit's record batch",
+            result["fdatasync"]["median_s"],
+        ),
     ]

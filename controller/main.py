@@ -18,12 +18,13 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 
 from controller import store as store_factory
+from controller.admin_servicer import AdminServicer
+from controller.broker_servicer import ControllerServicer
 from controller.config import ControllerConfig
 from controller.controller import Controller
 from controller.jobs import wiring as jobs_wiring
 from controller.metrics import ControllerMetrics, serve_metrics
 from controller.request_metrics import AdminRequestMetrics
-from controller.servicer import AdminServicer, ControllerServicer
 from controller.store import MetadataStore, MetadataStoreError
 from tiered import failpoints
 from tiered.daemon_logging import announce, configure_daemon_logging

@@ -559,6 +559,23 @@ class GroupCoordinator:
     def partition_unloaded(self, partition: int) -> None:
         self._stored.partition_unloaded(partition)
 
+    def subscribed_topics(
+        self, group_id: str, topics: Collection[str]
+    ) -> frozenset[str] | ErrorCode:
+        """Those of ``topics`` whose offsets an OffsetDelete must keep, as Kafka's
+        ``ClassicGroup.validateOffsetDelete`` and ``isSubscribedToTopic`` decide: none for a group
+        without members, the subscribed ones for a consumer group with members; a group with
+        members of another protocol type is NON_EMPTY_GROUP, a Dead one GROUP_ID_NOT_FOUND."""
+        with self._lock:
+            group = self._groups.get(group_id)
+            if group is None or group.is_in(GroupState.EMPTY):
+                return frozenset()
+            if group.is_in(GroupState.DEAD):
+                return ErrorCode.group_id_not_found
+            if not group.is_consumer_group:
+                return ErrorCode.non_empty_group
+            return frozenset(t for t in topics if group.is_subscribed_to(t))
+
     def state_of(self, group_id: str) -> GroupState | None:
         with self._lock:
             group = self._groups.get(group_id)

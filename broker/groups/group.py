@@ -31,6 +31,7 @@ from broker.groups.group_state import (
     check_loaded_state,
     check_transition,
 )
+from tiered.kafka.consumer_protocol import CONSUMER_PROTOCOL_TYPE, decode_subscription
 
 __all__ = ["Group", "Member"]
 
@@ -137,6 +138,9 @@ class Group:
     # The initial rebalance's delay is extended while new members keep arriving.
     new_member_added: bool = False
     state_timestamp_ms: int = -1
+    # The topics a consumer group's members subscribe to, as of its generation; None when not
+    # known (not a consumer group, no generation yet, or metadata that does not decode).
+    subscribed_topics: frozenset[str] | None = None
 
     # ---------------------------------------------------------------------------- records
 
@@ -160,6 +164,7 @@ class Group:
             group.add(Member.loaded(member, stored.protocol_type, stored.protocol))
         group.leader_id = stored.leader if stored.leader in group.members else group.leader_id
         group.protocol_type = protocol_type
+        group.subscribed_topics = group._compute_subscribed_topics()
         return group
 
     def stored(
@@ -341,11 +346,48 @@ class Group:
         self.generation_id += 1
         if self.members:
             self.protocol_name = self.select_protocol()
+            self.subscribed_topics = self._compute_subscribed_topics()
             self.transition_to(GroupState.COMPLETING_REBALANCE)
         else:
             self.protocol_name = None
+            self.subscribed_topics = self._compute_subscribed_topics()
             self.transition_to(GroupState.EMPTY)
         self.pending_sync_members.clear()
+
+    @property
+    def is_consumer_group(self) -> bool:
+        return self.protocol_type == CONSUMER_PROTOCOL_TYPE
+
+    def is_subscribed_to(self, topic: str) -> bool:
+        """Kafka's ``ClassicGroup.isSubscribedToTopic``: when the subscriptions are not known, a
+        consumer group counts as subscribed (its offsets are kept, to be safe)."""
+        if self.subscribed_topics is None:
+            return self.is_consumer_group
+        return topic in self.subscribed_topics
+
+    def _compute_subscribed_topics(self) -> frozenset[str] | None:
+        if not self.is_consumer_group:
+            return None
+        if not self.members:
+            return frozenset()
+        if self.protocol_name is None:
+            return None
+        try:
+            return frozenset().union(
+                *(
+                    decode_subscription(m.metadata(self.protocol_name))
+                    for m in self.members.values()
+                )
+            )
+        except ValueError as e:
+            log.warning(
+                "group %s: a member's %s subscription does not decode (%s); its subscribed "
+                "topics are not known",
+                self.group_id,
+                self.protocol_name,
+                e,
+            )
+            return None
 
     def joined_members(self) -> tuple[JoinedMember, ...]:
         return tuple(

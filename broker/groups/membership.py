@@ -1,12 +1,13 @@
 """What the offsets side asks of group membership (``GroupCoordinator``, on the membership
 side): whether a commit or a fetch may go ahead for a member, whether a group may be deleted,
-and a group's state; and what it tells membership: the groups a partition of
-``__consumer_offsets`` brought back when it loaded, and that a partition is no longer served
-here. (Membership writes its groups' records through ``OffsetStore.store_group``.)"""
+which topics' offsets an OffsetDelete must keep, and a group's state; and what it tells
+membership: the groups a partition of ``__consumer_offsets`` brought back when it loaded, and
+that a partition is no longer served here. (Membership writes its groups' records through
+``OffsetStore.store_group``.)"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Protocol
 
 from kio.schema.errors import ErrorCode
@@ -30,6 +31,13 @@ class GroupMembership(Protocol):
 
     def delete_group_error(self, group_id: str) -> ErrorCode:
         """NONE (and the group forgotten) if it has no members, else NON_EMPTY_GROUP."""
+
+    def subscribed_topics(
+        self, group_id: str, topics: Collection[str]
+    ) -> frozenset[str] | ErrorCode:
+        """Those of ``topics`` the group's members subscribe to (GROUP_SUBSCRIBED_TO_TOPIC: their
+        offsets stay), or why the whole OffsetDelete is refused (NON_EMPTY_GROUP,
+        GROUP_ID_NOT_FOUND)."""
 
     def state_of(self, group_id: str) -> GroupState | None:
         """The group's state, None for a group membership does not know."""

@@ -7,7 +7,8 @@ fetch: TOPIC_AUTHORIZATION_FAILED; a fetch of all a group's offsets leaves those
 a commit for a topic or partition that does not exist is UNKNOWN_TOPIC_OR_PARTITION), then that
 this broker is the group's coordinator now (``OffsetsTopic.coordinates``: NOT_COORDINATOR,
 COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE), then membership (``GroupMembership``:
-the member's generation). A commit is answered once fsynced on the coordinator.
+the member's generation; for OffsetDelete, the topics the group's members subscribe to, whose
+offsets stay: GROUP_SUBSCRIBED_TO_TOPIC). A commit is answered once fsynced on the coordinator.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.protocol import ResponsePayload
 
-from broker.groups.membership import GroupMembership, has_members
+from broker.groups.membership import GroupMembership
 from broker.groups.offset_store import OffsetStore
 from broker.groups.offsets_partition import OffsetsPartition, TopicPartition
 from broker.groups.placement import OffsetsTopic
@@ -229,9 +230,14 @@ class OffsetsApi:
             return answer(found, {})
         if not found.has_group(group_id) and self._membership.state_of(group_id) is None:
             return answer(ErrorCode.group_id_not_found, {})
-        if has_members(self._membership, group_id):
-            # Kafka refuses a group in use (GROUP_SUBSCRIBED_TO_TOPIC needs its subscriptions).
-            return answer(ErrorCode.non_empty_group, {})
+        subscribed = self._membership.subscribed_topics(
+            group_id, {t for t, p in wanted if (t, p) not in errors}
+        )
+        if isinstance(subscribed, ErrorCode):
+            return answer(subscribed, {})
+        for tp in wanted:
+            if tp not in errors and tp[0] in subscribed:
+                errors[tp] = ErrorCode.group_subscribed_to_topic
         try:
             found.offsets_deleted(group_id, [tp for tp in wanted if tp not in errors])
         except (OSError, ValueError) as e:

@@ -10,8 +10,8 @@ import pytest
 
 from controller.admin_operations import TopicView
 from controller.broker_channel import RemoveWork
+from controller.broker_servicer import ControllerServicer
 from controller.controller import Controller
-from controller.servicer import ControllerServicer
 from controller.store import MetadataStore
 from tests.support.controller import reloaded
 from tests.support.polling import poll_until

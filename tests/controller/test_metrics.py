@@ -16,13 +16,13 @@ from pathlib import Path
 import grpc
 import pytest
 
+from controller.admin_servicer import AdminServicer
 from controller.config import ControllerConfig
 from controller.controller import Controller
 from controller.disablement import DisablementQueue
 from controller.jobs.wiring import ObservedDeleteEngine
 from controller.metrics import ControllerMetrics, ControllerStateCollector
 from controller.request_metrics import AdminRequestMetrics
-from controller.servicer import AdminServicer
 from controller.store.kraft import KRaftMetadataStore
 from controller.unfinished_jobs import UnfinishedDeleteJobs, objects_remaining
 from tests.support.controller import running_controller

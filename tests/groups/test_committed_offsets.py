@@ -1,8 +1,9 @@
 """Committed offsets against a real cluster, in both metadata modes, through every client family:
 confluent-kafka (assign() and commit(); a subscribed member's commit), kafka-python (its admin's
-alter/list/delete of group offsets; a subscribed consumer resuming), aiokafka (a consumer's
-commit()), KafkaJS (admin setOffsets, through a group member, fetchOffsets, deleteGroups) and
-kcat (``-o stored``); each reads back what another wrote, and a group resumes across both tiers.
+alter/list/delete of group offsets, kept for the topics a member consumes; a subscribed consumer
+resuming), aiokafka (a consumer's commit()), KafkaJS (admin setOffsets, through a group member,
+fetchOffsets, deleteGroups) and kcat (``-o stored``); each reads back what another wrote, and a
+group resumes across both tiers.
 
 ``__consumer_offsets`` is created on the first FindCoordinator, marked internal and never
 tiered; a broker that is not the coordinator answers NOT_COORDINATOR, a coordinator that is down
@@ -363,6 +364,39 @@ def test_delete_groups_and_offsets(cluster: Cluster, topic: str) -> None:
     confluent = confluent_admin(cluster)  # kept: its futures die with it
     result = confluent.delete_consumer_groups([h])[h]
     assert "GROUP_ID_NOT_FOUND" in str(result.exception(30))
+
+
+def test_offset_delete_keeps_the_offsets_of_topics_a_member_consumes(
+    cluster: Cluster, topic: str
+) -> None:
+    g = group()
+    other = f"o-{uuid.uuid4().hex[:8]}"
+    create_topic(cluster, other)
+    confluent_commit(cluster, g, {(topic, 0): 3, (other, 0): 4})
+    member = KafkaConsumer(
+        topic, bootstrap_servers=kafka_bootstrap(cluster), group_id=g, enable_auto_commit=False
+    )
+    try:
+
+        def assigned() -> bool:
+            member.poll(timeout_ms=200)
+            return bool(member.assignment())
+
+        poll_until(assigned, timeout=60, what="the member's assignment")
+        admin = python_admin(cluster)
+        try:
+            answered = admin.delete_group_offsets(
+                g, [PythonPartition(topic, 0), PythonPartition(other, 0)]
+            )
+        finally:
+            admin.close()
+        assert {tp.topic: error.message for tp, error in answered.items()} == {
+            topic: "GROUP_SUBSCRIBED_TO_TOPIC",
+            other: "NO_ERROR",
+        }
+    finally:
+        member.close(autocommit=False)
+    assert python_committed(cluster, g) == {(topic, 0): 3}
 
 
 def test_offsets_of_a_deleted_topic_go(cluster: Cluster, topic: str) -> None:

@@ -1,12 +1,14 @@
 """``tiered-consumer-groups`` and the product's Kafka protocol client on the wire, against a
 listener in this process whose handler answers as a group coordinator and partition leader
 (``tests/support/group_admin_handler.py``): kafka-consumer-groups.sh's tables and messages, lag,
-reset plans and their execution, refusals that change nothing, retries of a moved coordinator,
+reset plans (every scenario, ``--export``'s CSV and ``--from-file``) and their execution, refusals
+that change nothing, retries of a moved coordinator,
 and a SCRAM login. The real cluster runs in ``test_consumer_groups_cluster.py``."""
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -61,6 +63,13 @@ def bootstrap(handler: GroupAdminHandler) -> Iterator[str]:
 
 def tool(bootstrap: str, *args: str) -> int:
     return main(["--bootstrap-server", bootstrap, *args])
+
+
+def new_offsets(bootstrap: str, capsys: pytest.CaptureFixture[str], *args: str) -> list[int]:
+    """The new offsets of a one-group reset plan, printed as JSON."""
+    assert tool(bootstrap, *args, "--format", "json") == 0
+    (plan,) = json.loads(capsys.readouterr().out)
+    return [o["new_offset"] for o in plan["offsets"]]
 
 
 # --------------------------------------------------------------------------------- listing
@@ -306,9 +315,7 @@ def test_reset_shift_by_and_to_datetime(
     bootstrap: str, handler: GroupAdminHandler, capsys: pytest.CaptureFixture[str]
 ) -> None:
     args = ["--reset-offsets", "--group", "idle", "--topic", "orders:0,1", "--dry-run"]
-    assert tool(bootstrap, *args, "--shift-by", "-3", "--format", "json") == 0
-    (plan,) = json.loads(capsys.readouterr().out)
-    assert [o["new_offset"] for o in plan["offsets"]] == [2, 37]
+    assert new_offsets(bootstrap, capsys, *args, "--shift-by", "-3") == [2, 37]
     handler.first_offset_at[("orders", 0)] = [(1_700_000_000_000, 42)]
     assert (
         tool(bootstrap, *args, "--to-datetime", "2023-11-14T22:13:20.000Z", "--format", "json") == 0
@@ -319,6 +326,84 @@ def test_reset_shift_by_and_to_datetime(
     assert (
         "Partition 1 from topic orders is empty. Falling back to latest known offset."
         in captured.err
+    )
+
+
+def test_reset_to_current_and_by_duration(
+    bootstrap: str, handler: GroupAdminHandler, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["--reset-offsets", "--group", "idle", "--topic", "orders", "--dry-run"]
+    # Committed offsets stay; a partition without one goes to its log end, as in Kafka.
+    assert new_offsets(bootstrap, capsys, *args, "--to-current") == [5, 40, 0]
+    an_hour_ago = int((time.time() - 3600) * 1000)
+    handler.first_offset_at[("orders", 0)] = [(an_hour_ago, 77)]
+    handler.first_offset_at[("orders", 1)] = [(an_hour_ago - 86_400_000, 12)]  # a day earlier
+    # No record since, or an empty partition: the log end.
+    assert new_offsets(bootstrap, capsys, *args, "--by-duration", "PT2H") == [77, 50, 0]
+    assert handler.commits == []
+
+
+def test_export_prints_the_plan_as_csv_that_from_file_takes_back(
+    bootstrap: str, handler: GroupAdminHandler, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    args = ["--reset-offsets", "--group", "idle", "--topic", "orders", "--to-latest", "--export"]
+    assert tool(bootstrap, *args) == 0
+    exported = capsys.readouterr().out
+    assert exported == "orders,0,100\norders,1,50\norders,2,0\n\n"
+    plan = tmp_path / "plan.csv"
+    plan.write_text(exported.replace("orders,1,50", "orders,1,20").replace("orders,2,0\n", ""))
+    from_file = ["--reset-offsets", "--group", "idle", "--from-file", str(plan)]
+    assert tool(bootstrap, *from_file, "--execute", "--export") == 0
+    assert capsys.readouterr().out == "orders,0,100\norders,1,20\n\n"
+    assert handler.commits == [{("orders", 0): 100, ("orders", 1): 20}]
+    # More than one group: the group comes first, and a group the file lacks resets nothing.
+    both = ["--reset-offsets", "--group", "idle", "--group", "spare"]
+    handler.groups["spare"] = Group(offsets={("audit", 0): 6})
+    assert tool(bootstrap, *both, "--topic", "audit", "--to-earliest", "--export") == 0
+    assert capsys.readouterr().out == "idle,audit,0,5\nspare,audit,0,5\n\n"
+    plan.write_text("idle,orders,0,7\nidle,orders,1,999\nother,orders,0,1\n")
+    assert tool(bootstrap, *both, "--from-file", str(plan), "--execute") == 0
+    captured = capsys.readouterr()
+    assert "Error: No reset plan for group spare found" in captured.err
+    assert f"higher than latest offset {FOR} orders-1. Value will be set to 50" in captured.err
+    assert handler.commits[1:] == [{("orders", 0): 7, ("orders", 1): 50}]
+    assert handler.groups["spare"].offsets == {("audit", 0): 6}
+
+
+@pytest.mark.parametrize(
+    ("content", "group_args", "message"),
+    [
+        ("orders,0,5\norders,x,5\n", ["--group", "idle"], "line 2: 'orders,x,5' is not "
+         "topic,partition,offset"),
+        ("orders,0,-1\n", ["--group", "idle"], "line 1: 'orders,0,-1' is not topic,partition,"
+         "offset (for the one --group) or group,topic,partition,offset"),
+        ("orders,0,5\n", ["--group", "idle", "--group", "spare"], "line 1: 'orders,0,5' is not "
+         "group,topic,partition,offset"),
+    ],
+)  # fmt: skip
+def test_a_bad_reset_plan_file_names_the_line_and_changes_nothing(
+    bootstrap: str,
+    handler: GroupAdminHandler,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    content: str,
+    group_args: list[str],
+    message: str,
+) -> None:
+    plan = tmp_path / "plan.csv"
+    plan.write_text(content)
+    args = ["--reset-offsets", *group_args, "--from-file", str(plan), "--execute"]
+    assert tool(bootstrap, *args) == 1
+    assert capsys.readouterr().err == (
+        f"INVALID_REQUEST: --from-file {plan} {message} (partitions and offsets are numbers "
+        "from 0)\n"
+    )
+    assert handler.commits == [] and handler.requests == []
+    missing = ["--reset-offsets", "--group", "idle", "--from-file", str(tmp_path / "nope.csv")]
+    missing.append("--dry-run")
+    assert tool(bootstrap, *missing) == 1
+    assert capsys.readouterr().err.startswith(
+        f"INVALID_REQUEST: --from-file {tmp_path / 'nope.csv'}: cannot read the reset plan"
     )
 
 
@@ -409,8 +494,22 @@ def test_delete_offsets_of_a_topic(
             ["--reset-offsets", "--group", "g", "--all-topics", "--to-offset", "x"],
             "--to-offset: invalid int",
         ),
+        (["--list", "--export"], "--export goes with --reset-offsets only"),
+        (
+            ["--reset-offsets", "--group", "g", "--all-topics", "--to-latest", "--export",
+             "--format", "json"],
+            "--export prints CSV; it does not go with --format json",
+        ),
+        (
+            ["--reset-offsets", "--group", "g", "--topic", "t", "--from-file", "plan.csv"],
+            "--from-file takes its partitions from the file",
+        ),
+        (
+            ["--reset-offsets", "--group", "g", "--to-current", "--from-file", "plan.csv"],
+            "not allowed with",
+        ),
     ],
-)
+)  # fmt: skip
 def test_bad_flags_are_usage_errors(
     capsys: pytest.CaptureFixture[str], args: list[str], message: str
 ) -> None:

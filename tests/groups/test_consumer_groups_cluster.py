@@ -2,9 +2,10 @@
 Kafka listeners, in both metadata modes, with a group member played on the wire: ``--list``
 (with states), ``--describe --members --verbose`` and ``--state``, a reset refused while the
 member is there; through the offsets APIs (OffsetCommit, OffsetFetch, DeleteGroups,
-OffsetDelete): lag in ``--describe``, ``--reset-offsets --execute`` read back,
-``--delete-offsets`` and ``--delete``. The same over SASL_SSL and SSL with ``tiered-cluster up
---secure``'s files runs in ``cli/test_cluster_secure.py``."""
+OffsetDelete): lag in ``--describe``, ``--reset-offsets --execute`` read back, a plan exported
+and taken back with ``--from-file``, ``--delete-offsets`` and ``--delete``. The same over
+SASL_SSL and SSL with ``tiered-cluster up --secure``'s files runs in
+``cli/test_cluster_secure.py``."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -224,6 +226,24 @@ def test_reset_describe_lag_delete_offsets_and_delete(
     assert group not in tool(cluster, "--list").stdout.splitlines()
 
 
+def test_reset_exported_and_taken_back_from_a_file(
+    cluster: Cluster, topic: str, group: str, tmp_path: Path
+) -> None:
+    with member_of(cluster, topic, group):
+        pass  # the group exists, Empty, without offsets
+    reset = ("--reset-offsets", "--group", group)
+    exported = tool(cluster, *reset, "--topic", topic, "--to-latest", "--export", "--dry-run")
+    assert exported.returncode == 0, exported.stderr
+    end = RECORDS // PARTITIONS
+    assert exported.stdout == f"{topic},0,{end}\n{topic},1,{end}\n\n"
+    plan = tmp_path / "plan.csv"
+    plan.write_text(exported.stdout.replace(f"{topic},1,{end}", f"{topic},1,1"))
+    executed = tool(cluster, *reset, "--from-file", str(plan), "--execute")
+    assert executed.returncode == 0, executed.stderr
+    current = tool(cluster, *reset, "--topic", topic, "--to-current", "--export", "--dry-run")
+    assert current.stdout == f"{topic},0,{end}\n{topic},1,1\n\n"
+
+
 def test_a_group_with_a_member_is_not_deleted(cluster: Cluster, topic: str, group: str) -> None:
     with member_of(cluster, topic, group):
         refused = tool(cluster, "--delete", "--group", group)
@@ -233,3 +253,6 @@ def test_a_group_with_a_member_is_not_deleted(cluster: Cluster, topic: str, grou
             "empty.\n"
         )
         assert group in tool(cluster, "--list").stdout.splitlines()
+        kept = tool(cluster, "--delete-offsets", "--group", group, "--topic", topic)
+        assert kept.returncode == 1
+        assert kept.stderr.startswith("GROUP_SUBSCRIBED_TO_TOPIC: ")

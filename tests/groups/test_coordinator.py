@@ -35,6 +35,7 @@ from tests.support.group_harness import (
     FakeClock,
     Harness,
 )
+from tests.support.group_requests import subscription
 from tests.support.polling import poll_until
 
 
@@ -425,6 +426,31 @@ def test_delete_only_a_group_without_members(harness: Harness) -> None:
     assert harness.coordinator.delete_group_error(GROUP) is ErrorCode.none
     assert harness.state() is None
     assert harness.coordinator.delete_group_error("never-known") is ErrorCode.none
+
+
+def test_offset_delete_keeps_the_topics_members_subscribe_to(harness: Harness) -> None:
+    subscribed = harness.coordinator.subscribed_topics
+    orders = Protocol("range", subscription(["orders"]))
+    both = Protocol("range", subscription(["payments", "orders"]))
+    first, first_join = harness.join_new(protocols=(orders,))
+    second, second_join = harness.join_new(protocols=(both,))
+    harness.initial_rebalance(first_join, second_join)
+    asked = {"orders", "payments", "refunds"}
+    assert subscribed(GROUP, asked) == {"orders", "payments"}
+    harness.coordinator.leave(GROUP, [LeavingMember(first), LeavingMember(second)])
+    assert harness.state() is GroupState.EMPTY
+    assert subscribed(GROUP, asked) == frozenset()  # no members: every offset may go
+    assert subscribed("never-known", asked) == frozenset()
+
+
+def test_offset_delete_of_a_group_whose_subscriptions_are_unknown(harness: Harness) -> None:
+    # RANGE's metadata is not a subscription: a consumer group then keeps every offset.
+    harness.stable_pair()
+    assert harness.coordinator.subscribed_topics(GROUP, {"a", "b"}) == {"a", "b"}
+    _, joined = harness.join_new(group="connect", protocol_type="connect")
+    harness.initial_rebalance(joined)
+    refused = harness.coordinator.subscribed_topics("connect", {"a"})
+    assert refused is ErrorCode.non_empty_group  # members of another protocol type
 
 
 # ------------------------------------------------------------------------------ deadlines

@@ -5,7 +5,7 @@ errors, and what membership refuses."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -71,8 +71,21 @@ class _Topics:
 
 
 class _GroupWithMembers(NoMembers):
+    """A Stable group whose members subscribe to ``subscribed``, or (None) of a protocol type
+    other than ``consumer``."""
+
+    def __init__(self, subscribed: frozenset[str] | None = None) -> None:
+        self.subscribed = subscribed
+
     def delete_group_error(self, group_id: str) -> ErrorCode:
         return ErrorCode.non_empty_group
+
+    def subscribed_topics(
+        self, group_id: str, topics: Collection[str]
+    ) -> frozenset[str] | ErrorCode:
+        if self.subscribed is None:
+            return ErrorCode.non_empty_group
+        return self.subscribed & frozenset(topics)
 
     def state_of(self, group_id: str) -> GroupState | None:
         return GroupState.STABLE
@@ -268,7 +281,8 @@ def test_offset_delete_and_delete_groups(harness: Harness) -> None:
         ),
     )
     in_use = harness.api(_access(*ALL), _GroupWithMembers())
-    assert call(in_use.offset_delete, request).error_code is ErrorCode.non_empty_group
+    refused = call(in_use.offset_delete, request)
+    assert (refused.error_code, refused.topics) == (ErrorCode.non_empty_group, ())
     [busy] = call(in_use.delete_groups, delete_v2.DeleteGroupsRequest(groups_names=("g",))).results
     assert busy.error_code is ErrorCode.non_empty_group
     answer = call(api.offset_delete, request)
@@ -280,3 +294,36 @@ def test_offset_delete_and_delete_groups(harness: Harness) -> None:
     [again] = call(api.delete_groups, delete).results
     assert again.error_code is ErrorCode.group_id_not_found
     assert call(api.offset_delete, request).error_code is ErrorCode.group_id_not_found
+
+
+def _offset_delete(partitions: dict[str, list[int]]) -> offset_delete_v0.OffsetDeleteRequest:
+    return offset_delete_v0.OffsetDeleteRequest(
+        group_id="g",
+        topics=tuple(
+            offset_delete_v0.OffsetDeleteRequestTopic(
+                name=topic,
+                partitions=tuple(
+                    offset_delete_v0.OffsetDeleteRequestPartition(partition_index=i32(i))
+                    for i in indexes
+                ),
+            )
+            for topic, indexes in partitions.items()
+        ),
+    )
+
+
+def test_offset_delete_of_a_consumer_group_with_members(harness: Harness) -> None:
+    """Kafka deletes the offsets of the topics no member subscribes to, and answers
+    GROUP_SUBSCRIBED_TO_TOPIC for the others; the topics' own errors come first."""
+    grants = (*ALL, (ResourceType.TOPIC, SECRET, AclOperation.ALL))
+    call(harness.api(_access(*grants)).offset_commit, commit({(TOPIC, 0): 5, (SECRET, 0): 7}))
+    consuming = harness.api(_access(*grants), _GroupWithMembers(frozenset({TOPIC})))
+    answer = call(consuming.offset_delete, _offset_delete({TOPIC: [0, 5], SECRET: [0]}))
+    assert answer.error_code is ErrorCode.none
+    assert errors_of(answer) == {
+        (TOPIC, 0): ErrorCode.group_subscribed_to_topic,
+        (TOPIC, 5): ErrorCode.unknown_topic_or_partition,
+        (SECRET, 0): ErrorCode.none,
+    }
+    kept = fetched(harness.api(_access(*grants)))
+    assert [(t.name, p.partition_index) for t in kept.topics for p in t.partitions] == [(TOPIC, 0)]

@@ -14,7 +14,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from broker.groups.group_config import GroupConfig
-from broker.groups.group_messages import LeavingMember
+from broker.groups.group_messages import LeavingMember, Protocol
 from broker.groups.group_records import (
     StoredGroup,
     StoredMember,
@@ -40,6 +40,7 @@ from tests.support.group_harness import (
     FakeClock,
     Harness,
 )
+from tests.support.group_requests import subscription
 from tests.support.polling import poll_until
 from tiered.kafka.records import iter_records
 
@@ -421,3 +422,17 @@ def test_a_partition_that_moves_away_takes_its_groups(brokers: Callable[[], Brok
     assert broker.harness.state() is None
     assert log is not None
     log.close()
+
+
+def test_a_loaded_consumer_group_knows_its_subscriptions(brokers: Callable[[], Broker]) -> None:
+    h = brokers().harness
+    orders = Protocol("range", subscription(["orders"]))
+    only, joined = h.join_new(protocols=(orders,))
+    h.initial_rebalance(joined)
+    synced = h.sync(only, joined.result(0).generation_id, {only: b"a"})
+    h.write_records()
+    assert synced.result(0).error is ErrorCode.none
+
+    h = brokers().harness
+    # OffsetDelete keeps the offsets of the topics the loaded members subscribe to.
+    assert h.coordinator.subscribed_topics(GROUP, {"orders", "refunds"}) == {"orders"}

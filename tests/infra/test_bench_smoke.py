@@ -222,6 +222,7 @@ def test_kafka_protocol_bench_small(tmp_path: Path) -> None:
     assert results["move_to_remote"]["problems"] == []
     committed = results["offset_commit"]
     assert committed["problems"] == [] and committed["offset_commit"]["n"] == 50
+    assert committed["no_op_request"]["n"] == 50
     assert committed["ratio"] > 0
     grouped = results["consumer_group"]
     assert grouped["problems"] == []  # every record seen once in each mode and round
@@ -237,7 +238,7 @@ def test_kafka_protocol_bench_small(tmp_path: Path) -> None:
     # and remote fetch each; Kafka fetches against the stub broker, the stub against the floor;
     # the group against assigned consumers, a leaver's handover; OffsetCommit against an
     # fdatasync
-    check_summary(document, rows=18)
+    check_summary(document, rows=19)
 
 
 def test_authorizer_bench_quick(tmp_path: Path) -> None:

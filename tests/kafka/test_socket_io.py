@@ -7,12 +7,13 @@ import asyncio
 import os
 import socket
 import struct
+import threading
 import tracemalloc
 
 import pytest
 
 from tiered.kafka.protocol import FrameTooLargeError
-from tiered.kafka.socket_io import FrameReader
+from tiered.kafka.socket_io import FrameReader, send_ready
 
 MIB = 1024 * 1024
 
@@ -81,3 +82,42 @@ def test_a_size_over_the_limit_is_refused_before_anything_is_allocated() -> None
 
     with pytest.raises(FrameTooLargeError):
         asyncio.run(announce(1025))
+
+
+def test_send_ready_sends_what_fits_and_returns_the_rest_in_order() -> None:
+    writer, reader = socket.socketpair()
+    try:
+        writer.setblocking(False)
+        writer.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        chunks = [os.urandom(n) for n in (5, 0, 70_000, 3, 200_000, 1)]
+        rest = send_ready(writer, chunks)
+        assert rest, "the socket's buffer is smaller than the answer"
+        assert sum(map(len, rest)) < sum(map(len, chunks))  # some went out at once
+        received = bytearray()
+
+        def read_all() -> None:
+            while data := reader.recv(1 << 20):
+                received.extend(data)
+
+        reading = threading.Thread(target=read_all)
+        reading.start()
+        writer.setblocking(True)
+        for chunk in rest:  # as the loop's send would
+            writer.sendall(chunk)
+        writer.shutdown(socket.SHUT_WR)
+        reading.join(timeout=30)
+        assert bytes(received) == b"".join(chunks)  # what went out, then the rest: unchanged
+    finally:
+        writer.close()
+        reader.close()
+
+
+def test_send_ready_leaves_everything_to_the_loop_when_the_socket_is_broken() -> None:
+    writer, reader = socket.socketpair()
+    reader.close()
+    try:
+        writer.setblocking(False)
+        rest = send_ready(writer, [b"abc", b"", b"de"])
+        assert [bytes(c) for c in rest] == [b"abc", b"de"]
+    finally:
+        writer.close()

@@ -3,7 +3,7 @@ so every commit is a standalone one (generation -1, no member id)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from kio.schema.errors import ErrorCode
 
@@ -30,6 +30,11 @@ class NoMembers:
 
     def delete_group_error(self, group_id: str) -> ErrorCode:
         return ErrorCode.none
+
+    def subscribed_topics(
+        self, group_id: str, topics: Collection[str]
+    ) -> frozenset[str] | ErrorCode:
+        return frozenset()
 
     def state_of(self, group_id: str) -> GroupState | None:
         return None

@@ -98,6 +98,7 @@ class Harness:
         rebalance_ms: int = REBALANCE_MS,
         group: str = GROUP,
         client: str = "client",
+        protocol_type: str = "consumer",
     ) -> Future[JoinResult]:
         return self.coordinator.join(
             JoinRequest(
@@ -106,7 +107,7 @@ class Harness:
                 group_instance_id=instance,
                 session_timeout_ms=session_ms,
                 rebalance_timeout_ms=rebalance_ms,
-                protocol_type="consumer",
+                protocol_type=protocol_type,
                 protocols=protocols,
                 client_id=client,
                 client_host="/127.0.0.1",

@@ -9,11 +9,14 @@ listeners: cluster.json's ``kafka_bootstrap_servers``).
     tiered-consumer-groups --bootstrap-server H:P --delete-offsets --group G --topic T[:P,...]
     tiered-consumer-groups --bootstrap-server H:P --reset-offsets --group G (--topic T[:P,...] | --all-topics)
         (--to-earliest | --to-latest | --to-offset N | --shift-by N | --to-datetime ISO | --to-current
-         | --by-duration PnDTnHnMnS) [--dry-run | --execute]
+         | --by-duration PnDTnHnMnS) [--dry-run | --execute] [--export]
+    tiered-consumer-groups --bootstrap-server H:P --reset-offsets --group G --from-file PLAN.csv
+        [--dry-run | --execute] [--export]
 
 ``--describe`` lists each partition with a committed offset or an owner: its offset, its log end
 and the lag between them. ``--reset-offsets`` only shows its plan unless ``--execute`` is given,
-and refuses a group with active members. ``--command-config`` takes Kafka's client properties
+and refuses a group with active members; ``--export`` prints the plan as CSV, which
+``--from-file`` takes back (``consumer_groups_csv``). ``--command-config`` takes Kafka's client properties
 (``security.protocol`` PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL; ``sasl.mechanism`` and
 ``sasl.jaas.config`` for SCRAM; the ``ssl.*`` keys), or librdkafka's. ``--format json`` prints
 what the text tables show as JSON. Errors print ``NAME: message`` on stderr and exit 1.
@@ -27,11 +30,13 @@ from collections.abc import Sequence
 
 from tiered.cli import consumer_groups_output as output
 from tiered.cli.common import add_format_option, invalid, kafka_command_config, run
+from tiered.cli.consumer_groups_csv import parse_plan, plan_to_csv
 from tiered.cli.consumer_groups_output import PartitionRow
 from tiered.cli.consumer_groups_reset import (
     RESET_SCENARIOS,
     ResetScenario,
     parse_topic_partitions,
+    plan_from_file,
     plan_reset,
 )
 from tiered.errors import ErrorCode, TieredError
@@ -133,11 +138,20 @@ def build_parser() -> argparse.ArgumentParser:
     scenarios.add_argument(
         "--by-duration", metavar="PnDTnHnMnS", help="to the first offset this long ago"
     )
+    scenarios.add_argument(
+        "--from-file", metavar="FILE", help="to the offsets of a CSV file, as --export prints them"
+    )
     run_mode = parser.add_mutually_exclusive_group()
     run_mode.add_argument(
         "--dry-run", action="store_true", help="--reset-offsets: show the plan (the default)"
     )
     run_mode.add_argument("--execute", action="store_true", help="--reset-offsets: do it")
+    parser.add_argument(
+        "--export",
+        action="store_true",
+        help="--reset-offsets: print the plan as CSV (topic,partition,offset; with the group "
+        "first unless one --group is named), for --from-file",
+    )
     parser.add_argument(
         "--timeout",
         type=int,
@@ -182,10 +196,16 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         if scenario is None:
             parser.error("--reset-offsets requires one of the following scenarios: "
                          + ", ".join(f"--{s}" for s in RESET_SCENARIOS))  # fmt: skip
-        if bool(args.topic) == bool(args.all_topics):
+        if scenario is not None and scenario.flag == "from-file":
+            if args.topic or args.all_topics:
+                parser.error("--from-file takes its partitions from the file; it does not go "
+                             "with --topic or --all-topics")  # fmt: skip
+        elif bool(args.topic) == bool(args.all_topics):
             parser.error("--reset-offsets takes one of these scopes: --topic, --all-topics")
+        if args.export and args.format != "text":
+            parser.error("--export prints CSV; it does not go with --format json")
     else:
-        used = [f for f in ("all_topics", "dry_run", "execute") if getattr(args, f)]
+        used = [f for f in ("all_topics", "dry_run", "execute", "export") if getattr(args, f)]
         if scenario is not None or used:
             flag = f"--{scenario.flag}" if scenario else f"--{used[0].replace('_', '-')}"
             parser.error(f"{flag} goes with --reset-offsets only")
@@ -319,6 +339,7 @@ def _reset_offsets(admin: GroupAdmin, args: argparse.Namespace) -> int:
         print(_NO_EXECUTE_WARNING, file=sys.stderr)
     scenario = _scenario(args)
     assert scenario is not None  # _check made sure
+    from_file = _read_plan(args) if scenario.flag == "from-file" else None
     plans: dict[str, dict[TopicPartition, int]] = {}
     for group in _groups(admin, args):
         state = admin.describe_group(group).state
@@ -328,6 +349,9 @@ def _reset_offsets(admin: GroupAdmin, args: argparse.Namespace) -> int:
                 f"Assignments can only be reset if the group '{group}' is inactive, but the "
                 f"current state is {state}.",
             )
+        if from_file is not None:
+            plans[group] = plan_from_file(admin, group, from_file)
+            continue
         if args.all_topics:
             partitions = sorted(admin.committed_offsets(group))
         else:
@@ -335,12 +359,29 @@ def _reset_offsets(admin: GroupAdmin, args: argparse.Namespace) -> int:
         plans[group] = plan_reset(admin, group, partitions, scenario)
     if execute:
         for group, plan in plans.items():
+            if not plan:
+                continue
             results = admin.commit_offsets(group, plan)
             failed = next((e for e in results.values() if e is not None), None)
             if failed is not None:
                 raise failed
-    output.reset_plan(plans, executed=execute, fmt=args.format)
+    if args.export:
+        print(plan_to_csv(plans, with_group=len(args.group) != 1))
+    else:
+        output.reset_plan(plans, executed=execute, fmt=args.format)
     return 0
+
+
+def _read_plan(args: argparse.Namespace) -> dict[str, dict[TopicPartition, int]]:
+    """``--from-file``'s plans, read before anything is asked of the cluster."""
+    path = args.from_file
+    try:
+        with open(path, encoding="utf-8") as file:
+            text = file.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise invalid(f"--from-file {path}: cannot read the reset plan: {e}") from None
+    single = args.group[0] if len(args.group) == 1 else None
+    return parse_plan(text, source=path, single_group=single)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

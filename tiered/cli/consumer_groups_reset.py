@@ -1,7 +1,7 @@
 """``tiered-consumer-groups --reset-offsets``: the new offset of each partition, by scenario, as
 Kafka's ConsumerGroupCommand plans it. An offset named outright (``--to-offset``,
-``--shift-by``) is kept within the partition's log, with a warning when it is moved; a time with
-no record at or after it falls back to the log end, with a warning."""
+``--shift-by``, ``--from-file``) is kept within the partition's log, with a warning when it is
+moved; a time with no record at or after it falls back to the log end, with a warning."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ __all__ = [
     "parse_datetime",
     "parse_duration",
     "parse_topic_partitions",
+    "plan_from_file",
     "plan_reset",
 ]
 
@@ -34,6 +35,7 @@ RESET_SCENARIOS = (
     "shift-by",
     "to-datetime",
     "by-duration",
+    "from-file",
 )
 # ISO 8601 durations as Java's Duration.parse takes them: PnDTnHnMn.nS, with an optional sign.
 _DURATION = re.compile(
@@ -146,6 +148,18 @@ def plan_reset(
             timestamp = int((now - parse_duration(value)).timestamp() * 1000)
         return _at_time(admin, partitions, timestamp)
     raise invalid(f"unknown reset scenario --{flag}; valid: {', '.join(RESET_SCENARIOS)}")
+
+
+def plan_from_file(
+    admin: GroupAdmin, group: str, plans: dict[str, dict[TopicPartition, int]]
+) -> dict[TopicPartition, int]:
+    """``--from-file``: the file's offsets for ``group``, kept within each partition's log; a
+    group the file has no plan for gets none (with Kafka's error line), and nothing is reset."""
+    wanted = plans.get(group)
+    if wanted is None:
+        print(f"\nError: No reset plan for group {group} found", file=sys.stderr)
+        return {}
+    return _within_log(admin, wanted)
 
 
 def _offset(found: int | TieredError | None, what: str, tp: TopicPartition) -> int:

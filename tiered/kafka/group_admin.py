@@ -17,11 +17,14 @@ from kio.schema.errors import ErrorCode as KafkaErrorCode
 from tiered.errors import ErrorCode, TieredError
 from tiered.kafka.client import COORDINATOR_ERRORS, Broker, KafkaClient, by_topic
 from tiered.kafka.connection import KafkaConnection, kafka_error
-from tiered.kafka.consumer_protocol import TopicPartition, decode_assignment
+from tiered.kafka.consumer_protocol import (
+    CONSUMER_PROTOCOL_TYPE,
+    TopicPartition,
+    decode_assignment,
+)
 from tiered.kafka.messages import build, nested
 
 __all__ = [
-    "CONSUMER_PROTOCOL_TYPE",
     "GROUP_STATES",
     "GroupAdmin",
     "GroupDescription",
@@ -31,7 +34,6 @@ __all__ = [
 
 OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS = 8, 9, 15, 16
 DELETE_GROUPS, OFFSET_DELETE = 42, 47
-CONSUMER_PROTOCOL_TYPE = "consumer"
 GROUP_STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty")
 """The classic group states, as Kafka spells them (its ConsumerGroupState)."""
 NO_OFFSET = -1

@@ -46,7 +46,7 @@ from tiered.kafka.protocol import (
     encode_response_chunks,
 )
 from tiered.kafka.record_batch import Buffer
-from tiered.kafka.socket_io import FrameReader, Receive, Send, send_chunks
+from tiered.kafka.socket_io import FrameReader, Receive, Send, send_chunks, send_ready
 from tiered.retry import ExponentialBackoff
 from tiered.security.principal import ANONYMOUS
 from tiered.security.sasl import SASL_KEYS, Authentication, ConnectionAuthenticator
@@ -244,6 +244,7 @@ class KafkaServer:
         receive: Receive | socket.socket = sock
         send: Send = functools.partial(loop.sock_sendall, sock)
         principal = ANONYMOUS
+        direct: socket.socket | None = sock  # a handler thread may send answers itself
         tls = self._settings.tls
         if tls is not None:
             accepted = await tls.accept(sock, client, self._settings.connections_max_idle_s)
@@ -251,13 +252,13 @@ class KafkaServer:
                 sock.close()
                 return
             stream, principal = accepted
-            receive, send = stream.recv_into, stream.sendall
+            receive, send, direct = stream.recv_into, stream.sendall, None
         frames: asyncio.Queue[memoryview | None] = asyncio.Queue(self._settings.pipeline_depth)
         reader = FrameReader(receive, self._settings.max_request_bytes)
         reading = asyncio.create_task(self._read_frames(reader, frames, client))
         authenticator = self._authentication.connection(principal)
         try:
-            await self._answer_in_order(frames, send, _Peer(client, authenticator))
+            await self._answer_in_order(frames, send, _Peer(client, authenticator, direct))
         except (_DropConnectionError, ConnectionError):
             pass
         except asyncio.CancelledError:
@@ -302,9 +303,9 @@ class KafkaServer:
             if isinstance(answer, _Delayed):
                 result = await asyncio.wrap_future(answer.result)
                 answer = await loop.run_in_executor(
-                    self._pool, self._encode, answer.request, result, peer.client
+                    self._pool, self._encode_and_send, answer.request, result, peer
                 )
-            if answer is not None:
+            if answer:
                 await send_chunks(send, answer)
 
     def _answer(
@@ -317,7 +318,17 @@ class KafkaServer:
             return None if chunks is None else _LastAnswer(chunks)
         if isinstance(result, Future):
             return _Delayed(request, result)
-        return self._encode(request, result, peer.client)
+        return self._encode_and_send(request, result, peer)
+
+    def _encode_and_send(
+        self, request: Request, response: ResponsePayload | None, peer: _Peer
+    ) -> list[Buffer] | None:
+        """The answer's chunks, less what this (handler) thread could send at once: the
+        connection's one writer is the request in hand, answers leaving in request order."""
+        chunks = self._encode(request, response, peer.client)
+        if chunks is None or peer.direct is None:
+            return chunks
+        return send_ready(peer.direct, chunks)
 
     def _handle(self, frame: memoryview, peer: _Peer) -> tuple[Request, HandlerResult]:
         client, authenticator = peer.client, peer.authenticator
@@ -393,6 +404,7 @@ class _Peer:
 
     client: str
     authenticator: ConnectionAuthenticator
+    direct: socket.socket | None  # PLAINTEXT: the socket a handler thread may send on
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from tiered.kafka.protocol import SIZE_PREFIX, frame_size
 from tiered.kafka.record_batch import Buffer
 
-__all__ = ["FrameReader", "Receive", "Send", "send_chunks"]
+__all__ = ["FrameReader", "Receive", "Send", "send_chunks", "send_ready"]
 
 # What a connection moves bytes with: ``loop.sock_recv_into`` / ``loop.sock_sendall`` on the raw
 # socket, or a TLS layer's methods of the same shape (``tiered.security.tls_stream``).
@@ -24,6 +24,7 @@ Receive = Callable[[memoryview], Awaitable[int]]
 Send = Callable[[Buffer], Awaitable[None]]
 
 _READ_BUFFER_BYTES = 64 * 1024
+_MAX_CHUNKS_PER_SEND = 512  # below IOV_MAX (1024 on Linux)
 # A large frame's buffer starts this big (a typical producer batch fits) and doubles as needed.
 _EAGER_FRAME_BYTES = 1024 * 1024
 
@@ -126,3 +127,27 @@ async def send_chunks(send: Send, chunks: Sequence[Buffer]) -> None:
     """Sends ``chunks`` in order (``encode_response_chunks`` already coalesced the small ones)."""
     for chunk in chunks:
         await send(chunk)
+
+
+def send_ready(sock: socket.socket, chunks: Sequence[Buffer]) -> list[Buffer]:
+    """Sends what a non-blocking ``sock`` takes now, from any thread, and returns the rest of
+    ``chunks`` (in order, for ``send_chunks``). For the one writer of a connection only.
+
+    Why a handler thread sends: a small answer then reaches the client without waiting for the
+    event loop to wake up and resume the connection, a wake-up that costs about as much as the
+    rest of a small request's round trip. A send that fails leaves every unsent byte to the
+    loop's send, which reports the error as it would have."""
+    pending = [memoryview(chunk).cast("B") for chunk in chunks if len(chunk)]
+    while pending:
+        try:
+            sent = sock.sendmsg(pending[:_MAX_CHUNKS_PER_SEND])
+        except (BlockingIOError, InterruptedError, OSError):
+            break
+        while sent:
+            first = pending[0]
+            if sent < len(first):
+                pending[0] = first[sent:]
+                break
+            sent -= len(first)
+            pending.pop(0)
+    return list(pending)

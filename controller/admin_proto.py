@@ -1,0 +1,173 @@
+"""AdminService's protobuf conversions: domain values (``TopicView``, ``DeleteJob``,
+``TopicMetadata``, broker registrations) to the answers' messages, and the requests' messages to
+``PartitionIncrease`` and ``TopicAlteration``. The servicer calls these at its edge; nothing
+else sees generated code."""
+
+from __future__ import annotations
+
+from controller.admin_operations import TopicAlteration, TopicView
+from controller.partition_growth import PartitionIncrease
+from tiered.cluster.model import (
+    BrokerRegistration,
+    DeleteJob,
+    DeleteJobState,
+    TieredState,
+    TopicMetadata,
+)
+from tiered.cluster.serde import broker_endpoints_to_proto, tiered_state_to_proto
+from tiered.config import ConfigOperation
+from tiered.errors import TieredError
+from tiered.rpc.status import error_to_proto
+from tiered.rpc.v1 import broker_pb2 as broker_pb
+from tiered.rpc.v1 import controller_pb2 as pb
+
+__all__ = [
+    "alter_response_to_proto",
+    "alter_result_to_proto",
+    "alteration_from_proto",
+    "broker_description_to_proto",
+    "delete_job_summary_to_proto",
+    "deleted_topic_to_proto",
+    "increase_from_proto",
+    "placement_to_proto",
+    "topic_description_to_proto",
+]
+
+
+def topic_description_to_proto(view: TopicView) -> pb.TopicDescription:
+    topic = view.topic
+    partitions = []
+    for p, broker in enumerate(topic.replicas):
+        state = view.partition_states.get(p)
+        description = pb.PartitionDescription(
+            partition=p,
+            leader=broker,
+            leader_available=state is not None,
+            remote_log_start_offset=-1,
+            disable_acked=topic.tiered_state is TieredState.DISABLING
+            and p not in view.owed_partitions,
+        )
+        if state is not None:
+            description.offsets.CopyFrom(
+                broker_pb.PartitionOffsets(
+                    log_start_offset=state.log_start_offset,
+                    local_log_start_offset=state.local_log_start_offset,
+                    log_end_offset=state.log_end_offset,
+                )
+            )
+            description.remote_log_size_bytes = state.remote_size_bytes
+            description.remote_segment_count = state.remote_segment_count
+            description.remote_log_start_offset = state.remote_log_start_offset
+            description.remote_delete_state = state.remote_delete_state
+        partitions.append(description)
+    job = view.delete_job
+    if job is not None:
+        done = {d.partition: d for d in job.progress}
+        for description in partitions:
+            progress = done.get(description.partition)
+            description.delete_objects_total = -1 if progress is None else progress.objects_total
+            description.delete_objects_deleted = 0 if progress is None else progress.objects_deleted
+            description.delete_done = progress is not None and progress.done
+            if job.tiered_epoch == topic.tiered_epoch:
+                description.remote_delete_state = (
+                    "DELETE_PARTITION_FINISHED"
+                    if description.delete_done
+                    else "DELETE_PARTITION_STARTED"
+                    if job.state is DeleteJobState.RUNNING
+                    else description.remote_delete_state or "DELETE_PARTITION_MARKED"
+                )
+    return pb.TopicDescription(
+        delete_job=None if job is None else delete_job_summary_to_proto(job),
+        name=topic.name,
+        topic_id=topic.topic_id.bytes,
+        tiered_state=tiered_state_to_proto(topic.tiered_state),
+        tiered_epoch=topic.tiered_epoch,
+        configs=dict(topic.configs),
+        partitions=partitions,
+        disable_acks_owed=view.acks_owed,
+        disable_acks_total=view.acks_total,
+        disable_policy=view.disable_policy,
+        error=error_to_proto(None),
+    )
+
+
+def delete_job_summary_to_proto(job: DeleteJob) -> pb.DeleteJobDescription:
+    """The job as a describe shows it: totals over its partitions, not the durable record
+    (``tiered.cluster.serde.delete_job_to_proto``)."""
+    return pb.DeleteJobDescription(
+        state=job.state.value,
+        tiered_epoch=job.tiered_epoch,
+        attempts=job.attempts,
+        last_error=job.last_error,
+        objects_total=job.objects_total,
+        objects_deleted=job.objects_deleted,
+        partitions_done=job.partitions_done,
+        partition_count=job.partition_count,
+    )
+
+
+def deleted_topic_to_proto(job: DeleteJob) -> pb.DeletedTopicDescription:
+    return pb.DeletedTopicDescription(
+        name=job.topic, topic_id=job.topic_id.bytes, delete_job=delete_job_summary_to_proto(job)
+    )
+
+
+def alter_response_to_proto(topic: TopicMetadata) -> pb.AlterConfigsResponse:
+    return pb.AlterConfigsResponse(
+        error=error_to_proto(None),
+        tiered_state=tiered_state_to_proto(topic.tiered_state),
+        tiered_epoch=topic.tiered_epoch,
+    )
+
+
+def broker_description_to_proto(
+    registration: BrokerRegistration, fenced: bool
+) -> pb.BrokerDescription:
+    return pb.BrokerDescription(
+        broker_id=registration.broker_id,
+        host=registration.host,
+        port=registration.port,
+        fenced=fenced,
+        kafka_endpoints=broker_endpoints_to_proto(registration.kafka_endpoints),
+    )
+
+
+def placement_to_proto(name: str | None, topic: TopicMetadata | TieredError) -> pb.TopicPlacement:
+    if isinstance(topic, TieredError):
+        return pb.TopicPlacement(name=name or "", error=error_to_proto(topic))
+    return pb.TopicPlacement(
+        name=topic.name,
+        topic_id=topic.topic_id.bytes,
+        replicas=topic.replicas,
+        error=error_to_proto(None),
+    )
+
+
+def increase_from_proto(growth: pb.PartitionGrowth) -> PartitionIncrease:
+    return PartitionIncrease(
+        growth.topic,
+        growth.count,
+        tuple(tuple(a.broker_ids) for a in growth.assignments) if growth.has_assignments else None,
+    )
+
+
+def alteration_from_proto(alteration: pb.TopicConfigAlteration) -> TopicAlteration:
+    """ValueError (INVALID_ARGUMENT) for an operation this controller does not know."""
+    return TopicAlteration(
+        alteration.topic,
+        tuple((c.name, ConfigOperation(c.operation), c.value) for c in alteration.configs),
+        alteration.replace,
+    )
+
+
+def alter_result_to_proto(
+    name: str, result: TopicMetadata | TieredError
+) -> pb.AlterTopicConfigsResult:
+    if isinstance(result, TieredError):
+        return pb.AlterTopicConfigsResult(topic=name, error=error_to_proto(result))
+    return pb.AlterTopicConfigsResult(
+        topic=name,
+        error=error_to_proto(None),
+        tiered_state=tiered_state_to_proto(result.tiered_state),
+        tiered_epoch=result.tiered_epoch,
+    )
