@@ -436,3 +436,28 @@ def test_a_loaded_consumer_group_knows_its_subscriptions(brokers: Callable[[], B
     h = brokers().harness
     # OffsetDelete keeps the offsets of the topics the loaded members subscribe to.
     assert h.coordinator.subscribed_topics(GROUP, {"orders", "refunds"}) == {"orders"}
+
+
+def test_a_static_member_not_stored_keeps_its_old_id(tmp_path: Path, clock: FakeClock) -> None:
+    refusal: list[ErrorCode] = []
+
+    def store_group(group_id: str, record: StoredGroup) -> ErrorCode:
+        return refusal[0] if refusal else broker.store.store_group(group_id, record)
+
+    broker = Broker(tmp_path / "p0", clock, store_group)
+    try:
+        h = broker.harness
+        joined = h.join(instance="a")
+        h.initial_rebalance(joined)
+        member_id, generation = joined.result(0).member_id, joined.result(0).generation_id
+        synced = h.sync(member_id, generation, {member_id: b"a"}, "a")
+        h.write_records()
+        assert synced.result(0).error is ErrorCode.none
+        refusal.append(ErrorCode.not_coordinator)
+        rejoined = h.join(instance="a")
+        h.write_records()
+        assert rejoined.result(0).error is ErrorCode.not_coordinator
+        assert h.coordinator.heartbeat(GROUP, member_id, "a", generation) is ErrorCode.none
+        assert h.state() is GroupState.STABLE
+    finally:
+        broker.close()
