@@ -435,7 +435,7 @@ def run_size(
         "metadata_seed_s": image.seed_s,
         "scenarios": {},
     }
-    for scenario in ("s3", "s3_faults", "local"):
+    for scenario in args.scenarios:
         methods: dict[str, Any] = {}
         result["scenarios"][scenario] = {"methods": methods}
         first: wiring.BulkDelete | None = sessions[0] if sessions else None
@@ -490,6 +490,8 @@ def ratios(result: dict[str, Any]) -> dict[str, float]:
             out[f"{scenario}: product/floor"] = m["product"] / m["floor"]
     return out
 
+
+SCENARIOS = ("s3", "s3_faults", "local")
 
 BASELINES = {
     "kafka": "Kafka deleteRemoteLogPartition, partition after partition",
@@ -574,6 +576,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="one Spark session for every scenario and size (only the first product is cold)",
     )
+    parser.add_argument(
+        "--scenarios",
+        type=lambda s: [name for name in s.split(",") if name],
+        default=list(SCENARIOS),
+        help=f"a comma-separated subset of {','.join(SCENARIOS)} (default: all)",
+    )
     parser.add_argument("--quick", action="store_true", help=f"small: {QUICK}")
     parser.add_argument("--workdir", default=None, help="where the temporary files go")
     parser.add_argument("--out", default=str(DEFAULT_OUT))
@@ -585,6 +593,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.master = args.master or QUICK["master"]
         args.kafka_max_segments = args.faults_kafka_max_segments = QUICK["kafka_max_segments"]
         args.one_session = True
+    unknown = [name for name in args.scenarios if name not in SCENARIOS]
+    if unknown or not args.scenarios:
+        parser.error(f"--scenarios: {unknown or 'none'}; valid: {','.join(SCENARIOS)}")
     if min(sizes) < args.partitions or args.partitions < 1:
         parser.error("every partition needs at least one segment")
     os.environ["PYTHONPATH"] = os.pathsep.join(
@@ -648,6 +659,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "slow_down_rate": args.fault_slowdown,
             },
             "threads": args.threads,
+            "scenarios": args.scenarios,
             "quick": args.quick,
             "one_session": args.one_session,
             "sessions": (

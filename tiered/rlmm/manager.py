@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
-import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence, Set
 from typing import TypeVar
 
@@ -26,7 +26,6 @@ from tiered import api
 from tiered.api import (
     RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataUpdate,
-    RemoteLogSegmentState,
     RemotePartitionDeleteMetadata,
     RemotePartitionDeleteState,
     RemoteResourceNotFoundException,
@@ -81,6 +80,12 @@ def _apply_updates(
             continue
         applied = state.handle_remote_log_segment_metadata_update(u) or applied
     return applied
+
+
+def _remove_segments(
+    tiered_epoch: int, segment_ids: list[uuid.UUID], state: PartitionMetadataState
+) -> bool:
+    return state.handle_segments_deleted_below_epoch(tiered_epoch, segment_ids)
 
 
 def _check_partition_and_epoch(tp: object, tiered_epoch: object) -> None:
@@ -182,57 +187,45 @@ class StoreRemoteLogMetadataManager(api.BulkDeleteRemoteLogMetadataManager):
             self._write_many(tp, [functools.partial(_apply_updates, chunk) for chunk in chunks])
 
     def handle_partition_segments_delete_started_below_epoch(
-        self, topic_id_partition: TopicIdPartition, tiered_epoch: int, batch_size: int = 256
+        self, topic_id_partition: TopicIdPartition, tiered_epoch: int
     ) -> list[RemoteLogSegmentMetadata]:
-        """The contract is :class:`~tiered.api.BulkDeleteRemoteLogMetadataManager`'s. The
-        partition is read once and kept open: the batches move the segments that read found,
-        each batch of ``batch_size`` in one atomic write."""
+        """The contract is :class:`~tiered.api.BulkDeleteRemoteLogMetadataManager`'s. One read
+        of the partition and one write of its record, whatever the number of segments: the
+        partition's delete epoch marks them all (:mod:`tiered.rlmm.partition_state`)."""
         _check_partition_and_epoch(topic_id_partition, tiered_epoch)
         below: list[RemoteLogSegmentMetadata] = []
 
-        def read_below(state: PartitionMetadataState) -> bool:
-            below[:] = state.segments_below_epoch_to_delete(tiered_epoch)
-            return False
+        def mark(state: PartitionMetadataState) -> bool:
+            below[:] = state.handle_partition_segments_delete_started_below_epoch(tiered_epoch)
+            return state.dirty
 
-        def applies() -> Iterator[Callable[[PartitionMetadataState], bool]]:
-            yield read_below
-            now = int(time.time() * 1000)
-            pending = [
-                RemoteLogSegmentMetadataUpdate(
-                    m.remote_log_segment_id,
-                    now,
-                    None,
-                    RemoteLogSegmentState.DELETE_SEGMENT_STARTED,
-                    self._broker_id,
-                )
-                for m in below
-                if m.state is not RemoteLogSegmentState.DELETE_SEGMENT_STARTED
-            ]
-            for i in range(0, len(pending), batch_size):
-                yield functools.partial(_apply_updates, pending[i : i + batch_size])
-
-        self._write_many(topic_id_partition, applies())
+        self._write(topic_id_partition, mark)
         return list(below)
 
     def handle_partition_segments_deleted_below_epoch(
         self, topic_id_partition: TopicIdPartition, tiered_epoch: int, batch_size: int = 1024
     ) -> None:
-        """The contract is :class:`~tiered.api.BulkDeleteRemoteLogMetadataManager`'s. Each batch
-        of ``batch_size`` segments is one atomic write; the partition stays open between them,
-        as in :meth:`update_remote_log_segment_metadata_batch`. Removals write no segment record,
-        only delete keys, so a batch may be larger than one that rewrites records (whose custom
-        metadata has no upper bound) without nearing ZooKeeper's request size limit."""
+        """The contract is :class:`~tiered.api.BulkDeleteRemoteLogMetadataManager`'s. The
+        partition is listed once and kept open; each batch of ``batch_size`` of the segments
+        found is one atomic write, which removes them by key (no segment record is rewritten, so
+        a batch stays far below ZooKeeper's request size limit). Listing again after the last
+        batch finds nothing unless the partition changed meanwhile (a lost race reloads it)."""
         _check_partition_and_epoch(topic_id_partition, tiered_epoch)
-        removed = batch_size
+        found: list[uuid.UUID] = []
 
-        def remove_batch(state: PartitionMetadataState) -> bool:
-            nonlocal removed
-            removed = state.handle_partition_segments_deleted_below_epoch(tiered_epoch, batch_size)
-            return removed > 0
+        def listing(state: PartitionMetadataState) -> bool:
+            found[:] = state.segments_deleted_below_epoch(tiered_epoch)
+            return False
 
         def batches() -> Iterator[Callable[[PartitionMetadataState], bool]]:
-            while removed == batch_size:
-                yield remove_batch
+            yield listing
+            while found:
+                pending = list(found)
+                for i in range(0, len(pending), batch_size):
+                    yield functools.partial(
+                        _remove_segments, tiered_epoch, pending[i : i + batch_size]
+                    )
+                yield listing
 
         self._write_many(topic_id_partition, batches())
 
