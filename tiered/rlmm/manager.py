@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence, Set
 from typing import TypeVar
@@ -190,13 +191,16 @@ class StoreRemoteLogMetadataManager(api.BulkDeleteRemoteLogMetadataManager):
         self, topic_id_partition: TopicIdPartition, tiered_epoch: int
     ) -> list[RemoteLogSegmentMetadata]:
         """The contract is :class:`~tiered.api.BulkDeleteRemoteLogMetadataManager`'s. One read
-        of the partition and one write of its record, whatever the number of segments: the
-        partition's delete epoch marks them all (:mod:`tiered.rlmm.partition_state`)."""
+        of the partition and one write, of its record whatever the number of segments: the
+        partition's delete epoch marks them all (:mod:`tiered.rlmm.partition_state`), and only
+        copies still in progress, if any, get records of their own in that write."""
         _check_partition_and_epoch(topic_id_partition, tiered_epoch)
         below: list[RemoteLogSegmentMetadata] = []
 
         def mark(state: PartitionMetadataState) -> bool:
-            below[:] = state.handle_partition_segments_delete_started_below_epoch(tiered_epoch)
+            below[:] = state.handle_partition_segments_delete_started_below_epoch(
+                tiered_epoch, int(time.time() * 1000), self._broker_id
+            )
             return state.dirty
 
         self._write(topic_id_partition, mark)

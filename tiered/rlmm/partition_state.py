@@ -267,12 +267,16 @@ class PartitionMetadataState:
         return True
 
     def handle_partition_segments_delete_started_below_epoch(
-        self, tiered_epoch: int
+        self, tiered_epoch: int, event_timestamp_ms: int, broker_id: int
     ) -> list[RemoteLogSegmentMetadata]:
         """Every segment stamped below ``tiered_epoch`` is going: records the partition's delete
         epoch (raising it, never lowering it), which makes them all DELETE_SEGMENT_STARTED at once.
-        Returns those segments as they were before. Only in DELETE_PARTITION_STARTED; otherwise
-        the event is dropped (logged) and none is returned."""
+        Copies still in progress are moved one by one too, with an event of their own: the bulk
+        removal takes a COPY_SEGMENT_STARTED segment only once it was moved so, because one
+        stamped below the delete epoch after this event (a broker still copying) may still be
+        writing objects that this event's caller did not see. Returns the segments as they were
+        before. Only in DELETE_PARTITION_STARTED; otherwise the event is dropped (logged) and
+        none is returned."""
         if not self._check_deleting(tiered_epoch, "marked"):
             return []
         below = [m for m in self.list_remote_log_segments(None) if m.tiered_epoch < tiered_epoch]
@@ -280,12 +284,24 @@ class PartitionMetadataState:
             self._check_copy_finished_by_epoch()
             self.record.deleting_below_tiered_epoch = tiered_epoch
             self.dirty = True
+        for m in below:
+            stored = self._segments.segment(m.remote_log_segment_id.id)
+            if stored is not None and stored.state is RemoteLogSegmentState.COPY_SEGMENT_STARTED:
+                self.handle_remote_log_segment_metadata_update(
+                    RemoteLogSegmentMetadataUpdate(
+                        m.remote_log_segment_id,
+                        event_timestamp_ms,
+                        None,
+                        RemoteLogSegmentState.DELETE_SEGMENT_STARTED,
+                        broker_id,
+                    )
+                )
         return below
 
     def segments_deleted_below_epoch(self, tiered_epoch: int) -> list[uuid.UUID]:
-        """The ids of the DELETE_SEGMENT_STARTED segments stamped below ``tiered_epoch`` (those
-        below the delete epoch among them), when the partition is in DELETE_PARTITION_STARTED;
-        none otherwise (logged: the event is dropped)."""
+        """The ids of the segments the bulk removal below ``tiered_epoch`` takes
+        (:meth:`_deleting_below`), when the partition is in DELETE_PARTITION_STARTED; none
+        otherwise (logged: the event is dropped)."""
         if not self._check_deleting(tiered_epoch, "removed"):
             return []
         ids = self._listed_ids(None)
@@ -296,13 +312,16 @@ class PartitionMetadataState:
         ]
 
     def _deleting_below(self, stored: RemoteLogSegmentMetadata, tiered_epoch: int) -> bool:
-        """Whether a stored segment reads as DELETE_SEGMENT_STARTED and is stamped below
-        ``tiered_epoch`` (what :meth:`_effective` tells, without building the metadata)."""
+        """Whether the bulk removal takes a stored segment: stamped below ``tiered_epoch`` and
+        DELETE_SEGMENT_STARTED, by its own record or, when COPY_SEGMENT_FINISHED, by the delete
+        epoch (a COPY_SEGMENT_STARTED one only after the marking moved it on its own)."""
         if stored.tiered_epoch >= tiered_epoch:
             return False
         delete_epoch = self.delete_epoch
         return stored.state is RemoteLogSegmentState.DELETE_SEGMENT_STARTED or (
-            delete_epoch is not None and stored.tiered_epoch < delete_epoch
+            stored.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+            and delete_epoch is not None
+            and stored.tiered_epoch < delete_epoch
         )
 
     def _check_deleting(self, tiered_epoch: int, what: str) -> bool:
