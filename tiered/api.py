@@ -459,9 +459,9 @@ class BulkDeleteRemoteLogMetadataManager(RemoteLogMetadataManager):
         each reads as DELETE_SEGMENT_STARTED, to every reader and to the transition checks of
         later events (as if ``update_remote_log_segment_metadata`` had moved it; segments stamped
         below it later, by a copy still running, too), durably at once. Returns those segments
-        as read before the move: their objects are what the caller deletes. Only a partition in DELETE_PARTITION_STARTED takes the event;
-        otherwise it is dropped and logged, and none is returned. Errors as
-        :meth:`handle_partition_segments_deleted_below_epoch`."""
+        as read before the move: their objects are what the caller deletes. Only a partition in
+        DELETE_PARTITION_STARTED takes the event; otherwise it is dropped and logged, and none
+        is returned. Errors as :meth:`handle_partition_segments_deleted_below_epoch`."""
 
     @abc.abstractmethod
     def handle_partition_segments_deleted_below_epoch(
