@@ -822,7 +822,11 @@ def test_marking_writes_the_partition_record_only_and_removal_deletes_by_key(
     assert len(recorded.multis) == 1
 
     recorded.multis.clear()
+    reads: list[int] = []
+    get_many = recorded.get_many
+    recorded.get_many = lambda keys: reads.append(len(keys)) or get_many(keys)  # type: ignore[method-assign]
     writer.handle_partition_segments_deleted_below_epoch(tp, 1, batch_size=5)
+    assert reads == []  # the partition as the marking left it: nothing to read again
     assert len(recorded.multis) == 3
     segment_ops = [op for ops in recorded.multis for op in ops if "/s/" in op.key]
     assert len(segment_ops) == len(doomed)
@@ -887,3 +891,25 @@ def test_marking_a_partition_recorded_without_copy_finished_by_epoch_counts_righ
             1,
             SEG_SIZE,
         )
+
+
+def test_a_write_between_the_marking_and_the_removal_is_seen_by_the_removal(
+    store: Store,
+) -> None:
+    """The removal starts from the partition as its marking left it only if nobody wrote to it
+    since: a segment finished by a broker and a newer copy in between are taken into account."""
+    tp = new_tp()
+    writer, broker = store.manager(), store.manager(broker_id=BROKER_1)
+    doomed = [
+        _stamped(writer, tp, {0: 100 * i}, 100 * i, 0, (COPY_SEGMENT_FINISHED,)) for i in range(6)
+    ]
+    _deleting(writer, tp)
+    writer.handle_partition_segments_delete_started_below_epoch(tp, 1)
+    broker.update_remote_log_segment_metadata(update_of(doomed[0], DELETE_SEGMENT_FINISHED))
+    newer = _stamped(broker, tp, {1: 1_000}, 1_000, 1, (COPY_SEGMENT_FINISHED,))
+    writer.handle_partition_segments_deleted_below_epoch(tp, 1, batch_size=4)
+    for reader in (writer, store.manager(broker_id=7)):
+        assert listing(reader, tp) == [newer]
+        totals = reader.remote_log_totals(tp)
+        assert (totals.segment_count, totals.copy_finished_segment_count) == (1, 1)
+        assert [reader.remote_log_size(tp, e) for e in (0, 1)] == [0, SEG_SIZE]

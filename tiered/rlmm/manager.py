@@ -61,6 +61,10 @@ class RemoteLogMetadataFencedException(RemoteLogMetadataConflictException):
     """This manager's leadership claim on the partition was superseded by another process."""
 
 
+MARKED_KEPT = 64
+"""Marked partitions kept open for their removal, at most (a job marks the next partitions while
+the engine deletes the earlier ones' objects)."""
+
 CONFLICT_RETRY = RetryPolicy(
     max_tries=8, deadline_s=10.0, delay_s=0.005, max_delay_s=0.25, jitter=1.0
 )
@@ -133,6 +137,10 @@ class StoreRemoteLogMetadataManager(api.BulkDeleteRemoteLogMetadataManager):
         self._led: dict[TopicIdPartition, _LedPartition] = {}
         self._led_keys: dict[str, TopicIdPartition] = {}  # partition record key -> partition
         self._led_lock = threading.Lock()
+        # Partitions just marked by the bulk delete, as the marking read and wrote them: their
+        # removal reuses one still at the stored version instead of reading it all again.
+        self._marked: dict[TopicIdPartition, PartitionMetadataState] = {}
+        self._marked_lock = threading.Lock()
         self._closed = False
 
     def __repr__(self) -> str:
@@ -203,7 +211,13 @@ class StoreRemoteLogMetadataManager(api.BulkDeleteRemoteLogMetadataManager):
             )
             return state.dirty
 
-        self._write(topic_id_partition, mark)
+        marked = self._write_many(topic_id_partition, [mark])
+        if marked is not None:
+            with self._marked_lock:
+                self._marked.pop(topic_id_partition, None)
+                self._marked[topic_id_partition] = marked
+                while len(self._marked) > MARKED_KEPT:
+                    del self._marked[next(iter(self._marked))]
         return list(below)
 
     def handle_partition_segments_deleted_below_epoch(
@@ -231,18 +245,35 @@ class StoreRemoteLogMetadataManager(api.BulkDeleteRemoteLogMetadataManager):
                     )
                 yield listing
 
-        self._write_many(topic_id_partition, batches())
+        self._write_many(topic_id_partition, batches(), self._marked_state(topic_id_partition))
+
+    def _marked_state(self, tp: TopicIdPartition) -> PartitionMetadataState | None:
+        """The partition as its marking left it, if nobody has written to it since."""
+        with self._marked_lock:
+            state = self._marked.pop(tp, None)
+        if state is None:
+            return None
+        try:
+            stored = self._backend.get(keys.partition_key(tp))
+        except StorageBackendError:
+            return None  # the write opens the partition afresh, and reports what fails then
+        return state if stored is not None and stored.version == state.version else None
 
     def _write_many(
-        self, tp: TopicIdPartition, applies: Iterable[Callable[[PartitionMetadataState], bool]]
-    ) -> None:
-        """Each of ``applies`` in turn, each committed as one write when it applies anything."""
+        self,
+        tp: TopicIdPartition,
+        applies: Iterable[Callable[[PartitionMetadataState], bool]],
+        opened: PartitionMetadataState | None = None,
+    ) -> PartitionMetadataState | None:
+        """Each of ``applies`` in turn, each committed as one write when it applies anything.
+        Outside a leader's cache: starting from ``opened`` if given (a view at the stored
+        version), and returning the view as the last write left it."""
         led = self._led.get(tp)
-        if led is not None:
-            for apply in applies:
-                self._write_as_leader(tp, led, apply)
-        else:
-            self._write_many_from_store(tp, applies)
+        if led is None:
+            return self._write_many_from_store(tp, applies, opened)
+        for apply in applies:
+            self._write_as_leader(tp, led, apply)
+        return None
 
     def put_remote_partition_delete_metadata(self, metadata: RemotePartitionDeleteMetadata) -> None:
         if metadata is None:
@@ -344,12 +375,14 @@ class StoreRemoteLogMetadataManager(api.BulkDeleteRemoteLogMetadataManager):
         )
 
     def _write_many_from_store(
-        self, tp: TopicIdPartition, applies: Iterable[Callable[[PartitionMetadataState], bool]]
-    ) -> None:
+        self,
+        tp: TopicIdPartition,
+        applies: Iterable[Callable[[PartitionMetadataState], bool]],
+        state: PartitionMetadataState | None = None,
+    ) -> PartitionMetadataState | None:
         """Like :meth:`_write_from_store` for each of ``applies`` in turn, keeping the partition
         open between them: a committed state is the stored one, so only a lost race reloads it
         (reopening for each write would re-read what the previous writes touched)."""
-        state: PartitionMetadataState | None = None
         for apply in applies:
             last: VersionConflictError | None = None
             for _attempt in self._retry.attempts():
@@ -375,6 +408,7 @@ class StoreRemoteLogMetadataManager(api.BulkDeleteRemoteLogMetadataManager):
                     f"{self._retry.max_tries} attempts (last conflict at "
                     f"{last.key if last else '?'})"
                 )
+        return state
 
     def _commit(self, state: PartitionMetadataState, claim_version: int | None = None) -> None:
         ops = state.pending_ops()
