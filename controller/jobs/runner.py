@@ -47,6 +47,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -74,6 +75,10 @@ CONTROLLER_BROKER_ID = -1  # the id the controller writes RLMM events with
 MAX_SWEEPS = 5
 """Listings of a sweep that may still find objects before the attempt fails (objects that keep
 appearing below E mean a writer the job can not outrun; the next attempt tries again)."""
+
+
+SWEEP_LISTINGS = 8
+"""Partitions the sweep lists at once."""
 
 
 class BulkDeleteUnsupportedError(RemoteStorageException):
@@ -420,11 +425,18 @@ class DeleteJobRunner:
         """Lists the partitions' objects below the epoch and deletes them, until a listing finds
         none (:data:`MAX_SWEEPS` listings at most)."""
         job = tracker.job
+
+        def below_epoch(tp: TopicIdPartition) -> list[str]:
+            return self._objects_below_epoch(storage, tp, job.tiered_epoch)
+
         for _ in range(MAX_SWEEPS):
+            # an object store answers a listing a page a request: the partitions' go in parallel
+            with ThreadPoolExecutor(min(len(partitions), SWEEP_LISTINGS) or 1) as pool:
+                listed = list(pool.map(below_epoch, partitions))
             found = {
                 tp.partition: handles
-                for tp in partitions
-                if (handles := self._objects_below_epoch(storage, tp, job.tiered_epoch))
+                for tp, handles in zip(partitions, listed, strict=True)
+                if handles
             }
             if not found:
                 return
