@@ -15,12 +15,9 @@ that path retry on conflicts (re-reading each time) under an injected RetryPolic
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
-import time
-import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence, Set
+from collections.abc import Callable, Iterable, Iterator, Set
 from typing import TypeVar
 
 from tiered import api
@@ -45,6 +42,7 @@ from tiered.rlmm.backend import (
     Update,
     VersionConflictError,
 )
+from tiered.rlmm.bulk_delete_events import BulkDeleteEvents, MarkedPartitions
 from tiered.rlmm.partition_state import PartitionMetadataState
 from tiered.rpc.v1 import rlmm_store_pb2 as store_pb
 
@@ -61,45 +59,12 @@ class RemoteLogMetadataFencedException(RemoteLogMetadataConflictException):
     """This manager's leadership claim on the partition was superseded by another process."""
 
 
-MARKED_KEPT = 64
-"""Marked partitions kept open for their removal, at most (a job marks the next partitions while
-the engine deletes the earlier ones' objects)."""
-
 CONFLICT_RETRY = RetryPolicy(
     max_tries=8, deadline_s=10.0, delay_s=0.005, max_delay_s=0.25, jitter=1.0
 )
 """How often and how patiently to re-read and re-apply after losing a race: bounded tries,
 capped exponential backoff with full jitter (many brokers racing on one partition record must
 not retry in lockstep), and a deadline."""
-
-
-def _apply_updates(
-    chunk: Sequence[RemoteLogSegmentMetadataUpdate], state: PartitionMetadataState
-) -> bool:
-    """Applies a chunk of one partition's segment updates; a segment already gone is skipped."""
-    applied = False
-    state.segments([u.remote_log_segment_id.id for u in chunk])  # one read for the chunk
-    for u in chunk:
-        if state.segment(u.remote_log_segment_id.id) is None:
-            log.info("%s is gone already; skipping %s", u.remote_log_segment_id, u)
-            continue
-        applied = state.handle_remote_log_segment_metadata_update(u) or applied
-    return applied
-
-
-def _remove_segments(
-    tiered_epoch: int, segment_ids: list[uuid.UUID], state: PartitionMetadataState
-) -> bool:
-    return state.handle_segments_deleted_below_epoch(tiered_epoch, segment_ids)
-
-
-def _check_partition_and_epoch(tp: object, tiered_epoch: object) -> None:
-    if not isinstance(tp, TopicIdPartition):
-        raise TypeError(f"expected TopicIdPartition, got {tp!r}")
-    if isinstance(tiered_epoch, bool) or not isinstance(tiered_epoch, int):
-        raise TypeError(f"tiered_epoch must be an int, got {tiered_epoch!r}")
-    if tiered_epoch < 0:
-        raise ValueError(f"tiered_epoch must be >= 0, got {tiered_epoch}")
 
 
 class _LedPartition:
@@ -121,7 +86,7 @@ class _LedPartition:
             self.notified_version = max(self.notified_version, version)
 
 
-class StoreRemoteLogMetadataManager(api.BulkDeleteRemoteLogMetadataManager):
+class StoreRemoteLogMetadataManager(BulkDeleteEvents, api.BulkDeleteRemoteLogMetadataManager):
     """The RemoteLogMetadataManager of :func:`tiered.rlmm.create`, with the bulk delete job's
     capability (:class:`~tiered.api.BulkDeleteRemoteLogMetadataManager`)."""
 
@@ -137,10 +102,7 @@ class StoreRemoteLogMetadataManager(api.BulkDeleteRemoteLogMetadataManager):
         self._led: dict[TopicIdPartition, _LedPartition] = {}
         self._led_keys: dict[str, TopicIdPartition] = {}  # partition record key -> partition
         self._led_lock = threading.Lock()
-        # Partitions just marked by the bulk delete, as the marking read and wrote them: their
-        # removal reuses one still at the stored version instead of reading it all again.
-        self._marked: dict[TopicIdPartition, PartitionMetadataState] = {}
-        self._marked_lock = threading.Lock()
+        self._marked = MarkedPartitions()
         self._closed = False
 
     def __repr__(self) -> str:
@@ -179,85 +141,6 @@ class StoreRemoteLogMetadataManager(api.BulkDeleteRemoteLogMetadataManager):
             update.topic_id_partition,
             lambda s: s.handle_remote_log_segment_metadata_update(update),
         )
-
-    def update_remote_log_segment_metadata_batch(
-        self, updates: Sequence[RemoteLogSegmentMetadataUpdate], batch_size: int = 256
-    ) -> None:
-        """Applies many updates, each batch of ``batch_size`` of one partition's updates in one
-        atomic write (the bulk-delete job moves thousands of segments at once); the contract is
-        :class:`~tiered.api.BulkDeleteRemoteLogMetadataManager`'s."""
-        by_partition: dict[TopicIdPartition, list[RemoteLogSegmentMetadataUpdate]] = {}
-        for update in updates:
-            if not isinstance(update, RemoteLogSegmentMetadataUpdate):
-                raise TypeError(f"expected RemoteLogSegmentMetadataUpdate, got {update!r}")
-            by_partition.setdefault(update.topic_id_partition, []).append(update)
-        for tp, pending in by_partition.items():
-            chunks = [pending[i : i + batch_size] for i in range(0, len(pending), batch_size)]
-            self._write_many(tp, [functools.partial(_apply_updates, chunk) for chunk in chunks])
-
-    def handle_partition_segments_delete_started_below_epoch(
-        self, topic_id_partition: TopicIdPartition, tiered_epoch: int
-    ) -> list[RemoteLogSegmentMetadata]:
-        """The contract is :class:`~tiered.api.BulkDeleteRemoteLogMetadataManager`'s. One read
-        of the partition and one write, of its record whatever the number of segments: the
-        partition's delete epoch marks them all (:mod:`tiered.rlmm.partition_state`), and only
-        copies still in progress, if any, get records of their own in that write."""
-        _check_partition_and_epoch(topic_id_partition, tiered_epoch)
-        below: list[RemoteLogSegmentMetadata] = []
-
-        def mark(state: PartitionMetadataState) -> bool:
-            below[:] = state.handle_partition_segments_delete_started_below_epoch(
-                tiered_epoch, int(time.time() * 1000), self._broker_id
-            )
-            return state.dirty
-
-        marked = self._write_many(topic_id_partition, [mark])
-        if marked is not None:
-            with self._marked_lock:
-                self._marked.pop(topic_id_partition, None)
-                self._marked[topic_id_partition] = marked
-                while len(self._marked) > MARKED_KEPT:
-                    del self._marked[next(iter(self._marked))]
-        return list(below)
-
-    def handle_partition_segments_deleted_below_epoch(
-        self, topic_id_partition: TopicIdPartition, tiered_epoch: int, batch_size: int = 1024
-    ) -> None:
-        """The contract is :class:`~tiered.api.BulkDeleteRemoteLogMetadataManager`'s. The
-        partition is listed once and kept open; each batch of ``batch_size`` of the segments
-        found is one atomic write, which removes them by key (no segment record is rewritten, so
-        a batch stays far below ZooKeeper's request size limit). Listing again after the last
-        batch finds nothing unless the partition changed meanwhile (a lost race reloads it)."""
-        _check_partition_and_epoch(topic_id_partition, tiered_epoch)
-        found: list[uuid.UUID] = []
-
-        def listing(state: PartitionMetadataState) -> bool:
-            found[:] = state.segments_deleted_below_epoch(tiered_epoch)
-            return False
-
-        def batches() -> Iterator[Callable[[PartitionMetadataState], bool]]:
-            yield listing
-            while found:
-                pending = list(found)
-                for i in range(0, len(pending), batch_size):
-                    yield functools.partial(
-                        _remove_segments, tiered_epoch, pending[i : i + batch_size]
-                    )
-                yield listing
-
-        self._write_many(topic_id_partition, batches(), self._marked_state(topic_id_partition))
-
-    def _marked_state(self, tp: TopicIdPartition) -> PartitionMetadataState | None:
-        """The partition as its marking left it, if nobody has written to it since."""
-        with self._marked_lock:
-            state = self._marked.pop(tp, None)
-        if state is None:
-            return None
-        try:
-            stored = self._backend.get(keys.partition_key(tp))
-        except StorageBackendError:
-            return None  # the write opens the partition afresh, and reports what fails then
-        return state if stored is not None and stored.version == state.version else None
 
     def _write_many(
         self,
