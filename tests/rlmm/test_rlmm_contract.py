@@ -627,8 +627,8 @@ def test_segments_below_epoch_are_marked_deleting_in_bulk(
     paths: tuple[Paths, TopicIdPartition], store: Store
 ) -> None:
     """The bulk delete's marking: every segment stamped below the epoch, whatever its state but
-    already deleting, moves to DELETE_SEGMENT_STARTED batch after batch, only in
-    DELETE_PARTITION_STARTED; the newer ones and another partition's are untouched."""
+    already deleting, reads as DELETE_SEGMENT_STARTED at once, only in DELETE_PARTITION_STARTED;
+    the newer ones and another partition's are untouched."""
     p, tp = paths
     below = [
         _stamped(p.writer, tp, {0: 100 * i}, 100 * i, 0, (COPY_SEGMENT_FINISHED,)) for i in range(5)
