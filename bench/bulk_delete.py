@@ -45,7 +45,8 @@ at most 1.5x the floor.
 
 Usage: ``python bench/bulk_delete.py [--quick] [--sizes 1000,10000,100000] [--partitions 8]
 [--kafka-max-segments 25000] [--faults-kafka-max-segments 5000] [--threads 16] [--master URL]
-[--workdir DIR] [--out PATH]`` (results default to ``bench/results/bulk_delete.json``).
+[--scenarios s3,s3_faults,local] [--workdir DIR] [--out PATH]`` (results default to
+``bench/results/bulk_delete.json``).
 """
 
 from __future__ import annotations
@@ -107,6 +108,7 @@ from tiered.spark_standalone import SparkStandaloneCluster
 
 DEFAULT_OUT = RESULTS_DIR / "bulk_delete.json"
 DEFAULT_SIZES = (1_000, 10_000, 100_000)
+SCENARIOS = ("s3", "s3_faults", "local")
 QUICK = {
     "sizes": (520,),  # 2,088 objects
     "partitions": 8,
@@ -490,8 +492,6 @@ def ratios(result: dict[str, Any]) -> dict[str, float]:
             out[f"{scenario}: product/floor"] = m["product"] / m["floor"]
     return out
 
-
-SCENARIOS = ("s3", "s3_faults", "local")
 
 BASELINES = {
     "kafka": "Kafka deleteRemoteLogPartition, partition after partition",
