@@ -45,7 +45,8 @@ at most 1.5x the floor.
 
 Usage: ``python bench/bulk_delete.py [--quick] [--sizes 1000,10000,100000] [--partitions 8]
 [--kafka-max-segments 25000] [--faults-kafka-max-segments 5000] [--threads 16] [--master URL]
-[--workdir DIR] [--out PATH]`` (results default to ``bench/results/bulk_delete.json``).
+[--scenarios s3,s3_faults,local] [--workdir DIR] [--out PATH]`` (results default to
+``bench/results/bulk_delete.json``).
 """
 
 from __future__ import annotations
@@ -107,6 +108,7 @@ from tiered.spark_standalone import SparkStandaloneCluster
 
 DEFAULT_OUT = RESULTS_DIR / "bulk_delete.json"
 DEFAULT_SIZES = (1_000, 10_000, 100_000)
+SCENARIOS = ("s3", "s3_faults", "local")
 QUICK = {
     "sizes": (520,),  # 2,088 objects
     "partitions": 8,
@@ -435,7 +437,7 @@ def run_size(
         "metadata_seed_s": image.seed_s,
         "scenarios": {},
     }
-    for scenario in ("s3", "s3_faults", "local"):
+    for scenario in args.scenarios:
         methods: dict[str, Any] = {}
         result["scenarios"][scenario] = {"methods": methods}
         first: wiring.BulkDelete | None = sessions[0] if sessions else None
@@ -574,6 +576,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="one Spark session for every scenario and size (only the first product is cold)",
     )
+    parser.add_argument(
+        "--scenarios",
+        type=lambda s: [name for name in s.split(",") if name],
+        default=list(SCENARIOS),
+        help=f"a comma-separated subset of {','.join(SCENARIOS)} (default: all)",
+    )
     parser.add_argument("--quick", action="store_true", help=f"small: {QUICK}")
     parser.add_argument("--workdir", default=None, help="where the temporary files go")
     parser.add_argument("--out", default=str(DEFAULT_OUT))
@@ -585,6 +593,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.master = args.master or QUICK["master"]
         args.kafka_max_segments = args.faults_kafka_max_segments = QUICK["kafka_max_segments"]
         args.one_session = True
+    unknown = [name for name in args.scenarios if name not in SCENARIOS]
+    if unknown or not args.scenarios:
+        parser.error(f"--scenarios: {unknown or 'none'}; valid: {','.join(SCENARIOS)}")
     if min(sizes) < args.partitions or args.partitions < 1:
         parser.error("every partition needs at least one segment")
     os.environ["PYTHONPATH"] = os.pathsep.join(
@@ -648,6 +659,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "slow_down_rate": args.fault_slowdown,
             },
             "threads": args.threads,
+            "scenarios": args.scenarios,
             "quick": args.quick,
             "one_session": args.one_session,
             "sessions": (

@@ -455,12 +455,13 @@ class BulkDeleteRemoteLogMetadataManager(RemoteLogMetadataManager):
     def handle_partition_segments_delete_started_below_epoch(
         self, topic_id_partition: TopicIdPartition, tiered_epoch: int
     ) -> list[RemoteLogSegmentMetadata]:
-        """Every segment of the partition stamped below ``tiered_epoch`` is going: each moves to
-        DELETE_SEGMENT_STARTED (as ``update_remote_log_segment_metadata`` would, in batches each
-        durable at once; invalid transitions are dropped and logged). Returns those segments as
-        read before the move. Only a partition in DELETE_PARTITION_STARTED takes the event;
-        otherwise it is dropped and logged, and none is returned. Errors as
-        :meth:`handle_partition_segments_deleted_below_epoch`."""
+        """Every segment of the partition stamped below ``tiered_epoch`` is going: from now on
+        each reads as DELETE_SEGMENT_STARTED, to every reader and to the transition checks of
+        later events (as if ``update_remote_log_segment_metadata`` had moved it; segments stamped
+        below it later, by a copy still running, too), durably at once. Returns those segments
+        as read before the move: their objects are what the caller deletes. Only a partition in
+        DELETE_PARTITION_STARTED takes the event; otherwise it is dropped and logged, and none
+        is returned. Errors as :meth:`handle_partition_segments_deleted_below_epoch`."""
 
     @abc.abstractmethod
     def handle_partition_segments_deleted_below_epoch(
@@ -469,7 +470,9 @@ class BulkDeleteRemoteLogMetadataManager(RemoteLogMetadataManager):
         """The objects of the partition's DELETE_SEGMENT_STARTED segments stamped below
         ``tiered_epoch`` are deleted: their metadata goes, as DELETE_SEGMENT_FINISHED of each
         would remove it, in batches (each durable at once) and with the aggregates kept exact.
-        Segments in any other state, and those stamped ``tiered_epoch`` or later, are kept. Only
+        Segments in any other state, and those stamped ``tiered_epoch`` or later, are kept; so
+        is a copy stamped below it that started after the last marking (it reads as deleting,
+        but its objects may still be landing): the next marking moves it for the next removal. Only
         a partition in DELETE_PARTITION_STARTED takes the event; otherwise it is dropped and
         logged, as an invalid transition is. ``TypeError`` for a partition that is not a
         ``TopicIdPartition``, ``ValueError`` for a negative epoch; raises

@@ -1,7 +1,7 @@
-"""Overlaps a delete job's two slow halves: while the controller marks one partition's segments
-DELETE_SEGMENT_STARTED (metadata writes, in this process), the engine deletes the objects of the
-partitions marked before it (requests to the object store, from Spark's executors or a thread
-pool) and removes their segments' metadata in bulk.
+"""Overlaps a delete job's steps: while the controller marks one partition's segments
+DELETE_SEGMENT_STARTED and reads their metadata (in this process), the engine deletes the objects
+of the partitions marked before it (requests to the object store, from Spark's executors or a
+thread pool), and the metadata of those whose objects are gone is removed in bulk.
 
 Partitions are handed over as they are marked. Whenever the deleting side is free it takes
 everything handed over so far as one batch: a job starts deleting after its first partition, and

@@ -6,12 +6,13 @@ controller simply runs again from its last persisted progress:
 
 1. per partition: the partition moves to DELETE_PARTITION_STARTED, every segment stamped < E to
    DELETE_SEGMENT_STARTED (``handle_partition_segments_delete_started_below_epoch``: one read of
-   the partition, batched writes), and the storage plugin names the objects of those segments
-   from their metadata (``object_handles_of``: no listing);
+   the partition and one write of its record, the delete epoch), and the storage plugin names
+   the objects of those segments from their metadata (``object_handles_of``: no listing);
 2. meanwhile, the partitions marked so far have their objects deleted by the plugin's deleter
-   (on Spark, or in process for a small batch; a missing object counts as deleted) and the
-   metadata of their DELETE_SEGMENT_STARTED segments below E removed in bulk
-   (``handle_partition_segments_deleted_below_epoch``; :mod:`controller.jobs.delete_pipeline`);
+   (on Spark, or in process for a small batch; a missing object counts as deleted), and once
+   they are gone, on a third thread, the metadata of their DELETE_SEGMENT_STARTED segments below
+   E removed in bulk (``handle_partition_segments_deleted_below_epoch``;
+   :mod:`controller.jobs.delete_pipeline`);
 3. the sweep: the plugin lists each partition's objects of epochs < E, which now holds only what
    the metadata did not know (a copy that died before its metadata, temporary files), and those
    are deleted; again until a listing comes back empty;
@@ -46,6 +47,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -73,6 +75,10 @@ CONTROLLER_BROKER_ID = -1  # the id the controller writes RLMM events with
 MAX_SWEEPS = 5
 """Listings of a sweep that may still find objects before the attempt fails (objects that keep
 appearing below E mean a writer the job can not outrun; the next attempt tries again)."""
+
+
+SWEEP_LISTINGS = 8
+"""Partitions the sweep lists at once."""
 
 
 class BulkDeleteUnsupportedError(RemoteStorageException):
@@ -339,27 +345,34 @@ class DeleteJobRunner:
         deleter = storage.object_deleter()
         work: list[_PartitionWork] = []
 
-        def delete_batch(items: Sequence[_PartitionWork]) -> None:
-            handles = {item.tp.partition: item.handles for item in items}
-            self._delete_objects(deleter, tracker, handles, max)
+        def remove_metadata(items: Sequence[_PartitionWork]) -> None:
             for item in items:
-                if item.segments:
-                    self._rlmm.handle_partition_segments_deleted_below_epoch(
-                        item.tp, job.tiered_epoch
-                    )
+                self._rlmm.handle_partition_segments_deleted_below_epoch(item.tp, job.tiered_epoch)
 
-        with DeletePipeline(delete_batch, f"delete-{job.topic}") as pipeline:
-            for p in range(job.partition_count):
-                if tracker.of(p).done:
-                    continue
-                item = self._start_partition(storage, job, p)
-                tracker.handle_objects_named({p: len(item.handles)})
-                if not work:
-                    failpoints.hit("controller.delete_job.listed")
-                work.append(item)
-                pipeline.submit(item)
-        failpoints.hit("controller.delete_job.known_objects_deleted")
-        self._sweep(storage, deleter, tracker, [item.tp for item in work])
+        # Three threads, each step after the one it needs: marking (this one), deleting the
+        # objects marked, removing the metadata of the objects deleted; the sweep's listings,
+        # which need only the objects gone, overlap the last removals.
+        with DeletePipeline(remove_metadata, f"remove-{job.topic}") as removals:
+
+            def delete_batch(items: Sequence[_PartitionWork]) -> None:
+                handles = {item.tp.partition: item.handles for item in items}
+                self._delete_objects(deleter, tracker, handles, max)
+                for item in items:
+                    if item.segments:
+                        removals.submit(item)
+
+            with DeletePipeline(delete_batch, f"delete-{job.topic}") as pipeline:
+                for p in range(job.partition_count):
+                    if tracker.of(p).done:
+                        continue
+                    item = self._start_partition(storage, job, p)
+                    tracker.handle_objects_named({p: len(item.handles)})
+                    if not work:
+                        failpoints.hit("controller.delete_job.listed")
+                    work.append(item)
+                    pipeline.submit(item)
+            failpoints.hit("controller.delete_job.known_objects_deleted")
+            self._sweep(storage, deleter, tracker, [item.tp for item in work])
         failpoints.hit("controller.delete_job.objects_deleted")
 
         for item in work:
@@ -412,11 +425,18 @@ class DeleteJobRunner:
         """Lists the partitions' objects below the epoch and deletes them, until a listing finds
         none (:data:`MAX_SWEEPS` listings at most)."""
         job = tracker.job
+
+        def below_epoch(tp: TopicIdPartition) -> list[str]:
+            return self._objects_below_epoch(storage, tp, job.tiered_epoch)
+
         for _ in range(MAX_SWEEPS):
+            # an object store answers a listing a page a request: the partitions' go in parallel
+            with ThreadPoolExecutor(min(len(partitions), SWEEP_LISTINGS) or 1) as pool:
+                listed = list(pool.map(below_epoch, partitions))
             found = {
                 tp.partition: handles
-                for tp in partitions
-                if (handles := self._objects_below_epoch(storage, tp, job.tiered_epoch))
+                for tp, handles in zip(partitions, listed, strict=True)
+                if handles
             }
             if not found:
                 return

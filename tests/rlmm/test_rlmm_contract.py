@@ -23,6 +23,7 @@ from tests.rlmm_support import (
     DELETE_SEGMENT_FINISHED,
     DELETE_SEGMENT_STARTED,
     SEG_SIZE,
+    RecordingBackend,
     Store,
     listing,
     new_tp,
@@ -41,7 +42,10 @@ from tiered.api import (
     RemoteResourceNotFoundException,
     TopicIdPartition,
 )
+from tiered.rlmm import keys
+from tiered.rlmm.backend import Delete
 from tiered.rlmm.manager import StoreRemoteLogMetadataManager
+from tiered.rpc.v1 import rlmm_store_pb2 as store_pb
 
 __all__ = ["store"]  # the parametrized fixture
 
@@ -623,8 +627,8 @@ def test_segments_below_epoch_are_marked_deleting_in_bulk(
     paths: tuple[Paths, TopicIdPartition], store: Store
 ) -> None:
     """The bulk delete's marking: every segment stamped below the epoch, whatever its state but
-    already deleting, moves to DELETE_SEGMENT_STARTED batch after batch, only in
-    DELETE_PARTITION_STARTED; the newer ones and another partition's are untouched."""
+    already deleting, reads as DELETE_SEGMENT_STARTED at once, only in DELETE_PARTITION_STARTED;
+    the newer ones and another partition's are untouched."""
     p, tp = paths
     below = [
         _stamped(p.writer, tp, {0: 100 * i}, 100 * i, 0, (COPY_SEGMENT_FINISHED,)) for i in range(5)
@@ -643,7 +647,7 @@ def test_segments_below_epoch_are_marked_deleting_in_bulk(
         p.writer.put_remote_partition_delete_metadata(
             RemotePartitionDeleteMetadata(tp, state, 1, BROKER_1)
         )
-    marked = p.writer.handle_partition_segments_delete_started_below_epoch(tp, 1, batch_size=2)
+    marked = p.writer.handle_partition_segments_delete_started_below_epoch(tp, 1)
 
     assert {m.remote_log_segment_id for m in marked} == {m.remote_log_segment_id for m in below}
     listed = {m.remote_log_segment_id: m for m in listing(p.reader, tp)}
@@ -662,3 +666,250 @@ def test_segments_below_epoch_are_marked_deleting_in_bulk(
         assert [m.remote_log_segment_id for m in listing(manager, tp)] == [
             newer.remote_log_segment_id
         ]
+
+
+def _seen(metadata: RemoteLogSegmentMetadata | None) -> tuple[object, ...] | None:
+    """What a reader learns of a segment, but the last event's time and broker: a partition's
+    delete epoch marks its segments without an event of their own."""
+    if metadata is None:
+        return None
+    return (
+        metadata.remote_log_segment_id.id,
+        metadata.start_offset,
+        metadata.end_offset,
+        metadata.state,
+        metadata.tiered_epoch,
+        metadata.segment_size_in_bytes,
+        tuple(metadata.segment_leader_epochs.items()),
+    )
+
+
+def _answers(manager: StoreRemoteLogMetadataManager, tp: TopicIdPartition) -> dict[str, object]:
+    """Every read of the partition, up to the segments' event times and brokers."""
+    epochs = range(4)
+    return {
+        "listing": [_seen(m) for m in listing(manager, tp)],
+        "by_epoch": [[_seen(m) for m in listing(manager, tp, e)] for e in epochs],
+        "size": [manager.remote_log_size(tp, e) for e in epochs],
+        "highest": [manager.highest_offset_for_epoch(tp, e) for e in epochs],
+        "totals": manager.remote_log_totals(tp),
+        "lookups": [
+            _seen(manager.remote_log_segment_metadata(tp, e, offset))
+            for e in epochs
+            for offset in range(0, 1_300, 41)
+        ],
+    }
+
+
+def test_the_delete_epoch_reads_as_marking_each_segment_below_it(store: Store) -> None:
+    """The delete epoch written by one event is read exactly as DELETE_SEGMENT_STARTED written
+    for each segment below it: two partitions with the same history, one marked segment by
+    segment and one by its delete epoch, answer every read alike, from the leader's cache and
+    from the store, then after more events (copies of the next tiered epoch overlapping the old
+    ones, transitions of old segments, valid or not) and after the bulk removal."""
+    rng = random.Random(22)
+    leader, reader = store.manager(), store.manager(broker_id=BROKER_1)
+    by_segment, by_epoch = new_tp(), new_tp()
+    leader.on_partition_leadership_changes({by_segment, by_epoch}, set())
+    live: list[RemoteLogSegmentMetadata] = []
+
+    def both(event: str, metadata: object) -> None:
+        """The event on both partitions, which take it (or refuse it) alike."""
+        outcomes = []
+        for tp in (by_segment, by_epoch):
+            segment_id = RemoteLogSegmentId(tp, metadata.remote_log_segment_id.id)  # type: ignore[attr-defined]
+            try:
+                getattr(leader, event)(
+                    dataclasses.replace(metadata, remote_log_segment_id=segment_id)
+                )  # type: ignore[call-overload]
+                outcomes.append(None)
+            except RemoteResourceNotFoundException:  # a segment removed by DELETE_SEGMENT_FINISHED
+                outcomes.append("not found")
+        assert outcomes[0] == outcomes[1]
+
+    def random_steps(count: int, tiered_epoch: int) -> None:
+        for _ in range(count):
+            if rng.random() < 0.5 or not live:
+                start = rng.randrange(0, 1_200, 10)
+                leader_epochs = {rng.randint(0, 1): start}
+                if rng.random() < 0.3:
+                    leader_epochs[max(leader_epochs) + 1] = start + 5
+                seg = segment(
+                    by_segment,
+                    leader_epochs,
+                    start,
+                    start + rng.randint(9, 150),
+                    size=rng.randint(1, 999),
+                    tiered_epoch=tiered_epoch,
+                )
+                both("add_remote_log_segment_metadata", seg)
+                live.append(seg)
+                if rng.random() < 0.8:
+                    both(
+                        "update_remote_log_segment_metadata", update_of(seg, COPY_SEGMENT_FINISHED)
+                    )
+            else:
+                seg = rng.choice(live)
+                target = rng.choice(list(RemoteLogSegmentState)[1:])
+                both("update_remote_log_segment_metadata", update_of(seg, target))
+
+    def assert_alike() -> None:
+        for manager in (leader, reader):
+            assert _answers(manager, by_segment) == _answers(manager, by_epoch)
+
+    random_steps(40, tiered_epoch=0)
+    for tp in (by_segment, by_epoch):
+        for state in (
+            RemotePartitionDeleteState.DELETE_PARTITION_MARKED,
+            RemotePartitionDeleteState.DELETE_PARTITION_STARTED,
+        ):
+            leader.put_remote_partition_delete_metadata(
+                RemotePartitionDeleteMetadata(tp, state, 1, BROKER_1)
+            )
+    leader.update_remote_log_segment_metadata_batch(
+        [
+            update_of(m, DELETE_SEGMENT_STARTED)
+            for m in listing(leader, by_segment)
+            if m.state is not DELETE_SEGMENT_STARTED
+        ]
+    )
+    marked = leader.handle_partition_segments_delete_started_below_epoch(by_epoch, 1)
+    assert {m.remote_log_segment_id.id for m in marked} == {
+        m.remote_log_segment_id.id for m in listing(leader, by_segment)
+    }
+    assert leader.remote_log_totals(by_epoch).copy_finished_segment_count == 0
+    assert_alike()
+    random_steps(40, tiered_epoch=1)
+    assert_alike()
+    for tp in (by_segment, by_epoch):
+        leader.handle_partition_segments_deleted_below_epoch(tp, 1)
+    assert_alike()
+    assert {m.tiered_epoch for m in listing(reader, by_epoch)} <= {1}
+
+
+def _deleting(manager: StoreRemoteLogMetadataManager, tp: TopicIdPartition) -> None:
+    for state in (
+        RemotePartitionDeleteState.DELETE_PARTITION_MARKED,
+        RemotePartitionDeleteState.DELETE_PARTITION_STARTED,
+    ):
+        manager.put_remote_partition_delete_metadata(
+            RemotePartitionDeleteMetadata(tp, state, 1, BROKER_1)
+        )
+
+
+def test_marking_writes_the_partition_record_only_and_removal_deletes_by_key(
+    store: Store,
+) -> None:
+    """However many segments a partition has, marking them deleting is one write of one record,
+    and their removal writes no segment record: it deletes them by key, batch after batch."""
+    tp = new_tp()
+    writer = StoreRemoteLogMetadataManager(RecordingBackend(store.backend()), broker_id=BROKER_1)
+    store.opened.append(writer)
+    doomed = [
+        _stamped(writer, tp, {i % 3: 100 * i}, 100 * i, 0, (COPY_SEGMENT_FINISHED,))
+        for i in range(12)
+    ]
+    newer = _stamped(writer, tp, {2: 5_000}, 5_000, 1, (COPY_SEGMENT_FINISHED,))
+    _deleting(writer, tp)
+    recorded = writer.backend
+    assert isinstance(recorded, RecordingBackend)
+    recorded.multis.clear()
+
+    marked = writer.handle_partition_segments_delete_started_below_epoch(tp, 1)
+    assert len(marked) == len(doomed)
+    assert [[op.key for op in ops] for ops in recorded.multis] == [[keys.partition_key(tp)]]
+    writer.handle_partition_segments_delete_started_below_epoch(tp, 1)  # again: nothing to write
+    assert len(recorded.multis) == 1
+
+    recorded.multis.clear()
+    reads: list[int] = []
+    get_many = recorded.get_many
+    recorded.get_many = lambda keys: reads.append(len(keys)) or get_many(keys)  # type: ignore[method-assign]
+    writer.handle_partition_segments_deleted_below_epoch(tp, 1, batch_size=5)
+    assert reads == []  # the partition as the marking left it: nothing to read again
+    assert len(recorded.multis) == 3
+    segment_ops = [op for ops in recorded.multis for op in ops if "/s/" in op.key]
+    assert len(segment_ops) == len(doomed)
+    assert all(isinstance(op, Delete) for op in segment_ops)
+    assert [m.remote_log_segment_id for m in listing(store.manager(), tp)] == [
+        newer.remote_log_segment_id
+    ]
+
+
+def test_a_copy_below_the_delete_epoch_is_deleting_from_its_start(
+    paths: tuple[Paths, TopicIdPartition],
+) -> None:
+    """A copy stamped below the delete epoch that starts after the marking (a broker still
+    copying the old epoch) is deleting at once: not readable, not counted as copied, refused
+    COPY_SEGMENT_FINISHED. Its objects may still be landing, unseen by whoever marked: the
+    removal keeps it until a marking has returned it."""
+    p, tp = paths
+    _stamped(p.writer, tp, {0: 0}, 0, 0, (COPY_SEGMENT_FINISHED,))
+    _deleting(p.writer, tp)
+    p.writer.handle_partition_segments_delete_started_below_epoch(tp, 1)
+    late = segment(tp, {0: 100}, 100, 199, tiered_epoch=0)
+    p.writer.add_remote_log_segment_metadata(late)
+    p.writer.update_remote_log_segment_metadata(update_of(late, COPY_SEGMENT_FINISHED))  # dropped
+    assert [m.state for m in listing(p.reader, tp)] == [DELETE_SEGMENT_STARTED] * 2
+    assert p.reader.remote_log_segment_metadata(tp, 0, 150) is None
+    totals = p.reader.remote_log_totals(tp)
+    assert (totals.segment_count, totals.copy_finished_segment_count) == (2, 0)
+    assert p.reader.remote_log_size(tp, 0) == 2 * SEG_SIZE  # deleting segments are listed
+    p.writer.handle_partition_segments_deleted_below_epoch(tp, 1)
+    assert [m.remote_log_segment_id for m in listing(p.reader, tp)] == [late.remote_log_segment_id]
+    marked = p.writer.handle_partition_segments_delete_started_below_epoch(tp, 1)
+    assert [m.remote_log_segment_id for m in marked] == [late.remote_log_segment_id]
+    p.writer.handle_partition_segments_deleted_below_epoch(tp, 1)
+    assert listing(p.reader, tp) == []
+    assert p.reader.remote_log_size(tp, 0) == 0
+
+
+def test_marking_a_partition_recorded_without_copy_finished_by_epoch_counts_right(
+    store: Store,
+) -> None:
+    """A partition record written before the copy-finished aggregates were kept by tiered epoch:
+    the marking rebuilds them from the segments, so the totals leave out those below E."""
+    tp = new_tp()
+    writer = store.manager()
+    for i in range(3):
+        _stamped(writer, tp, {0: 100 * i}, 100 * i, i, (COPY_SEGMENT_FINISHED,))
+    backend = store.backend()
+    try:
+        stored = backend.get(keys.partition_key(tp))
+        assert stored is not None
+        record = store_pb.PartitionStateRecord.FromString(stored.value)
+        assert len(record.copy_finished_by_tiered_epoch) == 3
+        del record.copy_finished_by_tiered_epoch[:]
+        backend.update(keys.partition_key(tp), record.SerializeToString(), stored.version)
+    finally:
+        backend.close()
+    _deleting(writer, tp)
+    writer.handle_partition_segments_delete_started_below_epoch(tp, 2)
+    for reader in (writer, store.manager(broker_id=BROKER_1)):
+        totals = reader.remote_log_totals(tp)
+        assert (totals.copy_finished_segment_count, totals.copy_finished_size_bytes) == (
+            1,
+            SEG_SIZE,
+        )
+
+
+def test_a_write_between_the_marking_and_the_removal_is_seen_by_the_removal(
+    store: Store,
+) -> None:
+    """The removal starts from the partition as its marking left it only if nobody wrote to it
+    since: a segment finished by a broker and a newer copy in between are taken into account."""
+    tp = new_tp()
+    writer, broker = store.manager(), store.manager(broker_id=BROKER_1)
+    doomed = [
+        _stamped(writer, tp, {0: 100 * i}, 100 * i, 0, (COPY_SEGMENT_FINISHED,)) for i in range(6)
+    ]
+    _deleting(writer, tp)
+    writer.handle_partition_segments_delete_started_below_epoch(tp, 1)
+    broker.update_remote_log_segment_metadata(update_of(doomed[0], DELETE_SEGMENT_FINISHED))
+    newer = _stamped(broker, tp, {1: 1_000}, 1_000, 1, (COPY_SEGMENT_FINISHED,))
+    writer.handle_partition_segments_deleted_below_epoch(tp, 1, batch_size=4)
+    for reader in (writer, store.manager(broker_id=7)):
+        assert listing(reader, tp) == [newer]
+        totals = reader.remote_log_totals(tp)
+        assert (totals.segment_count, totals.copy_finished_segment_count) == (1, 1)
+        assert [reader.remote_log_size(tp, e) for e in (0, 1)] == [0, SEG_SIZE]

@@ -15,18 +15,15 @@ that path retry on conflicts (re-reading each time) under an injected RetryPolic
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
-import time
-from collections.abc import Callable, Iterable, Iterator, Sequence, Set
+from collections.abc import Callable, Iterable, Iterator, Set
 from typing import TypeVar
 
 from tiered import api
 from tiered.api import (
     RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataUpdate,
-    RemoteLogSegmentState,
     RemotePartitionDeleteMetadata,
     RemotePartitionDeleteState,
     RemoteResourceNotFoundException,
@@ -45,6 +42,7 @@ from tiered.rlmm.backend import (
     Update,
     VersionConflictError,
 )
+from tiered.rlmm.bulk_delete_events import BulkDeleteEvents, MarkedPartitions
 from tiered.rlmm.partition_state import PartitionMetadataState
 from tiered.rpc.v1 import rlmm_store_pb2 as store_pb
 
@@ -69,29 +67,6 @@ capped exponential backoff with full jitter (many brokers racing on one partitio
 not retry in lockstep), and a deadline."""
 
 
-def _apply_updates(
-    chunk: Sequence[RemoteLogSegmentMetadataUpdate], state: PartitionMetadataState
-) -> bool:
-    """Applies a chunk of one partition's segment updates; a segment already gone is skipped."""
-    applied = False
-    state.segments([u.remote_log_segment_id.id for u in chunk])  # one read for the chunk
-    for u in chunk:
-        if state.segment(u.remote_log_segment_id.id) is None:
-            log.info("%s is gone already; skipping %s", u.remote_log_segment_id, u)
-            continue
-        applied = state.handle_remote_log_segment_metadata_update(u) or applied
-    return applied
-
-
-def _check_partition_and_epoch(tp: object, tiered_epoch: object) -> None:
-    if not isinstance(tp, TopicIdPartition):
-        raise TypeError(f"expected TopicIdPartition, got {tp!r}")
-    if isinstance(tiered_epoch, bool) or not isinstance(tiered_epoch, int):
-        raise TypeError(f"tiered_epoch must be an int, got {tiered_epoch!r}")
-    if tiered_epoch < 0:
-        raise ValueError(f"tiered_epoch must be >= 0, got {tiered_epoch}")
-
-
 class _LedPartition:
     def __init__(self, claim: int, claim_version: int, state: PartitionMetadataState) -> None:
         self.claim = claim
@@ -111,7 +86,7 @@ class _LedPartition:
             self.notified_version = max(self.notified_version, version)
 
 
-class StoreRemoteLogMetadataManager(api.BulkDeleteRemoteLogMetadataManager):
+class StoreRemoteLogMetadataManager(BulkDeleteEvents, api.BulkDeleteRemoteLogMetadataManager):
     """The RemoteLogMetadataManager of :func:`tiered.rlmm.create`, with the bulk delete job's
     capability (:class:`~tiered.api.BulkDeleteRemoteLogMetadataManager`)."""
 
@@ -127,6 +102,7 @@ class StoreRemoteLogMetadataManager(api.BulkDeleteRemoteLogMetadataManager):
         self._led: dict[TopicIdPartition, _LedPartition] = {}
         self._led_keys: dict[str, TopicIdPartition] = {}  # partition record key -> partition
         self._led_lock = threading.Lock()
+        self._marked = MarkedPartitions()
         self._closed = False
 
     def __repr__(self) -> str:
@@ -166,86 +142,21 @@ class StoreRemoteLogMetadataManager(api.BulkDeleteRemoteLogMetadataManager):
             lambda s: s.handle_remote_log_segment_metadata_update(update),
         )
 
-    def update_remote_log_segment_metadata_batch(
-        self, updates: Sequence[RemoteLogSegmentMetadataUpdate], batch_size: int = 256
-    ) -> None:
-        """Applies many updates, each batch of ``batch_size`` of one partition's updates in one
-        atomic write (the bulk-delete job moves thousands of segments at once); the contract is
-        :class:`~tiered.api.BulkDeleteRemoteLogMetadataManager`'s."""
-        by_partition: dict[TopicIdPartition, list[RemoteLogSegmentMetadataUpdate]] = {}
-        for update in updates:
-            if not isinstance(update, RemoteLogSegmentMetadataUpdate):
-                raise TypeError(f"expected RemoteLogSegmentMetadataUpdate, got {update!r}")
-            by_partition.setdefault(update.topic_id_partition, []).append(update)
-        for tp, pending in by_partition.items():
-            chunks = [pending[i : i + batch_size] for i in range(0, len(pending), batch_size)]
-            self._write_many(tp, [functools.partial(_apply_updates, chunk) for chunk in chunks])
-
-    def handle_partition_segments_delete_started_below_epoch(
-        self, topic_id_partition: TopicIdPartition, tiered_epoch: int, batch_size: int = 256
-    ) -> list[RemoteLogSegmentMetadata]:
-        """The contract is :class:`~tiered.api.BulkDeleteRemoteLogMetadataManager`'s. The
-        partition is read once and kept open: the batches move the segments that read found,
-        each batch of ``batch_size`` in one atomic write."""
-        _check_partition_and_epoch(topic_id_partition, tiered_epoch)
-        below: list[RemoteLogSegmentMetadata] = []
-
-        def read_below(state: PartitionMetadataState) -> bool:
-            below[:] = state.segments_below_epoch_to_delete(tiered_epoch)
-            return False
-
-        def applies() -> Iterator[Callable[[PartitionMetadataState], bool]]:
-            yield read_below
-            now = int(time.time() * 1000)
-            pending = [
-                RemoteLogSegmentMetadataUpdate(
-                    m.remote_log_segment_id,
-                    now,
-                    None,
-                    RemoteLogSegmentState.DELETE_SEGMENT_STARTED,
-                    self._broker_id,
-                )
-                for m in below
-                if m.state is not RemoteLogSegmentState.DELETE_SEGMENT_STARTED
-            ]
-            for i in range(0, len(pending), batch_size):
-                yield functools.partial(_apply_updates, pending[i : i + batch_size])
-
-        self._write_many(topic_id_partition, applies())
-        return list(below)
-
-    def handle_partition_segments_deleted_below_epoch(
-        self, topic_id_partition: TopicIdPartition, tiered_epoch: int, batch_size: int = 1024
-    ) -> None:
-        """The contract is :class:`~tiered.api.BulkDeleteRemoteLogMetadataManager`'s. Each batch
-        of ``batch_size`` segments is one atomic write; the partition stays open between them,
-        as in :meth:`update_remote_log_segment_metadata_batch`. Removals write no segment record,
-        only delete keys, so a batch may be larger than one that rewrites records (whose custom
-        metadata has no upper bound) without nearing ZooKeeper's request size limit."""
-        _check_partition_and_epoch(topic_id_partition, tiered_epoch)
-        removed = batch_size
-
-        def remove_batch(state: PartitionMetadataState) -> bool:
-            nonlocal removed
-            removed = state.handle_partition_segments_deleted_below_epoch(tiered_epoch, batch_size)
-            return removed > 0
-
-        def batches() -> Iterator[Callable[[PartitionMetadataState], bool]]:
-            while removed == batch_size:
-                yield remove_batch
-
-        self._write_many(topic_id_partition, batches())
-
     def _write_many(
-        self, tp: TopicIdPartition, applies: Iterable[Callable[[PartitionMetadataState], bool]]
-    ) -> None:
-        """Each of ``applies`` in turn, each committed as one write when it applies anything."""
+        self,
+        tp: TopicIdPartition,
+        applies: Iterable[Callable[[PartitionMetadataState], bool]],
+        opened: PartitionMetadataState | None = None,
+    ) -> PartitionMetadataState | None:
+        """Each of ``applies`` in turn, each committed as one write when it applies anything.
+        Outside a leader's cache: starting from ``opened`` if given (a view at the stored
+        version), and returning the view as the last write left it."""
         led = self._led.get(tp)
-        if led is not None:
-            for apply in applies:
-                self._write_as_leader(tp, led, apply)
-        else:
-            self._write_many_from_store(tp, applies)
+        if led is None:
+            return self._write_many_from_store(tp, applies, opened)
+        for apply in applies:
+            self._write_as_leader(tp, led, apply)
+        return None
 
     def put_remote_partition_delete_metadata(self, metadata: RemotePartitionDeleteMetadata) -> None:
         if metadata is None:
@@ -347,12 +258,14 @@ class StoreRemoteLogMetadataManager(api.BulkDeleteRemoteLogMetadataManager):
         )
 
     def _write_many_from_store(
-        self, tp: TopicIdPartition, applies: Iterable[Callable[[PartitionMetadataState], bool]]
-    ) -> None:
+        self,
+        tp: TopicIdPartition,
+        applies: Iterable[Callable[[PartitionMetadataState], bool]],
+        state: PartitionMetadataState | None = None,
+    ) -> PartitionMetadataState | None:
         """Like :meth:`_write_from_store` for each of ``applies`` in turn, keeping the partition
         open between them: a committed state is the stored one, so only a lost race reloads it
         (reopening for each write would re-read what the previous writes touched)."""
-        state: PartitionMetadataState | None = None
         for apply in applies:
             last: VersionConflictError | None = None
             for _attempt in self._retry.attempts():
@@ -378,6 +291,7 @@ class StoreRemoteLogMetadataManager(api.BulkDeleteRemoteLogMetadataManager):
                     f"{self._retry.max_tries} attempts (last conflict at "
                     f"{last.key if last else '?'})"
                 )
+        return state
 
     def _commit(self, state: PartitionMetadataState, claim_version: int | None = None) -> None:
         ops = state.pending_ops()

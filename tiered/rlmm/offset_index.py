@@ -103,16 +103,16 @@ class OffsetIndex:
     def __bool__(self) -> bool:
         return bool(self._keys)
 
-    def floor_entry(self, offset: int) -> tuple[int, uuid.UUID] | None:
-        """The entry with the greatest start offset <= ``offset``."""
+    def chunks_at_or_below(self, offset: int) -> Iterator[list[tuple[int, uuid.UUID]]]:
+        """The entries with start offsets <= ``offset``, greatest first, a chunk at a time (the
+        first holds the floor entry): a reader passing over entries reads each chunk once."""
         i = bisect.bisect_right(self._keys, offset) - 1
         while i >= 0:
             chunk = self._chunk(self._keys[i])
-            j = bisect.bisect_right(chunk.offsets, offset) - 1
-            if j >= 0:
-                return chunk.offsets[j], chunk.ids[j]
+            j = bisect.bisect_right(chunk.offsets, offset)
+            if j:
+                yield list(zip(chunk.offsets[j - 1 :: -1], chunk.ids[j - 1 :: -1], strict=True))
             i -= 1
-        return None
 
     def last_entry(self) -> tuple[int, uuid.UUID] | None:
         if not self._keys:

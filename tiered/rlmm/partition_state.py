@@ -20,11 +20,19 @@ Differences from Kafka, each because Kafka's behaviour loses track of a segment:
   unreferenced; Kafka overwrites it and it is no longer listed anywhere, so nothing deletes it.
 - Aggregates (``remote_log_size``, partition totals) are maintained with every transition instead
   of summed over a listing (KIP-852 left the method to implementations; this one is O(1)).
+- A bulk delete marks a partition's old tiered epochs deleting with one write, the partition's
+  *delete epoch* E, instead of a DELETE_SEGMENT_STARTED per segment: every read (:meth:`segment`,
+  listings, lookups, the copy-finished totals) and every event's transition check sees a segment
+  stamped below E as DELETE_SEGMENT_STARTED, whatever its own record says. Its record, the offset
+  index and the aggregates keep what was last written for it (the *stored* state), which is what
+  a later event's aggregates retract; the copy-finished totals are kept by tiered epoch so that
+  those below E are left out in O(1).
 """
 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import logging
 import uuid
 
@@ -79,6 +87,11 @@ class PartitionMetadataState:
             record.copy_finished_size_bytes,
             record.copy_finished_segment_count,
         )
+        # COPY_SEGMENT_FINISHED (bytes, segments) by tiered epoch: what the delete epoch hides
+        self._copy_finished_by_epoch = {
+            a.tiered_epoch: (a.size_bytes, a.segment_count)
+            for a in record.copy_finished_by_tiered_epoch
+        }
         self.dirty = version is None
 
     # ----------------------------------------------------------------------------- construction
@@ -141,12 +154,32 @@ class PartitionMetadataState:
     def is_deleted(self) -> bool:
         return self.delete_state is RemotePartitionDeleteState.DELETE_PARTITION_FINISHED
 
+    @property
+    def delete_epoch(self) -> int | None:
+        """Segments stamped below this tiered epoch are DELETE_SEGMENT_STARTED (None: none is)."""
+        if not self.record.HasField("deleting_below_tiered_epoch"):
+            return None
+        return self.record.deleting_below_tiered_epoch
+
+    def _effective(
+        self, stored: RemoteLogSegmentMetadata | None
+    ) -> RemoteLogSegmentMetadata | None:
+        """The segment as every reader sees it: below the delete epoch it is deleting."""
+        if (
+            stored is None
+            or stored.state is RemoteLogSegmentState.DELETE_SEGMENT_STARTED
+            or not self.record.HasField("deleting_below_tiered_epoch")
+            or stored.tiered_epoch >= self.record.deleting_below_tiered_epoch
+        ):
+            return stored
+        return dataclasses.replace(stored, state=RemoteLogSegmentState.DELETE_SEGMENT_STARTED)
+
     def segment(self, segment_id: uuid.UUID) -> RemoteLogSegmentMetadata | None:
-        return self._segments.segment(segment_id)
+        return self._effective(self._segments.segment(segment_id))
 
     def segments(self, segment_ids: list[uuid.UUID]) -> list[RemoteLogSegmentMetadata | None]:
         """The metadata of each id, in order (None where absent), read in one call."""
-        return self._segments.segments(segment_ids)
+        return [self._effective(m) for m in self._segments.segments(segment_ids)]
 
     def epochs(self) -> list[int]:
         if self._epoch_names is None:
@@ -186,8 +219,8 @@ class PartitionMetadataState:
                 f"COPY_SEGMENT_STARTED, not {metadata.state.name}"
             )
         segment_id = metadata.remote_log_segment_id.id
-        existing = self.segment(segment_id)
-        if not self._check_state_transition(existing, metadata.state, metadata):
+        existing = self._segments.segment(segment_id)
+        if not self._check_state_transition(self._effective(existing), metadata.state, metadata):
             return False
         if existing is not None:  # a retried add: forget where it was listed before
             self._retract(existing)
@@ -208,12 +241,12 @@ class PartitionMetadataState:
     ) -> bool:
         """Moves a segment to the update's state. False if the transition was dropped."""
         segment_id = update.remote_log_segment_id.id
-        existing = self.segment(segment_id)
+        existing = self._segments.segment(segment_id)
         if existing is None:
             raise RemoteResourceNotFoundException(
                 f"no remote log segment metadata for {update.remote_log_segment_id}"
             )
-        if not self._check_state_transition(existing, update.state, update):
+        if not self._check_state_transition(self._effective(existing), update.state, update):
             return False
         if update.state is RemoteLogSegmentState.DELETE_SEGMENT_FINISHED:
             self._remove_segment(existing)
@@ -233,12 +266,63 @@ class PartitionMetadataState:
         self._segments.write(updated)
         return True
 
-    def segments_below_epoch_to_delete(self, tiered_epoch: int) -> list[RemoteLogSegmentMetadata]:
-        """The segments stamped below ``tiered_epoch``, when the partition is in
-        DELETE_PARTITION_STARTED (they all go); none otherwise (logged: the event is dropped)."""
+    def handle_partition_segments_delete_started_below_epoch(
+        self, tiered_epoch: int, event_timestamp_ms: int, broker_id: int
+    ) -> list[RemoteLogSegmentMetadata]:
+        """Every segment stamped below ``tiered_epoch`` is going: records the partition's delete
+        epoch (raising it, never lowering it), which makes them all DELETE_SEGMENT_STARTED at once.
+        Copies still in progress are moved one by one too, with an event of their own: the bulk
+        removal takes a COPY_SEGMENT_STARTED segment only once it was moved so, because one
+        stamped below the delete epoch after this event (a broker still copying) may still be
+        writing objects that this event's caller did not see. Returns the segments as they were
+        before. Only in DELETE_PARTITION_STARTED; otherwise the event is dropped (logged) and
+        none is returned."""
         if not self._check_deleting(tiered_epoch, "marked"):
             return []
-        return [m for m in self.list_remote_log_segments(None) if m.tiered_epoch < tiered_epoch]
+        below = [m for m in self.list_remote_log_segments(None) if m.tiered_epoch < tiered_epoch]
+        if self.delete_epoch is None or self.delete_epoch < tiered_epoch:
+            self._check_copy_finished_by_epoch()
+            self.record.deleting_below_tiered_epoch = tiered_epoch
+            self.dirty = True
+        for m in below:
+            stored = self._segments.segment(m.remote_log_segment_id.id)
+            if stored is not None and stored.state is RemoteLogSegmentState.COPY_SEGMENT_STARTED:
+                self.handle_remote_log_segment_metadata_update(
+                    RemoteLogSegmentMetadataUpdate(
+                        m.remote_log_segment_id,
+                        event_timestamp_ms,
+                        None,
+                        RemoteLogSegmentState.DELETE_SEGMENT_STARTED,
+                        broker_id,
+                    )
+                )
+        return below
+
+    def segments_deleted_below_epoch(self, tiered_epoch: int) -> list[uuid.UUID]:
+        """The ids of the segments the bulk removal below ``tiered_epoch`` takes
+        (:meth:`_deleting_below`), when the partition is in DELETE_PARTITION_STARTED; none
+        otherwise (logged: the event is dropped)."""
+        if not self._check_deleting(tiered_epoch, "removed"):
+            return []
+        ids = self._listed_ids(None)
+        return [
+            segment_id
+            for segment_id, stored in zip(ids, self._segments.segments(ids), strict=True)
+            if stored is not None and self._deleting_below(stored, tiered_epoch)
+        ]
+
+    def _deleting_below(self, stored: RemoteLogSegmentMetadata, tiered_epoch: int) -> bool:
+        """Whether the bulk removal takes a stored segment: stamped below ``tiered_epoch`` and
+        DELETE_SEGMENT_STARTED, by its own record or, when COPY_SEGMENT_FINISHED, by the delete
+        epoch (a COPY_SEGMENT_STARTED one only after the marking moved it on its own)."""
+        if stored.tiered_epoch >= tiered_epoch:
+            return False
+        delete_epoch = self.delete_epoch
+        return stored.state is RemoteLogSegmentState.DELETE_SEGMENT_STARTED or (
+            stored.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+            and delete_epoch is not None
+            and stored.tiered_epoch < delete_epoch
+        )
 
     def _check_deleting(self, tiered_epoch: int, what: str) -> bool:
         if self.delete_state is RemotePartitionDeleteState.DELETE_PARTITION_STARTED:
@@ -253,40 +337,24 @@ class PartitionMetadataState:
         )
         return False
 
-    def handle_partition_segments_deleted_below_epoch(self, tiered_epoch: int, limit: int) -> int:
-        """The objects of the partition's DELETE_SEGMENT_STARTED segments stamped below
-        ``tiered_epoch`` are gone: removes up to ``limit`` of them, as DELETE_SEGMENT_FINISHED
-        would one by one. Returns how many were removed; 0 when none is left, and when the
-        partition is not in DELETE_PARTITION_STARTED (logged: the event is dropped)."""
-        if not self._check_deleting(tiered_epoch, "removed"):
-            return 0
-        removed = 0
-        for metadata in self._deleting_below_epoch(tiered_epoch):
-            if removed == limit:
-                break
-            self._remove_segment(metadata)
-            removed += 1
+    def handle_segments_deleted_below_epoch(
+        self, tiered_epoch: int, segment_ids: list[uuid.UUID]
+    ) -> bool:
+        """The objects of these segments (from :meth:`segments_deleted_below_epoch`) are gone:
+        removes them as DELETE_SEGMENT_FINISHED would one by one. Those no longer DELETE_SEGMENT_
+        STARTED below ``tiered_epoch`` (the partition changed since they were listed) are kept.
+        Returns whether any was removed."""
+        removed = False
+        for stored in self._segments.segments(segment_ids):
+            if stored is not None and self._deleting_below(stored, tiered_epoch):
+                self._remove_segment(stored)
+                removed = True
         return removed
-
-    def _deleting_below_epoch(self, tiered_epoch: int) -> list[RemoteLogSegmentMetadata]:
-        """The DELETE_SEGMENT_STARTED segments stamped below ``tiered_epoch``: every such segment
-        is listed in the unreferenced set of each of its leader epochs."""
-        candidates: set[uuid.UUID] = set()
-        for epoch in self.epochs():
-            state = self.epoch(epoch)
-            if state is not None:
-                candidates.update(state.unreferenced)
-        return [
-            m
-            for m in self.segments(list(candidates))
-            if m is not None
-            and m.state is RemoteLogSegmentState.DELETE_SEGMENT_STARTED
-            and m.tiered_epoch < tiered_epoch
-        ]
 
     def _remove_segment(self, existing: RemoteLogSegmentMetadata) -> None:
         """DELETE_SEGMENT_FINISHED is terminal: nothing of the segment is kept (so no later load
-        has to know how to skip it), and so no updated metadata is built either."""
+        has to know how to skip it), and so no updated metadata is built either. ``existing`` is
+        the stored metadata, whose contribution the aggregates hold."""
         segment_id = existing.remote_log_segment_id.id
         for epoch, start in existing.segment_leader_epochs.items():
             state = self.epoch(epoch, create=True)
@@ -356,6 +424,12 @@ class PartitionMetadataState:
     def _aggregate(self, metadata: RemoteLogSegmentMetadata, sign: int) -> None:
         self.totals.add(metadata, sign)
         self.dirty = True
+        if metadata.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED:
+            size, count = self._copy_finished_by_epoch.get(metadata.tiered_epoch, (0, 0))
+            self._copy_finished_by_epoch[metadata.tiered_epoch] = (
+                size + sign * metadata.segment_size_in_bytes,
+                count + sign,
+            )
         for epoch in metadata.segment_leader_epochs:
             state = self.epoch(epoch, create=True)
             assert state is not None
@@ -367,38 +441,32 @@ class PartitionMetadataState:
     def remote_log_segment_metadata(
         self, leader_epoch: int, offset: int
     ) -> RemoteLogSegmentMetadata | None:
+        """The COPY_SEGMENT_FINISHED segment holding ``offset``: the index's floor entry, passing
+        over the entries of segments below the delete epoch (deleting, so no longer indexed as
+        such), a chunk of them read at once."""
         state = self.epoch(leader_epoch)
         if state is None:
             return None
-        entry = state.index.floor_entry(offset)
-        if entry is None:
-            return None
-        metadata = self.segment(entry[1])
-        if metadata is None:  # deleted by a writer since this view read the index
-            raise VersionConflictError(
-                f"{self.topic_id_partition}: segment {entry[1]} changed while being read",
-                keys.segment_key(self.topic_id_partition, entry[1]),
-            )
-        return metadata if offset <= metadata.leader_epoch_end_offset(leader_epoch) else None
+        for entries in state.index.chunks_at_or_below(offset):
+            ids = [segment_id for _start, segment_id in entries]
+            for segment_id, metadata in zip(ids, self.segments(ids), strict=True):
+                if metadata is None:  # deleted by a writer since this view read the index
+                    raise VersionConflictError(
+                        f"{self.topic_id_partition}: segment {segment_id} changed while being read",
+                        keys.segment_key(self.topic_id_partition, segment_id),
+                    )
+                if metadata.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED:
+                    end = metadata.leader_epoch_end_offset(leader_epoch)
+                    return metadata if offset <= end else None
+        return None
 
     def highest_offset_for_epoch(self, leader_epoch: int) -> int | None:
         state = self.epoch(leader_epoch)
         return None if state is None else state.highest_log_offset
 
     def list_remote_log_segments(self, leader_epoch: int | None) -> list[RemoteLogSegmentMetadata]:
-        # Index order is (nearly) start offset order, which makes the final sort cheap.
-        ordered: list[uuid.UUID] = []
-        seen: set[uuid.UUID] = set()
-        epochs = self.epochs() if leader_epoch is None else [leader_epoch]
-        for epoch in epochs:
-            state = self.epoch(epoch)
-            if state is None:
-                continue
-            for segment_id in (*state.index.segment_ids(), *state.unreferenced):
-                if segment_id not in seen:
-                    seen.add(segment_id)
-                    ordered.append(segment_id)
-        found = self._segments.segments(ordered)
+        ordered = self._listed_ids(leader_epoch)
+        found = self.segments(ordered)
         missing = [i for i, m in zip(ordered, found, strict=True) if m is None]
         if missing:  # deleted by a writer since this view listed them
             raise VersionConflictError(
@@ -410,15 +478,57 @@ class PartitionMetadataState:
         segments.sort(key=lambda m: (m.start_offset, m.remote_log_segment_id.id.int))
         return segments
 
+    def _listed_ids(self, leader_epoch: int | None) -> list[uuid.UUID]:
+        """The ids of the segments of ``leader_epoch`` (None: of every epoch), each once, in
+        index order: (nearly) start offset order, which makes a listing's final sort cheap."""
+        ordered: list[uuid.UUID] = []
+        seen: set[uuid.UUID] = set()
+        epochs = self.epochs() if leader_epoch is None else [leader_epoch]
+        for epoch in epochs:
+            state = self.epoch(epoch)
+            if state is None:
+                continue
+            for segment_id in (*state.index.segment_ids(), *state.unreferenced):
+                if segment_id not in seen:
+                    seen.add(segment_id)
+                    ordered.append(segment_id)
+        return ordered
+
     def remote_log_size(self, leader_epoch: int) -> int:
         state = self.epoch(leader_epoch)
         return 0 if state is None else state.aggregates.size_bytes
 
     def remote_log_totals(self) -> api.RemoteLogTotals:
         t = self.totals
+        hidden_size = hidden_count = 0  # copy-finished below the delete epoch: deleting
+        delete_epoch = self.delete_epoch
+        if delete_epoch is not None:
+            for tiered_epoch, (size, count) in self._copy_finished_by_epoch.items():
+                if tiered_epoch < delete_epoch:
+                    hidden_size, hidden_count = hidden_size + size, hidden_count + count
         return api.RemoteLogTotals(
-            t.size_bytes, t.segment_count, t.copy_finished_size_bytes, t.copy_finished_segment_count
+            t.size_bytes,
+            t.segment_count,
+            t.copy_finished_size_bytes - hidden_size,
+            t.copy_finished_segment_count - hidden_count,
         )
+
+    def _check_copy_finished_by_epoch(self) -> None:
+        """Rebuilds the copy-finished aggregates by tiered epoch from the stored segments if they
+        do not add up to the partition's (a record written before they were kept)."""
+        kept = self._copy_finished_by_epoch.values()
+        if (sum(size for size, _ in kept), sum(count for _, count in kept)) == (
+            self.totals.copy_finished_size_bytes,
+            self.totals.copy_finished_segment_count,
+        ):
+            return
+        rebuilt: dict[int, tuple[int, int]] = {}
+        for stored in self._segments.segments(self._listed_ids(None)):
+            if stored is not None and stored.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED:
+                size, count = rebuilt.get(stored.tiered_epoch, (0, 0))
+                rebuilt[stored.tiered_epoch] = (size + stored.segment_size_in_bytes, count + 1)
+        self._copy_finished_by_epoch = rebuilt
+        self.dirty = True
 
     # ----------------------------------------------------------------------------- commit
 
@@ -433,6 +543,12 @@ class PartitionMetadataState:
         self.record.segment_count = t.segment_count
         self.record.copy_finished_size_bytes = t.copy_finished_size_bytes
         self.record.copy_finished_segment_count = t.copy_finished_segment_count
+        del self.record.copy_finished_by_tiered_epoch[:]
+        self.record.copy_finished_by_tiered_epoch.extend(
+            store_pb.TieredEpochAggregates(tiered_epoch=e, size_bytes=size, segment_count=count)
+            for e, (size, count) in sorted(self._copy_finished_by_epoch.items())
+            if count
+        )
         encoded = self.record.SerializeToString()
         ops: list[Op] = [
             Create(keys.partition_key(tp), encoded)

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from tiered.rpc.v1 import records_pb2 as tiered_dot_rpc_dot_v1_dot_records__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1etiered/rpc/v1/rlmm_store.proto\x12\ttiered.v1\x1a\x1btiered/rpc/v1/records.proto\"\xdd\x02\n\x14PartitionStateRecord\x12\x37\n\x12topic_id_partition\x18\x01 \x01(\x0b\x32\x1b.tiered.v1.TopicIdPartition\x12@\n\x0c\x64\x65lete_state\x18\x04 \x01(\x0e\x32%.tiered.v1.RemotePartitionDeleteStateH\x00\x88\x01\x01\x12!\n\x19\x64\x65lete_event_timestamp_ms\x18\x05 \x01(\x03\x12\x18\n\x10\x64\x65lete_broker_id\x18\x06 \x01(\x05\x12\x12\n\nsize_bytes\x18\x07 \x01(\x03\x12\x15\n\rsegment_count\x18\x08 \x01(\x03\x12 \n\x18\x63opy_finished_size_bytes\x18\t \x01(\x03\x12#\n\x1b\x63opy_finished_segment_count\x18\n \x01(\x03\x42\x0f\n\r_delete_stateJ\x04\x08\x02\x10\x03J\x04\x08\x03\x10\x04\"\xc2\x01\n\x16LeaderEpochStateRecord\x12\x1f\n\x12highest_log_offset\x18\x01 \x01(\x03H\x00\x88\x01\x01\x12\x12\n\nsize_bytes\x18\x02 \x01(\x03\x12\x15\n\rsegment_count\x18\x03 \x01(\x03\x12 \n\x18\x63opy_finished_size_bytes\x18\x04 \x01(\x03\x12#\n\x1b\x63opy_finished_segment_count\x18\x05 \x01(\x03\x42\x15\n\x13_highest_log_offset\"D\n\x16OffsetIndexChunkRecord\x12\x15\n\rstart_offsets\x18\x01 \x03(\x03\x12\x13\n\x0bsegment_ids\x18\x02 \x03(\x0c\"5\n\x11LeaderClaimRecord\x12\r\n\x05\x63laim\x18\x01 \x01(\x03\x12\x11\n\tbroker_id\x18\x02 \x01(\x05\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1etiered/rpc/v1/rlmm_store.proto\x12\ttiered.v1\x1a\x1btiered/rpc/v1/records.proto\"\xf0\x03\n\x14PartitionStateRecord\x12\x37\n\x12topic_id_partition\x18\x01 \x01(\x0b\x32\x1b.tiered.v1.TopicIdPartition\x12@\n\x0c\x64\x65lete_state\x18\x04 \x01(\x0e\x32%.tiered.v1.RemotePartitionDeleteStateH\x00\x88\x01\x01\x12!\n\x19\x64\x65lete_event_timestamp_ms\x18\x05 \x01(\x03\x12\x18\n\x10\x64\x65lete_broker_id\x18\x06 \x01(\x05\x12\x12\n\nsize_bytes\x18\x07 \x01(\x03\x12\x15\n\rsegment_count\x18\x08 \x01(\x03\x12 \n\x18\x63opy_finished_size_bytes\x18\t \x01(\x03\x12#\n\x1b\x63opy_finished_segment_count\x18\n \x01(\x03\x12(\n\x1b\x64\x65leting_below_tiered_epoch\x18\x0b \x01(\x05H\x01\x88\x01\x01\x12G\n\x1d\x63opy_finished_by_tiered_epoch\x18\x0c \x03(\x0b\x32 .tiered.v1.TieredEpochAggregatesB\x0f\n\r_delete_stateB\x1e\n\x1c_deleting_below_tiered_epochJ\x04\x08\x02\x10\x03J\x04\x08\x03\x10\x04\"X\n\x15TieredEpochAggregates\x12\x14\n\x0ctiered_epoch\x18\x01 \x01(\x05\x12\x12\n\nsize_bytes\x18\x02 \x01(\x03\x12\x15\n\rsegment_count\x18\x03 \x01(\x03\"\xc2\x01\n\x16LeaderEpochStateRecord\x12\x1f\n\x12highest_log_offset\x18\x01 \x01(\x03H\x00\x88\x01\x01\x12\x12\n\nsize_bytes\x18\x02 \x01(\x03\x12\x15\n\rsegment_count\x18\x03 \x01(\x03\x12 \n\x18\x63opy_finished_size_bytes\x18\x04 \x01(\x03\x12#\n\x1b\x63opy_finished_segment_count\x18\x05 \x01(\x03\x42\x15\n\x13_highest_log_offset\"D\n\x16OffsetIndexChunkRecord\x12\x15\n\rstart_offsets\x18\x01 \x03(\x03\x12\x13\n\x0bsegment_ids\x18\x02 \x03(\x0c\"5\n\x11LeaderClaimRecord\x12\r\n\x05\x63laim\x18\x01 \x01(\x03\x12\x11\n\tbroker_id\x18\x02 \x01(\x05\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,11 +33,13 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'tiered.rpc.v1.rlmm_store_pb
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_PARTITIONSTATERECORD']._serialized_start=75
-  _globals['_PARTITIONSTATERECORD']._serialized_end=424
-  _globals['_LEADEREPOCHSTATERECORD']._serialized_start=427
-  _globals['_LEADEREPOCHSTATERECORD']._serialized_end=621
-  _globals['_OFFSETINDEXCHUNKRECORD']._serialized_start=623
-  _globals['_OFFSETINDEXCHUNKRECORD']._serialized_end=691
-  _globals['_LEADERCLAIMRECORD']._serialized_start=693
-  _globals['_LEADERCLAIMRECORD']._serialized_end=746
+  _globals['_PARTITIONSTATERECORD']._serialized_end=571
+  _globals['_TIEREDEPOCHAGGREGATES']._serialized_start=573
+  _globals['_TIEREDEPOCHAGGREGATES']._serialized_end=661
+  _globals['_LEADEREPOCHSTATERECORD']._serialized_start=664
+  _globals['_LEADEREPOCHSTATERECORD']._serialized_end=858
+  _globals['_OFFSETINDEXCHUNKRECORD']._serialized_start=860
+  _globals['_OFFSETINDEXCHUNKRECORD']._serialized_end=928
+  _globals['_LEADERCLAIMRECORD']._serialized_start=930
+  _globals['_LEADERCLAIMRECORD']._serialized_end=983
 # @@protoc_insertion_point(module_scope)
