@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import Any
 
 import grpc
 
@@ -210,31 +211,31 @@ class AdminServicer(AclMethods, pb_grpc.AdminServiceServicer):
     def AlterConfigs(
         self, request: pb.AlterConfigsRequest, context: grpc.ServicerContext
     ) -> pb.AlterConfigsResponse:
-        return handle(
-            context,
-            lambda: alter_response_to_proto(
-                self._admin.alter_configs(
-                    request.topic,
-                    configs=dict(request.configs),
-                    validate_only=request.validate_only,
-                    authorizer=self.requester(context),
-                )
-            ),
-            lambda e: pb.AlterConfigsResponse(error=error_to_proto(e)),
-        )
+        return self._alter_configs(request, context, configs=dict(request.configs))
 
     def IncrementalAlterConfigs(
         self, request: pb.IncrementalAlterConfigsRequest, context: grpc.ServicerContext
     ) -> pb.AlterConfigsResponse:
+        return self._alter_configs(
+            request, context, set_=dict(request.set), delete=list(request.delete)
+        )
+
+    def _alter_configs(
+        self,
+        request: pb.AlterConfigsRequest | pb.IncrementalAlterConfigsRequest,
+        context: grpc.ServicerContext,
+        **changes: Any,
+    ) -> pb.AlterConfigsResponse:
+        """Both alters: the whole set of configs (``configs``) or what changes (``set_``,
+        ``delete``)."""
         return handle(
             context,
             lambda: alter_response_to_proto(
                 self._admin.alter_configs(
                     request.topic,
-                    set_=dict(request.set),
-                    delete=list(request.delete),
                     validate_only=request.validate_only,
                     authorizer=self.requester(context),
+                    **changes,
                 )
             ),
             lambda e: pb.AlterConfigsResponse(error=error_to_proto(e)),
