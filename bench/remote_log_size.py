@@ -272,6 +272,13 @@ def layout_records(scenario: Scenario) -> Iterator[tuple[str, bytes]]:
         segment_count=totals.segment_count,
         copy_finished_size_bytes=totals.copy_finished_size_bytes,
         copy_finished_segment_count=totals.copy_finished_segment_count,
+        # every segment is of the default tiered epoch (0): its totals are the partition's
+        copy_finished_by_tiered_epoch=[
+            store_pb.TieredEpochAggregates(
+                size_bytes=totals.copy_finished_size_bytes,
+                segment_count=totals.copy_finished_segment_count,
+            )
+        ],
     )
     yield keys.partition_key(tp), partition.SerializeToString()
     # One epoch: its aggregates are the partition's.

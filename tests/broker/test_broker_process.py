@@ -109,7 +109,12 @@ class BrokerProcess:
         assert self.process is not None
         self.channel.close()
         self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(30)
+        try:
+            return self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                "broker still running 30 s after SIGTERM:\n" + "".join(self.output)
+            ) from None
 
     def close(self) -> None:
         if self.process is not None and self.process.poll() is None:
