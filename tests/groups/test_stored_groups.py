@@ -8,13 +8,14 @@ partition that moves away."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
 from kio.schema.errors import ErrorCode
 
 from broker.groups.group_config import GroupConfig
-from broker.groups.group_messages import LeavingMember, Protocol
+from broker.groups.group_messages import LeavingMember, Protocol, SyncResult
 from broker.groups.group_records import (
     StoredGroup,
     StoredMember,
@@ -277,9 +278,11 @@ def _group_records(log: Log) -> list[StoredGroup | None]:
     return found
 
 
-def test_the_sync_answers_wait_for_the_record(brokers: Callable[[], Broker]) -> None:
-    broker = brokers()
-    h = broker.harness
+def two_members_syncing(
+    h: Harness,
+) -> tuple[str, str, int, Future[SyncResult], Future[SyncResult]]:
+    """Two members joined and rebalanced; both SyncGroups sent, the leader's with an assignment.
+    Returns the leader, the follower, the generation and their sync answers (Futures)."""
     first, first_join = h.join_new()
     second, second_join = h.join_new()
     h.initial_rebalance(first_join, second_join)
@@ -288,6 +291,13 @@ def test_the_sync_answers_wait_for_the_record(brokers: Callable[[], Broker]) -> 
     follower = second if leader == first else first
     follower_sync = h.sync(follower, generation)
     leader_sync = h.sync(leader, generation, {leader: b"a", follower: b"b"})
+    return leader, follower, generation, leader_sync, follower_sync
+
+
+def test_the_sync_answers_wait_for_the_record(brokers: Callable[[], Broker]) -> None:
+    broker = brokers()
+    h = broker.harness
+    leader, follower, generation, leader_sync, follower_sync = two_members_syncing(h)
     assert broker.log is not None
     assert not leader_sync.done() and not follower_sync.done()
     assert _group_records(broker.log) == []
@@ -365,14 +375,7 @@ def test_a_failed_write_answers_the_error_and_rebalances(tmp_path: Path, clock: 
     broker = Broker(tmp_path / "p0", clock, store_group=lambda g, r: ErrorCode.not_coordinator)
     try:
         h = broker.harness
-        first, first_join = h.join_new()
-        second, second_join = h.join_new()
-        h.initial_rebalance(first_join, second_join)
-        generation = first_join.result(0).generation_id
-        leader = first_join.result(0).leader
-        follower = second if leader == first else first
-        follower_sync = h.sync(follower, generation)
-        leader_sync = h.sync(leader, generation, {leader: b"a", follower: b"b"})
+        _, _, _, leader_sync, follower_sync = two_members_syncing(h)
         h.write_records()
         assert leader_sync.result(0).error is ErrorCode.not_coordinator
         assert follower_sync.result(0).error is ErrorCode.not_coordinator
