@@ -48,6 +48,7 @@ from broker.groups.group_messages import (
 from broker.groups.group_records import StoredGroup
 from broker.groups.group_state import GroupState
 from broker.groups.group_writer import GroupWriter
+from broker.groups.membership import OffsetExpiry
 from broker.groups.rebalance import Rebalancer
 from broker.groups.stored_groups import StoredGroups
 
@@ -58,7 +59,8 @@ log = logging.getLogger(__name__)
 
 class GroupCoordinator:
     """Thread-safe. ``clock`` (seconds) drives the deadlines; tests pass a fake one with
-    ``deadlines=Deadlines(clock, start=False)`` and run them by hand. ``writer`` writes groups'
+    ``deadlines=Deadlines(clock, start=False)`` and run them by hand. ``wall_clock_ms`` dates
+    groups' states, which offsets' retention counts from. ``writer`` writes groups'
     records (None: none are, and membership lasts as long as this object); ``partition_of``
     maps a group to its partition of ``__consumer_offsets`` (None: not known here); it is asked
     under the lock and must not block."""
@@ -72,8 +74,10 @@ class GroupCoordinator:
         deadlines: Deadlines | None = None,
         writer: GroupWriter | None = None,
         partition_of: Callable[[str], int | None] = lambda group_id: None,
+        wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
     ) -> None:
         self._coordinates = coordinates
+        self._wall_clock_ms = wall_clock_ms
         self._groups_with_offsets = groups_with_offsets
         self.config = config or GroupConfig()
         self._clock = clock
@@ -93,7 +97,7 @@ class GroupCoordinator:
             self._rebalance,
             writer,
             partition_of,
-            self._clock_ms,
+            wall_clock_ms,
             self.config.max_size,
         )
 
@@ -109,9 +113,6 @@ class GroupCoordinator:
             for group in self._groups.values():
                 group.complete_all_joins(ErrorCode.coordinator_not_available)
                 group.complete_all_syncs(ErrorCode.coordinator_not_available)
-
-    def _clock_ms(self) -> int:
-        return int(self._clock() * 1000)
 
     def _refusal(self, group_id: str) -> ErrorCode:
         """Why this broker does not serve ``group_id`` now (NONE: it does)."""
@@ -142,7 +143,9 @@ class GroupCoordinator:
                 if not new_member:
                     answer.set_result(JoinResult(ErrorCode.unknown_member_id, request.member_id))
                     return answer
-                group = self._groups[request.group_id] = Group(request.group_id, self._clock_ms)
+                group = self._groups[request.group_id] = Group(
+                    request.group_id, self._wall_clock_ms
+                )
             if not self._accepts(group, request.member_id):
                 if request.member_id in group.members:
                     self._rebalance.cancel_session(group, request.member_id)
@@ -580,6 +583,13 @@ class GroupCoordinator:
         with self._lock:
             group = self._groups.get(group_id)
             return None if group is None else group.state
+
+    def offset_expiry(self, group_id: str) -> OffsetExpiry | None:
+        """A group not known here committed its offsets standalone: each expires from its
+        commit, as in Kafka's group without a protocol type."""
+        with self._lock:
+            group = self._groups.get(group_id)
+            return OffsetExpiry() if group is None else group.offset_expiry()
 
 
 def _client_reason(request: JoinRequest) -> str:

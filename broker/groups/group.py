@@ -31,6 +31,7 @@ from broker.groups.group_state import (
     check_loaded_state,
     check_transition,
 )
+from broker.groups.membership import OffsetExpiry
 from tiered.kafka.consumer_protocol import CONSUMER_PROTOCOL_TYPE, decode_subscription
 
 __all__ = ["Group", "Member"]
@@ -124,7 +125,7 @@ class Member:
 @dataclass(eq=False)
 class Group:
     group_id: str
-    clock_ms: Callable[[], int]
+    wall_clock_ms: Callable[[], int]
     state: GroupState = GroupState.EMPTY
     previous_state: GroupState = GroupState.DEAD
     generation_id: int = 0
@@ -137,7 +138,8 @@ class Group:
     pending_sync_members: set[str] = field(default_factory=set)
     # The initial rebalance's delay is extended while new members keep arriving.
     new_member_added: bool = False
-    state_timestamp_ms: int = -1
+    # When the group entered its state (wall clock, as stored; None: not known).
+    state_timestamp_ms: int | None = None
     # The topics a consumer group's members subscribe to, as of its generation; None when not
     # known (not a consumer group, no generation yet, or metadata that does not decode).
     subscribed_topics: frozenset[str] | None = None
@@ -145,7 +147,7 @@ class Group:
     # ---------------------------------------------------------------------------- records
 
     @classmethod
-    def loaded(cls, group_id: str, stored: StoredGroup, clock_ms: Callable[[], int]) -> Group:
+    def loaded(cls, group_id: str, stored: StoredGroup, wall_clock_ms: Callable[[], int]) -> Group:
         """The group as its record has it: Stable with its members and their assignments, or
         Empty without (Kafka's ``GroupMetadata.loadGroup``)."""
         state = GroupState.STABLE if stored.members else GroupState.EMPTY
@@ -153,12 +155,14 @@ class Group:
         protocol_type = stored.protocol_type or None
         group = cls(
             group_id,
-            clock_ms,
+            wall_clock_ms,
             state=state,
             generation_id=stored.generation,
             protocol_type=protocol_type,
             protocol_name=stored.protocol,
-            state_timestamp_ms=clock_ms(),
+            state_timestamp_ms=(
+                None if stored.current_state_timestamp_ms < 0 else stored.current_state_timestamp_ms
+            ),
         )
         for member in stored.members:
             group.add(Member.loaded(member, stored.protocol_type, stored.protocol))
@@ -167,17 +171,15 @@ class Group:
         group.subscribed_topics = group._compute_subscribed_topics()
         return group
 
-    def stored(
-        self, timestamp_ms: int, assignments: Mapping[str, bytes] | None = None
-    ) -> StoredGroup:
+    def stored(self, assignments: Mapping[str, bytes] | None = None) -> StoredGroup:
         """The group's record (Kafka's ``GroupMetadataValue``), with ``assignments`` (each
-        member's own when None) and ``timestamp_ms`` as when its state began."""
+        member's own when None)."""
         return StoredGroup(
             self.protocol_type or "",
             self.generation_id,
             self.protocol_name,
             self.leader_id,
-            timestamp_ms,
+            -1 if self.state_timestamp_ms is None else self.state_timestamp_ms,
             tuple(
                 m.stored(
                     self.protocol_name,
@@ -195,7 +197,7 @@ class Group:
     def transition_to(self, target: GroupState) -> None:
         check_transition(self.group_id, self.state, target)
         self.previous_state, self.state = self.state, target
-        self.state_timestamp_ms = self.clock_ms()
+        self.state_timestamp_ms = self.wall_clock_ms()
 
     def can_rebalance(self) -> bool:
         return can_rebalance(self.state)
@@ -364,6 +366,21 @@ class Group:
         if self.subscribed_topics is None:
             return self.is_consumer_group
         return topic in self.subscribed_topics
+
+    def offset_expiry(self) -> OffsetExpiry | None:
+        """Kafka's ``ClassicGroup.offsetExpirationCondition``: a group without a protocol (its
+        offsets committed standalone) expires each offset from its commit; an Empty group all of
+        them from when it emptied (from each commit when that is not known); a Stable consumer
+        group whose subscriptions are known those of the topics it no longer subscribes to,
+        from their commit; any other group none."""
+        if self.protocol_type is None:
+            return OffsetExpiry()
+        if self.is_in(GroupState.EMPTY):
+            return OffsetExpiry(empty_since_ms=self.state_timestamp_ms)
+        subscribed = self.subscribed_topics
+        if self.is_consumer_group and self.is_in(GroupState.STABLE) and subscribed is not None:
+            return OffsetExpiry(subscribed_topics=subscribed)
+        return None
 
     def _compute_subscribed_topics(self) -> frozenset[str] | None:
         if not self.is_consumer_group:

@@ -8,9 +8,10 @@ NOT_COORDINATOR. Load states move through one table (``_TRANSITIONS``).
 
 One background thread ("group-offsets") loads partitions, compacts those whose log outgrew
 their live offsets, and every ``offsets.retention.check.interval.ms`` removes the offsets of
-deleted topics and those expired in groups without members (``offsets.retention.minutes``,
-counted from each offset's commit), then the records of groups left Empty without offsets
-(Kafka's group expiry). Each step survives the failure of another.
+deleted topics and those expired (``offsets.retention.minutes``, counted as Kafka does: from when
+an Empty group emptied, from its commit for a standalone group's offset or a Stable consumer
+group's offset of a topic it no longer subscribes to), then the records of groups left Empty
+without offsets (Kafka's group expiry). Each step survives the failure of another.
 
 A loaded partition's stored groups go to membership before its groups are served; membership
 writes its groups' records through :meth:`OffsetStore.store_group`.
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from kio.schema.errors import ErrorCode
 
 from broker.groups.group_records import StoredGroup
-from broker.groups.membership import GroupMembership, has_members
+from broker.groups.membership import GroupMembership, OffsetExpiry
 from broker.groups.offset_records import CommittedOffset
 from broker.groups.offsets_config import OffsetsConfig
 from broker.groups.offsets_partition import OffsetsPartition, TopicPartition
@@ -61,7 +62,6 @@ class _Slot:
     log: Log
     partition: OffsetsPartition
     state: LoadState | None = None
-    loaded_at_ms: int = 0
 
     def moved_to(self, state: LoadState) -> None:
         if state not in _TRANSITIONS[self.state]:
@@ -105,9 +105,6 @@ class OffsetStore:
         self._closed = False
         self._compaction_wanted = False
         self._thread: threading.Thread | None = None
-        # group -> when the upkeep last saw it with members (its offsets do not expire before
-        # the retention has passed since); the upkeep thread's alone.
-        self._active_at: dict[str, int] = {}
 
     # -------------------------------------------------------------------------------- serving
 
@@ -240,7 +237,6 @@ class OffsetStore:
                 slot.moved_to(LoadState.FAILED)
             return
         with self._lock:
-            slot.loaded_at_ms = self._clock_ms()
             slot.moved_to(LoadState.LOADED)
         _log.info(
             "Loaded __consumer_offsets partition %d: %d offsets, %d groups from %d records in %.3fs",
@@ -284,12 +280,9 @@ class OffsetStore:
 
     def remove_expired(self) -> int:
         """Removes the offsets of deleted topics (committed before the listing of the topics
-        that exist, so that a topic created meanwhile keeps its offsets) and the expired offsets
-        of groups without members; returns how many.
-
-        An offset expires ``offsets.retention.minutes`` after the latest of its commit, the
-        last check that saw its group with members (Kafka counts from when a group became
-        Empty) and the load of its partition (what a restarted broker knows of that)."""
+        that exist, so that a topic created meanwhile keeps its offsets) and the offsets that
+        expired as their group's ``OffsetExpiry`` says (Kafka's ``cleanupExpiredOffsets``);
+        returns how many."""
         listed_at = self._clock_ms()
         try:
             existing = self._existing_topics()
@@ -297,40 +290,29 @@ class OffsetStore:
             _log.exception("Could not list the topics; offsets of deleted topics wait")
             existing = None
         now = self._clock_ms()
-        with_members: dict[str, bool] = {}
+        retention_ms = self._config.retention_ms
+        expiries: dict[str, OffsetExpiry | None] = {}
 
-        def in_use(group: str) -> bool:
-            if group not in with_members:
-                with_members[group] = has_members(self._membership, group)
-                if with_members[group]:
-                    self._active_at[group] = now
-            return with_members[group]
-
-        def expiry(loaded_at_ms: int) -> Callable[[str, TopicPartition, CommittedOffset], bool]:
-            def expires(group: str, tp: TopicPartition, committed: CommittedOffset) -> bool:
-                if existing is not None and tp[0] not in existing:
-                    return committed.commit_timestamp_ms < listed_at
-                if in_use(group):
-                    return False
-                since = max(
-                    committed.commit_timestamp_ms, self._active_at.get(group, 0), loaded_at_ms
-                )
-                return now - since >= self._config.retention_ms
-
-            return expires
+        def expires(group: str, tp: TopicPartition, committed: CommittedOffset) -> bool:
+            if existing is not None and tp[0] not in existing:
+                return committed.commit_timestamp_ms < listed_at
+            if group not in expiries:
+                expiries[group] = self._membership.offset_expiry(group)
+            expiry = expiries[group]
+            return expiry is not None and expiry.expired(
+                tp[0], committed.commit_timestamp_ms, now, retention_ms
+            )
 
         removed = 0
         for index, slot in self._loaded():
             try:
-                removed += slot.partition.expired(expiry(slot.loaded_at_ms))
+                removed += slot.partition.expired(expires)
             except Exception:
                 _log.exception("Could not expire offsets of __consumer_offsets partition %d", index)
             try:
                 self._remove_empty_groups(slot.partition)
             except Exception:
                 _log.exception("Could not expire groups of __consumer_offsets partition %d", index)
-        remaining = set(self.groups())
-        self._active_at = {g: t for g, t in self._active_at.items() if g in remaining}
         if removed:
             _log.info("Removed %d expired offsets or offsets of deleted topics", removed)
         return removed

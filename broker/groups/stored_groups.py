@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Mapping, MutableMapping
 
 from kio.schema.errors import ErrorCode
@@ -39,10 +38,6 @@ __all__ = ["StoredGroups"]
 log = logging.getLogger(__name__)
 
 
-def _wall_clock_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class StoredGroups:
     def __init__(
         self,
@@ -51,7 +46,7 @@ class StoredGroups:
         rebalance: Rebalancer,
         writer: GroupWriter | None,
         partition_of: Callable[[str], int | None],
-        clock_ms: Callable[[], int],
+        wall_clock_ms: Callable[[], int],
         max_size: int,
     ) -> None:
         """``writer`` None: nothing is written (a coordinator without ``__consumer_offsets``)."""
@@ -60,7 +55,7 @@ class StoredGroups:
         self._rebalance = rebalance
         self._writer = writer
         self._partition_of = partition_of
-        self._clock_ms = clock_ms
+        self._wall_clock_ms = wall_clock_ms
         self._max_size = max_size
 
     def close(self) -> None:
@@ -93,11 +88,11 @@ class StoredGroups:
                 else:
                     self._rebalance.assignment_not_stored(group, error)
 
-        self._writer.submit(group.group_id, group.stored(_wall_clock_ms(), plan), written)
+        self._writer.submit(group.group_id, group.stored(plan), written)
 
     def emptied(self, group: Group) -> None:
         if self._writer is not None:
-            self._writer.submit(group.group_id, group.stored(_wall_clock_ms()))
+            self._writer.submit(group.group_id, group.stored())
 
     def static_member_replaced(
         self,
@@ -142,7 +137,7 @@ class StoredGroups:
                 old = group.replace_static_member(instance_id, member.member_id, old_member_id)
                 self._rebalance.schedule_session(group, old.member_id, old.session_timeout_ms)
 
-        self._writer.submit(group.group_id, group.stored(_wall_clock_ms()), written)
+        self._writer.submit(group.group_id, group.stored(), written)
 
     # ------------------------------------------------------------------------------ loading
 
@@ -151,7 +146,7 @@ class StoredGroups:
             self.partition_unloaded(partition)
             for group_id, record in stored.items():
                 self._drop(group_id)
-                group = Group.loaded(group_id, record, self._clock_ms)
+                group = Group.loaded(group_id, record, self._wall_clock_ms)
                 self._groups[group_id] = group
                 for member in group.members.values():
                     self._rebalance.schedule_session(

@@ -13,7 +13,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from broker.admin_forwarder import ControllerAdmin
-from broker.groups.group_state import GroupState
+from broker.groups.membership import OffsetExpiry
 from broker.groups.offset_records import (
     CommittedOffset,
     GroupKey,
@@ -211,41 +211,48 @@ def test_a_partition_no_longer_hosted_is_forgotten(tmp_path: Path) -> None:
         loaded.log.close()
 
 
-class _Members(NoMembers):
+class _Expiries(NoMembers):
+    """Each group's ``OffsetExpiry`` as the test sets it (a group not set: standalone)."""
+
     def __init__(self) -> None:
-        self.groups: set[str] = set()
+        self.expiries: dict[str, OffsetExpiry | None] = {}
 
-    def state_of(self, group_id: str) -> GroupState | None:
-        return GroupState.STABLE if group_id in self.groups else GroupState.EMPTY
+    def offset_expiry(self, group_id: str) -> OffsetExpiry | None:
+        return self.expiries.get(group_id, OffsetExpiry())
 
 
-def test_a_group_with_members_keeps_its_offsets_until_retention_after_it_emptied(
-    tmp_path: Path,
-) -> None:
+def test_offsets_expire_as_their_groups_expiry_says(tmp_path: Path) -> None:
     log = Log.open(tmp_path / "p0")
     clock = [1_000_000]
-    members = _Members()
+    membership = _Expiries()
     store = OffsetStore(
         lambda index: log if index == 0 else None,
         lambda: [0],
         OffsetsConfig(retention_ms=60_000),
-        members,
+        membership,
         lambda: None,
         lambda: clock[0],
     )
     try:
         partition = store.partition(0)
         assert isinstance(partition, OffsetsPartition)
-        partition.commit("busy", {("t", 0): store.committed_at(1, -1, "")})
-        members.groups.add("busy")
-        clock[0] += 120_000  # long past retention, but the group has members
-        assert store.remove_expired() == 0
-        members.groups.clear()  # it empties now: retention counts from here
+        for group in ("rebalancing", "emptied", "stable", "standalone"):
+            partition.commit(
+                group,
+                {("t", 0): store.committed_at(1, -1, ""), ("u", 0): store.committed_at(2, -1, "")},
+            )
+        membership.expiries["rebalancing"] = None
+        membership.expiries["stable"] = OffsetExpiry(subscribed_topics=frozenset({"t"}))
         clock[0] += 50_000
-        assert store.remove_expired() == 0
-        clock[0] += 20_000
-        assert store.remove_expired() == 1
-        assert store.groups() == []
+        membership.expiries["emptied"] = OffsetExpiry(empty_since_ms=clock[0])
+        clock[0] += 20_000  # 70 s after the commits, 20 s after "emptied" emptied
+        assert store.remove_expired() == 3  # standalone's two, stable's unsubscribed "u"
+        assert set(partition.committed("stable")) == {("t", 0)}
+        assert "standalone" not in store.groups()
+        clock[0] += 40_000
+        assert store.remove_expired() == 2  # "emptied": 60 s since it emptied
+        assert sorted(store.groups()) == ["rebalancing", "stable"]
+        assert len(partition.committed("rebalancing")) == 2  # a rebalancing group keeps all
     finally:
         store.close()
         log.close()

@@ -7,6 +7,7 @@ partition that moves away."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from pathlib import Path
@@ -226,6 +227,7 @@ class Broker:
             OffsetsConfig(retention_ms=60_000, retention_check_interval_ms=3_600_000),
             self.harness.coordinator,
             lambda: None,
+            clock.wall_ms,
             partition_of=lambda group_id: 0,
         )
         self.store.start()  # a short log: loaded at once
@@ -337,11 +339,11 @@ def test_a_loaded_group_carries_on_in_its_generation(
 
 
 def test_an_empty_group_comes_back_empty_and_expires_without_offsets(
-    brokers: Callable[[], Broker],
+    brokers: Callable[[], Broker], clock: FakeClock
 ) -> None:
     broker = brokers()
     leader, follower, generation = broker.harness.stable_pair()
-    broker.partition.commit("kept", {("t", 0): CommittedOffset(1, 0, "", 1)})
+    broker.partition.commit("kept", {("t", 0): CommittedOffset(1, 0, "", clock.wall_ms())})
     broker.harness.coordinator.leave(GROUP, [LeavingMember(leader), LeavingMember(follower)])
     assert broker.harness.state() is GroupState.EMPTY
     assert broker.harness.write_records() == 1
@@ -350,7 +352,9 @@ def test_an_empty_group_comes_back_empty_and_expires_without_offsets(
     assert broker.harness.state() is GroupState.EMPTY
     assert broker.partition.stored_groups()[GROUP].generation == generation + 1
     # An Empty group without offsets expires (a tombstone); one with offsets stays.
-    broker.partition.group_stored("kept", EMPTY)
+    broker.partition.group_stored(
+        "kept", dataclasses.replace(EMPTY, current_state_timestamp_ms=clock.wall_ms())
+    )
     broker.store.remove_expired()
     assert broker.harness.state() is None
     assert set(broker.partition.stored_groups()) == {"kept"}
@@ -358,6 +362,38 @@ def test_an_empty_group_comes_back_empty_and_expires_without_offsets(
     broker = brokers()
     assert broker.harness.state() is None
     assert broker.harness.coordinator.state_of("kept") is GroupState.EMPTY
+
+
+def test_offsets_expire_as_kafkas_and_an_empty_groups_retention_survives_a_restart(
+    brokers: Callable[[], Broker], clock: FakeClock
+) -> None:
+    """Retention 60 s. A Stable consumer group keeps the offsets of the topics it subscribes
+    to, and those of another topic expire from their commit; once it is Empty, every offset
+    expires 60 s after it emptied, as its record says to the coordinator that loads it."""
+    h = brokers().harness
+    orders = Protocol("range", subscription(["orders"]))
+    member, joined = h.join_new(protocols=(orders,), session_ms=600_000)
+    h.initial_rebalance(joined)
+    synced = h.sync(member, joined.result(0).generation_id, {member: b"a"})
+    h.write_records()
+    assert synced.result(0).error is ErrorCode.none
+    broker = brokers()
+    committed = CommittedOffset(5, 0, "", clock.wall_ms())
+    broker.partition.commit(GROUP, {("orders", 0): committed, ("refunds", 0): committed})
+    broker.harness.advance(70_000)
+    assert broker.store.remove_expired() == 1
+    assert set(broker.partition.committed(GROUP)) == {("orders", 0)}
+
+    broker.harness.coordinator.leave(GROUP, [LeavingMember(member)])
+    assert broker.harness.write_records() == 1  # Empty, dated now
+    broker.harness.advance(50_000)
+    broker = brokers()  # a new coordinator: the group's emptying is as its record dates it
+    assert broker.harness.state() is GroupState.EMPTY
+    assert broker.store.remove_expired() == 0
+    broker.harness.advance(10_000)
+    assert broker.store.remove_expired() == 1
+    assert broker.harness.state() is None  # Empty without offsets: the group expired too
+    assert broker.partition.stored_groups() == {}
 
 
 def test_a_deleted_group_does_not_come_back(brokers: Callable[[], Broker]) -> None:

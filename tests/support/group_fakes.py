@@ -9,6 +9,7 @@ from kio.schema.errors import ErrorCode
 
 from broker.groups.group_records import StoredGroup
 from broker.groups.group_state import GroupState
+from broker.groups.membership import OffsetExpiry
 
 __all__ = ["NoMembers"]
 
@@ -38,6 +39,9 @@ class NoMembers:
 
     def state_of(self, group_id: str) -> GroupState | None:
         return None
+
+    def offset_expiry(self, group_id: str) -> OffsetExpiry | None:
+        return OffsetExpiry()  # standalone: from each commit
 
     def groups_loaded(self, partition: int, stored: Mapping[str, StoredGroup]) -> None:
         pass

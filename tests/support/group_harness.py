@@ -41,11 +41,17 @@ ROUND_ROBIN = Protocol("roundrobin", b"rr-subscription")
 
 
 class FakeClock:
+    """Seconds for the deadlines; ``wall_ms`` is the same time in milliseconds, for what dates
+    groups' states and offsets' commits."""
+
     def __init__(self) -> None:
         self.now = 1000.0
 
     def __call__(self) -> float:
         return self.now
+
+    def wall_ms(self) -> int:
+        return int(self.now * 1000)
 
 
 class Harness:
@@ -73,6 +79,7 @@ class Harness:
             self.deadlines,
             writer,
             partition_of,
+            self.clock.wall_ms,
         )
 
     def advance(self, ms: int) -> None:
