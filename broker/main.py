@@ -28,7 +28,7 @@ from broker.kafka.this_broker import ThisBroker
 from broker.kafka_listeners import KafkaListenerBindError, start_kafka_listeners
 from broker.metrics import serve_metrics
 from broker.servicer import BrokerServicer
-from tiered import failpoints
+from tiered import failpoints, signals
 from tiered.cluster.model import BrokerRegistration
 from tiered.daemon_logging import announce, configure_daemon_logging
 from tiered.metrics_endpoint import MetricsEndpointError
@@ -234,8 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     endpoint.source = link
     stopping = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stopping.set())
+    signals.notify_on((signal.SIGTERM, signal.SIGINT), stopping)
     announce(f"broker {config.node_id} serving on {address}")
     stopping.wait()
     log.info("Stopping: letting requests in flight finish (up to %.0fs)", GRACE_S)

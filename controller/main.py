@@ -26,7 +26,7 @@ from controller.jobs import wiring as jobs_wiring
 from controller.metrics import ControllerMetrics, serve_metrics
 from controller.request_metrics import AdminRequestMetrics
 from controller.store import MetadataStore, MetadataStoreError
-from tiered import failpoints
+from tiered import failpoints, signals
 from tiered.daemon_logging import announce, configure_daemon_logging
 from tiered.metrics_endpoint import MetricsEndpointError
 from tiered.net import GRPC_EXCLUSIVE_PORT, bind_grpc_port
@@ -94,8 +94,7 @@ def main(argv: list[str] | None = None) -> int:
             return _gave_up(store, bulk_delete)
         announce(f"controller {config.node_id} metrics on {endpoint.url}")
     server.start()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stopping.set())
+    signals.notify_on((signal.SIGTERM, signal.SIGINT), stopping)
     announce(
         f"controller {config.node_id} serving on {config.endpoint} "
         f"(metadata.store={config.metadata_mode})"

@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import logging
 import os
-import select
 import signal
 import sys
 import threading
+
+from tiered import signals
 
 __all__ = [
     "ENVIRONMENT_VARIABLE",
@@ -62,61 +63,6 @@ _lock = threading.Lock()
 _continued = threading.Event()
 
 
-# The read end of the pipe given to ``signal.set_wakeup_fd``: CPython's C-level handler writes the
-# signal's number there from whichever thread the kernel delivered it to. The Python handler
-# alone is not enough: it runs on the main thread, and a main thread blocked in a wait without a
-# timeout (``Event.wait()``) never gets to run it when the kernel picked another thread for the
-# SIGCONT; the paused thread then waited forever (4 of 60 resumes in a stress run).
-_wakeup_read: int | None = None
-
-
-def _on_sigcont(signum: int, frame: object) -> None:
-    _continued.set()
-
-
-def _watch_sigcont() -> None:
-    global _wakeup_read  # noqa: PLW0603 - one pipe per process
-    signal.signal(signal.SIGCONT, _on_sigcont)
-    if _wakeup_read is not None:
-        return
-    read, write = os.pipe()
-    os.set_blocking(read, False)
-    os.set_blocking(write, False)
-    try:
-        signal.set_wakeup_fd(write, warn_on_full_buffer=False)
-    except ValueError:  # not the main thread: the Python handler alone
-        os.close(read)
-        os.close(write)
-        return
-    _wakeup_read = read
-
-
-def _drain_wakeups() -> bytes:
-    if _wakeup_read is None:
-        return b""
-    data = b""
-    while True:
-        try:
-            chunk = os.read(_wakeup_read, 4096)
-        except BlockingIOError:
-            return data
-        if not chunk:
-            return data
-        data += chunk
-
-
-def _wait_for_sigcont() -> None:
-    """Returns once a SIGCONT has arrived since ``_continued`` was cleared (a kill -9 ends the
-    wait all the same)."""
-    while not _continued.is_set():
-        if _wakeup_read is None:
-            _continued.wait(0.05)
-            continue
-        select.select([_wakeup_read], [], [], 0.05)
-        if signal.SIGCONT in _drain_wakeups():
-            return
-
-
 def configure(spec: str) -> dict[str, str]:
     """Arms the points of ``spec`` (``name=action;...``), replacing any armed before. Raises
     ``ValueError`` naming the bad entry and the valid names or actions; arms nothing then."""
@@ -138,7 +84,7 @@ def configure(spec: str) -> dict[str, str]:
         _armed.clear()
         _armed.update(armed)
     if "pause" in armed.values():
-        _watch_sigcont()
+        signals.notify_on([signal.SIGCONT], _continued)
     return armed
 
 
@@ -167,9 +113,8 @@ def hit(name: str) -> None:
     if action == "crash":
         os.kill(os.getpid(), signal.SIGKILL)
     _continued.clear()
-    _drain_wakeups()  # signals from before this stop
     os.kill(os.getpid(), signal.SIGSTOP)
     # A process-directed stop is not synchronous for the thread that sends it (measured here:
     # it ran on for ~100 ms, long enough to send the very ack a test meant to hold back). Wait
-    # for the SIGCONT that ends the stop.
-    _wait_for_sigcont()
+    # for the SIGCONT that ends the stop (a kill -9 ends the wait all the same).
+    _continued.wait()
