@@ -97,6 +97,13 @@ def kafka_error(code: int, message: str | None = None) -> TieredError:
         return TieredError(ErrorCode.UNKNOWN_SERVER_ERROR, f"{name}: {message}")
 
 
+def decode_response(frame: bytes, response_type: type[Any]) -> tuple[int, Any]:
+    """(correlation id, decoded response) of a response frame without its size prefix."""
+    header, header_size = entity_reader(response_type.__header_schema__)(frame, 0)
+    body, _ = entity_reader(response_type)(frame, header_size)
+    return int(header.correlation_id), body
+
+
 def encode_request(
     request: RequestPayload, correlation_id: int, client_id: str | None = DEFAULT_CLIENT_ID
 ) -> bytes:
@@ -138,17 +145,19 @@ class KafkaConnection:
 
     def receive(self, response_type: type[Any]) -> tuple[int, Any]:
         """(correlation id, decoded response) of the next frame."""
-        frame = self.receive_frame()
-        header, header_size = entity_reader(response_type.__header_schema__)(frame, 0)
-        body, _ = entity_reader(response_type)(frame, header_size)
-        return int(header.correlation_id), body
+        return decode_response(self.receive_frame(), response_type)
+
+    def next_correlation_ids(self, count: int = 1) -> int:
+        """The first of ``count`` consecutive correlation ids, taken for requests to send."""
+        first = self._next_correlation_id
+        self._next_correlation_id += count
+        return first
 
     def call(self, request: RequestPayload, correlation_id: int | None = None) -> Any:
         """The response to ``request``; socket failures raise as they come (OSError,
         ConnectionError for a closed connection, TimeoutError)."""
         if correlation_id is None:
-            correlation_id = self._next_correlation_id
-            self._next_correlation_id += 1
+            correlation_id = self.next_correlation_ids()
         self.send(request, correlation_id)
         got, response = self.receive(response_type_for(request))
         if got != correlation_id:
