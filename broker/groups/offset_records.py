@@ -11,7 +11,8 @@ epoch, metadata, commit timestamp: what Kafka writes when no expire timestamp is
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, field
 
 __all__ = [
     "CommittedOffset",
@@ -54,12 +55,22 @@ class GroupKey:
 @dataclass(frozen=True, slots=True)
 class CommittedOffset:
     """One committed offset (``OffsetCommitValue``); ``commit_timestamp_ms`` is when the
-    coordinator took it, which retention counts from."""
+    coordinator took it, which retention counts from.
+
+    ``topic_id``: the topic's id when the offset was committed to this coordinator (None once
+    loaded from the log, whose records, as Kafka's, name topics only). It tells an offset of a
+    topic deleted and re-created under the same name from one of the topic that exists now."""
 
     offset: int
     leader_epoch: int
     metadata: str
     commit_timestamp_ms: int
+    topic_id: uuid.UUID | None = field(default=None, compare=False)
+
+    def of_another_topic(self, topic_id: uuid.UUID | None) -> bool:
+        """Whether this offset was committed for another topic of the same name than
+        ``topic_id`` (None: the topic does not exist now)."""
+        return self.topic_id is not None and self.topic_id != topic_id
 
 
 def kafka_string(text: str) -> bytes:

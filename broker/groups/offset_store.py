@@ -23,7 +23,8 @@ import enum
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable
+import uuid
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
@@ -73,9 +74,9 @@ class OffsetStore:
     """Thread-safe. ``start()`` the upkeep thread, ``close()`` when done.
 
     ``hosted_log(index)``: the log of ``__consumer_offsets`` partition ``index`` if hosted here;
-    ``hosted_indexes()``: the ones hosted here; ``existing_topics()``: every topic's name, as
-    listed after the call began (not a cached listing), or None when the controller cannot say
-    (deleted topics' offsets then wait)."""
+    ``hosted_indexes()``: the ones hosted here; ``existing_topics()``: every topic's id by name,
+    as listed after the call began (not a cached listing), or None when the controller cannot
+    say (deleted topics' offsets then wait)."""
 
     def __init__(
         self,
@@ -83,7 +84,7 @@ class OffsetStore:
         hosted_indexes: Callable[[], Iterable[int]],
         config: OffsetsConfig,
         membership: GroupMembership,
-        existing_topics: Callable[[], Collection[str] | None],
+        existing_topics: Callable[[], Mapping[str, uuid.UUID] | None],
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
         inline_load_max_records: int = _INLINE_LOAD_MAX_RECORDS,
         partition_of: Callable[[str], int | None] = lambda group_id: None,
@@ -173,8 +174,10 @@ class OffsetStore:
         self.written(found)
         return ErrorCode.none
 
-    def committed_at(self, offset: int, leader_epoch: int, metadata: str) -> CommittedOffset:
-        return CommittedOffset(offset, leader_epoch, metadata, self._clock_ms())
+    def committed_at(
+        self, offset: int, leader_epoch: int, metadata: str, topic_id: uuid.UUID | None = None
+    ) -> CommittedOffset:
+        return CommittedOffset(offset, leader_epoch, metadata, self._clock_ms(), topic_id)
 
     def _new_slot(self, index: int, log: Log) -> _Slot:
         """Called under the lock: the caller loads it, or queues it for the upkeep thread."""
@@ -280,7 +283,8 @@ class OffsetStore:
 
     def remove_expired(self) -> int:
         """Removes the offsets of deleted topics (committed before the listing of the topics
-        that exist, so that a topic created meanwhile keeps its offsets) and the offsets that
+        that exist, so that a topic created meanwhile keeps its offsets, or committed for an
+        earlier topic of the same name, as far as this coordinator knows) and the offsets that
         expired as their group's ``OffsetExpiry`` says (Kafka's ``cleanupExpiredOffsets``);
         returns how many."""
         listed_at = self._clock_ms()
@@ -294,8 +298,11 @@ class OffsetStore:
         expiries: dict[str, OffsetExpiry | None] = {}
 
         def expires(group: str, tp: TopicPartition, committed: CommittedOffset) -> bool:
-            if existing is not None and tp[0] not in existing:
-                return committed.commit_timestamp_ms < listed_at
+            if existing is not None:
+                if tp[0] not in existing:
+                    return committed.commit_timestamp_ms < listed_at
+                if committed.of_another_topic(existing[tp[0]]):
+                    return True  # the topic was deleted and a new one has its name
             if group not in expiries:
                 expiries[group] = self._membership.offset_expiry(group)
             expiry = expiries[group]

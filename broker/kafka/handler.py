@@ -28,6 +28,7 @@ APIs are authorized here, by ``access`` (this broker's ACLs).
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
@@ -44,7 +45,7 @@ from broker.groups.offset_store import OffsetStore
 from broker.groups.offsets_config import OffsetsConfig
 from broker.groups.placement import OFFSETS_TOPIC, OffsetsTopic
 from broker.kafka.acls_api import AclsApi
-from broker.kafka.cluster_view import ClusterView
+from broker.kafka.cluster_view import ClusterView, TopicPlacement
 from broker.kafka.config_api import ConfigApi
 from broker.kafka.create_partitions_api import CreatePartitionsApi
 from broker.kafka.delete_records_api import DeleteRecordsApi, RecordDeleter
@@ -155,7 +156,7 @@ class BrokerKafkaHandler:
             lambda: (p for t, p, _ in local_partitions() if t == OFFSETS_TOPIC),
             offsets_config,
             self.groups,
-            lambda: _topic_names(view),
+            lambda: _topic_ids(view),
             partition_of=offsets_topic.partition_of,
         )
         self.find_coordinator = FindCoordinatorApi(offsets_topic, view, access).find_coordinator
@@ -229,13 +230,13 @@ def _served(store: OffsetStore, index: int) -> KafkaErrorCode:
     return found if isinstance(found, KafkaErrorCode) else KafkaErrorCode.none
 
 
-def _topic_names(view: ClusterView) -> set[str] | None:
-    """Every topic, listed now: a cached listing may predate a topic whose offsets were
-    committed since (the store removes offsets of topics missing from a listing taken after
-    their commit)."""
+def _topic_ids(view: ClusterView) -> dict[str, uuid.UUID] | None:
+    """Every topic's id by name, listed now: a cached listing may predate a topic whose offsets
+    were committed since (the store removes offsets of topics missing from a listing taken
+    after their commit)."""
     view.invalidate()
     try:
         topics = view.everything().topics
     except TieredError:
         return None
-    return set(topics)
+    return {name: t.topic_id for name, t in topics.items() if isinstance(t, TopicPlacement)}

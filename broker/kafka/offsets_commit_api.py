@@ -14,13 +14,14 @@ offsets stay: GROUP_SUBSCRIBED_TO_TOPIC). A commit is answered once fsynced on t
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 from kio.static.protocol import ResponsePayload
 
 from broker.groups.membership import GroupMembership
+from broker.groups.offset_records import CommittedOffset
 from broker.groups.offset_store import OffsetStore
 from broker.groups.offsets_partition import OffsetsPartition, TopicPartition
 from broker.groups.placement import OffsetsTopic
@@ -78,9 +79,11 @@ class OffsetsApi:
         wanted: Sequence[TopicPartition],
         *,
         must_exist: bool,
+        placements: dict[str, TopicPlacement | TieredError] | None = None,
     ) -> dict[TopicPartition, ErrorCode]:
         """Kafka's per-partition refusals: topics the requester may not use so, and (when
-        ``must_exist``) topics or partitions that do not exist."""
+        ``must_exist``) topics or partitions that do not exist. ``placements``, when given,
+        receives what the cluster view answered of the topics looked up."""
         errors: dict[TopicPartition, ErrorCode] = {}
         names = list(dict.fromkeys(t for t, _ in wanted))
         refused = {
@@ -88,11 +91,12 @@ class OffsetsApi:
             for n in names
             if not self._access.allowed(requester, operation, ResourceType.TOPIC, n)
         }
-        placements: dict[str, TopicPlacement | TieredError] = {}
+        if placements is None:
+            placements = {}
         unreachable = False
         if must_exist and set(names) - refused:
             try:
-                placements = dict(self._view.topics([n for n in names if n not in refused]).topics)
+                placements.update(self._view.topics([n for n in names if n not in refused]).topics)
             except TieredError as e:
                 _log.warning("Cannot check the topics of an offsets request: %s", e)
                 unreachable = True
@@ -124,17 +128,24 @@ class OffsetsApi:
         ):
             errors = dict.fromkeys(wanted, ErrorCode.group_authorization_failed)
         else:
+            placements: dict[str, TopicPlacement | TieredError] = {}
             errors = self._topic_errors(
-                context.requester, AclOperation.READ, wanted, must_exist=True
+                context.requester, AclOperation.READ, wanted, must_exist=True, placements=placements
             )
             valid = [(tp, p) for tp, p in asked if tp not in errors]
             if valid:
-                errors.update(self._commit(request, group_id, valid))
+                errors.update(self._commit(request, group_id, valid, placements))
         return _partition_answers(response_type, wanted, errors)
 
     def _commit(
-        self, request: Any, group_id: str, valid: list[tuple[TopicPartition, Any]]
+        self,
+        request: Any,
+        group_id: str,
+        valid: list[tuple[TopicPartition, Any]],
+        placements: Mapping[str, TopicPlacement | TieredError],
     ) -> dict[TopicPartition, ErrorCode]:
+        """Commits the offsets of existing topics (``placements``: each one's placement), each
+        stamped with its topic's id."""
         found = self._partition(group_id)
         if isinstance(found, ErrorCode):
             return dict.fromkeys((tp for tp, _ in valid), found)
@@ -153,10 +164,13 @@ class OffsetsApi:
             if len(metadata) > self._metadata_max_bytes:
                 errors[tp] = ErrorCode.offset_metadata_too_large
                 continue
+            placement = placements[tp[0]]
+            assert isinstance(placement, TopicPlacement)  # valid: the topic exists
             offsets[tp] = self._store.committed_at(
                 int(p.committed_offset),
                 int(getattr(p, "committed_leader_epoch", _NO_EPOCH)),
                 metadata,
+                placement.topic_id,
             )
         try:
             found.commit(group_id, offsets)
@@ -200,7 +214,7 @@ class OffsetsApi:
         )
         if refused is not ErrorCode.none:
             return refused, ()
-        committed = found.committed(group_id)
+        committed = self._of_existing_topics(found.committed(group_id))
         if group.topics is None:  # every partition the group has offsets for
             wanted = sorted(committed)
             errors = self._topic_errors(requester, AclOperation.DESCRIBE, wanted, must_exist=False)
@@ -209,6 +223,27 @@ class OffsetsApi:
             wanted = [(t.name, int(p)) for t in group.topics for p in t.partition_indexes]
             errors = self._topic_errors(requester, AclOperation.DESCRIBE, wanted, must_exist=False)
         return ErrorCode.none, _fetched(response_type, wanted, committed, errors)
+
+    def _of_existing_topics(
+        self, committed: dict[TopicPartition, CommittedOffset]
+    ) -> dict[TopicPartition, CommittedOffset]:
+        """``committed`` without the offsets of a topic since deleted, whether or not a new
+        topic has its name (their records go at the next retention check); all of them when
+        the controller cannot say."""
+        stamped = {t for (t, _), c in committed.items() if c.topic_id is not None}
+        if not stamped:
+            return committed
+        try:
+            found = self._view.topics(sorted(stamped)).topics
+        except TieredError as e:
+            _log.warning("Cannot check the topics of an offset fetch: %s", e)
+            return committed
+        ids = {n: t.topic_id if isinstance(t, TopicPlacement) else None for n, t in found.items()}
+        return {
+            tp: c
+            for tp, c in committed.items()
+            if tp[0] not in ids or not c.of_another_topic(ids[tp[0]])
+        }
 
     # ----------------------------------------------------------------------------- OffsetDelete
 

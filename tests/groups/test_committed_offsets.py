@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition as AioPartition
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions
+from confluent_kafka import OFFSET_INVALID, Consumer, ConsumerGroupTopicPartitions
 from confluent_kafka import TopicPartition as ConfluentPartition
 from confluent_kafka.admin import (
     AlterConfigOpType,
@@ -410,6 +410,24 @@ def test_offsets_of_a_deleted_topic_go(cluster: Cluster, topic: str) -> None:
         timeout=30,
         what="offsets of the deleted topic to go",
     )
+
+
+def test_a_topic_created_again_under_a_deleted_ones_name_has_no_offsets(cluster: Cluster) -> None:
+    """Kafka removes a topic's committed offsets when it is deleted: a group must not resume the
+    new topic from the old one's positions (once the coordinator learns of the new topic, a
+    moment late as Kafka's brokers do)."""
+    g, name = group(), f"o-{uuid.uuid4().hex[:8]}"
+    create_topic(cluster, name)
+    confluent_commit(cluster, g, {(name, 0): 500})
+    cluster.admin.delete_topic(name)
+    create_topic(cluster, name)
+    poll_until(
+        lambda: confluent_committed(cluster, g, [(name, 0)]) == {(name, 0): OFFSET_INVALID},
+        timeout=30,
+        what="the deleted topic's offset to be left out",
+    )
+    confluent_commit(cluster, g, {(name, 0): 2})  # the new topic's own
+    assert confluent_committed(cluster, g, [(name, 0)]) == {(name, 0): 2}
 
 
 def test_committed_offsets_survive_sigkill_of_every_process(cluster: Cluster, topic: str) -> None:

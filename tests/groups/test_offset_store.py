@@ -133,7 +133,8 @@ def test_compaction_interrupted_at_any_point_loses_nothing(tmp_path: Path) -> No
 def test_store_serves_loaded_partitions_and_expires_offsets(tmp_path: Path) -> None:
     logs = {0: Log.open(tmp_path / "p0")}
     clock = [10_000_000]
-    existing = {"t", "u"}
+    t_id, earlier_t_id = uuid.uuid4(), uuid.uuid4()
+    existing = {"t": t_id, "u": uuid.uuid4()}
     store = OffsetStore(
         logs.get,
         lambda: [0],
@@ -150,10 +151,12 @@ def test_store_serves_loaded_partitions_and_expires_offsets(tmp_path: Path) -> N
         assert isinstance(partition, OffsetsPartition)
         partition.commit("old", {("t", 0): store.committed_at(1, -1, "")})
         clock[0] += 30_000
-        partition.commit("new", {("t", 0): store.committed_at(2, -1, "")})
+        partition.commit("new", {("t", 0): store.committed_at(2, -1, "", t_id)})
         partition.commit("gone-topic", {("v", 0): store.committed_at(3, -1, "")})
+        # committed for a topic "t" since deleted, the "t" that exists now being another
+        partition.commit("recreated", {("t", 0): store.committed_at(4, -1, "", earlier_t_id)})
         clock[0] += 40_000  # "old" is 70 s old: past retention; "new" 40 s
-        assert store.remove_expired() == 2
+        assert store.remove_expired() == 3
         assert sorted(store.groups()) == ["new"]
     finally:
         store.close()

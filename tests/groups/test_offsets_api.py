@@ -61,11 +61,14 @@ class _Coordinator:
 
 
 class _Topics:
+    """Two topics; ``ids`` says each one's id (a new id: deleted and created again)."""
+
+    def __init__(self) -> None:
+        self.ids = {TOPIC: uuid.uuid4(), SECRET: uuid.uuid4()}
+
     def topics(self, names: Sequence[str]) -> KafkaCluster:
-        known = {
-            TOPIC: TopicPlacement(TOPIC, uuid.uuid4(), (1, 1)),
-            SECRET: TopicPlacement(SECRET, uuid.uuid4(), (1,)),
-        }
+        partitions = {TOPIC: 2, SECRET: 1}
+        known = {n: TopicPlacement(n, i, (1,) * partitions[n]) for n, i in self.ids.items()}
         missing = TieredError(TieredCode.UNKNOWN_TOPIC_OR_PARTITION, "no such topic")
         return KafkaCluster("", {}, {n: known.get(n, missing) for n in names})
 
@@ -121,13 +124,14 @@ class Harness:
         )
         self.store.start()
         self.coordinator = _Coordinator()
+        self.topics = _Topics()
 
     def api(self, access: AccessControl, membership: NoMembers | None = None) -> OffsetsApi:
         return OffsetsApi(
             cast(OffsetsTopic, self.coordinator),
             self.store,
             membership or NoMembers(),
-            cast(ClusterView, _Topics()),
+            cast(ClusterView, self.topics),
             access,
             metadata_max_bytes=8,
         )
@@ -208,6 +212,30 @@ def test_commits_answer_kafkas_errors_per_partition(harness: Harness) -> None:
     assert [
         (t.name, p.partition_index, p.committed_offset) for t in group.topics for p in t.partitions
     ] == [(TOPIC, 0, 5)]
+
+
+def _offsets(group: Any) -> list[tuple[str, int, int]]:
+    return [
+        (t.name, p.partition_index, p.committed_offset) for t in group.topics for p in t.partitions
+    ]
+
+
+def test_a_deleted_topics_offsets_are_not_answered_even_under_a_new_topic_of_its_name(
+    harness: Harness,
+) -> None:
+    """As in Kafka, where a topic's deletion removes its committed offsets: a group must not
+    resume a topic created again under the same name from the old topic's offsets."""
+    api = harness.api(_access(*ALL))
+    call(api.offset_commit, commit({(TOPIC, 0): 500, (TOPIC, 1): 700}))
+    assert _offsets(fetched(api)) == [(TOPIC, 0, 500), (TOPIC, 1, 700)]
+    harness.topics.ids[TOPIC] = uuid.uuid4()  # deleted, and created again
+    assert _offsets(fetched(api)) == []
+    asked = (fetch_v8.OffsetFetchRequestTopics(name=TOPIC, partition_indexes=(i32(0),)),)
+    assert _offsets(fetched(api, asked)) == [(TOPIC, 0, -1)]
+    call(api.offset_commit, commit({(TOPIC, 0): 3}))  # the new topic's
+    assert _offsets(fetched(api)) == [(TOPIC, 0, 3)]
+    del harness.topics.ids[TOPIC]  # deleted, not created again
+    assert _offsets(fetched(api)) == []
 
 
 def test_the_coordinators_errors_come_first(harness: Harness) -> None:
