@@ -148,11 +148,12 @@ def _fdatasync_latencies(path: Path, group: str, topic: str, count: int) -> list
     """Each: the record batch of one commit appended to ``path`` and fdatasynced."""
     samples: list[float] = []
     key = encode_offset_key(OffsetKey(group, topic, 0))
+    topic_id = uuid.uuid4()  # the broker's records carry the topic's id
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
         for offset in range(1, count + 1):
             now = int(time.time() * 1000)
-            value = encode_value(CommittedOffset(offset, -1, "", now))
+            value = encode_value(CommittedOffset(offset, -1, "", now, topic_id))
             batch = build_batch([Record(key, value, timestamp=now)])
             started = time.perf_counter()
             os.write(fd, batch)

@@ -3,9 +3,9 @@
 reads as a Kafka broker's would.
 
 A key starts with its version: 0 or 1 is an offset commit (group, topic, partition), 2 a group's
-metadata (group). A null value is a tombstone. Values are written at version 3 (offset, leader
-epoch, metadata, commit timestamp: what Kafka writes when no expire timestamp is given); 0, 1 and
-3 are read (version 4 is Kafka's flexible one, which no broker writes for these records yet).
+metadata (group). A null value is a tombstone. Values are written at version 4 with the topic's
+id as the tagged field 0, as Kafka 4.1 writes them (KAFKA-19141), or at version 3 (offset, leader
+epoch, metadata, commit timestamp) when the id is not known; 0, 1, 3 and 4 are read.
 """
 
 from __future__ import annotations
@@ -31,6 +31,9 @@ __all__ = [
 _OFFSET_KEY_VERSION = 1
 _GROUP_KEY_VERSION = 2
 _VALUE_VERSION = 3
+_VALUE_VERSION_WITH_TOPIC_ID = 4  # flexible: compact metadata, then tagged fields
+_TOPIC_ID_TAG = 0
+_ZERO_UUID = uuid.UUID(int=0)  # Kafka's "no topic id"
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -57,9 +60,9 @@ class CommittedOffset:
     """One committed offset (``OffsetCommitValue``); ``commit_timestamp_ms`` is when the
     coordinator took it, which retention counts from.
 
-    ``topic_id``: the topic's id when the offset was committed to this coordinator (None once
-    loaded from the log, whose records, as Kafka's, name topics only). It tells an offset of a
-    topic deleted and re-created under the same name from one of the topic that exists now."""
+    ``topic_id``: the id of the topic the offset was committed for (None in a record written
+    without it). It tells an offset of a topic deleted and re-created under the same name from
+    one of the topic that exists now."""
 
     offset: int
     leader_epoch: int
@@ -95,13 +98,36 @@ def encode_group_key(key: GroupKey) -> bytes:
 
 
 def encode_value(value: CommittedOffset) -> bytes:
+    if value.topic_id is None:
+        return (
+            _I16.pack(_VALUE_VERSION)
+            + _I64.pack(value.offset)
+            + _I32.pack(value.leader_epoch)
+            + kafka_string(value.metadata)
+            + _I64.pack(value.commit_timestamp_ms)
+        )
+    metadata = value.metadata.encode("utf-8")
     return (
-        _I16.pack(_VALUE_VERSION)
+        _I16.pack(_VALUE_VERSION_WITH_TOPIC_ID)
         + _I64.pack(value.offset)
         + _I32.pack(value.leader_epoch)
-        + kafka_string(value.metadata)
+        + _unsigned_varint(len(metadata) + 1)
+        + metadata
         + _I64.pack(value.commit_timestamp_ms)
+        + _unsigned_varint(1)  # one tagged field: the topic id
+        + _unsigned_varint(_TOPIC_ID_TAG)
+        + _unsigned_varint(16)
+        + value.topic_id.bytes
     )
+
+
+def _unsigned_varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 class RecordReader:
@@ -169,11 +195,17 @@ class RecordReader:
         size = self.unsigned_varint() - 1 if compact else self.take(_I32)
         return max(size, 0)
 
+    def tagged_fields(self) -> dict[int, bytes]:
+        """A flexible version's tagged fields, by tag."""
+        fields = {}
+        for _ in range(self.unsigned_varint()):
+            tag = self.unsigned_varint()
+            fields[tag] = self._slice(self.unsigned_varint())
+        return fields
+
     def skip_tagged_fields(self) -> None:
         """A flexible version's tagged fields: none is known here, all are skipped."""
-        for _ in range(self.unsigned_varint()):
-            self.unsigned_varint()  # the tag
-            self._slice(self.unsigned_varint())
+        self.tagged_fields()
 
 
 def decode_key(data: bytes) -> OffsetKey | GroupKey:
@@ -189,10 +221,21 @@ def decode_key(data: bytes) -> OffsetKey | GroupKey:
 def decode_value(data: bytes) -> CommittedOffset:
     reader = RecordReader(data)
     version = reader.take(_I16)
-    if version not in (0, 1, 3):
-        raise RecordFormatError(f"offset commit value version {version}; valid: 0, 1, 3")
+    if version not in (0, 1, 3, 4):
+        raise RecordFormatError(f"offset commit value version {version}; valid: 0, 1, 3, 4")
+    flexible = version >= _VALUE_VERSION_WITH_TOPIC_ID
     offset = reader.take(_I64)
-    leader_epoch = reader.take(_I32) if version == 3 else -1
-    metadata = reader.string()
+    leader_epoch = reader.take(_I32) if version >= 3 else -1
+    metadata = reader.string(compact=flexible)
     commit_timestamp_ms = reader.take(_I64)
-    return CommittedOffset(offset, leader_epoch, metadata, commit_timestamp_ms)
+    if version == 1:
+        reader.take(_I64)  # the expire timestamp, which retention no longer uses
+    topic_id = None
+    if flexible:
+        raw = reader.tagged_fields().get(_TOPIC_ID_TAG)
+        if raw is not None:
+            if len(raw) != 16:
+                raise RecordFormatError(f"topic id of {len(raw)} bytes; a UUID has 16")
+            found = uuid.UUID(bytes=raw)
+            topic_id = None if found == _ZERO_UUID else found
+    return CommittedOffset(offset, leader_epoch, metadata, commit_timestamp_ms, topic_id)

@@ -68,6 +68,42 @@ def test_records_use_kafkas_layouts() -> None:
         decode_key(b"\x00\x09")
 
 
+def test_an_offsets_topic_id_is_kept_as_kafka_41_keeps_it() -> None:
+    """OffsetCommitValue v4 (flexible), the topic id as tagged field 0 (KAFKA-19141)."""
+    topic_id = uuid.UUID("0123456789abcdef0123456789abcdef")
+    encoded = encode_value(CommittedOffset(42, 7, "meta", 123, topic_id))
+    assert encoded == (
+        b"\x00\x04"  # version 4
+        + (42).to_bytes(8, "big")
+        + (7).to_bytes(4, "big")
+        + b"\x05meta"  # compact string: length + 1
+        + (123).to_bytes(8, "big")
+        + b"\x01\x00\x10"  # one tagged field: tag 0, 16 bytes
+        + topic_id.bytes
+    )
+    decoded = decode_value(encoded)
+    assert decoded == CommittedOffset(42, 7, "meta", 123) and decoded.topic_id == topic_id
+    assert decode_value(encode_value(CommittedOffset(1, -1, "", 5))).topic_id is None
+    # Kafka's "no topic id", and another tag (a later Kafka's field), read as no id
+    zero = encoded[:-19] + b"\x02\x00\x10" + bytes(16) + b"\x05\x01\x07"
+    assert decode_value(zero).topic_id is None
+    with pytest.raises(RecordFormatError, match="topic id of 3 bytes"):
+        decode_value(encoded[:-19] + b"\x01\x00\x03abc")
+
+
+def test_offsets_keep_their_topic_id_across_a_reopen(tmp_path: Path) -> None:
+    topic_id = uuid.uuid4()
+    partition = _open(tmp_path)
+    partition.commit("g", {("t", 0): CommittedOffset(5, 0, "", 1000, topic_id)})
+    partition.commit("g", {("u", 0): CommittedOffset(6, 0, "", 1000)})
+    partition.log.close()
+    reopened = _open(tmp_path)
+    assert {tp: c.topic_id for tp, c in reopened.committed("g").items()} == {
+        ("t", 0): topic_id,
+        ("u", 0): None,
+    }
+
+
 def test_group_placement_is_kafkas() -> None:
     assert java_string_hash("abc") == 96354  # Java's "abc".hashCode()
     assert java_string_hash("") == 0
