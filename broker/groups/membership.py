@@ -1,10 +1,9 @@
 """What the offsets side asks of group membership (``GroupCoordinator``, on the membership
 side): whether a commit or a fetch may go ahead for a member, whether a group may be deleted,
 which topics' offsets an OffsetDelete must keep, when a group's offsets expire, and a group's
-state; and what it tells
-membership: the groups a partition of ``__consumer_offsets`` brought back when it loaded, and
-that a partition is no longer served here. (Membership writes its groups' records through
-``OffsetStore.store_group``.)"""
+state; and what it tells membership: the groups a partition of ``__consumer_offsets`` brought
+back when it loaded, and that a partition is no longer served here. (Membership writes its
+groups' records through ``OffsetStore.store_group``.)"""
 
 from __future__ import annotations
 

@@ -60,6 +60,18 @@ class KafkaCluster:
                 found[broker_id] = endpoint
         return found
 
+    def topic_ids(self) -> dict[str, uuid.UUID]:
+        """The id of each topic found, by name (names that failed are left out)."""
+        return {n: t.topic_id for n, t in self.topics.items() if isinstance(t, TopicPlacement)}
+
+    def missing_topics(self) -> set[str]:
+        """The names the controller said do not exist."""
+        return {
+            n
+            for n, t in self.topics.items()
+            if isinstance(t, TieredError) and t.code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        }
+
     def by_id(self, topic_id: uuid.UUID) -> TopicPlacement | None:
         return next(
             (

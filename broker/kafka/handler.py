@@ -45,7 +45,7 @@ from broker.groups.offset_store import OffsetStore
 from broker.groups.offsets_config import OffsetsConfig
 from broker.groups.placement import OFFSETS_TOPIC, OffsetsTopic
 from broker.kafka.acls_api import AclsApi
-from broker.kafka.cluster_view import ClusterView, TopicPlacement
+from broker.kafka.cluster_view import ClusterView
 from broker.kafka.config_api import ConfigApi
 from broker.kafka.create_partitions_api import CreatePartitionsApi
 from broker.kafka.delete_records_api import DeleteRecordsApi, RecordDeleter
@@ -236,7 +236,6 @@ def _topic_ids(view: ClusterView) -> dict[str, uuid.UUID] | None:
     after their commit)."""
     view.invalidate()
     try:
-        topics = view.everything().topics
+        return view.everything().topic_ids()
     except TieredError:
         return None
-    return {name: t.topic_id for name, t in topics.items() if isinstance(t, TopicPlacement)}

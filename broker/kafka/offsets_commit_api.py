@@ -14,6 +14,7 @@ offsets stay: GROUP_SUBSCRIBED_TO_TOPIC). A commit is answered once fsynced on t
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -79,11 +80,10 @@ class OffsetsApi:
         wanted: Sequence[TopicPartition],
         *,
         must_exist: bool,
-        placements: dict[str, TopicPlacement | TieredError] | None = None,
-    ) -> dict[TopicPartition, ErrorCode]:
+    ) -> tuple[dict[TopicPartition, ErrorCode], dict[str, uuid.UUID]]:
         """Kafka's per-partition refusals: topics the requester may not use so, and (when
-        ``must_exist``) topics or partitions that do not exist. ``placements``, when given,
-        receives what the cluster view answered of the topics looked up."""
+        ``must_exist``) topics or partitions that do not exist; and the ids of the topics found
+        to exist."""
         errors: dict[TopicPartition, ErrorCode] = {}
         names = list(dict.fromkeys(t for t, _ in wanted))
         refused = {
@@ -91,12 +91,11 @@ class OffsetsApi:
             for n in names
             if not self._access.allowed(requester, operation, ResourceType.TOPIC, n)
         }
-        if placements is None:
-            placements = {}
+        cluster = None
         unreachable = False
         if must_exist and set(names) - refused:
             try:
-                placements.update(self._view.topics([n for n in names if n not in refused]).topics)
+                cluster = self._view.topics([n for n in names if n not in refused])
             except TieredError as e:
                 _log.warning("Cannot check the topics of an offsets request: %s", e)
                 unreachable = True
@@ -106,12 +105,12 @@ class OffsetsApi:
             elif unreachable:
                 errors[(topic, partition)] = ErrorCode.coordinator_not_available
             elif must_exist:
-                found = placements.get(topic)
+                found = None if cluster is None else cluster.topics.get(topic)
                 if not isinstance(found, TopicPlacement) or not (
                     0 <= partition < len(found.replicas)
                 ):
                     errors[(topic, partition)] = ErrorCode.unknown_topic_or_partition
-        return errors
+        return errors, {} if cluster is None else cluster.topic_ids()
 
     # ----------------------------------------------------------------------------- OffsetCommit
 
@@ -128,13 +127,12 @@ class OffsetsApi:
         ):
             errors = dict.fromkeys(wanted, ErrorCode.group_authorization_failed)
         else:
-            placements: dict[str, TopicPlacement | TieredError] = {}
-            errors = self._topic_errors(
-                context.requester, AclOperation.READ, wanted, must_exist=True, placements=placements
+            errors, topic_ids = self._topic_errors(
+                context.requester, AclOperation.READ, wanted, must_exist=True
             )
             valid = [(tp, p) for tp, p in asked if tp not in errors]
             if valid:
-                errors.update(self._commit(request, group_id, valid, placements))
+                errors.update(self._commit(request, group_id, valid, topic_ids))
         return _partition_answers(response_type, wanted, errors)
 
     def _commit(
@@ -142,10 +140,9 @@ class OffsetsApi:
         request: Any,
         group_id: str,
         valid: list[tuple[TopicPartition, Any]],
-        placements: Mapping[str, TopicPlacement | TieredError],
+        topic_ids: Mapping[str, uuid.UUID],
     ) -> dict[TopicPartition, ErrorCode]:
-        """Commits the offsets of existing topics (``placements``: each one's placement), each
-        stamped with its topic's id."""
+        """Commits the offsets of existing topics, each stamped with its topic's id."""
         found = self._partition(group_id)
         if isinstance(found, ErrorCode):
             return dict.fromkeys((tp for tp, _ in valid), found)
@@ -164,13 +161,11 @@ class OffsetsApi:
             if len(metadata) > self._metadata_max_bytes:
                 errors[tp] = ErrorCode.offset_metadata_too_large
                 continue
-            placement = placements[tp[0]]
-            assert isinstance(placement, TopicPlacement)  # valid: the topic exists
             offsets[tp] = self._store.committed_at(
                 int(p.committed_offset),
                 int(getattr(p, "committed_leader_epoch", _NO_EPOCH)),
                 metadata,
-                placement.topic_id,
+                topic_ids[tp[0]],
             )
         try:
             found.commit(group_id, offsets)
@@ -217,33 +212,39 @@ class OffsetsApi:
         committed = self._of_existing_topics(found.committed(group_id))
         if group.topics is None:  # every partition the group has offsets for
             wanted = sorted(committed)
-            errors = self._topic_errors(requester, AclOperation.DESCRIBE, wanted, must_exist=False)
+            errors, _ = self._topic_errors(
+                requester, AclOperation.DESCRIBE, wanted, must_exist=False
+            )
             wanted = [tp for tp in wanted if tp not in errors]  # left out, as Kafka does
         else:
             wanted = [(t.name, int(p)) for t in group.topics for p in t.partition_indexes]
-            errors = self._topic_errors(requester, AclOperation.DESCRIBE, wanted, must_exist=False)
+            errors, _ = self._topic_errors(
+                requester, AclOperation.DESCRIBE, wanted, must_exist=False
+            )
         return ErrorCode.none, _fetched(response_type, wanted, committed, errors)
 
     def _of_existing_topics(
         self, committed: dict[TopicPartition, CommittedOffset]
     ) -> dict[TopicPartition, CommittedOffset]:
         """``committed`` without the offsets of a topic since deleted, whether or not a new
-        topic has its name (their records go at the next retention check); all of them when
-        the controller cannot say."""
+        topic has its name (their records go at the next retention check); those of a topic
+        the controller cannot say about stay."""
         stamped = {t for (t, _), c in committed.items() if c.topic_id is not None}
         if not stamped:
             return committed
         try:
-            found = self._view.topics(sorted(stamped)).topics
+            found = self._view.topics(sorted(stamped))
         except TieredError as e:
             _log.warning("Cannot check the topics of an offset fetch: %s", e)
             return committed
-        ids = {n: t.topic_id if isinstance(t, TopicPlacement) else None for n, t in found.items()}
-        return {
-            tp: c
-            for tp, c in committed.items()
-            if tp[0] not in ids or not c.of_another_topic(ids[tp[0]])
-        }
+        current, gone = found.topic_ids(), found.missing_topics()
+
+        def of_a_topic_gone(topic: str, offset: CommittedOffset) -> bool:
+            if topic in current:
+                return offset.of_another_topic(current[topic])
+            return topic in gone and offset.of_another_topic(None)
+
+        return {tp: c for tp, c in committed.items() if not of_a_topic_gone(tp[0], c)}
 
     # ----------------------------------------------------------------------------- OffsetDelete
 
@@ -259,7 +260,7 @@ class OffsetsApi:
         requester = context.requester
         if not self._access.allowed(requester, AclOperation.DELETE, ResourceType.GROUP, group_id):
             return answer(ErrorCode.group_authorization_failed, {})
-        errors = self._topic_errors(requester, AclOperation.READ, wanted, must_exist=True)
+        errors, _ = self._topic_errors(requester, AclOperation.READ, wanted, must_exist=True)
         found = self._partition(group_id)
         if isinstance(found, ErrorCode):
             return answer(found, {})
