@@ -291,12 +291,17 @@ class KRaftMetadataStore(MetadataStore, MetadataLogSource):
     ) -> tuple[list[metadata_pb2.MetadataRecordBatch], bool]:
         """For FetchMetadata: committed batches from the one holding ``from_offset`` on, waiting
         up to ``max_wait_s`` for one if there is none yet (``([], False)`` then). If
-        ``from_offset`` is below the log start (deleted by snapshot retention), beyond the end
-        (a follower of another log) or more than ``snapshot_interval_records`` records behind
-        the end (a broker that starts fetches from 0), ``([snapshot], True)``: the whole image
-        as one batch whose ``base_offset`` is the image offset (apply it with
+        ``from_offset`` is 0 (a broker that starts), below the log start (deleted by snapshot
+        retention), beyond the end (a follower of another log) or more than
+        ``snapshot_interval_records`` records behind the end, ``([snapshot], True)``: the whole
+        image as one batch whose ``base_offset`` is the image offset (apply it with
         ``serde.image_from_snapshot`` and continue from ``base_offset + 1``).
         ``ControllerFencedError`` if not active.
+
+        A broker that starts gets the image, never the history: its disk already holds what
+        later records made of its partitions, and replaying an earlier state would undo it (a
+        topic deleted and created again under the same name: the old topic's record would
+        replace the new topic's log with the old one's, whose removal comes later).
 
         Far behind, the image is cheaper than the history: a broker starting against a log of
         100k one-topic batches replayed them for ~30 s (28 CPU seconds between it and the
@@ -309,7 +314,11 @@ class KRaftMetadataStore(MetadataStore, MetadataLogSource):
             while True:
                 log = self._require_active()
                 end = log.end_offset
-                if from_offset > end or end - from_offset > self.snapshot_interval_records:
+                if (
+                    from_offset == 0 < end
+                    or from_offset > end
+                    or end - from_offset > self.snapshot_interval_records
+                ):
                     break
                 if from_offset < end:
                     try:

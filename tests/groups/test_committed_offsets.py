@@ -430,6 +430,32 @@ def test_a_topic_created_again_under_a_deleted_ones_name_has_no_offsets(cluster:
     assert confluent_committed(cluster, g, [(name, 0)]) == {(name, 0): 2}
 
 
+def test_a_topic_created_again_keeps_its_records_across_a_broker_restart(
+    cluster: Cluster,
+) -> None:
+    """A restarted broker starts from the cluster's metadata as it is now: what it replays must
+    not make the old topic's partition replace the new topic's log."""
+    name = f"o-{uuid.uuid4().hex[:8]}"
+    create_topic(cluster, name)
+    kcat(cluster, "-P", "-t", name, "-p", "0", stdin=b"old-1\nold-2\n")
+    cluster.admin.delete_topic(name)
+    create_topic(cluster, name)
+    kcat(cluster, "-P", "-t", name, "-p", "0", stdin=b"new-1\nnew-2\nnew-3\n")
+    leader = cluster.admin.describe_topic(name, include_partition_state=False).partitions[0]
+    broker = cluster.brokers[leader.leader]
+    broker.kill()
+    broker.start()
+    cluster.wait_for_live_brokers(set(cluster.brokers), timeout_s=60)
+    poll_until(
+        lambda: (
+            kcat(cluster, "-C", "-t", name, "-p", "0", "-o", "beginning", "-e").split()
+            == [b"new-1", b"new-2", b"new-3"]
+        ),
+        timeout=30,
+        what="the new topic's records after the restart",
+    )
+
+
 def test_committed_offsets_survive_sigkill_of_every_process(cluster: Cluster, topic: str) -> None:
     g = group()
     confluent_commit(cluster, g, {(topic, 0): 21, (topic, 1): 22})

@@ -751,6 +751,22 @@ def test_store_snapshots_and_serves_them_below_the_log_start(
     assert image.topics == follower.topics and image.brokers == follower.brokers
 
 
+def test_a_broker_that_starts_gets_the_image_however_short_the_history(
+    store_dir: Path, stores: list[KRaftMetadataStore]
+) -> None:
+    """Its disk holds what later records made of its partitions (a topic deleted and created
+    again under the same name): the history would replay the old topic over the new one."""
+    store = new_store(stores, store_dir, snapshot_interval_records=1000)
+    elect(store)
+    for i in range(3):
+        store.create_topic(topic(i))
+    end = store.end_offset
+    batches, is_snapshot = store.read_batches(0, 0)
+    assert is_snapshot and len(batches) == 1 and batches[0].base_offset == end - 1
+    batches, is_snapshot = store.read_batches(1, 0)  # a follower resuming: the history
+    assert not is_snapshot and sum(len(b.records) for b in batches) == end - 1
+
+
 def test_a_follower_far_behind_gets_the_image_not_the_history(
     store_dir: Path, stores: list[KRaftMetadataStore]
 ) -> None:
