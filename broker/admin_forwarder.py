@@ -100,7 +100,7 @@ class ControllerAdmin:
             pb_grpc.AdminServiceStub, options=_CHANNEL_OPTIONS, credentials=credentials
         )
 
-    def forward(self, method: str, request: Message) -> Any:
+    def forward(self, method: str, request: Message, timeout_s: float | None = None) -> Any:
         """One attempt: the controller's response, or a NOT_CONTROLLER response when this
         broker knows no controller or it is unavailable. Raises ``grpc.RpcError`` for any other
         failed RPC. Inside ``forwarding_for(client)``, the call names that client, whom the
@@ -112,7 +112,7 @@ class ControllerAdmin:
             )
         try:
             return getattr(self._stubs.get(endpoint), method)(
-                request, timeout=self._timeout_s, metadata=forwarded()
+                request, timeout=timeout_s or self._timeout_s, metadata=forwarded()
             )
         except grpc.RpcError as e:
             if e.code() != grpc.StatusCode.UNAVAILABLE:
@@ -122,16 +122,21 @@ class ControllerAdmin:
                 _METHODS[method], f"the controller at {endpoint} is unavailable: {e.details()}"
             )
 
-    def call(self, method: str, request: Message, response_type: type[R]) -> R:
+    def call(
+        self, method: str, request: Message, response_type: type[R], waits_s: float = 0.0
+    ) -> R:
         """``forward``, retried while the answer is NOT_CONTROLLER (an election, or a broker
         that has not learnt the controller yet) until the retry policy gives up; then that
-        answer is returned. Raises ``TieredError`` for a failed RPC."""
+        answer is returned. ``waits_s``: how long the controller may hold the call on purpose
+        (a create's wait for hosting), added to the RPC's deadline. Raises ``TieredError`` for
+        a failed RPC."""
+        timeout_s = self._timeout_s + waits_s
 
         def attempt() -> R:
             try:
-                response = self.forward(method, request)
+                response = self.forward(method, request, timeout_s)
             except grpc.RpcError as e:
-                raise error_from_rpc(e, f"{method} to the controller", self._timeout_s) from e
+                raise error_from_rpc(e, f"{method} to the controller", timeout_s) from e
             if _is_not_controller(response):
                 raise _ControllerUnknownError(response)
             if not isinstance(response, response_type):
@@ -154,6 +159,7 @@ def call_per_topic(
     request: Message,
     response_type: type[PerTopic],
     topics: int,
+    waits_s: float = 0.0,
 ) -> list[pb.TopicResult]:
     """``controller.call`` of a method answered topic by topic (CreateTopics, DeleteTopics,
     CreatePartitions): the ``topics`` results in request order. A failed call, or a refusal
@@ -161,7 +167,7 @@ def call_per_topic(
     if not topics:
         return []
     try:
-        response = controller.call(method, request, response_type)
+        response = controller.call(method, request, response_type, waits_s)
     except TieredError as e:
         return [pb.TopicResult(error=error_to_proto(e))] * topics
     results = list(response.results)

@@ -92,6 +92,8 @@ class MetadataView:
     cluster_id: str
     brokers: Sequence[BrokerRegistration]
     topics: Sequence[TopicMetadata | TieredError]
+    # topic id -> partitions whose leader does not host them yet (no leader is named for them)
+    unhosted: Mapping[uuid.UUID, frozenset[int]] = field(default_factory=dict)
 
 
 class AlterationAuthorizer(Protocol):
@@ -178,7 +180,7 @@ class AdminOperations:
                 return topic
             self._term.persist(lambda: self._store.create_topic(topic))
             self._term.image.put_topic(topic)
-            self._brokers.topic_changed(topic)
+            self._brokers.topic_changed(topic, placed=range(partitions))
         log.info(
             "Created topic %s (%s): %d partitions on brokers %s, tiered %s",
             name,
@@ -220,9 +222,11 @@ class AdminOperations:
             if validate_only or not growths:
                 return results
             self._term.persist(lambda: self._store.add_partitions(growths))
-            for _, after in growths:
+            for before, after in growths:
                 self._term.image.put_topic(after)
-                self._brokers.topic_changed(after)
+                self._brokers.topic_changed(
+                    after, placed=range(before.partition_count, after.partition_count)
+                )
         for before, after in growths:
             log.info(
                 "Topic %s (%s): partitions %d..%d added on brokers %s, tiered %s",
@@ -440,7 +444,19 @@ class AdminOperations:
             else:
                 found = [topics.get(n) or _unknown_topic(n) for n in names]
             live = [r for r, fenced in self._brokers.registrations() if not fenced]
-        return MetadataView(self._cluster_id, live, found)
+            unhosted = {
+                t.topic_id: waiting
+                for t in found
+                if isinstance(t, TopicMetadata)
+                and (waiting := self._brokers.unhosted_partitions(t.topic_id))
+            }
+        return MetadataView(self._cluster_id, live, found, unhosted)
+
+    def wait_hosted(self, topic_ids: Sequence[uuid.UUID], timeout_s: float) -> set[uuid.UUID]:
+        """Kafka's wait of CreateTopics and CreatePartitions (``DelayedCreatePartitions``): up
+        to ``timeout_s`` until the leader of every new partition hosts it. Returns the topics
+        still waiting (their answer is REQUEST_TIMED_OUT; they exist all the same)."""
+        return self._brokers.wait_hosted(topic_ids, timeout_s)
 
     def describe_configs(self, name: str) -> TopicMetadata:
         with self._term.lock:

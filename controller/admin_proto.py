@@ -5,6 +5,9 @@ else sees generated code."""
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Mapping
+
 from controller.admin_operations import TopicAlteration, TopicView
 from controller.partition_growth import PartitionIncrease
 from tiered.cluster.model import (
@@ -132,7 +135,11 @@ def broker_description_to_proto(
     )
 
 
-def placement_to_proto(name: str | None, topic: TopicMetadata | TieredError) -> pb.TopicPlacement:
+def placement_to_proto(
+    name: str | None,
+    topic: TopicMetadata | TieredError,
+    unhosted: Mapping[uuid.UUID, frozenset[int]],
+) -> pb.TopicPlacement:
     if isinstance(topic, TieredError):
         return pb.TopicPlacement(name=name or "", error=error_to_proto(topic))
     return pb.TopicPlacement(
@@ -140,6 +147,7 @@ def placement_to_proto(name: str | None, topic: TopicMetadata | TieredError) -> 
         topic_id=topic.topic_id.bytes,
         replicas=topic.replicas,
         error=error_to_proto(None),
+        unhosted_partitions=sorted(unhosted.get(topic.topic_id, ())),
     )
 
 

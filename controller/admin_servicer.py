@@ -25,7 +25,7 @@ from controller.admin_proto import (
 )
 from controller.scram_users import ScramDeletion, ScramUpsertion, ScramUsers
 from tiered.cluster.model import TopicMetadata
-from tiered.cluster.serde import tiered_state_to_proto
+from tiered.cluster.serde import tiered_state_to_proto, uuid_from_bytes
 from tiered.config import TOPIC_CONFIG_DEFAULTS
 from tiered.errors import ErrorCode, TieredError
 from tiered.rpc.status import error_to_proto, handle
@@ -77,7 +77,32 @@ class AdminServicer(AclMethods, pb_grpc.AdminServiceServicer):
                 )
 
             results.append(handle(context, call, _topic_error(new.name)))
+        if not request.validate_only:
+            self._wait_hosted(results, request.timeout_ms)
         return pb.CreateTopicsResponse(results=results)
+
+    def _wait_hosted(self, results: Sequence[pb.TopicResult], timeout_ms: int) -> None:
+        """Kafka's CreateTopics/CreatePartitions answer once the leader of every new partition
+        hosts it: the created topics whose leaders do not within ``timeout_ms`` are answered
+        REQUEST_TIMED_OUT (they exist all the same); 0 answers at once."""
+        created = {
+            uuid_from_bytes(r.topic_id): r
+            for r in results
+            if r.error.code == ErrorCode.NONE.value and len(r.topic_id) == 16
+        }
+        if timeout_ms <= 0 or not created:
+            return
+        for topic_id in self._admin.wait_hosted(list(created), timeout_ms / 1000):
+            result = created[topic_id]
+            result.error.CopyFrom(
+                error_to_proto(
+                    TieredError(
+                        ErrorCode.REQUEST_TIMED_OUT,
+                        f"topic {result.name!r} was created, but not every partition's leader "
+                        f"hosted it within {timeout_ms} ms",
+                    )
+                )
+            )
 
     def DeleteTopics(
         self, request: pb.DeleteTopicsRequest, context: grpc.ServicerContext
@@ -126,6 +151,8 @@ class AdminServicer(AclMethods, pb_grpc.AdminServiceServicer):
                         topic_id=outcome.topic_id.bytes,
                     )
                 )
+            if not request.validate_only:
+                self._wait_hosted(results, request.timeout_ms)
             return pb.CreatePartitionsResponse(results=results)
 
         return handle(
@@ -286,7 +313,7 @@ class AdminServicer(AclMethods, pb_grpc.AdminServiceServicer):
                 cluster_id=view.cluster_id,
                 brokers=[broker_description_to_proto(r, False) for r in view.brokers],
                 topics=[
-                    placement_to_proto(name, topic)
+                    placement_to_proto(name, topic, view.unhosted)
                     for name, topic in zip(asked, view.topics, strict=True)
                 ],
             )

@@ -6,11 +6,21 @@ gets a ``BrokerChannel``; this is its ``ChannelOwner``: it hands out the broker'
 (disables first, from ``DisableCompletion``; then removals of deleted topics' partitions; then
 assignments) and takes the answers back, passing disable acks on to ``DisableCompletion``.
 Every method takes the term's lock.
+
+A partition placed in this term is *unhosted* until its leader acks the assignment that carries
+it: Metadata names no leader for it (LEADER_NOT_AVAILABLE, as Kafka answers before its
+LeaderAndIsr reached the leader) and CreateTopics/CreatePartitions wait for it. Naming a leader
+that does not host the partition yet made it refuse a producer's first batches and accept the
+later ones: records stored out of order, with no error at a client that pipelines requests. A
+restarted broker hosts what it acked before from its own journal, so only partitions never acked
+are unhosted.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 import uuid
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -54,6 +64,9 @@ class BrokerRegistry:
         # Whether the store's brokers register themselves: learnt once, from the watch it sets.
         self._self_registering: bool | None = None
         self._store_live: dict[int, BrokerRegistration] = {}  # kept while standing by too
+        # topic id -> partitions placed in this term that their leader has not acked hosting
+        self._unhosted: dict[uuid.UUID, set[int]] = {}
+        self._hosting_changed = threading.Condition(term.lock)
 
     # ----------------------------------------------------------------------------- terms
 
@@ -63,6 +76,7 @@ class BrokerRegistry:
         (or, where brokers register themselves, the store's live set will say)."""
         self._pending_assign.clear()
         self._pending_remove.clear()
+        self._unhosted.clear()
         for topic in image.topics.values():
             self._owe_assignment(topic)
         for broker_id in image.brokers:
@@ -175,18 +189,39 @@ class BrokerRegistry:
 
     # ----------------------------------------------------------------------------- owed work
 
-    def topic_changed(self, topic: TopicMetadata) -> None:
-        """``topic`` was persisted (created or reconfigured, a disable queued with it): its
-        brokers are owed its configs and are woken."""
+    def topic_changed(self, topic: TopicMetadata, placed: range = range(0)) -> None:
+        """``topic`` was persisted (created, grown by the partitions ``placed``, or
+        reconfigured, a disable queued with it): its brokers are owed its configs and are
+        woken; the ``placed`` partitions are unhosted until their leaders ack them."""
         with self._term.lock:
+            if placed:
+                self._unhosted.setdefault(topic.topic_id, set()).update(placed)
             self._owe_assignment(topic)
             self._wake(set(topic.replicas))
+
+    def unhosted_partitions(self, topic_id: uuid.UUID) -> frozenset[int]:
+        """The partitions of a topic whose leader does not host them yet."""
+        with self._term.lock:
+            return frozenset(self._unhosted.get(topic_id, ()))
+
+    def wait_hosted(self, topic_ids: Sequence[uuid.UUID], timeout_s: float) -> set[uuid.UUID]:
+        """Waits up to ``timeout_s`` until every partition of the topics is hosted by its
+        leader; returns the topics that still have unhosted partitions."""
+        deadline = time.monotonic() + timeout_s
+        with self._hosting_changed:
+            while True:
+                waiting = {t for t in topic_ids if self._unhosted.get(t)}
+                left = deadline - time.monotonic()
+                if not waiting or left <= 0:
+                    return waiting
+                self._hosting_changed.wait(left)
 
     def topic_deleted(self, topic: TopicMetadata) -> None:
         """``topic`` was deleted: its brokers should drop its partitions."""
         with self._term.lock:
             for pending in self._pending_assign.values():
                 pending.pop(topic.name, None)
+            self._unhosted.pop(topic.topic_id, None)
             for partition, broker_id in enumerate(topic.replicas):
                 self._pending_remove[broker_id][(topic.topic_id, partition)] = topic.name
             self._wake(set(topic.replicas))
@@ -299,8 +334,31 @@ class BrokerRegistry:
             for topic, generation in work.topics:
                 if pending.get(topic.name) == generation:
                     del pending[topic.name]
+            self._hosted(broker_id, work, errors)
             if failed:
                 log.warning("Broker %d rejected assignments: %s", broker_id, "; ".join(failed))
+
+    def _hosted(
+        self, broker_id: int, work: AssignWork, errors: Sequence[TieredError | None]
+    ) -> None:
+        """The partitions an assignment answer acked are hosted by their leader (the answer's
+        errors are parallel to the request's partitions, topic by topic)."""
+        if not self._unhosted:
+            return
+        outcomes = iter(errors)
+        became_hosted = False
+        for topic, _ in work.topics:
+            for partition in topic.partitions_on(broker_id):
+                if next(outcomes, None) is not None:
+                    continue
+                unhosted = self._unhosted.get(topic.topic_id)
+                if unhosted is not None and partition in unhosted:
+                    unhosted.discard(partition)
+                    became_hosted = True
+                    if not unhosted:
+                        del self._unhosted[topic.topic_id]
+        if became_hosted:
+            self._hosting_changed.notify_all()
 
     def on_remove_response(
         self, broker_id: int, work: RemoveWork, errors: Sequence[TieredError | None]

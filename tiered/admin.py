@@ -193,6 +193,7 @@ class AdminClient:
         request = pb.CreateTopicsRequest(
             topics=[pb.NewTopic(name=name, partitions=partitions, configs=dict(configs or {}))],
             validate_only=validate_only,
+            timeout_ms=self._hosting_timeout_ms(),
         )
         response = self._call("CreateTopics", request, pb.CreateTopicsResponse)
         result = self._result_for(name, response.results)
@@ -218,7 +219,9 @@ class AdminClient:
         )
         for brokers in assignments or ():
             growth.assignments.add(broker_ids=list(brokers))
-        request = pb.CreatePartitionsRequest(topics=[growth], validate_only=validate_only)
+        request = pb.CreatePartitionsRequest(
+            topics=[growth], validate_only=validate_only, timeout_ms=self._hosting_timeout_ms()
+        )
         response = self._call("CreatePartitions", request, pb.CreatePartitionsResponse)
         raise_if_error(self._result_for(name, response.results).error)
 
@@ -388,6 +391,12 @@ class AdminClient:
             return self._stubs.get(address)
         except ChannelCacheClosedError:
             raise TieredError(ErrorCode.INVALID_REQUEST, "the AdminClient is closed") from None
+
+    def _hosting_timeout_ms(self) -> int:
+        """How long a create waits for the new partitions' leaders to host them (so that a
+        producer started next finds them led): half the call's deadline, leaving the rest for
+        the call itself."""
+        return int(self.timeout_s * 1000 / 2)
 
     def _call(self, method: str, request: Message, response_type: type[R]) -> R:
         def attempt() -> R:

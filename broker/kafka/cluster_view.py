@@ -39,6 +39,9 @@ class TopicPlacement:
     name: str
     topic_id: uuid.UUID
     replicas: tuple[int, ...]  # replicas[p]: the broker hosting (leading) partition p
+    # partitions whose leader does not host them yet: told without a leader, and never kept
+    # (a client waiting for them asks again, and must learn the leader as soon as it hosts)
+    unhosted: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -99,9 +102,16 @@ def _cluster_from_proto(response: pb.DescribeMetadataResponse) -> KafkaCluster:
     for topic in response.topics:
         error = error_from_proto(topic.error)
         topics[topic.name] = error or TopicPlacement(
-            topic.name, uuid_from_bytes(topic.topic_id, "topic_id"), tuple(topic.replicas)
+            topic.name,
+            uuid_from_bytes(topic.topic_id, "topic_id"),
+            tuple(topic.replicas),
+            frozenset(topic.unhosted_partitions),
         )
     return KafkaCluster(response.cluster_id, endpoints, topics)
+
+
+def _awaits_hosting(topic: TopicPlacement | TieredError) -> bool:
+    return isinstance(topic, TopicPlacement) and bool(topic.unhosted)
 
 
 _MAX_NAMED_ANSWERS = 100_000  # beyond it, expired answers are dropped (names asked once, typos)
@@ -185,7 +195,7 @@ class ClusterView:
                 brokers = named[1]
             found: dict[str, TopicPlacement | TieredError] = {}
             for name in names:
-                if name in listed:
+                if name in listed and not _awaits_hosting(listed[name]):
                     found[name] = listed[name]
                     continue
                 entry = self._named.get(name)
@@ -211,7 +221,9 @@ class ClusterView:
             horizon = max(self._max_age_s, self._unknown_max_age_s)
             self._named = {n: e for n, e in self._named.items() if started - e[0] <= horizon}
         for name, topic in cluster.topics.items():
-            if isinstance(topic, TopicPlacement) or (
+            if _awaits_hosting(topic):
+                self._named.pop(name, None)
+            elif isinstance(topic, TopicPlacement) or (
                 topic.code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             ):
                 self._named[name] = (started, topic)

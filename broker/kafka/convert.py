@@ -24,6 +24,7 @@ __all__ = [
     "ConfigType",
     "KafkaError",
     "ResourceType",
+    "duration_ms",
     "kafka_error",
 ]
 
@@ -69,3 +70,8 @@ def kafka_error(error: TieredError | None) -> KafkaError:
         return KafkaErrorCode(int(error.code)), error.message
     except ValueError:
         return KafkaErrorCode.unknown_server_error, f"{error.code.name}: {error.message}"
+
+
+def duration_ms(value: datetime.timedelta) -> int:
+    """A kio duration (a timedelta) as Kafka's milliseconds."""
+    return int(value.total_seconds() * 1000)

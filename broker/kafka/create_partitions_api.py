@@ -13,7 +13,7 @@ from kio.static.protocol import ResponsePayload
 
 from broker.admin_forwarder import ControllerAdmin, call_per_topic
 from broker.kafka.cluster_view import ClusterView
-from broker.kafka.convert import NO_THROTTLE, KafkaError, kafka_error
+from broker.kafka.convert import NO_THROTTLE, KafkaError, duration_ms, kafka_error
 from tiered.kafka.handler import RequestContext, response_type_for
 from tiered.kafka.messages import build, nested
 from tiered.rpc.status import error_from_proto
@@ -31,7 +31,7 @@ class CreatePartitionsApi:
         response_type = response_type_for(request)
         growths = [_growth(topic) for topic in request.topics]
         validate_only = bool(request.validate_only)
-        errors = self._grow(growths, validate_only)
+        errors = self._grow(growths, validate_only, max(0, duration_ms(request.timeout)))
         if growths and not validate_only:
             self._view.invalidate()
         result_type = nested(response_type, "CreatePartitionsTopicResult")
@@ -44,13 +44,20 @@ class CreatePartitionsApi:
             ),
         )
 
-    def _grow(self, growths: Sequence[pb.PartitionGrowth], validate_only: bool) -> list[KafkaError]:
+    def _grow(
+        self, growths: Sequence[pb.PartitionGrowth], validate_only: bool, timeout_ms: int
+    ) -> list[KafkaError]:
+        """Kafka's answer comes once the new partitions' leaders host them, or REQUEST_TIMED_OUT
+        after ``timeout_ms`` (the partitions are added all the same)."""
         results = call_per_topic(
             self._controller,
             "CreatePartitions",
-            pb.CreatePartitionsRequest(topics=growths, validate_only=validate_only),
+            pb.CreatePartitionsRequest(
+                topics=growths, validate_only=validate_only, timeout_ms=timeout_ms
+            ),
             pb.CreatePartitionsResponse,
             len(growths),
+            waits_s=timeout_ms / 1000,
         )
         return [kafka_error(error_from_proto(r.error)) for r in results]
 

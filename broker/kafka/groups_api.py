@@ -40,7 +40,7 @@ from broker.groups.group_messages import (
     SyncResult,
 )
 from broker.groups.group_state import GroupState
-from broker.kafka.convert import NO_THROTTLE, UNKNOWN_AUTHORIZED_OPERATIONS
+from broker.kafka.convert import NO_THROTTLE, UNKNOWN_AUTHORIZED_OPERATIONS, duration_ms
 from tiered.kafka.handler import HandlerResult, RequestContext, response_type_for
 from tiered.kafka.messages import build, nested
 from tiered.security.access import AccessControl
@@ -53,11 +53,6 @@ log = logging.getLogger(__name__)
 _CLASSIC = "classic"  # ListGroups' group type (KIP-848 adds "consumer")
 _GROUP_OPERATIONS = (AclOperation.READ, AclOperation.DELETE, AclOperation.DESCRIBE)
 _R = TypeVar("_R")
-
-
-def _ms(value: Any) -> int:
-    """A kio i32 duration (a timedelta) as Kafka's milliseconds."""
-    return int(value.total_seconds() * 1000)
 
 
 def _then(
@@ -127,7 +122,7 @@ class GroupsApi:
         group_id = request.group_id
         if not self._may(context, AclOperation.READ, group_id):
             return answer(JoinResult(ErrorCode.group_authorization_failed, request.member_id))
-        session_timeout_ms = _ms(request.session_timeout)
+        session_timeout_ms = duration_ms(request.session_timeout)
         rebalance_timeout = getattr(request, "rebalance_timeout", None)
         join = JoinRequest(
             group_id=group_id,
@@ -135,7 +130,7 @@ class GroupsApi:
             group_instance_id=getattr(request, "group_instance_id", None),
             session_timeout_ms=session_timeout_ms,
             rebalance_timeout_ms=(
-                session_timeout_ms if rebalance_timeout is None else _ms(rebalance_timeout)
+                session_timeout_ms if rebalance_timeout is None else duration_ms(rebalance_timeout)
             ),
             protocol_type=request.protocol_type,
             protocols=tuple(Protocol(p.name, p.metadata) for p in request.protocols),

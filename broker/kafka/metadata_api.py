@@ -4,7 +4,8 @@ Brokers are named by their endpoints on the listener the request came in on (Kaf
 client on SSL is told SSL addresses); a broker without that listener is left out. Replication
 factor 1: a partition's leader is the broker hosting it, its replicas and ISR that broker alone;
 a hosting broker that is not live (or has no such listener) leaves the partition
-LEADER_NOT_AVAILABLE with the broker offline. A missing topic named by a request that allows it
+LEADER_NOT_AVAILABLE with the broker offline, and so does a partition its broker does not host
+yet (the controller says which). A missing topic named by a request that allows it
 is created (``topic_auto_creation``), as Kafka's ``auto.create.topics.enable`` does.
 The controller id Kafka clients see is a live broker (``cluster_view.controller_id``): any
 broker forwards admin requests to the active controller. When the controller cannot be reached
@@ -225,21 +226,29 @@ def _topic(
         topic_id=topic.topic_id,
         is_internal=topic.name in INTERNAL_TOPICS,
         partitions=tuple(
-            build(
-                partition_type,
-                error_code=KafkaErrorCode.none
-                if b in live
-                else KafkaErrorCode.leader_not_available,
-                partition_index=p,
-                leader_id=b if b in live else -1,
-                leader_epoch=0,  # replication factor 1: the leader never changes
-                replica_nodes=(b,),
-                isr_nodes=(b,) if b in live else (),
-                offline_replicas=() if b in live else (b,),
-            )
+            _partition(partition_type, p, b, b in live, p not in topic.unhosted)
             for p, b in enumerate(topic.replicas)
         ),
         topic_authorized_operations=UNKNOWN_AUTHORIZED_OPERATIONS,
+    )
+
+
+def _partition(
+    partition_type: type[Any], partition: int, broker: int, live: bool, hosted: bool
+) -> Any:
+    """A partition is led by its broker once that broker is live and hosts it; until then it
+    is LEADER_NOT_AVAILABLE with leader -1 (a broker named before it hosts the partition would
+    refuse a pipelining producer's first batches and accept the later ones)."""
+    led = live and hosted
+    return build(
+        partition_type,
+        error_code=KafkaErrorCode.none if led else KafkaErrorCode.leader_not_available,
+        partition_index=partition,
+        leader_id=broker if led else -1,
+        leader_epoch=0,  # replication factor 1: the leader never changes
+        replica_nodes=(broker,),
+        isr_nodes=(broker,) if led else (),
+        offline_replicas=() if live else (broker,),
     )
 
 

@@ -100,6 +100,12 @@ class PartitionLookup:
     ) -> KafkaError:
         if isinstance(placement, TopicPlacement) and 0 <= partition < len(placement.replicas):
             leader = placement.replicas[partition]
+            if leader == self._node_id:
+                return (
+                    KafkaErrorCode.not_leader_or_follower,
+                    f"partition {partition} of topic {topic!r} is placed on broker "
+                    f"{self._node_id}, which does not host it yet",
+                )
             return (
                 KafkaErrorCode.not_leader_or_follower,
                 f"partition {partition} of topic {topic!r} is led by broker {leader}, "

@@ -20,7 +20,7 @@ from kio.static.protocol import ResponsePayload
 from broker.admin_forwarder import ControllerAdmin, call_per_topic
 from broker.kafka.cluster_view import ClusterView
 from broker.kafka.config_entries import new_topic_entries
-from broker.kafka.convert import NO_THROTTLE, KafkaError, kafka_error
+from broker.kafka.convert import NO_THROTTLE, KafkaError, duration_ms, kafka_error
 from tiered.cluster.serde import uuid_from_bytes
 from tiered.config import validate_topic_configs
 from tiered.errors import TieredError
@@ -61,7 +61,11 @@ class TopicsApi:
                         configs={c.name: c.value for c in topic.configs},
                     )
                 )
-        created = iter(forward_create_topics(self._controller, new_topics, validate_only))
+        created = iter(
+            forward_create_topics(
+                self._controller, new_topics, validate_only, max(0, duration_ms(request.timeout))
+            )
+        )
         if new_topics and not validate_only:
             self._view.invalidate()
         results = []
@@ -140,16 +144,21 @@ class TopicsApi:
 
 
 def forward_create_topics(
-    controller: ControllerAdmin, topics: Sequence[pb.NewTopic], validate_only: bool = False
+    controller: ControllerAdmin,
+    topics: Sequence[pb.NewTopic],
+    validate_only: bool = False,
+    timeout_ms: int = 0,
 ) -> list[tuple[KafkaError, uuid.UUID | None]]:
     """AdminService CreateTopics at the active controller (as the client the caller forwards
-    for): each topic's (error, id), in order."""
+    for): each topic's (error, id), in order. ``timeout_ms``: Kafka's, how long to wait for
+    the new partitions' leaders to host them (0: answer once the topics are persisted)."""
     results = call_per_topic(
         controller,
         "CreateTopics",
-        pb.CreateTopicsRequest(topics=topics, validate_only=validate_only),
+        pb.CreateTopicsRequest(topics=topics, validate_only=validate_only, timeout_ms=timeout_ms),
         pb.CreateTopicsResponse,
         len(topics),
+        waits_s=timeout_ms / 1000,
     )
     return [
         (

@@ -24,7 +24,9 @@ class FakeController:
         self.topics[name] = replicas
         self.ids[name] = uuid.uuid4()
 
-    def call(self, method: str, request: Any, response_type: Any) -> pb.DescribeMetadataResponse:
+    def call(
+        self, method: str, request: Any, response_type: Any, waits_s: float = 0.0
+    ) -> pb.DescribeMetadataResponse:
         assert method == "DescribeMetadata"
         self.requests.append(request)
         names = sorted(self.topics) if request.all_topics else list(request.topics)
@@ -116,3 +118,32 @@ def test_a_named_topic_is_asked_for_once_per_max_age_and_a_deletion_here_is_seen
     again = view.topics(["orders"]).topics["orders"]
     assert again == TopicPlacement("orders", controller.ids["orders"], (2,))
     assert len(controller.requests) == 3
+
+
+def test_an_answer_with_unhosted_partitions_is_never_kept() -> None:
+    """A client waiting for a new partition's leader must learn it as soon as it hosts the
+    partition: such an answer is asked for again each time, the hosted one is then kept."""
+    controller = FakeController()
+    controller.create("new", 1, 2)
+    unhosted = {"new": [1]}
+    answer = controller.call
+
+    def call(method: str, request: Any, response_type: Any, waits_s: float = 0.0) -> Any:
+        response = answer(method, request, response_type)
+        for placement in response.topics:
+            placement.unhosted_partitions.extend(unhosted.get(placement.name, []))
+        return response
+
+    controller.call = call  # type: ignore[method-assign]
+    view = ClusterView(controller, max_age_s=1.0, clock=lambda: 100.0)  # type: ignore[arg-type]
+    first = view.topics(["new"]).topics["new"]
+    assert isinstance(first, TopicPlacement) and first.unhosted == frozenset({1})
+    view.everything()
+    assert view.topics(["new"]).topics["new"] == first
+    assert len(controller.requests) == 3  # neither the answer by name nor the listing served
+
+    unhosted.clear()  # the leader now hosts it
+    hosted = view.topics(["new"]).topics["new"]
+    assert hosted == TopicPlacement("new", controller.ids["new"], (1, 2))
+    assert view.topics(["new"]).topics["new"] == hosted
+    assert len(controller.requests) == 4

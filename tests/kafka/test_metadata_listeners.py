@@ -39,7 +39,9 @@ class TwoBrokers:
 
     reachable = True
 
-    def call(self, method: str, request: Any, response_type: type[Any]) -> Any:
+    def call(
+        self, method: str, request: Any, response_type: type[Any], waits_s: float = 0.0
+    ) -> Any:
         if not self.reachable:
             raise TieredError(ErrorCode.BROKER_NOT_AVAILABLE, "no controller")
         response = pb.DescribeMetadataResponse(cluster_id="c")

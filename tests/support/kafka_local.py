@@ -40,7 +40,9 @@ class FixedPlacement:
         self.created: list[pb.NewTopic] = []
         self.create_error: int | None = None
 
-    def call(self, method: str, request: Any, response_type: type[Any]) -> Any:
+    def call(
+        self, method: str, request: Any, response_type: type[Any], waits_s: float = 0.0
+    ) -> Any:
         if method == "CreateTopics":
             return self._create(request)
         assert method == "DescribeMetadata", method

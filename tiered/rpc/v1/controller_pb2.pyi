@@ -38,12 +38,14 @@ class NewTopic(_message.Message):
     def __init__(self, name: _Optional[str] = ..., partitions: _Optional[int] = ..., configs: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class CreateTopicsRequest(_message.Message):
-    __slots__ = ("topics", "validate_only")
+    __slots__ = ("topics", "validate_only", "timeout_ms")
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[NewTopic]
     validate_only: bool
-    def __init__(self, topics: _Optional[_Iterable[_Union[NewTopic, _Mapping]]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+    timeout_ms: int
+    def __init__(self, topics: _Optional[_Iterable[_Union[NewTopic, _Mapping]]] = ..., validate_only: _Optional[bool] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
 
 class TopicResult(_message.Message):
     __slots__ = ("name", "error", "topic_id")
@@ -80,12 +82,14 @@ class PartitionGrowth(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., count: _Optional[int] = ..., assignments: _Optional[_Iterable[_Union[PartitionReplicas, _Mapping]]] = ..., has_assignments: _Optional[bool] = ...) -> None: ...
 
 class CreatePartitionsRequest(_message.Message):
-    __slots__ = ("topics", "validate_only")
+    __slots__ = ("topics", "validate_only", "timeout_ms")
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[PartitionGrowth]
     validate_only: bool
-    def __init__(self, topics: _Optional[_Iterable[_Union[PartitionGrowth, _Mapping]]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+    timeout_ms: int
+    def __init__(self, topics: _Optional[_Iterable[_Union[PartitionGrowth, _Mapping]]] = ..., validate_only: _Optional[bool] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
 
 class CreatePartitionsResponse(_message.Message):
     __slots__ = ("results",)
@@ -377,16 +381,18 @@ class DescribeMetadataRequest(_message.Message):
     def __init__(self, topics: _Optional[_Iterable[str]] = ..., all_topics: _Optional[bool] = ...) -> None: ...
 
 class TopicPlacement(_message.Message):
-    __slots__ = ("name", "topic_id", "replicas", "error")
+    __slots__ = ("name", "topic_id", "replicas", "error", "unhosted_partitions")
     NAME_FIELD_NUMBER: _ClassVar[int]
     TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    UNHOSTED_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     name: str
     topic_id: bytes
     replicas: _containers.RepeatedScalarFieldContainer[int]
     error: _broker_pb2.Error
-    def __init__(self, name: _Optional[str] = ..., topic_id: _Optional[bytes] = ..., replicas: _Optional[_Iterable[int]] = ..., error: _Optional[_Union[_broker_pb2.Error, _Mapping]] = ...) -> None: ...
+    unhosted_partitions: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, name: _Optional[str] = ..., topic_id: _Optional[bytes] = ..., replicas: _Optional[_Iterable[int]] = ..., error: _Optional[_Union[_broker_pb2.Error, _Mapping]] = ..., unhosted_partitions: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class DescribeMetadataResponse(_message.Message):
     __slots__ = ("error", "cluster_id", "brokers", "topics")
