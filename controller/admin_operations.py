@@ -21,7 +21,7 @@ from controller.disable_completion import DisableCompletion
 from controller.leadership import Term
 from controller.log_dirs import LogDirsClient, ReportedPartition
 from controller.partition_growth import PartitionIncrease, grown_topic, place_partitions
-from controller.store import MetadataStore
+from controller.store import MetadataStore, TopicChange
 from controller.tiered_state import (
     DISABLE,
     initial_topic_state,
@@ -212,7 +212,7 @@ class AdminOperations:
                     results.append(TieredError(ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
                     continue
                 try:
-                    before = self._topic(increase.topic)
+                    before = self._current(increase.topic)
                     after = grown_topic(before, increase, registered, live)
                 except TieredError as e:
                     results.append(e)
@@ -253,7 +253,7 @@ class AdminOperations:
             )
         with self._term.lock:
             self._term.require_active()
-            topic = self._topic(name)
+            topic = self._current(name)
             job = DeleteJob.of_deleted_topic(topic) if was_ever_tiered(topic) else None
             self._term.persist(lambda: self._store.delete_topic(topic, job))
             self._term.image.remove_topic(topic.topic_id)
@@ -316,6 +316,7 @@ class AdminOperations:
         configs turn tiering off with the delete policy, Delete too: however the policy is
         spelled (``remote.log.disable.policy=delete``, ``remote.log.delete.on.disable=true``)
         and whichever earlier alter set it."""
+        writes = self._term.topic_writes
         with self._term.lock:
             self._term.require_active()
             names = [a.topic for a in alterations]
@@ -328,7 +329,7 @@ class AdminOperations:
                 try:
                     if authorizer is not None:
                         _raise_if(authorizer.may_alter_configs(alteration.topic))
-                    before = self._topic(alteration.topic)
+                    before = self._current(alteration.topic)
                     after, trigger = self._plan(before, alteration)
                     _raise_if(_internal_topic_error(after.name, after.configs))
                     if authorizer is not None and _deletes_remote_data(after, trigger):
@@ -341,18 +342,30 @@ class AdminOperations:
                     planned.append((before, after, trigger))
             if validate_only or not planned:
                 return results
-            self._term.persist(
-                lambda: self._store.update_topics([(b, a, None) for b, a, _ in planned])
-            )
-            if any(trigger == "disable" for _, _, trigger in planned):
-                failpoints.hit("controller.disable.persisted")
-            for _, after, trigger in planned:
-                self._term.image.put_topic(after)
-                if trigger == "disable":
-                    self._disablements.enqueue(after)
-                self._brokers.topic_changed(after)
+            disables = {after.name for _, after, trigger in planned if trigger == "disable"}
+
+            def durable(changes: Sequence[TopicChange]) -> None:
+                if disables:
+                    failpoints.hit("controller.disable.persisted")
+                for _, after, _ in changes:
+                    self._term.image.put_topic(after)
+                    if after.name in disables:
+                        self._disablements.enqueue(after)
+                    self._brokers.topic_changed(after)
+
+            submission = writes.submit([(b, a, None) for b, a, _ in planned], durable)
+        writes.wait(submission)
+        failed = {
+            change[1].name: error
+            for index, change in enumerate(submission.changes)
+            if (error := submission.failed(index)) is not None
+        }
+        if failed:
+            results = [
+                failed.get(r.name, r) if isinstance(r, TopicMetadata) else r for r in results
+            ]
         for before, after, trigger in planned:
-            if trigger is not None:
+            if trigger is not None and after.name not in failed:
                 log.info(
                     "Topic %s: %s -> %s, tiered epoch %d (policy %s)",
                     after.name,
@@ -478,6 +491,14 @@ class AdminOperations:
         """(id, endpoint) of the active controller as the store knows it, for NOT_CONTROLLER
         answers; raises ``MetadataStoreError`` when the store cannot tell."""
         return self._store.active_controller()
+
+    def _current(self, name: str) -> TopicMetadata:
+        """The topic as every change submitted so far leaves it: what a change is planned
+        from (the image may not have the ones still being written)."""
+        topic = self._term.topic_writes.current(name)
+        if topic is None:
+            raise _unknown_topic(name)
+        return topic
 
     def _topic(self, name: str) -> TopicMetadata:
         topic = self._term.image.topics.get(name)

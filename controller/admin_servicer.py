@@ -4,9 +4,10 @@ caller (``AclMethods``), convert protobuf at the edge (``controller.admin_proto`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, NoReturn
 
 import grpc
 
@@ -24,6 +25,7 @@ from controller.admin_proto import (
     topic_description_to_proto,
 )
 from controller.scram_users import ScramDeletion, ScramUpsertion, ScramUsers
+from controller.topic_changes import TopicChanges
 from tiered.cluster.model import TopicMetadata
 from tiered.cluster.serde import tiered_state_to_proto, uuid_from_bytes
 from tiered.config import TOPIC_CONFIG_DEFAULTS
@@ -35,6 +37,28 @@ from tiered.security.access import AccessControl
 from tiered.security.acl import CLUSTER_NAME, AclOperation
 
 __all__ = ["AdminServicer"]
+
+
+# A watch holds a server thread: at most this many at once (of the server's 64), the rest poll.
+MAX_WATCHES = 16
+# How often a watch describes again without a change: a delete job's progress between writes.
+WATCH_REFRESH_S = 1.0
+
+
+def _abort_with(context: grpc.ServicerContext) -> Callable[[TieredError], NoReturn]:
+    """A watch's failure ends its stream: NOT_CONTROLLER as UNAVAILABLE (the client watches
+    again at the next controller), any other error as FAILED_PRECONDITION, named."""
+
+    def abort(error: TieredError) -> NoReturn:
+        status = (
+            grpc.StatusCode.UNAVAILABLE
+            if error.code is ErrorCode.NOT_CONTROLLER
+            else grpc.StatusCode.FAILED_PRECONDITION
+        )
+        context.abort(status, f"{error.code.name}: {error.message}")
+        raise AssertionError("unreachable: abort raises")
+
+    return abort
 
 
 def _topic_error(name: str) -> Callable[[TieredError], pb.TopicResult]:
@@ -52,11 +76,14 @@ class AdminServicer(AclMethods, pb_grpc.AdminServiceServicer):
         access: AccessControl,
         acls: AclOperations,
         scram_users: ScramUsers,
+        changes: TopicChanges,
     ) -> None:
         self._admin = admin
         self._access = access
         self._acls = acls
         self._scram_users = scram_users
+        self._changes = changes
+        self._watches = threading.BoundedSemaphore(MAX_WATCHES)
 
     def CreateTopics(
         self, request: pb.CreateTopicsRequest, context: grpc.ServicerContext
@@ -166,50 +193,85 @@ class AdminServicer(AclMethods, pb_grpc.AdminServiceServicer):
     def DescribeTopics(
         self, request: pb.DescribeTopicsRequest, context: grpc.ServicerContext
     ) -> pb.DescribeTopicsResponse:
-        def call() -> pb.DescribeTopicsResponse:
-            requester = self.requester(context)
-            names = list(request.names)
-            denied = {n: requester.denial(AclOperation.DESCRIBE, TOPIC, n) for n in names}
-            allowed = [n for n in names if denied[n] is None]
-            views: list[TopicView | TieredError] = []
-            if allowed or not names:
-                views = self._admin.describe_topics(allowed, request.include_partition_state)
-            if not names:  # a listing leaves out what the requester may not see
-                views = [
-                    v
-                    for v in views
-                    if isinstance(v, TieredError)
-                    or requester.may(AclOperation.DESCRIBE, v.topic.name)
-                ]
-            found = iter(views)
-            topics = []
-            listed: list[str | None] = list(names) or [None] * len(views)
-            for name in listed:
-                error = denied.get(name) if name is not None else None
-                view = error or next(found)
-                if isinstance(view, TieredError):
-                    topics.append(pb.TopicDescription(name=name or "", error=error_to_proto(view)))
-                else:
-                    topics.append(topic_description_to_proto(view))
-            deleted = (
-                [
-                    j
-                    for j in self._admin.describe_deleted_topics(allowed)
-                    if requester.may(AclOperation.DESCRIBE, j.topic)
-                ]
-                if allowed or not names
-                else []
-            )
-            return pb.DescribeTopicsResponse(
-                topics=topics, deleted_topics=[deleted_topic_to_proto(j) for j in deleted]
-            )
-
         return handle(
             context,
-            call,
+            lambda: self._described(self.requester(context), request),
             lambda e: pb.DescribeTopicsResponse(
                 topics=[pb.TopicDescription(error=error_to_proto(e))]
             ),
+        )
+
+    def WatchTopics(
+        self, request: pb.DescribeTopicsRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.DescribeTopicsResponse]:
+        """DescribeTopics now and after each change (``TopicChanges``), or every
+        ``WATCH_REFRESH_S`` (a delete job's progress between its writes), sent only when it
+        differs; ends as soon as the client goes away (its slot is free again). A failure
+        (this controller deposed) ends the stream with its status, and the client watches
+        again at the next controller."""
+        if not self._watches.acquire(blocking=False):
+            context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"{MAX_WATCHES} watches already; poll DescribeTopics instead",
+            )
+        gone = threading.Event()
+
+        def client_left() -> None:
+            gone.set()
+            self._changes.wake()
+
+        context.add_callback(client_left)
+        try:
+            requester = handle(context, lambda: self.requester(context), _no_requester)
+            last: pb.DescribeTopicsResponse | None = None
+            while context.is_active() and not gone.is_set():
+                seen = self._changes.version
+                answer = handle(
+                    context, lambda: self._described(requester, request), _abort_with(context)
+                )
+                if answer != last:
+                    yield answer
+                    last = answer
+                self._changes.wait(seen, WATCH_REFRESH_S, gone)
+        finally:
+            self._watches.release()
+
+    def _described(
+        self, requester: Requester, request: pb.DescribeTopicsRequest
+    ) -> pb.DescribeTopicsResponse:
+        names = list(request.names)
+        denied = {n: requester.denial(AclOperation.DESCRIBE, TOPIC, n) for n in names}
+        allowed = [n for n in names if denied[n] is None]
+        views: list[TopicView | TieredError] = []
+        if allowed or not names:
+            views = self._admin.describe_topics(allowed, request.include_partition_state)
+        if not names:  # a listing leaves out what the requester may not see
+            views = [
+                v
+                for v in views
+                if isinstance(v, TieredError) or requester.may(AclOperation.DESCRIBE, v.topic.name)
+            ]
+        found = iter(views)
+        topics = []
+        listed: list[str | None] = list(names) or [None] * len(views)
+        for name in listed:
+            error = denied.get(name) if name is not None else None
+            view = error or next(found)
+            if isinstance(view, TieredError):
+                topics.append(pb.TopicDescription(name=name or "", error=error_to_proto(view)))
+            else:
+                topics.append(topic_description_to_proto(view))
+        deleted = (
+            [
+                j
+                for j in self._admin.describe_deleted_topics(allowed)
+                if requester.may(AclOperation.DESCRIBE, j.topic)
+            ]
+            if allowed or not names
+            else []
+        )
+        return pb.DescribeTopicsResponse(
+            topics=topics, deleted_topics=[deleted_topic_to_proto(j) for j in deleted]
         )
 
     def DescribeConfigs(

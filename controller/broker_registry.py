@@ -320,8 +320,19 @@ class BrokerRegistry:
         self, broker_id: int, work: DisableWork, errors: Sequence[TieredError | None]
     ) -> None:
         with self._term.lock:
-            if self._term.active_epoch == work.controller_epoch:
-                self._disablements.acked(broker_id, work.entries, errors)
+            if self._term.active_epoch != work.controller_epoch:
+                return
+            disabled = self._disablements.acked(broker_id, work.entries, errors)
+        if disabled is not None:
+            self._term.topic_writes.wait(disabled)
+            if disabled.error is not None:
+                log.error(
+                    "Could not persist DISABLED for %d of %d topics (%s...): %s",
+                    len(disabled.changes) - disabled.committed,
+                    len(disabled.changes),
+                    disabled.changes[disabled.committed][1].name,
+                    disabled.error,
+                )
 
     def on_assign_response(
         self, broker_id: int, work: AssignWork, errors: Sequence[TieredError | None]

@@ -17,6 +17,7 @@ import uuid
 
 from controller.acl_operations import AclOperations
 from controller.admin_operations import AdminOperations
+from controller.admin_servicer import AdminServicer
 from controller.broker_registry import BrokerRegistry
 from controller.config import ControllerConfig
 from controller.delete_jobs import DeleteJobSupervisor, JobRunnerFactory
@@ -44,7 +45,12 @@ class Controller:
         self.config = config
         self.store = store
         self.metrics = metrics or ControllerMetrics(store.mode)
-        self.term = Term(config.node_id, store, self.metrics.store_written)
+        self.term = Term(
+            config.node_id,
+            store,
+            self.metrics.store_written,
+            self.metrics.topic_writes_flushed,
+        )
         self.delete_jobs = DeleteJobSupervisor(self.term, store, jobs, self._brokers_owing_removal)
         self.disablements = DisableCompletion(self.term, store, self.delete_jobs)
         self.brokers = BrokerRegistry(config, store, self.term, self.disablements, self.metrics)
@@ -73,6 +79,12 @@ class Controller:
     def _brokers_owing_removal(self, topic_id: uuid.UUID) -> list[int]:
         # The registry is built after the supervisor (through DisableCompletion it needs it).
         return self.brokers.brokers_owing_removal(topic_id)
+
+    def admin_servicer(self) -> AdminServicer:
+        """AdminService over this controller's operations (the gRPC server's edge)."""
+        return AdminServicer(
+            self.admin, self.access, self.acls, self.scram_users, self.term.changes
+        )
 
     @property
     def active_epoch(self) -> int | None:

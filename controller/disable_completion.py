@@ -17,6 +17,7 @@ from controller.disablement import DisableEntry, DisablementQueue
 from controller.leadership import Term
 from controller.store import MetadataStore, TopicChange
 from controller.tiered_state import complete_disablement
+from controller.topic_writes import Submission
 from tiered import failpoints
 from tiered.cluster.model import DeleteJob, TieredState, TopicMetadata
 from tiered.config import RemoteLogDisablePolicy, disable_policy
@@ -114,9 +115,10 @@ class DisableCompletion:
 
     def acked(
         self, broker_id: int, entries: Sequence[DisableEntry], errors: Sequence[TieredError | None]
-    ) -> None:
+    ) -> Submission | None:
         """A broker answered a DisableRemoteTopic of this term: ``errors[i]`` is None when it
-        stopped ``entries[i]``'s partition. Topics whose last ack this was become DISABLED."""
+        stopped ``entries[i]``'s partition. Topics whose last ack this was become DISABLED:
+        returns their write, submitted, for the caller to ``wait`` on outside the lock."""
         completed: list[TopicMetadata] = []
         for entry, error in zip(entries, errors, strict=True):
             self._requeued.sent(broker_id, entry.topic, entry.partition)
@@ -135,17 +137,18 @@ class DisableCompletion:
                 completed.append(done)
             elif entry.topic in self.queue:
                 failpoints.hit("controller.disable.some_acked")
-        if completed:
-            self._complete(completed)
+        self._term.changes.changed()  # the acks counted show in a describe
+        return self._complete(completed) if completed else None
 
-    def _complete(self, acked: Sequence[TopicMetadata]) -> None:
-        """Persists DISABLED (and, with the delete policy, the bulk delete job) for every topic
-        whose last ack one broker response brought, in one store write: a response acking 10k
-        topics costs one fsync'd batch (KRaft) or a few multis (ZooKeeper), not 10k."""
-        image = self._term.image
+    def _complete(self, acked: Sequence[TopicMetadata]) -> Submission | None:
+        """Submits DISABLED (and, with the delete policy, the bulk delete job) for every topic
+        whose last ack one broker response brought, as one group of topic changes: a response
+        acking 10k topics costs one fsync'd batch (KRaft) or a few multis (ZooKeeper), and it
+        shares them with the alters and completions that arrive meanwhile."""
+        writes = self._term.topic_writes
         changes: list[TopicChange] = []
         for topic in acked:
-            current = image.topics.get(topic.name)
+            current = writes.current(topic.name)
             if current is None or current.topic_id != topic.topic_id:
                 continue
             after = complete_disablement(current)
@@ -156,17 +159,14 @@ class DisableCompletion:
                 )
             changes.append((current, after, job))
         if not changes:
-            return
+            return None
         failpoints.hit("controller.disable.all_acked")
-        try:
-            self._term.persist(lambda: self._store.update_topics(changes))
-        except TieredError:
-            log.exception(
-                "Could not persist DISABLED for %d topics (%s...)", len(changes), changes[0][0].name
-            )
-            return
+        return writes.submit(changes, self._disabled)
+
+    def _disabled(self, changes: Sequence[TopicChange]) -> None:
+        """DISABLED is durable for these topics (under the lock)."""
         for _, after, job in changes:
-            image.put_topic(after)
+            self._term.image.put_topic(after)
             self._requeued.done(after.name)
             log.info(
                 "Topic %s: every broker acked tiered epoch %d; DISABLED (policy %s)",

@@ -21,6 +21,8 @@ from collections.abc import Callable
 from typing import Protocol
 
 from controller.store import MetadataStore, MetadataStoreError
+from controller.topic_changes import TopicChanges
+from controller.topic_writes import TopicWrites
 from tiered.cluster.model import MetadataImage
 from tiered.errors import ErrorCode, TieredError
 from tiered.retry import ExponentialBackoff
@@ -41,6 +43,7 @@ class Term:
         node_id: int,
         store: MetadataStore,
         write_timed: Callable[[float], None] = lambda seconds: None,
+        topic_writes_flushed: Callable[[int, int], None] = lambda changes, queued: None,
     ) -> None:
         self.lock = threading.RLock()
         self.image = MetadataImage()
@@ -49,6 +52,19 @@ class Term:
         self._write_timed = write_timed  # told each write's duration (the metrics' histogram)
         self._epoch: int | None = None
         self._stepping_down = threading.Event()
+        # What a describe of topics shows changed: raised after each write once the image has
+        # it (the writer still holds the lock, so a woken watcher reads the new image).
+        self.changes = TopicChanges()
+        # Topic changes (alters, completed disablements) share writes; every other write
+        # settles them first, so the store sees writes in the order the image does.
+        self.topic_writes = TopicWrites(
+            self.lock,
+            lambda: self.image,
+            self._write,
+            store,
+            topic_writes_flushed,
+            applied=self.changes.changed,
+        )
 
     @property
     def active_epoch(self) -> int | None:
@@ -71,8 +87,14 @@ class Term:
         return epoch
 
     def persist(self, write: Callable[[], None]) -> None:
-        """Runs a store write. A failure leaves its outcome unknown, so this controller steps
-        down (the next one reloads the truth) and NOT_CONTROLLER is raised for a retry."""
+        """Runs a store write (under the lock), after every topic change submitted before it. A
+        failure leaves its outcome unknown, so this controller steps down (the next one reloads
+        the truth) and NOT_CONTROLLER is raised for a retry."""
+        self.topic_writes.settle()
+        self._write(write)
+        self.changes.changed()
+
+    def _write(self, write: Callable[[], None]) -> None:
         started = time.monotonic()
         try:
             write()
@@ -100,12 +122,19 @@ class Term:
     # Called by Leadership alone, under ``lock``.
 
     def begin(self, epoch: int, image: MetadataImage) -> None:
+        self.topic_writes.reset(self._not_controller())
         self.image = image
         self._stepping_down.clear()
         self._epoch = epoch
 
     def end(self) -> None:
         self._epoch = None
+        self.topic_writes.reset(self._not_controller())
+
+    def _not_controller(self) -> TieredError:
+        return TieredError(
+            ErrorCode.NOT_CONTROLLER, f"controller {self._node_id}'s term ended; retry"
+        )
 
 
 class TermListener(Protocol):

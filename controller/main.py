@@ -18,7 +18,6 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 
 from controller import store as store_factory
-from controller.admin_servicer import AdminServicer
 from controller.broker_servicer import ControllerServicer
 from controller.config import ControllerConfig
 from controller.controller import Controller
@@ -75,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         options=[*MESSAGE_SIZE_OPTIONS, GRPC_EXCLUSIVE_PORT],
     )
     pb_grpc.add_AdminServiceServicer_to_server(  # type: ignore[no-untyped-call]
-        AdminServicer(controller.admin, controller.access, controller.acls, controller.scram_users),
+        controller.admin_servicer(),
         server,
     )
     pb_grpc.add_ControllerServiceServicer_to_server(  # type: ignore[no-untyped-call]

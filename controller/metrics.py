@@ -24,7 +24,7 @@ import logging
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import CollectorRegistry
 
@@ -48,6 +48,8 @@ REQUESTS = "kafka_network_requestmetrics_"
 # Milliseconds, as Kafka's latency histograms: an fsync'd KRaft batch or a ZooKeeper multi takes
 # a few; a store in trouble takes seconds.
 WRITE_LATENCY_BUCKETS_MS = (1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
+# Topic changes per group-commit write: one client's alter, up to a flood of them.
+FLUSH_SIZE_BUCKETS = (1, 2, 5, 10, 25, 50, 100, 250, 1000, 5000, 25000)
 
 
 class ControllerMetrics:
@@ -76,6 +78,19 @@ class ControllerMetrics:
             buckets=WRITE_LATENCY_BUCKETS_MS,
             registry=self.registry,
         ).labels(store_mode)
+        self._topic_write_flushes = Histogram(
+            CONTROLLER + "topicwriteflushsize",
+            "TopicWriteFlushSize: topic changes (alters, completed disablements) persisted by "
+            "each group-commit write",
+            buckets=FLUSH_SIZE_BUCKETS,
+            registry=self.registry,
+        )
+        self._topic_write_queue = Gauge(
+            CONTROLLER + "topicwritequeuedepth",
+            "TopicWriteQueueDepth: topic changes that were waiting for the next write when the "
+            "last one started",
+            registry=self.registry,
+        )
         self._requests = Counter(
             REQUESTS + "requestspersec",
             "RequestsPerSec: admin requests answered, by request",
@@ -110,6 +125,10 @@ class ControllerMetrics:
 
     def store_written(self, seconds: float) -> None:
         self._store_writes.observe(seconds * 1000)
+
+    def topic_writes_flushed(self, changes: int, queued: int) -> None:
+        self._topic_write_flushes.observe(changes)
+        self._topic_write_queue.set(queued)
 
     def admin_answered(self, request: str, errors: Mapping[str, int]) -> None:
         """An admin request was answered with ``errors`` (error name -> occurrences; empty

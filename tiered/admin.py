@@ -18,8 +18,9 @@ should not cost the operator the whole timeout.
 from __future__ import annotations
 
 import threading
+import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 import grpc
@@ -36,6 +37,7 @@ from tiered.admin_serde import (
     TopicDescription,
     TopicListing,
     alter_result_from_proto,
+    alter_topic_result_from_proto,
     cluster_from_proto,
     deleted_topic_from_proto,
     not_controller_error,
@@ -72,6 +74,7 @@ __all__ = [
     "PartitionDescription",
     "TopicDescription",
     "TopicListing",
+    "WatchRefusedError",
     "parse_bootstrap",
 ]
 
@@ -82,6 +85,14 @@ DEFAULT_DISCOVERY_TIMEOUT_S = 3.0
 # How a call is retried after the controller moved: RetryPolicy's defaults are the AdminClient's
 # (50 ms doubling to 1 s, until the call's timeout); the name is the one README gives.
 ControllerRetry = RetryPolicy
+
+
+# Between watches when the controller went away (the next one is being elected).
+WATCH_RETRY_S = 0.2
+
+
+class WatchRefusedError(Exception):
+    """The controller will not watch (too many watchers, or it has no WatchTopics): poll."""
 
 
 class ControllerMovedError(Exception):
@@ -188,12 +199,16 @@ class AdminClient:
         configs: Mapping[str, str] | None = None,
         *,
         validate_only: bool = False,
+        wait_hosted: bool = False,
     ) -> uuid.UUID:
+        """Creates the topic; with ``wait_hosted``, answers once every partition's leader hosts
+        it (a producer started next finds it led), REQUEST_TIMED_OUT if that takes longer than
+        half the call's timeout (the topic is created all the same)."""
         _check_partition_count(partitions)
         request = pb.CreateTopicsRequest(
             topics=[pb.NewTopic(name=name, partitions=partitions, configs=dict(configs or {}))],
             validate_only=validate_only,
-            timeout_ms=self._hosting_timeout_ms(),
+            timeout_ms=self._hosting_timeout_ms() if wait_hosted else 0,
         )
         response = self._call("CreateTopics", request, pb.CreateTopicsResponse)
         result = self._result_for(name, response.results)
@@ -209,10 +224,11 @@ class AdminClient:
         assignments: Sequence[Sequence[int]] | None = None,
         *,
         validate_only: bool = False,
+        wait_hosted: bool = False,
     ) -> None:
         """Grows the topic to ``count`` partitions (Kafka's CreatePartitions): ``assignments``
         gives the brokers of each new partition, else the controller places them. A count that
-        is not an increase is INVALID_PARTITIONS."""
+        is not an increase is INVALID_PARTITIONS. ``wait_hosted``: as ``create_topic``'s."""
         _check_partition_count(count)
         growth = pb.PartitionGrowth(
             topic=name, count=count, has_assignments=assignments is not None
@@ -220,7 +236,9 @@ class AdminClient:
         for brokers in assignments or ():
             growth.assignments.add(broker_ids=list(brokers))
         request = pb.CreatePartitionsRequest(
-            topics=[growth], validate_only=validate_only, timeout_ms=self._hosting_timeout_ms()
+            topics=[growth],
+            validate_only=validate_only,
+            timeout_ms=self._hosting_timeout_ms() if wait_hosted else 0,
         )
         response = self._call("CreatePartitions", request, pb.CreatePartitionsResponse)
         raise_if_error(self._result_for(name, response.results).error)
@@ -230,6 +248,37 @@ class AdminClient:
             "DeleteTopics", pb.DeleteTopicsRequest(names=[name]), pb.DeleteTopicsResponse
         )
         raise_if_error(self._result_for(name, response.results).error)
+
+    def watch_topics(
+        self, names: Sequence[str], timeout_s: float
+    ) -> Iterator[list[TopicDescription]]:
+        """The named topics (``describe_topics`` without partition state) now and each time
+        they change, until the caller stops iterating. A new active controller is found and
+        watched in turn; REQUEST_TIMED_OUT after ``timeout_s``; ``WatchRefusedError`` when the
+        controller cannot watch (too many watchers, or a controller without the call): the
+        caller then polls ``describe_topics``."""
+        request = pb.DescribeTopicsRequest(names=list(names))
+        deadline = time.monotonic() + timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TieredError(ErrorCode.REQUEST_TIMED_OUT, f"watch ended after {timeout_s:g}s")
+            address = self._controller or self._retry(self._discover, retry_on=ControllerMovedError)
+            try:
+                for response in self._stub(address).WatchTopics(request, timeout=remaining):
+                    yield self._listing_from_proto(response, list(names), deleted=False).topics
+            except grpc.RpcError as e:
+                code = e.code()
+                if code in (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNIMPLEMENTED):
+                    raise WatchRefusedError(f"WatchTopics to {address}: {e.details()}") from e
+                if code is grpc.StatusCode.DEADLINE_EXCEEDED:
+                    raise TieredError(
+                        ErrorCode.REQUEST_TIMED_OUT, f"watch ended after {timeout_s:g}s"
+                    ) from e
+                if code is not grpc.StatusCode.UNAVAILABLE:
+                    raise error_from_rpc(e, f"WatchTopics to {address}", remaining) from e
+                self._forget(address)  # deposed or gone: the next controller is watched
+                time.sleep(min(WATCH_RETRY_S, max(0.0, deadline - time.monotonic())))
 
     def describe_topics(
         self, names: Iterable[str] | None = None, include_partition_state: bool = True
@@ -252,6 +301,12 @@ class AdminClient:
             names=wanted, include_partition_state=include_partition_state
         )
         response = self._call("DescribeTopics", request, pb.DescribeTopicsResponse)
+        return self._listing_from_proto(response, wanted, deleted)
+
+    @staticmethod
+    def _listing_from_proto(
+        response: pb.DescribeTopicsResponse, wanted: list[str], deleted: bool
+    ) -> TopicListing:
         gone = sorted(
             (deleted_topic_from_proto(m) for m in response.deleted_topics if deleted),
             key=lambda d: (d.name, str(d.topic_id)),
@@ -292,6 +347,31 @@ class AdminClient:
             topic=topic, configs=dict(configs), validate_only=validate_only
         )
         return alter_result_from_proto(self._call("AlterConfigs", request, pb.AlterConfigsResponse))
+
+    def incremental_alter_topics(
+        self,
+        names: Sequence[str],
+        set: Mapping[str, str] | None = None,  # as incremental_alter_configs
+        delete: Sequence[str] = (),
+    ) -> list[AlterResult | TieredError]:
+        """The same change to every topic in one request (one durable write for all that are
+        accepted); each topic's result or error, in order."""
+        operations = [
+            pb.ConfigAlteration(name=key, operation=pb.CONFIG_OPERATION_DELETE)
+            for key in dict.fromkeys(delete)
+            if key not in (set or {})
+        ] + [
+            pb.ConfigAlteration(name=key, operation=pb.CONFIG_OPERATION_SET, value=value)
+            for key, value in (set or {}).items()
+        ]
+        request = pb.AlterTopicConfigsRequest(
+            topics=[pb.TopicConfigAlteration(topic=n, configs=operations) for n in names]
+        )
+        response = self._call("AlterTopicConfigs", request, pb.AlterTopicConfigsResponse)
+        raise_if_error(response.error)
+        if len(response.results) != len(names):
+            raise TieredError(ErrorCode.UNKNOWN_SERVER_ERROR, "AlterTopicConfigs: bad response")
+        return [alter_topic_result_from_proto(r) for r in response.results]
 
     def incremental_alter_configs(
         self,
@@ -393,9 +473,8 @@ class AdminClient:
             raise TieredError(ErrorCode.INVALID_REQUEST, "the AdminClient is closed") from None
 
     def _hosting_timeout_ms(self) -> int:
-        """How long a create waits for the new partitions' leaders to host them (so that a
-        producer started next finds them led): half the call's deadline, leaving the rest for
-        the call itself."""
+        """How long a create waits for the new partitions' leaders to host them: half the call's
+        deadline, leaving the rest for the call itself."""
         return int(self.timeout_s * 1000 / 2)
 
     def _call(self, method: str, request: Message, response_type: type[R]) -> R:

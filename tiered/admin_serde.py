@@ -238,6 +238,13 @@ def alter_result_from_proto(response: pb.AlterConfigsResponse) -> AlterResult:
     return AlterResult(_state(response.tiered_state), response.tiered_epoch)
 
 
+def alter_topic_result_from_proto(result: pb.AlterTopicConfigsResult) -> AlterResult | TieredError:
+    """One topic's answer of a many-topic alter: its result or its error."""
+    return error_from_proto(result.error) or AlterResult(
+        _state(result.tiered_state), result.tiered_epoch
+    )
+
+
 def cluster_from_proto(response: pb.DescribeClusterResponse) -> ClusterDescription:
     raise_if_error(response.error)
     return ClusterDescription(

@@ -9,10 +9,18 @@ from controller.store.base import (
     ControllerFencedError,
     MetadataStore,
     MetadataStoreError,
+    PartialWriteError,
     TopicChange,
 )
 
-__all__ = ["ControllerFencedError", "MetadataStore", "MetadataStoreError", "TopicChange", "create"]
+__all__ = [
+    "ControllerFencedError",
+    "MetadataStore",
+    "MetadataStoreError",
+    "PartialWriteError",
+    "TopicChange",
+    "create",
+]
 
 BACKENDS = ("kraft", "zookeeper")
 

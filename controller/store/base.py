@@ -103,6 +103,15 @@ class MetadataStoreError(Exception):
     """The store could not be reached or failed; the outcome of a write in progress is unknown."""
 
 
+class PartialWriteError(MetadataStoreError):
+    """``update_topics`` committed its first ``committed`` changes, then failed (ZooKeeper: a
+    later multi of the call); the outcome of the failed multi is unknown, as any failure's."""
+
+    def __init__(self, message: str, committed: int) -> None:
+        super().__init__(message)
+        self.committed = committed
+
+
 class ControllerFencedError(MetadataStoreError):
     """This process is no longer the active controller; nothing was written."""
 
@@ -158,11 +167,17 @@ class MetadataStore(ABC):
         disablement that one broker response completed: 10k topics acked at once must not cost
         10k writes). Each topic's change is atomic as with ``update_topic``; the whole call is
         one atomic write where the backend allows it (KRaft: one batch) and a few otherwise
-        (ZooKeeper: one multi per bounded group of topics, in order), so a failure may leave the
-        first groups committed: like any failed write, its outcome is unknown. This default
-        calls ``update_topic`` for each change."""
-        for before, after, delete_job in changes:
-            self.update_topic(before, after, delete_job)
+        (ZooKeeper: one multi per bounded group of topics, in order). A failure after some
+        changes committed raises ``PartialWriteError`` naming how many (the first groups); the
+        rest have the unknown outcome of any failed write. This default calls ``update_topic``
+        for each change."""
+        for index, (before, after, delete_job) in enumerate(changes):
+            try:
+                self.update_topic(before, after, delete_job)
+            except MetadataStoreError as e:
+                if index == 0:
+                    raise
+                raise PartialWriteError(str(e), committed=index) from e
 
     @abstractmethod
     def add_partitions(self, growths: Sequence[PartitionGrowth]) -> None:

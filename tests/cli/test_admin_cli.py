@@ -631,6 +631,58 @@ def test_configs_usage_errors_exit_2(fake: FakeAdminServer, extra: list[str]) ->
 DISABLE_DELETE = ("--add-config", "remote.log.disable.policy=delete, remote.storage.enable=false")
 
 
+def test_several_topics_are_altered_in_one_request_and_a_failure_is_named(
+    fake: FakeAdminServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with AdminClient(fake.address) as client:
+        for name in ("a", "b"):
+            client.create_topic(name, 1, TIERED)
+    fake.service.calls.clear()
+    argv = alter_argv(fake, "a", "--entity-name", "gone", "--entity-name", "b")
+    code, out, err = configs(capsys, *argv, "--add-config", "retention.ms=5")
+    # one AlterTopicConfigs request, which the fake records topic by topic
+    assert [c for c in fake.service.calls if c != "DescribeCluster"] == ["AlterTopicConfigs"] * 3
+    assert code == 1
+    assert out == (
+        "Completed updating config for topic a.\nCompleted updating config for topic b.\n"
+    )
+    assert err == "UNKNOWN_TOPIC_OR_PARTITION: topic 'gone': topic 'gone' does not exist\n"
+    assert [fake.service.topics[n].configs["retention.ms"] for n in ("a", "b")] == ["5", "5"]
+
+
+def test_wait_follows_every_topic_altered(
+    fake: FakeAdminServer, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(configs_cli, "POLL_INTERVAL_S", 0.01)
+    with AdminClient(fake.address) as client:
+        for name in ("a", "b"):
+            client.create_topic(name, 1, TIERED)
+    service = fake.service
+
+    def brokers() -> None:
+        assert service.wait_for_describes(1)
+        service.complete_disable("a")
+        assert service.wait_for_describes(service.describe_calls + 1)
+        service.complete_disable("b")
+
+    thread = threading.Thread(target=brokers, daemon=True)
+    thread.start()
+    argv = alter_argv(fake, "a", "--entity-name", "b", *DISABLE_DELETE, "--wait")
+    code, out, err = configs(capsys, *argv)
+    thread.join(10)
+    assert code == 0
+    assert out.splitlines()[-2:] == [
+        "Topic a: tiered_state=DISABLED tiered_epoch=1 policy=delete",
+        "Topic b: tiered_state=DISABLED tiered_epoch=1 policy=delete",
+    ]
+    assert err.splitlines()[0] == (
+        "2/2 topics waiting; a: DISABLING epoch 1: brokers acked 0/1 partitions"
+    )
+    assert err.splitlines()[-1] == (
+        "1/2 topics waiting; b: DISABLING epoch 1: brokers acked 0/1 partitions"
+    )
+
+
 def test_wait_shows_progress_until_disabled(
     fake: FakeAdminServer, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

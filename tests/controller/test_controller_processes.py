@@ -139,7 +139,9 @@ def test_rejected_requests_change_nothing(cluster: Cluster) -> None:
 
 
 def test_cli_alter_with_wait_reports_progress(cluster: Cluster) -> None:
+    """Two topics in one alter; --wait follows both through the controller's watch."""
     tiered_topic(cluster, "audit", partitions=1)
+    tiered_topic(cluster, "billing", partitions=2)
     done = subprocess.run(
         [
             sys.executable,
@@ -152,6 +154,8 @@ def test_cli_alter_with_wait_reports_progress(cluster: Cluster) -> None:
             "topics",
             "--entity-name",
             "audit",
+            "--entity-name",
+            "billing",
             "--add-config",
             "remote.log.disable.policy=delete, remote.storage.enable=false",
             "--wait",
@@ -165,7 +169,10 @@ def test_cli_alter_with_wait_reports_progress(cluster: Cluster) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert "DISABLED" in done.stdout and "tiered_epoch=1" in done.stdout
+    assert done.stdout.splitlines()[-2:] == [
+        f"Topic {name}: tiered_state=DISABLED tiered_epoch=1 policy=delete"
+        for name in ("audit", "billing")
+    ]
 
 
 def test_a_paused_broker_is_fenced_and_comes_back(kraft_cluster: Cluster) -> None:

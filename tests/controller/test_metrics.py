@@ -16,11 +16,9 @@ from pathlib import Path
 import grpc
 import pytest
 
-from controller.admin_servicer import AdminServicer
 from controller.config import ControllerConfig
 from controller.controller import Controller
 from controller.disablement import DisablementQueue
-from controller.jobs.spark_delete import EngineChoice
 from controller.jobs.wiring import ObservedDeleteEngine
 from controller.metrics import ControllerMetrics, ControllerStateCollector
 from controller.request_metrics import AdminRequestMetrics
@@ -298,15 +296,8 @@ class _Engine:
     def __init__(self, outcome: DeleteOutcome | Exception) -> None:
         self.outcome = outcome
 
-    def choose(self, object_count: int) -> EngineChoice:
-        return EngineChoice(on_spark=True, reason="stand-in")
-
     def delete(
-        self,
-        deleter: RemoteObjectDeleter,
-        handles: Sequence[str],
-        engine: EngineChoice,
-        on_progress: object = None,
+        self, deleter: RemoteObjectDeleter, handles: Sequence[str], on_progress: object = None
     ) -> DeleteOutcome:
         if isinstance(self.outcome, Exception):
             raise self.outcome
@@ -316,11 +307,11 @@ class _Engine:
 def test_deleted_and_failed_objects_are_counted_from_each_delete() -> None:
     metrics = ControllerMetrics("kraft")
     partly = DeleteOutcome(deleted=5, missing=2, failed_handles=("x", "y"))
-    observed = ObservedDeleteEngine(_Engine(partly), metrics.objects_deleted)
-    observed.delete(_Deleter(), ["h"] * 9, observed.choose(9))
+    ObservedDeleteEngine(_Engine(partly), metrics.objects_deleted).delete(_Deleter(), ["h"] * 9)
     with pytest.raises(RuntimeError):
-        failing = ObservedDeleteEngine(_Engine(RuntimeError("spark died")), metrics.objects_deleted)
-        failing.delete(_Deleter(), ["a", "b", "c"], failing.choose(3))
+        ObservedDeleteEngine(_Engine(RuntimeError("spark died")), metrics.objects_deleted).delete(
+            _Deleter(), ["a", "b", "c"]
+        )
     samples = collect(metrics.registry)
     assert figure(samples, BULK_DELETE + "objectsdeletedpersec_total") == 7
     assert figure(samples, BULK_DELETE + "objectsfailedpersec_total") == 5
@@ -346,7 +337,7 @@ def test_admin_requests_are_counted_by_request_and_error_at_the_edge(
         ThreadPoolExecutor(max_workers=4), interceptors=[AdminRequestMetrics(controller.metrics)]
     )
     pb_grpc.add_AdminServiceServicer_to_server(  # type: ignore[no-untyped-call]
-        AdminServicer(controller.admin, controller.access, controller.acls, controller.scram_users),
+        controller.admin_servicer(),
         server,
     )
     port = server.add_insecure_port("127.0.0.1:0")
@@ -354,11 +345,7 @@ def test_admin_requests_are_counted_by_request_and_error_at_the_edge(
     admin = AdminClient(f"127.0.0.1:{port}", timeout_s=10)
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
     try:
-        # No broker hosts anything here: the create answers once persisted (timeout_ms 0).
-        created = pb_grpc.AdminServiceStub(channel).CreateTopics(
-            pb.CreateTopicsRequest(topics=[pb.NewTopic(name="t", partitions=1)]), timeout=10
-        )
-        assert created.results[0].error.code == 0
+        admin.create_topic("t", 1, {})
         for name in ("nope", "nope"):
             with pytest.raises(TieredError):
                 admin.describe_topic(name)

@@ -386,6 +386,43 @@ class FakeAdminService(pb_grpc.AdminServiceServicer):
 
         return self._alter("IncrementalAlterConfigs", request.topic, build, request.validate_only)
 
+    def AlterTopicConfigs(
+        self, request: pb.AlterTopicConfigsRequest, context: grpc.ServicerContext
+    ) -> pb.AlterTopicConfigsResponse:
+        """Each topic's SET and DELETE operations, as IncrementalAlterConfigs applies them."""
+        results = []
+        for alteration in request.topics:
+            to_set = {
+                c.name: c.value
+                for c in alteration.configs
+                if c.operation == pb.CONFIG_OPERATION_SET
+            }
+            to_delete = {
+                c.name for c in alteration.configs if c.operation == pb.CONFIG_OPERATION_DELETE
+            }
+
+            def build(
+                topic: FakeTopic, to_set: dict[str, str] = to_set, to_delete: set[str] = to_delete
+            ) -> tuple[dict[str, str], set[str]]:
+                configs = {k: v for k, v in topic.configs.items() if k not in to_delete}
+                configs.update(to_set)
+                return configs, set(to_set) | to_delete
+
+            answer = self._alter(
+                "AlterTopicConfigs", alteration.topic, build, request.validate_only
+            )
+            if answer.error.code == ErrorCode.NOT_CONTROLLER.value:
+                return pb.AlterTopicConfigsResponse(error=answer.error)
+            results.append(
+                pb.AlterTopicConfigsResult(
+                    topic=alteration.topic,
+                    error=answer.error,
+                    tiered_state=answer.tiered_state,
+                    tiered_epoch=answer.tiered_epoch,
+                )
+            )
+        return pb.AlterTopicConfigsResponse(results=results, error=_error())
+
     def DescribeCluster(
         self, request: pb.DescribeClusterRequest, context: grpc.ServicerContext
     ) -> pb.DescribeClusterResponse:

@@ -9,8 +9,11 @@ kafka-configs.sh.
                    --add-config 'SCRAM-SHA-512=[password=PW]' | --delete-config SCRAM-SHA-512
     tiered-configs --bootstrap-server H:P --describe --entity-type users [--entity-name NAME]
 
-``--wait`` polls the topic after the alter until its disablement is over (tiered_state is no longer
-DISABLING), showing progress on stderr, then prints the final state on stdout.
+``--entity-name`` may be repeated with ``--alter --entity-type topics``: every topic is altered
+in one request (one durable write for all that are accepted); a topic that fails is named on
+stderr and the exit status is 1. ``--wait`` then follows every altered topic through the
+controller's watch (polling when it refuses to watch) until its disablement is over and any bulk
+delete it started is done, showing progress on stderr, then prints each final state on stdout.
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from tiered.admin import AdminClient, TopicDescription
+from tiered.admin import AdminClient, TopicDescription, WatchRefusedError
 from tiered.cli.common import (
+    EXIT_ERROR,
     ProgressLine,
     add_bootstrap_option,
     add_format_option,
@@ -29,6 +33,7 @@ from tiered.cli.common import (
     explaining_refusals,
     parse_config_list,
     parse_key_list,
+    print_error,
     print_json,
     run,
 )
@@ -43,7 +48,7 @@ __all__ = [
     "WaitCondition",
     "build_parser",
     "main",
-    "wait_for_topic",
+    "wait_for_topics",
 ]
 
 POLL_INTERVAL_S = 0.5
@@ -62,8 +67,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--entity-type", required=True, choices=("topics", "users"))
     parser.add_argument(
         "--entity-name",
+        action="append",
         metavar="NAME",
-        help="the topic, or the user (every user when describing users without it)",
+        help="the topic, or the user (every user when describing users without it); "
+        "--alter of topics takes several, in one request",
     )
     parser.add_argument(
         "--add-config",
@@ -98,6 +105,12 @@ def build_parser() -> argparse.ArgumentParser:
 def _check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if args.entity_name is None and (args.entity_type == "topics" or args.alter):
         parser.error("--entity-name is required, but with --describe --entity-type users")
+    if (
+        args.entity_name is not None
+        and len(args.entity_name) > 1
+        and not (args.alter and args.entity_type == "topics")
+    ):
+        parser.error("--entity-name is given once, but with --alter --entity-type topics")
     if args.entity_type == "users" and args.wait:
         parser.error("--wait goes with --entity-type topics only")
     if args.alter and not (args.add_config or args.delete_config):
@@ -171,9 +184,9 @@ class RemoteDeletion:
 DEFAULT_WAIT_CONDITIONS: tuple[WaitCondition, ...] = (DisablementAcks(), RemoteDeletion())
 
 
-def wait_for_topic(
+def wait_for_topics(
     admin: AdminClient,
-    topic: str,
+    names: Sequence[str],
     *,
     timeout_s: float,
     progress: ProgressLine,
@@ -181,27 +194,54 @@ def wait_for_topic(
     poll_interval_s: float | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
-) -> TopicDescription:
-    """Poll ``topic`` (with partition state) until no condition is pending and return its last
-    description. REQUEST_TIMED_OUT after ``timeout_s``; the topic disappearing or a failed
-    describe raises that error."""
-    interval = POLL_INTERVAL_S if poll_interval_s is None else poll_interval_s
+) -> list[TopicDescription]:
+    """Follows the topics until no condition is pending for any of them and returns their last
+    descriptions: through the controller's watch (an answer per change), or, when it refuses to
+    watch, by polling every ``poll_interval_s``. REQUEST_TIMED_OUT after ``timeout_s``; a topic
+    disappearing or a failed describe raises that error."""
     deadline = clock() + timeout_s
+    line = ""
+
+    def settled(described: list[TopicDescription]) -> bool:
+        nonlocal line
+        waiting = [(t, [c for c in conditions if c.pending(t)]) for t in described]
+        waiting = [(t, pending) for t, pending in waiting if pending]
+        if not waiting:
+            return True
+        first, pending = waiting[0]
+        line = "; ".join(c.progress(first) for c in pending)
+        if len(described) > 1:
+            line = f"{len(waiting)}/{len(described)} topics waiting; {first.name}: {line}"
+        progress.update(line)
+        return False
+
+    def timed_out(described: list[TopicDescription]) -> TieredError:
+        states = ", ".join(sorted({t.tiered_state.value for t in described}))
+        what = f"topic {names[0]!r} is still" if len(names) == 1 else "topics are still"
+        return TieredError(
+            ErrorCode.REQUEST_TIMED_OUT, f"{what} {states} after {timeout_s:g}s ({line})"
+        )
+
+    described: list[TopicDescription] = []
     try:
+        try:
+            for described in admin.watch_topics(names, timeout_s):
+                if settled(described):
+                    return described
+        except WatchRefusedError:
+            pass
+        except TieredError as e:
+            if e.code is ErrorCode.REQUEST_TIMED_OUT and described:
+                raise timed_out(described) from e
+            raise
+        interval = POLL_INTERVAL_S if poll_interval_s is None else poll_interval_s
         while True:
-            described = admin.describe_topic(topic, include_partition_state=True)
-            waiting = [c for c in conditions if c.pending(described)]
-            if not waiting:
+            described = admin.describe_topics(names, include_partition_state=False)
+            if settled(described):
                 return described
-            line = "; ".join(c.progress(described) for c in waiting)
-            progress.update(line)
             remaining = deadline - clock()
             if remaining <= 0:
-                raise TieredError(
-                    ErrorCode.REQUEST_TIMED_OUT,
-                    f"topic {topic!r} is still {described.tiered_state.value} after "
-                    f"{timeout_s:g}s ({line})",
-                )
+                raise timed_out(described)
             sleep(min(interval, remaining))
     finally:
         progress.finish()
@@ -233,17 +273,26 @@ def _alter(admin: AdminClient, args: argparse.Namespace) -> int:
             ErrorCode.INVALID_REQUEST,
             f"config {both[0]!r} is both in --add-config and in --delete-config",
         )
-    topic = args.entity_name
-    admin.incremental_alter_configs(topic, to_set, to_delete)
-    print(f"Completed updating config for topic {topic}.", flush=True)
-    if args.wait:
-        final = wait_for_topic(admin, topic, timeout_s=args.timeout, progress=ProgressLine())
-        print(final_state_line(final))
-    return 0
+    names = list(dict.fromkeys(args.entity_name))
+    results = admin.incremental_alter_topics(names, to_set, to_delete)
+    if len(names) == 1 and isinstance(results[0], TieredError):
+        raise results[0]
+    altered = []
+    for name, result in zip(names, results, strict=True):
+        if isinstance(result, TieredError):
+            print_error(TieredError(result.code, f"topic {name!r}: {result.message}"))
+        else:
+            altered.append(name)
+            print(f"Completed updating config for topic {name}.", flush=True)
+    if args.wait and altered:
+        final = wait_for_topics(admin, altered, timeout_s=args.timeout, progress=ProgressLine())
+        for topic in final:
+            print(final_state_line(topic))
+    return EXIT_ERROR if len(altered) < len(names) else 0
 
 
 def _describe(admin: AdminClient, args: argparse.Namespace) -> int:
-    topic = args.entity_name
+    topic = args.entity_name[0]
     entries = admin.describe_configs(topic)
     configs = {e.name: e.value for e in sorted(entries, key=lambda e: e.name) if not e.is_default}
     defaults = {e.name: e.value for e in sorted(entries, key=lambda e: e.name) if e.is_default}
@@ -271,10 +320,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 credentials=command_config_credentials(args.command_config),
             ) as admin,
         ):
+            name = args.entity_name[0] if args.entity_name else None
             if args.entity_type == "users" and args.alter:
-                return alter_users(admin, args.entity_name, args.add_config, args.delete_config)
+                assert name is not None  # checked by _check_usage
+                return alter_users(admin, name, args.add_config, args.delete_config)
             if args.entity_type == "users":
-                return describe_users(admin, args.entity_name, args.format)
+                return describe_users(admin, name, args.format)
             if args.alter:
                 return _alter(admin, args)
             return _describe(admin, args)

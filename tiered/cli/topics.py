@@ -198,7 +198,7 @@ def _create(admin: AdminClient, args: argparse.Namespace) -> int:
             raise invalid(f"config {key!r} is given more than once")
         configs[key] = value
     _check_partitions(args.partitions)
-    admin.create_topic(args.topic, args.partitions, configs)
+    admin.create_topic(args.topic, args.partitions, configs, wait_hosted=True)
     print(f"Created topic {args.topic}.")
     return 0
 
@@ -234,7 +234,7 @@ def _alter(admin: AdminClient, args: argparse.Namespace) -> int:
                 admin.describe_topic(args.topic, include_partition_state=False).partitions
             )
             assignments = assignments[existing:]
-    admin.create_partitions(args.topic, args.partitions, assignments)
+    admin.create_partitions(args.topic, args.partitions, assignments, wait_hosted=True)
     print(
         "WARNING: If partitions are increased for a topic that has a key, the partition logic "
         "or ordering of the messages will be affected"

@@ -20,6 +20,7 @@ from kazoo.exceptions import BadVersionError, NoNodeError
 from controller.store.base import (
     ControllerFencedError,
     MetadataStoreError,
+    PartialWriteError,
     PartitionGrowth,
     StoredAcl,
     TopicChange,
@@ -80,7 +81,8 @@ class FencedWriter:
 
     def update_topics(self, changes: Sequence[TopicChange]) -> None:
         """One multi per ``UPDATE_TOPICS_PER_MULTI`` topics, in order (a multi of 10k topics
-        would pass ZooKeeper's 1 MB request limit)."""
+        would pass ZooKeeper's 1 MB request limit); a failure after the first multi raises
+        ``PartialWriteError`` with what the earlier ones committed."""
         for before, after, delete_job in changes:
             _check_change(before, after, delete_job)
         for start in range(0, len(changes), UPDATE_TOPICS_PER_MULTI):
@@ -95,7 +97,12 @@ class FencedWriter:
                 ops += topic_update_ops(after)
                 if delete_job is not None:
                     ops.append(self._delete_job_op(what, delete_job))
-            self._fenced_multi(what, ops)
+            try:
+                self._fenced_multi(what, ops)
+            except MetadataStoreError as e:
+                if start == 0:
+                    raise
+                raise PartialWriteError(f"{what}: {e}", committed=start) from e
 
     def add_partitions(self, growths: Sequence[PartitionGrowth]) -> None:
         """One multi setting each topic's assignment znode (``/brokers/topics/{topic}``)."""

@@ -54,6 +54,11 @@ class AdminServiceStub:
                 request_serializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.DescribeTopicsRequest.SerializeToString,
                 response_deserializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.DescribeTopicsResponse.FromString,
                 _registered_method=True)
+        self.WatchTopics = channel.unary_stream(
+                '/tiered.v1.AdminService/WatchTopics',
+                request_serializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.DescribeTopicsRequest.SerializeToString,
+                response_deserializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.DescribeTopicsResponse.FromString,
+                _registered_method=True)
         self.DescribeConfigs = channel.unary_unary(
                 '/tiered.v1.AdminService/DescribeConfigs',
                 request_serializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.DescribeConfigsRequest.SerializeToString,
@@ -134,6 +139,14 @@ class AdminServiceServicer:
 
     def DescribeTopics(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchTopics(self, request, context):
+        """DescribeTopics as a stream: an answer at once, then one each time it changes, until the
+        client goes away (RESOURCE_EXHAUSTED when too many watch at once: poll DescribeTopics).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -224,6 +237,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
             ),
             'DescribeTopics': grpc.unary_unary_rpc_method_handler(
                     servicer.DescribeTopics,
+                    request_deserializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.DescribeTopicsRequest.FromString,
+                    response_serializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.DescribeTopicsResponse.SerializeToString,
+            ),
+            'WatchTopics': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchTopics,
                     request_deserializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.DescribeTopicsRequest.FromString,
                     response_serializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.DescribeTopicsResponse.SerializeToString,
             ),
@@ -389,6 +407,33 @@ class AdminService:
             request,
             target,
             '/tiered.v1.AdminService/DescribeTopics',
+            tiered_dot_rpc_dot_v1_dot_controller__pb2.DescribeTopicsRequest.SerializeToString,
+            tiered_dot_rpc_dot_v1_dot_controller__pb2.DescribeTopicsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchTopics(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/tiered.v1.AdminService/WatchTopics',
             tiered_dot_rpc_dot_v1_dot_controller__pb2.DescribeTopicsRequest.SerializeToString,
             tiered_dot_rpc_dot_v1_dot_controller__pb2.DescribeTopicsResponse.FromString,
             options,
