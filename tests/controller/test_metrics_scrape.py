@@ -9,6 +9,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from tests.support.metrics import (
 )
 from tests.support.polling import poll_until
 from tests.support.processes import REPO
+from tiered.admin import AdminClient
 from tiered.cluster.model import TieredState
 from tiered.errors import ErrorCode, TieredError
 from tiered.ports import free_port
@@ -171,3 +173,42 @@ def test_a_metrics_port_in_use_stops_the_start_naming_the_key(tmp_path: Path, mo
     assert result.returncode == 1, result.stderr
     assert f"cannot listen on 127.0.0.1:{port} (metrics.port)" in result.stderr
     assert "serving on" not in result.stdout
+
+
+def test_alters_of_many_clients_at_once_share_writes(cluster: Cluster) -> None:
+    """Group commit in a real controller: 40 clients alter their own topic at the same moment;
+    every alter is answered and applied, and the flush-size histogram counts fewer writes than
+    alters."""
+    names = [f"together-{i}" for i in range(40)]
+    for name in names:
+        cluster.admin.create_topic(name, 1, {"remote.storage.enable": "true"})
+    url = metrics_url(cluster.active_controller())
+    before = scrape(url)
+    flushes = CONTROLLER + "topicwriteflushsize"
+    start = threading.Barrier(len(names))
+    errors: list[BaseException] = []
+
+    def alter(name: str) -> None:
+        try:
+            with AdminClient(cluster.bootstrap) as client:
+                client.describe_cluster()  # discovery done before the moment
+                start.wait(30)
+                client.incremental_alter_configs(name, {"retention.ms": "86400000"})
+        except BaseException as e:  # reported by the test's thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=alter, args=(n,)) for n in names]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert errors == []
+    described = cluster.admin.describe_topics(names, include_partition_state=False)
+    assert all(t.configs["retention.ms"] == "86400000" for t in described)
+    after = scrape(url)
+
+    def grown(suffix: str) -> float:
+        return (figure(after, flushes + suffix) or 0.0) - (figure(before, flushes + suffix) or 0.0)
+
+    assert grown("_sum") == len(names)  # every alter's change was written by a flush
+    assert 1 <= grown("_count") < len(names)  # in fewer writes than alters
