@@ -5,13 +5,13 @@ Runs the commands an operator would type, printing each one (``$ ...``) before r
 small segments, ``tiered-console-producer`` fed with generated lines while ``tiered-topics
 --describe`` shows the segments tiering, reads from both tiers with ``tiered-console-consumer``,
 ``tiered-configs --alter ... remote.storage.enable=false --wait`` with the delete policy (DISABLING,
-the bulk delete, DISABLED), a re-enable that tiers new data under the new tiered epoch, a
-confluent-kafka AdminClient (a ``python -`` snippet on the brokers' Kafka listeners) that turns
-tiered storage off again with IncrementalAlterConfigs (retain policy), and ``tiered-cluster
-down``; then a secure cluster (``up --secure``) where a principal without Delete on a topic is
-refused a delete-policy disable and, granted Delete, disables it (``scripts/demo_secure.py``).
-It checks each outcome and exits non-zero if one is wrong; on a failure or Ctrl-C it still stops
-the clusters and says where the logs are.
+the bulk delete, checked to run where the narration says, DISABLED), a re-enable that tiers
+new data under the new tiered epoch, a confluent-kafka AdminClient (a ``python -`` snippet on
+the brokers' Kafka listeners) that turns tiered storage off again with IncrementalAlterConfigs
+(retain policy), and ``tiered-cluster down``; then a secure cluster (``up --secure``) where a
+principal without Delete on a topic is refused a delete-policy disable and, granted Delete,
+disables it (``scripts/demo_secure.py``). It checks each outcome and exits non-zero if one is
+wrong; on a failure or Ctrl-C it still stops the clusters and says where the logs are.
 
 Run by ``scripts/demo.sh`` (after ``scripts/ensure_env.sh``) with ``.venv/bin/python``:
 
@@ -37,7 +37,7 @@ from pathlib import Path
 from types import FrameType
 from typing import NoReturn
 
-from demo_cluster import ClusterView
+from demo_cluster import SPARK_APP_NAME, ClusterView
 from demo_output import (
     RECORD_BYTES,
     elapsed_text,
@@ -49,6 +49,8 @@ from demo_output import (
 from demo_secure import SecureStep
 from demo_topics import Topic
 
+from tiered.rsm.layout import WRITTEN_BY_EVERY_COPY
+
 REPO = Path(__file__).resolve().parent.parent
 BIN = REPO / ".venv" / "bin"
 
@@ -56,8 +58,9 @@ TOPIC = "orders"
 PARTITIONS = 3
 BROKERS = 3
 # ~33 records of ~100 bytes a segment: 24000 records make ~240 segments a partition, 4 objects
-# each in remote storage (log, offset index, time index, leader epochs): more than the
-# controller's bulk.delete.fast.path.max.objects (2000), so the bulk delete runs on Spark.
+# each in remote storage (log, offset index, time index, leader epochs): the job's objects in
+# all are more than the controller's bulk.delete.fast.path.max.objects (2000), so the bulk
+# delete runs on Spark.
 SEGMENT_BYTES = 4096
 LOCAL_RETENTION_BYTES = 16384  # ~4 segments stay local; older ones are read from remote storage
 DEFAULT_RECORDS = 24_000
@@ -345,18 +348,26 @@ class Demo:
         )
 
         objects = sum(self.cluster.remote_objects_by_epoch().values())
+        # What the controller counts when the job starts: the RLMM's segments below the new
+        # epoch (all of them: they are all of epoch 0), times the objects of each.
+        segments = sum(p.remote_segment_count for p in self.describe().partitions)
+        counted = segments * len(WRITTEN_BY_EVERY_COPY)
         fast_path = self.cluster.fast_path_max_objects()
+        on_spark = counted > fast_path
         how = (
-            f"a Spark job {self.cluster.spark_runs_where()}: more than "
-            f"bulk.delete.fast.path.max.objects={fast_path}"
-            if objects > fast_path
-            else f"in the controller: no more than bulk.delete.fast.path.max.objects={fast_path}"
+            f"more than bulk.delete.fast.path.max.objects={fast_path}: a Spark job "
+            f"{self.cluster.spark_runs_where()}, from start to end"
+            if on_spark
+            else f"no more than bulk.delete.fast.path.max.objects={fast_path}: it runs in the "
+            "controller, without Spark"
         )
         explain(
             "Disable tiered storage with the delete policy. --wait follows DISABLING (tiered_epoch "
             "1, until every",
             f"broker acked), the bulk delete of the {objects} remote objects, and DISABLED.",
-            f"The bulk delete is {how}.",
+            f"The controller counts the job when it starts, from the RLMM: {segments} segments x "
+            f"{len(WRITTEN_BY_EVERY_COPY)} objects = {counted},",
+            f"{how}.",
         )
         self.run(
             self.admin(
@@ -371,11 +382,7 @@ class Demo:
                 "--wait",
             )
         )
-        line = self.cluster.delete_job_log_line()
-        if line:
-            say(f"  controller log: {line}")
-        for application in self.cluster.spark_applications():
-            say(f"  Spark master's application: {application}")
+        self.check_engine(on_spark)
 
         explain(
             "After: DISABLED at TieredEpoch 1, remote data gone, log start raised to the local log "
@@ -504,6 +511,39 @@ class Demo:
         explain("Stop the cluster.")
         self.down()
         self.secure.main()
+
+    def check_engine(self, on_spark: bool) -> None:
+        """Fails the demo unless the bulk delete ran where the narration said: the controller's
+        line naming the job's engine, and in the distributed profile the Spark master's
+        applications (a controller starts its Spark session for its first Spark job only)."""
+        line = self.cluster.engine_log_line(TOPIC, 1)
+        if line is None:
+            raise DemoError("no controller log line names the engine of the bulk delete")
+        say(f"  controller log: {line.text}")
+        said = "on Spark" if on_spark else "in process"
+        check(
+            line.on_spark == on_spark,
+            f"the narration said the bulk delete runs {said}, but the controller logged "
+            f"{line.text!r}",
+        )
+        if self.profile != "distributed":
+            return
+        web = self.cluster.layout["spark_master_web"]
+        apps = [a for a in self.cluster.spark_applications() if a["name"] == SPARK_APP_NAME]
+        for app in apps:
+            say(
+                f"  Spark master ({web}/json/): application {app['id']} {app['name']} "
+                f"{app['state']}, {app['cores']} cores"
+            )
+            say(f"    its stages: {self.cluster.spark_stages(app['id'])}")
+        if on_spark:
+            check(
+                bool(apps),
+                f"the bulk delete ran on Spark, but the Spark master ({web}/json/) lists no "
+                f"{SPARK_APP_NAME} application, active or completed",
+            )
+        else:
+            check(not apps, f"the bulk delete ran in process, but {web}/json/ lists {apps}")
 
     def down(self) -> None:
         self.cluster_down = True

@@ -1,22 +1,39 @@
 """What ``scripts/demo.py`` reads from the cluster it started, besides the CLIs' output: the
 remote objects per tiered epoch (files under ``DIR/remote`` in the local profile, objects in
 the S3 bucket through the endpoint in the distributed one), the controllers' bulk-delete
-settings and log lines, and the Spark master's applications."""
+settings and the log line naming a bulk delete's engine, and the Spark master's applications
+(its web UI's ``/json/``) and what its REST API tells of their stages."""
 
 from __future__ import annotations
 
 import configparser
 import json
 import re
+import urllib.error
 import urllib.request
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 FAST_PATH_KEY = "bulk.delete.fast.path.max.objects"
 DEFAULT_FAST_PATH_MAX_OBJECTS = 2000  # the controller's default (README, "Bulk delete")
+SPARK_APP_NAME = "tiered-bulk-delete"  # the controllers' Spark application
 _EPOCH = re.compile(r"/(te=\d+)/")
-_DELETE_LINE = re.compile(r"(deleting \d+ objects) with .* (via .*)$")
+# The controller's one line per delete job (controller/jobs/runner.py) naming its engine.
+_ENGINE_LINE = re.compile(
+    r"(Bulk delete of topic (\S+) below tiered epoch (\d+): (\d+) objects, "
+    r"engine (Spark|in process)\b.*)$"
+)
+
+
+@dataclass(frozen=True)
+class EngineLine:
+    """A controller's log line saying where a bulk delete ran and why."""
+
+    text: str
+    objects: int
+    on_spark: bool
 
 
 def read_properties(path: Path) -> dict[str, str]:
@@ -88,25 +105,49 @@ class ClusterView:
         master = self.layout.get("spark_master")
         return f"on the Spark master {master}" if master else "in local[*]"
 
-    def delete_job_log_line(self) -> str | None:
-        """The controllers' last log line saying how a bulk delete ran (Spark or in process),
-        without the deleter's settings."""
+    def engine_log_line(self, topic: str, tiered_epoch: int) -> EngineLine | None:
+        """The controllers' last line naming the engine of the bulk delete of ``topic`` below
+        ``tiered_epoch`` (the active controller's; a retried job logs one an attempt)."""
         found = None
         for log in sorted((self.dir / "logs").glob("controller-*.log")):
             for line in log.read_text(errors="replace").splitlines():
-                match = _DELETE_LINE.search(line)
-                if match:
-                    found = f"{match.group(1)} {match.group(2)}"
+                match = _ENGINE_LINE.search(line)
+                if match and (match.group(2), int(match.group(3))) == (topic, tiered_epoch):
+                    found = EngineLine(
+                        match.group(1), int(match.group(4)), match.group(5) == "Spark"
+                    )
         return found
 
-    def spark_applications(self) -> list[str]:
-        """The Spark master's applications as ``NAME STATE`` (none without a master). A
-        controller keeps its session for the next job: its application stays RUNNING until the
-        controller stops."""
+    def spark_applications(self) -> list[dict[str, Any]]:
+        """The Spark master's applications, active and completed, as its web UI's ``/json/``
+        lists them (none without a master). A controller keeps its session for the next job:
+        its application stays RUNNING until the controller stops."""
         web = self.layout.get("spark_master_web")
         if web is None:
             return []
-        with urllib.request.urlopen(f"{web}/json/", timeout=5) as response:
-            state = json.loads(response.read())
-        apps = [*state.get("activeapps", []), *state.get("completedapps", [])]
-        return [f"{app['name']} {app['state']}" for app in apps]
+        state = _get_json(f"{web}/json/")
+        apps: list[dict[str, Any]] = [*state.get("activeapps", []), *state.get("completedapps", [])]
+        return apps
+
+    def spark_stages(self, app_id: str) -> str:
+        """What the Spark REST API (``/api/v1``) tells of an application's stages, asked of the
+        master's web UI: the controllers run their driver without a UI (``spark.ui.enabled`` is
+        false), so the master is the only one that could answer."""
+        url = f"{self.layout['spark_master_web']}/api/v1/applications/{app_id}/stages"
+        unreachable = "the driver runs without a UI (spark.ui.enabled=false) and the master"
+        try:
+            stages = _get_json(url)
+        except ValueError:  # a standalone master answers its HTML page to any path
+            return f"not shown: {unreachable} serves no REST API ({url})"
+        except urllib.error.URLError as e:
+            return f"not shown: {unreachable} did not answer {url}: {e}"
+        if not isinstance(stages, list):
+            return f"not shown: {url} answered {stages!r}"
+        done = [s for s in stages if s.get("status") == "COMPLETE"]
+        tasks = sum(int(s.get("numCompleteTasks", 0)) for s in stages)
+        return f"{len(stages)} stages ({len(done)} complete, {tasks} tasks done)"
+
+
+def _get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return json.loads(response.read())

@@ -478,6 +478,17 @@ class BulkDeleteRemoteLogMetadataManager(RemoteLogMetadataManager):
         ``TopicIdPartition``, ``ValueError`` for a negative epoch; raises
         ``RemoteResourceNotFoundException`` as every read does."""
 
+    @abc.abstractmethod
+    def segment_count_below_epoch(
+        self, topic_id_partition: TopicIdPartition, tiered_epoch: int
+    ) -> int:
+        """How many of the partition's segments stamped below ``tiered_epoch`` are still recorded,
+        in O(1), from the partition's aggregates: what a delete job below that epoch has left to
+        delete, known before it reads a single segment. Only finished copies are aggregated by
+        tiered epoch, so a segment in another state (a copy in progress, a deletion under way)
+        counts whatever its epoch: the count may exceed the exact one by those few. Raises
+        ``RemoteResourceNotFoundException`` as every read does."""
+
 
 class RemoteStorageManager(abc.ABC):
     """Copies segments to remote storage and reads and deletes them there."""
@@ -603,6 +614,12 @@ class RemoteStorageBulkDeleter(abc.ABC):
             if not isinstance(metadata, RemoteLogSegmentMetadata):
                 raise TypeError(f"expected RemoteLogSegmentMetadata, got {metadata!r}")
         return []
+
+    def objects_per_segment(self) -> int:
+        """How many objects every copy of a segment stores: with the RLMM's segment counts, the
+        size of a delete job before any segment is read (the job chooses where it deletes from
+        it). The default, one, is the least a copy stores: its data."""
+        return 1
 
     @abc.abstractmethod
     def object_deleter(self) -> RemoteObjectDeleter:

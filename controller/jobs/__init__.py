@@ -4,6 +4,7 @@ from controller.jobs.runner import BulkDeleteUnsupportedError, DeleteJobRunner, 
 from controller.jobs.spark_delete import (
     BulkDeleteError,
     BulkObjectDeleter,
+    EngineChoice,
     SparkSessionProvider,
     delete_with_spark,
 )
@@ -13,6 +14,7 @@ __all__ = [
     "BulkDeleteUnsupportedError",
     "BulkObjectDeleter",
     "DeleteJobRunner",
+    "EngineChoice",
     "SparkSessionProvider",
     "bulk_deleter_of",
     "delete_with_spark",

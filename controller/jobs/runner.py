@@ -9,7 +9,7 @@ controller simply runs again from its last persisted progress:
    the partition and one write of its record, the delete epoch), and the storage plugin names
    the objects of those segments from their metadata (``object_handles_of``: no listing);
 2. meanwhile, the partitions marked so far have their objects deleted by the plugin's deleter
-   (on Spark, or in process for a small batch; a missing object counts as deleted), and once
+   (on the job's engine; a missing object counts as deleted), and once
    they are gone, on a third thread, the metadata of their DELETE_SEGMENT_STARTED segments below
    E removed in bulk (``handle_partition_segments_deleted_below_epoch``;
    :mod:`controller.jobs.delete_pipeline`);
@@ -17,6 +17,13 @@ controller simply runs again from its last persisted progress:
    the metadata did not know (a copy that died before its metadata, temporary files), and those
    are deleted; again until a listing comes back empty;
 4. per partition: DELETE_PARTITION_FINISHED.
+
+The engine, Spark or in process, is chosen once, when the job starts, for every delete of it
+(the sweep's and the retries' included): Spark for a job of more than
+``bulk.delete.fast.path.max.objects`` objects. The job counts them without reading a segment nor
+listing: the RLMM's count of each partition's segments below E (O(1) from its aggregates) times
+the objects the storage plugin stores per segment. A later attempt starts the job over from its
+persisted progress, so it counts, and chooses, again: what is left.
 
 Listing comes after the bulk of the deletes because an object store lists a page of keys per
 request, so listing everything first would cost as many round trips as there are pages of
@@ -41,6 +48,7 @@ attempt fails with :class:`BulkDeleteUnsupportedError`, recorded as the job's la
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import operator
 import threading
@@ -52,6 +60,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from controller.jobs.delete_pipeline import Counting, DeletePipeline, JobProgress
+from controller.jobs.spark_delete import EngineChoice
 from tiered import failpoints
 from tiered.api import (
     BulkDeleteRemoteLogMetadataManager,
@@ -114,12 +123,16 @@ class ObjectsLeftError(RemoteStorageException):
 
 
 class DeleteEngine(Protocol):
-    """Deletes handles with a storage plugin's deleter (:class:`BulkObjectDeleter`)."""
+    """Deletes handles with a storage plugin's deleter (:class:`BulkObjectDeleter`), where
+    ``choose`` said for the job."""
+
+    def choose(self, object_count: int) -> EngineChoice: ...
 
     def delete(
         self,
         deleter: RemoteObjectDeleter,
         handles: Sequence[str],
+        engine: EngineChoice,
         on_progress: Callable[[Sequence[str]], None] | None = None,
     ) -> DeleteOutcome: ...
 
@@ -343,6 +356,7 @@ class DeleteJobRunner:
         )
         storage = bulk_deleter_of(self._storage)
         deleter = storage.object_deleter()
+        engine = self._choose_engine(storage, tracker)
         work: list[_PartitionWork] = []
 
         def remove_metadata(items: Sequence[_PartitionWork]) -> None:
@@ -356,7 +370,7 @@ class DeleteJobRunner:
 
             def delete_batch(items: Sequence[_PartitionWork]) -> None:
                 handles = {item.tp.partition: item.handles for item in items}
-                self._delete_objects(deleter, tracker, handles, max)
+                self._delete_objects(deleter, engine, tracker, handles, max)
                 for item in items:
                     if item.segments:
                         removals.submit(item)
@@ -372,7 +386,7 @@ class DeleteJobRunner:
                     work.append(item)
                     pipeline.submit(item)
             failpoints.hit("controller.delete_job.known_objects_deleted")
-            self._sweep(storage, deleter, tracker, [item.tp for item in work])
+            self._sweep(storage, deleter, engine, tracker, [item.tp for item in work])
         failpoints.hit("controller.delete_job.objects_deleted")
 
         for item in work:
@@ -391,9 +405,36 @@ class DeleteJobRunner:
         )
         return job
 
+    def _choose_engine(
+        self, storage: RemoteStorageBulkDeleter, tracker: JobProgress
+    ) -> EngineChoice:
+        """The engine of the whole attempt, from its objects as the RLMM's totals count them:
+        the segments below the epoch of each partition not done yet, times the objects the
+        plugin stores per segment. Logged: the one line that says where the job deletes."""
+        job = tracker.job
+        segments = 0
+        for p in range(job.partition_count):
+            if tracker.of(p).done:
+                continue
+            tp = TopicIdPartition(job.topic_id, job.topic, p)
+            # no remote metadata: the sweep lists what the partition holds, if anything
+            with contextlib.suppress(RemoteResourceNotFoundException):
+                segments += self._rlmm.segment_count_below_epoch(tp, job.tiered_epoch)
+        objects = segments * storage.objects_per_segment()
+        engine = self._engine.choose(objects)
+        log.info(
+            "Bulk delete of topic %s below tiered epoch %d: %d objects, %s",
+            job.topic,
+            job.tiered_epoch,
+            objects,
+            engine.reason,
+        )
+        return engine
+
     def _delete_objects(
         self,
         deleter: RemoteObjectDeleter,
+        engine: EngineChoice,
         tracker: JobProgress,
         handles: Mapping[int, Sequence[str]],
         counting: Counting,
@@ -404,7 +445,7 @@ class DeleteJobRunner:
         if not every:
             return
         live = _LiveProgress(lambda: tracker.job, handles, counting, self._observe)
-        result = self._engine.delete(deleter, every, live.objects_gone)
+        result = self._engine.delete(deleter, every, engine, live.objects_gone)
         failed = set(result.failed_handles)
         tracker.handle_objects_gone(
             {p: sum(1 for h in hs if h not in failed) for p, hs in handles.items()}, counting
@@ -419,6 +460,7 @@ class DeleteJobRunner:
         self,
         storage: RemoteStorageBulkDeleter,
         deleter: RemoteObjectDeleter,
+        engine: EngineChoice,
         tracker: JobProgress,
         partitions: Sequence[TopicIdPartition],
     ) -> None:
@@ -449,7 +491,7 @@ class DeleteJobRunner:
                 job.tiered_epoch,
                 sum(len(h) for h in found.values()),
             )
-            self._delete_objects(deleter, tracker, found, operator.add)
+            self._delete_objects(deleter, engine, tracker, found, operator.add)
         raise ObjectsLeftError(
             f"objects of {job.topic} below tiered epoch {job.tiered_epoch} were found again by "
             f"each of {MAX_SWEEPS} listings after deleting them"

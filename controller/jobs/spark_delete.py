@@ -1,5 +1,6 @@
 """The object-deletion engine of the bulk delete job (DESIGN.md section 8): deletes what the
-storage plugin listed, in process for small jobs or with PySpark for large ones. It knows nothing
+storage plugin listed, in process for small jobs or with PySpark for large ones, the job's size
+deciding once for all its deletes (:meth:`BulkObjectDeleter.choose`). It knows nothing
 of the RLMM, of the controller, nor of how objects are stored: it takes the handles a
 :class:`~tiered.api.RemoteStorageBulkDeleter` listed and that storage's picklable
 :class:`~tiered.api.RemoteObjectDeleter`, and gives counts back.
@@ -26,6 +27,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,7 @@ logger = logging.getLogger(__name__)
 
 APP_NAME = "tiered-bulk-delete"
 DEFAULT_MASTER = "local[*]"
+FAST_PATH_KEY = "bulk.delete.fast.path.max.objects"
 DEFAULT_FAST_PATH_MAX_OBJECTS = 2000
 DEFAULT_RETRY = RetryPolicy(max_tries=4, deadline_s=None, delay_s=0.5, max_delay_s=30.0, jitter=0.2)
 """A bulk delete's attempts: the first and three retries, with capped, jittered backoff (many
@@ -250,6 +253,10 @@ class SparkSessionProvider:
     def started(self) -> bool:
         return self._session is not None
 
+    def master_description(self) -> str:
+        """The master a session runs on, as log lines name it (known before it starts)."""
+        return self.effective_master() or self._conf.get("spark.master") or "spark-submit's master"
+
     def effective_master(self) -> str | None:
         """The master this provider sets on the builder (None: left to conf or spark-submit)."""
         if self._master:
@@ -324,11 +331,24 @@ class SparkSessionProvider:
 # ============================================================================= the engine
 
 
+@dataclass(frozen=True)
+class EngineChoice:
+    """Where every delete of one job runs (:meth:`BulkObjectDeleter.choose`)."""
+
+    on_spark: bool
+    reason: str
+    """The choice and why, for the job's log line: ``engine Spark (MASTER) since N > KEY=MAX``
+    or ``engine in process (no Spark) since N <= KEY=MAX``."""
+
+
 class BulkObjectDeleter:
-    """Deletes the objects of a storage plugin by handle: up to ``fast_path_max_objects`` handles
-    in this process, in one call of the plugin's deleter (the fast path: no Spark session is
-    started for small jobs), more with a Spark job. The path is chosen again on each attempt, so
-    retrying a few failed handles of a large job takes the fast path.
+    """Deletes the objects of a storage plugin by handle, where :meth:`choose` says for the whole
+    job: a job of up to ``fast_path_max_objects`` objects in this process, in calls of the
+    plugin's deleter (the fast path: no Spark session is started for small jobs), a larger one
+    with Spark jobs. A job hands its objects over in several batches (as its partitions are
+    marked, then what its sweep lists), each smaller than the job: deciding per batch would run
+    a large job in process, a batch at a time. Retries of failed handles stay on the job's
+    engine too (on Spark a small job once the session is up).
 
     Handles that fail are retried, and only they, within the attempts of ``retry`` (sleeping its
     backoff in between); those still failing come back in ``failed_handles``. A job that fails as
@@ -357,15 +377,24 @@ class BulkObjectDeleter:
         self._slices = slices
         self._tokens_dir = fail_task_tokens_dir
 
+    def choose(self, object_count: int) -> EngineChoice:
+        """The engine of a job of ``object_count`` objects in all (counted when it starts)."""
+        limit = f"{FAST_PATH_KEY}={self._fast_path_max}"
+        if object_count > self._fast_path_max:
+            master = self._spark.master_description()
+            return EngineChoice(True, f"engine Spark ({master}) since {object_count} > {limit}")
+        return EngineChoice(False, f"engine in process (no Spark) since {object_count} <= {limit}")
+
     def delete(
         self,
         deleter: RemoteObjectDeleter,
         handles: Sequence[str],
+        engine: EngineChoice,
         on_progress: ProgressCallback | None = None,
     ) -> DeleteOutcome:
-        """Deletes ``handles`` (duplicates once) with ``deleter``; see the class docstring.
-        ``on_progress`` hears of the handles gone while a Spark job runs (not on the fast
-        path, which is quick)."""
+        """Deletes ``handles`` (duplicates once) with ``deleter`` on the job's ``engine``; see
+        the class docstring. ``on_progress`` hears of the handles gone while a Spark job runs
+        (not on the fast path, which is quick)."""
         pending = list(dict.fromkeys(handles))
         requested = len(pending)
         if not pending:
@@ -378,7 +407,7 @@ class BulkObjectDeleter:
         for attempt in self._retry.attempts():
             tries = attempt + 1
             try:
-                last = self._attempt(deleter, pending, attempt, on_progress)
+                last = self._attempt(deleter, pending, attempt, engine, on_progress)
             except Exception as e:
                 failure = e
                 logger.warning(
@@ -421,12 +450,12 @@ class BulkObjectDeleter:
         deleter: RemoteObjectDeleter,
         handles: list[str],
         attempt: int,
+        engine: EngineChoice,
         on_progress: ProgressCallback | None = None,
     ) -> DeleteOutcome:
-        use_spark = len(handles) > self._fast_path_max
-        path = "Spark" if use_spark else "fast path (in process)"
+        path = "Spark" if engine.on_spark else "fast path (in process)"
         started = time.perf_counter()
-        if use_spark:
+        if engine.on_spark:
             outcome = delete_with_spark(
                 self._spark.get(),
                 deleter,

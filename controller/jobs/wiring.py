@@ -16,7 +16,13 @@ from controller.jobs.runner import (
     bulk_deleter_of,
     never_held,
 )
-from controller.jobs.spark_delete import BulkObjectDeleter, SparkSessionProvider
+from controller.jobs.spark_delete import (
+    DEFAULT_FAST_PATH_MAX_OBJECTS,
+    FAST_PATH_KEY,
+    BulkObjectDeleter,
+    EngineChoice,
+    SparkSessionProvider,
+)
 from tiered import rlmm as rlmm_factory
 from tiered import rsm as rsm_factory
 from tiered.api import DeleteOutcome, RemoteObjectDeleter
@@ -24,8 +30,6 @@ from tiered.cluster.model import DeleteJob
 from tiered.security.zookeeper_auth import security_properties
 
 log = logging.getLogger(__name__)
-
-FAST_PATH_KEY = "bulk.delete.fast.path.max.objects"
 
 
 # Told what each batched delete did: (objects gone, objects that failed).
@@ -40,14 +44,18 @@ class ObservedDeleteEngine:
         self._engine = engine
         self._observe = observe
 
+    def choose(self, object_count: int) -> EngineChoice:
+        return self._engine.choose(object_count)
+
     def delete(
         self,
         deleter: RemoteObjectDeleter,
         handles: Sequence[str],
+        engine: EngineChoice,
         on_progress: Callable[[Sequence[str]], None] | None = None,
     ) -> DeleteOutcome:
         try:
-            outcome = self._engine.delete(deleter, handles, on_progress)
+            outcome = self._engine.delete(deleter, handles, engine, on_progress)
         except Exception:
             self._observe(0, len(handles))
             raise
@@ -79,7 +87,8 @@ class BulkDelete:
         conf = {k: v for k, v in spark.items() if k != "spark.master"}
         self.spark = SparkSessionProvider(spark.get("spark.master"), conf)
         self.engine: DeleteEngine = BulkObjectDeleter(
-            self.spark, fast_path_max_objects=int(remote.get(FAST_PATH_KEY, "2000"))
+            self.spark,
+            fast_path_max_objects=int(remote.get(FAST_PATH_KEY, DEFAULT_FAST_PATH_MAX_OBJECTS)),
         )
         if observe is not None:
             self.engine = ObservedDeleteEngine(self.engine, observe)

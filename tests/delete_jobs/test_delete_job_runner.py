@@ -4,15 +4,17 @@ through a fault-injecting proxy: tests/remote_storage/test_s3_faults.py.)"""
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from controller.jobs.runner import MAX_SWEEPS, DeleteJobRunner, ObjectsLeftError
-from controller.jobs.spark_delete import BulkObjectDeleter, SparkSessionProvider
+from controller.jobs.spark_delete import BulkObjectDeleter, EngineChoice, SparkSessionProvider
 from tests.rlmm_support import COPY_SEGMENT_FINISHED, segment, update_of
 from tests.support.polling import poll_until
 from tests.support.remote_tree import ObjectStore, write_objects
@@ -116,30 +118,46 @@ def remote(tmp_path: Path) -> Iterator[Remote]:
         r.close()
 
 
-class GatedDeleter:
-    """The real fast-path deleter, which can be held at the start of a delete or fail once."""
+IN_PROCESS = EngineChoice(on_spark=False, reason="engine in process (test)")
 
-    def __init__(self) -> None:
-        self.inner = BulkObjectDeleter(SparkSessionProvider(), fast_path_max_objects=10**9)
+
+class GatedDeleter:
+    """The real engine, which can be held at the start of a delete or fail once. It chooses as
+    the real one does with ``fast_path_max_objects`` and records each choice and the engine of
+    each delete, but deletes in process whatever the choice (no Spark session here)."""
+
+    def __init__(self, fast_path_max_objects: int = 10**9) -> None:
+        self.inner = BulkObjectDeleter(
+            SparkSessionProvider(), fast_path_max_objects=fast_path_max_objects
+        )
         self.entered = threading.Event()
         self.gate: threading.Event | None = None
         self.fail_next = 0
         self.calls: list[int] = []
+        self.chosen: list[EngineChoice] = []
+        self.engines: list[EngineChoice] = []
+
+    def choose(self, object_count: int) -> EngineChoice:
+        choice = self.inner.choose(object_count)
+        self.chosen.append(choice)
+        return choice
 
     def delete(
         self,
         deleter: RemoteObjectDeleter,
         keys: Sequence[str],
+        engine: EngineChoice,
         on_progress: Callable[[Sequence[str]], None] | None = None,
     ) -> DeleteOutcome:
         self.calls.append(len(keys))
+        self.engines.append(engine)
         self.entered.set()
         if self.gate is not None:
             assert self.gate.wait(30)
         if self.fail_next:
             self.fail_next -= 1
             raise RuntimeError("injected: the delete job's executor died")
-        return self.inner.delete(deleter, keys, on_progress)
+        return self.inner.delete(deleter, keys, IN_PROCESS, on_progress)
 
 
 class Persisted:
@@ -396,9 +414,10 @@ def test_objects_that_keep_appearing_fail_the_attempt(remote: Remote) -> None:
     def delete_and_write_more(
         deleter_of_store: RemoteObjectDeleter,
         keys: Sequence[str],
+        engine: EngineChoice,
         on_progress: Callable[[Sequence[str]], None] | None = None,
     ) -> DeleteOutcome:
-        outcome = real_delete(deleter_of_store, keys, on_progress)
+        outcome = real_delete(deleter_of_store, keys, engine, on_progress)
         write_object(remote, f"{epoch_dir}/{uuid.uuid4()}.log")  # a writer outrunning the job
         return outcome
 
@@ -520,5 +539,98 @@ def test_partitions_are_marked_while_the_earlier_ones_are_deleted(tmp_path: Path
         assert outcome and outcome[0].state is DeleteJobState.DONE
         assert deleter.calls == [5 * len(SUFFIXES), 2 * 5 * len(SUFFIXES)]
         assert remote.objects(0) == [] and all(remote.listed(p) == [] for p in range(3))
+    finally:
+        remote.close()
+
+
+# The engine: chosen once, when the job starts, from the objects the RLMM's totals count (the
+# segments below the epoch times the plugin's objects per segment), for every delete of the job.
+
+FAST_PATH_MAX = 50
+
+
+def job_log_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "controller.jobs.runner" and r.getMessage().startswith("Bulk delete of")
+    ]
+
+
+def test_a_job_larger_than_the_fast_path_runs_on_spark_though_each_partition_is_smaller(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    remote = Remote(tmp_path, partitions=3)
+    try:
+        for p in range(3):
+            remote.copy(p, 5, tiered_epoch=0)  # 20 objects a partition, 60 in all
+        assert 5 * len(SUFFIXES) <= FAST_PATH_MAX < 3 * 5 * len(SUFFIXES)
+        write_object(remote, layout.tiered_epoch_prefix(remote.tps()[0], 0) + "/orphan.log")
+        deleter = GatedDeleter(FAST_PATH_MAX)
+        with caplog.at_level(logging.INFO, logger="controller.jobs.runner"):
+            job = runner_for(remote, deleter, Persisted()).run_job(remote.job())
+        assert job.state is DeleteJobState.DONE and remote.objects(0) == []
+        assert [c.on_spark for c in deleter.chosen] == [True]  # once, for the job
+        # every delete on Spark: the batches of marked partitions and the sweep's one orphan
+        assert deleter.calls[-1] == 1 and len(deleter.calls) >= 2
+        assert all(e.on_spark for e in deleter.engines)
+        assert job_log_lines(caplog) == [
+            "Bulk delete of topic orders below tiered epoch 1: 60 objects, engine Spark "
+            f"(local[*]) since 60 > bulk.delete.fast.path.max.objects={FAST_PATH_MAX}"
+        ]
+    finally:
+        remote.close()
+
+
+def test_a_job_within_the_fast_path_runs_in_process_though_a_batch_is_larger(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The count leaves out the newer epoch's segments, and what the sweep finds (no metadata
+    names it) is deleted in process too, however much it is."""
+    remote = Remote(tmp_path, partitions=3)
+    try:
+        for p in range(3):
+            remote.copy(p, 4, tiered_epoch=0)  # 48 objects in all
+            remote.copy(p, 2, tiered_epoch=1)  # kept: not counted
+        epoch_dir = layout.tiered_epoch_prefix(remote.tps()[0], 0)
+        orphans = [write_object(remote, f"{epoch_dir}/orphan-{i}.log") for i in range(60)]
+        deleter = GatedDeleter(FAST_PATH_MAX)
+        with caplog.at_level(logging.INFO, logger="controller.jobs.runner"):
+            job = runner_for(remote, deleter, Persisted()).run_job(remote.job())
+        assert job.state is DeleteJobState.DONE and remote.objects(0) == []
+        assert not any(path.exists() for path in orphans)
+        assert len(remote.objects(1)) == 3 * 2 * len(SUFFIXES)
+        assert [c.on_spark for c in deleter.chosen] == [False]
+        assert deleter.calls[-1] == 60 > FAST_PATH_MAX  # the sweep's batch
+        assert not any(e.on_spark for e in deleter.engines)
+        assert job_log_lines(caplog) == [
+            "Bulk delete of topic orders below tiered epoch 1: 48 objects, engine in process "
+            f"(no Spark) since 48 <= bulk.delete.fast.path.max.objects={FAST_PATH_MAX}"
+        ]
+    finally:
+        remote.close()
+
+
+def test_each_attempt_counts_what_is_left_and_chooses_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A finished partition is not counted: resumed with one of three done, a job that was
+    larger than the fast path is no longer."""
+    remote = Remote(tmp_path, partitions=3)
+    try:
+        for p in range(3):
+            remote.copy(p, 5, tiered_epoch=0)
+        done = PartitionDeleteProgress(0, 20, 20, 5, done=True)
+        resumed = replace(remote.job(), state=DeleteJobState.RUNNING, progress=(done,), attempts=1)
+        deleter = GatedDeleter(FAST_PATH_MAX)
+        with caplog.at_level(logging.INFO, logger="controller.jobs.runner"):
+            job = runner_for(remote, deleter, Persisted()).run_job(resumed)
+        assert job.state is DeleteJobState.DONE and job.attempts == 2
+        assert [c.on_spark for c in deleter.chosen] == [False]
+        assert not any(e.on_spark for e in deleter.engines)
+        assert job_log_lines(caplog) == [
+            "Bulk delete of topic orders below tiered epoch 1: 40 objects, engine in process "
+            f"(no Spark) since 40 <= bulk.delete.fast.path.max.objects={FAST_PATH_MAX}"
+        ]
     finally:
         remote.close()

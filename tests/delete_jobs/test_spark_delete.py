@@ -26,6 +26,7 @@ from controller.jobs.spark_delete import (
     DEFAULT_RETRY,
     BulkDeleteError,
     BulkObjectDeleter,
+    EngineChoice,
     SparkSessionProvider,
     delete_with_spark,
 )
@@ -65,6 +66,9 @@ class Sleeps:
             self.on_sleep()
 
 
+IN_PROCESS = EngineChoice(on_spark=False, reason="engine in process (test)")
+
+
 def fast_retry(sleeps: Sleeps, retries: int = 3) -> RetryPolicy:
     """The product's policy with ``retries`` retries and millisecond delays, ``sleeps`` waiting."""
     return dataclasses.replace(
@@ -97,7 +101,7 @@ def test_only_failed_handles_are_retried_with_capped_jittered_backoff_then_given
     deleter = ScriptedDeleter([{"b", "c"}, {"c"}])
     engine = BulkObjectDeleter(SparkSessionProvider(), retry=retry)
 
-    outcome = engine.delete(deleter, ["a", "b", "c", "a"])
+    outcome = engine.delete(deleter, ["a", "b", "c", "a"], IN_PROCESS)
 
     assert deleter.given == [["a", "b", "c"], ["b", "c"]] + [["c"]] * 4
     assert outcome == DeleteOutcome(2, 0, ("c",), "boom")
@@ -113,12 +117,12 @@ def test_a_job_failing_as_a_whole_is_retried_then_raises_bulk_delete_error() -> 
     engine = BulkObjectDeleter(SparkSessionProvider(), retry=fast_retry(sleeps, retries=2))
 
     with pytest.raises(BulkDeleteError, match=r"1 objects .* after 3 attempts.*store down"):
-        engine.delete(deleter, ["a", "b"])
+        engine.delete(deleter, ["a", "b"], IN_PROCESS)
     assert deleter.given == [["a", "b"], ["b"], ["b"]]
     assert len(sleeps.calls) == 2
     # A whole failure followed by success is no failure.
     recovered = ScriptedDeleter([RemoteStorageException("blip"), set()])
-    assert engine.delete(recovered, ["a"]) == DeleteOutcome(1, 0)
+    assert engine.delete(recovered, ["a"], IN_PROCESS) == DeleteOutcome(1, 0)
 
 
 def test_fast_path_deletes_exactly_the_listed_keys_without_spark(tmp_path: Path) -> None:
@@ -133,7 +137,7 @@ def test_fast_path_deletes_exactly_the_listed_keys_without_spark(tmp_path: Path)
     unstarted = SparkSessionProvider()
     deleter = BulkObjectDeleter(unstarted, fast_path_max_objects=len(handles))
 
-    outcome = deleter.delete(storage.object_deleter(), handles)
+    outcome = deleter.delete(storage.object_deleter(), handles, deleter.choose(len(handles)))
 
     assert outcome == DeleteOutcome(deleted=len(handles) - 3, missing=3)
     assert remaining(tmp_path) == before - set(handles)
@@ -156,13 +160,44 @@ def test_spark_path_deletes_exactly_the_listed_keys(
     deleter = BulkObjectDeleter(provider, fast_path_max_objects=10, slices=5)
 
     with caplog.at_level(logging.INFO, logger=spark_delete.__name__):
-        outcome = deleter.delete(storage.object_deleter(), handles)
+        outcome = deleter.delete(storage.object_deleter(), handles, deleter.choose(len(handles)))
 
     assert outcome == DeleteOutcome(len(handles) - len(gone), len(gone))
     assert remaining(tmp_path) == before - set(handles)
     assert set(keys[(1, 2)]) <= remaining(tmp_path)
     assert set(keys[(0, 0)]) <= remaining(tmp_path)
     assert "via Spark" in caplog.text
+
+
+def test_the_jobs_engine_holds_for_a_batch_of_any_size(
+    tmp_path: Path, provider: SparkSessionProvider, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A job larger than the fast path deletes even a batch of 3 handles on Spark; a job within
+    it deletes in process even a batch larger than the limit."""
+    keys = build_tree(tmp_path, uuid.uuid4(), partitions=(0,), epochs=(0,), segments=5)[(0, 0)]
+    storage = FsspecRemoteStorageManager(str(tmp_path))
+    engine = BulkObjectDeleter(provider, fast_path_max_objects=10)
+    large, small = engine.choose(11), engine.choose(10)
+    assert large == EngineChoice(
+        True, "engine Spark (local[2]) since 11 > bulk.delete.fast.path.max.objects=10"
+    )
+    assert small == EngineChoice(
+        False, "engine in process (no Spark) since 10 <= bulk.delete.fast.path.max.objects=10"
+    )
+
+    with caplog.at_level(logging.INFO, logger=spark_delete.__name__):
+        assert engine.delete(storage.object_deleter(), keys[:3], large) == DeleteOutcome(3, 0)
+        rest = keys[3:]
+        assert len(rest) > 10
+        assert engine.delete(storage.object_deleter(), rest, small) == DeleteOutcome(len(rest), 0)
+
+    attempts = [r.getMessage() for r in caplog.records if r.getMessage().startswith("deleting ")]
+    assert [m.split(" with ")[0] for m in attempts] == [
+        "deleting 3 objects",
+        f"deleting {len(rest)} objects",
+    ]
+    assert "via Spark" in attempts[0] and "via fast path (in process)" in attempts[1]
+    assert remaining(tmp_path) == set()
 
 
 def test_delete_with_spark_sums_the_slices(tmp_path: Path, spark: object) -> None:
@@ -178,7 +213,7 @@ def test_delete_with_spark_sums_the_slices(tmp_path: Path, spark: object) -> Non
 
 @pytest.mark.parametrize("path", ["fast", "spark"])
 def test_undeletable_keys_fail_after_retries_and_the_rest_is_deleted(
-    tmp_path: Path, provider: SparkSessionProvider, path: str
+    tmp_path: Path, provider: SparkSessionProvider, path: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     topic_id = uuid.uuid4()
     build_tree(tmp_path, topic_id, partitions=(0,), epochs=(0,), segments=10)
@@ -194,13 +229,19 @@ def test_undeletable_keys_fail_after_retries_and_the_rest_is_deleted(
         retry=fast_retry(sleeps, retries=2),
     )
 
-    outcome = deleter.delete(storage.object_deleter(), handles)
+    with caplog.at_level(logging.INFO, logger=spark_delete.__name__):
+        outcome = deleter.delete(storage.object_deleter(), handles, deleter.choose(len(handles)))
 
     assert outcome.failed == 3
     assert sorted(outcome.failed_handles) == blocked
     assert outcome.deleted == len(handles) - 3 and outcome.missing == 0
     assert outcome.first_error is not None and "Error" in outcome.first_error
     assert len(sleeps.calls) == 2  # retried twice, then given up
+    # the retries of the 3 failed handles stay on the job's engine
+    via = "via Spark" if path == "spark" else "via fast path"
+    attempts = [r.getMessage() for r in caplog.records if r.getMessage().startswith("deleting ")]
+    assert len(attempts) == 3 and all(via in m for m in attempts), attempts
+    assert all(m.startswith("deleting 3 objects ") for m in attempts[1:]), attempts
     assert {k for k in remaining(tmp_path) if not k.endswith("/inside")} == set()
 
 
@@ -216,7 +257,7 @@ def test_only_failed_keys_are_retried(tmp_path: Path) -> None:
     sleeps = Sleeps(on_sleep=lambda: [unblock(tmp_path, k) for k in blocked])
     deleter = BulkObjectDeleter(SparkSessionProvider(), retry=fast_retry(sleeps))
 
-    outcome = deleter.delete(storage.object_deleter(), handles)
+    outcome = deleter.delete(storage.object_deleter(), handles, IN_PROCESS)
 
     # Had the retry covered every key, the already deleted ones would count as missing too.
     assert outcome == DeleteOutcome(deleted=len(handles) - 2, missing=2)
@@ -245,7 +286,7 @@ def test_a_failing_spark_task_is_retried_as_a_whole(
     )
 
     with caplog.at_level(logging.WARNING, logger=spark_delete.__name__):
-        outcome = deleter.delete(storage.object_deleter(), handles)
+        outcome = deleter.delete(storage.object_deleter(), handles, deleter.choose(len(handles)))
 
     assert list(tokens.iterdir()) == []  # the token was taken: one task did fail
     assert len(sleeps.calls) == 1
@@ -277,7 +318,7 @@ def test_a_spark_job_failing_every_time_raises(
     with pytest.raises(
         BulkDeleteError, match=r"20 objects .* after 2 attempts.*injected task failure"
     ):
-        deleter.delete(storage.object_deleter(), keys[(0, 0)])
+        deleter.delete(storage.object_deleter(), keys[(0, 0)], deleter.choose(len(keys[(0, 0)])))
     assert len(sleeps.calls) == 1
     assert len(list(tokens.iterdir())) == 8
     assert remaining(tmp_path / "remote") == set(keys[(0, 0)])

@@ -893,6 +893,58 @@ def test_marking_a_partition_recorded_without_copy_finished_by_epoch_counts_righ
         )
 
 
+def test_segment_count_below_epoch_comes_from_the_aggregates(
+    paths: tuple[Paths, TopicIdPartition], store: Store
+) -> None:
+    """What a delete job counts when it starts: the segments stamped below the epoch, in every
+    state; through the marking the count stands, and the removal takes it to zero. A segment
+    not copy-finished is counted whatever its epoch (only finished copies are kept by epoch)."""
+    p, tp = paths
+    for i in range(4):
+        _stamped(p.writer, tp, {0: 100 * i}, 100 * i, 0, (COPY_SEGMENT_FINISHED,))
+    _stamped(p.writer, tp, {0: 400}, 400, 0, ())  # a copy in progress
+    _stamped(p.writer, tp, {0: 500}, 500, 0, (COPY_SEGMENT_FINISHED, DELETE_SEGMENT_STARTED))
+    for i in range(3):
+        _stamped(p.writer, tp, {1: 1_000 + 100 * i}, 1_000 + 100 * i, 1, (COPY_SEGMENT_FINISHED,))
+    _stamped(p.writer, tp, {1: 1_300}, 1_300, 1, ())  # at epoch 1, but not yet finished
+    _stamped(p.writer, tp, {2: 2_000}, 2_000, 2, (COPY_SEGMENT_FINISHED,))
+
+    def counts() -> list[int]:
+        return [p.reader.segment_count_below_epoch(tp, e) for e in (0, 1, 2, 3)]
+
+    # exact: 0, 6, 10, 11; the 3 segments not copy-finished count below every epoch
+    assert counts() == [3, 7, 10, 11]
+    _deleting(p.writer, tp)
+    p.writer.handle_partition_segments_delete_started_below_epoch(tp, 1)
+    assert counts() == [3, 7, 10, 11]
+    p.writer.handle_partition_segments_deleted_below_epoch(tp, 1)
+    assert counts() == [1, 1, 4, 5]  # exact: 0, 0, 4, 5
+    with pytest.raises(RemoteResourceNotFoundException):
+        p.reader.segment_count_below_epoch(new_tp(), 1)
+
+
+def test_segment_count_below_epoch_of_a_record_without_the_epochs_aggregates_counts_all(
+    store: Store,
+) -> None:
+    """A partition record written before finished copies were kept by tiered epoch: every
+    segment, the most there can be below any epoch."""
+    tp = new_tp()
+    writer = store.manager()
+    for i in range(3):
+        _stamped(writer, tp, {0: 100 * i}, 100 * i, i, (COPY_SEGMENT_FINISHED,))
+    backend = store.backend()
+    try:
+        stored = backend.get(keys.partition_key(tp))
+        assert stored is not None
+        record = store_pb.PartitionStateRecord.FromString(stored.value)
+        del record.copy_finished_by_tiered_epoch[:]
+        backend.update(keys.partition_key(tp), record.SerializeToString(), stored.version)
+    finally:
+        backend.close()
+    reader = store.manager(broker_id=BROKER_1)
+    assert [reader.segment_count_below_epoch(tp, e) for e in (0, 1, 3)] == [3, 3, 3]
+
+
 def test_a_write_between_the_marking_and_the_removal_is_seen_by_the_removal(
     store: Store,
 ) -> None:

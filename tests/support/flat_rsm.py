@@ -121,6 +121,9 @@ class FlatRsm(CopyOnlyRsm, RemoteStorageBulkDeleter):
     def object_handles_of(self, segments: Sequence[RemoteLogSegmentMetadata]) -> list[str]:
         return [self.name_of(m, suffix) for m in segments for suffix in COPIED_SUFFIXES]
 
+    def objects_per_segment(self) -> int:
+        return len(COPIED_SUFFIXES)
+
     def object_deleter(self) -> FlatDeleter:
         return FlatDeleter(str(self.directory))
 

@@ -513,6 +513,20 @@ class PartitionMetadataState:
             t.copy_finished_segment_count - hidden_count,
         )
 
+    def segment_count_below_epoch(self, tiered_epoch: int) -> int:
+        """Segments stamped below ``tiered_epoch``, from the aggregates: every segment but the
+        finished copies stamped ``tiered_epoch`` or later (the only ones aggregated by epoch)."""
+        by_epoch = self._copy_finished_by_epoch.values()
+        if sum(count for _, count in by_epoch) != self.totals.copy_finished_segment_count:
+            # a record written before the split by epoch was kept: every segment, at most
+            return self.totals.segment_count
+        at_or_above = sum(
+            count
+            for epoch, (_, count) in self._copy_finished_by_epoch.items()
+            if epoch >= tiered_epoch
+        )
+        return self.totals.segment_count - at_or_above
+
     def _check_copy_finished_by_epoch(self) -> None:
         """Rebuilds the copy-finished aggregates by tiered epoch from the stored segments if they
         do not add up to the partition's (a record written before they were kept)."""

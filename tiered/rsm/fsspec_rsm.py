@@ -321,6 +321,10 @@ class FsspecRemoteStorageManager(RemoteStorageManager, RemoteStorageBulkDeleter)
             keys.update((layout.object_key(prefix, s), None) for s in layout.WRITTEN_BY_EVERY_COPY)
         return list(keys)
 
+    def objects_per_segment(self) -> int:
+        """The objects :meth:`object_handles_of` names for each segment."""
+        return len(layout.WRITTEN_BY_EVERY_COPY)
+
     def object_deleter(self) -> FsspecObjectDeleter | S3ObjectDeleter:
         """Deletes keys under this root on ``remote.storage.delete.threads`` threads."""
         return self._deleter
