@@ -3,7 +3,7 @@ delete, alter and describe topics, describe the cluster and the metadata Kafka c
 
 A change is validated (nothing persisted on rejection), persisted through the term (state and
 epoch with the config, in one write), applied to the image, then passed on: a disable is queued
-with ``DisableCompletion`` and every change is owed to the hosting brokers through the
+with ``Disablements`` and every change is owed to the hosting brokers through the
 ``BrokerRegistry``, whose channels send it outside the lock.
 """
 
@@ -17,7 +17,7 @@ from typing import Protocol
 
 from controller.broker_registry import BrokerRegistry
 from controller.delete_jobs import DeleteJobSupervisor
-from controller.disable_completion import DisableCompletion
+from controller.disablements import Disablements
 from controller.leadership import Term
 from controller.log_dirs import LogDirsClient, ReportedPartition
 from controller.partition_growth import PartitionIncrease, grown_topic, place_partitions
@@ -147,7 +147,7 @@ class AdminOperations:
         store: MetadataStore,
         term: Term,
         brokers: BrokerRegistry,
-        disablements: DisableCompletion,
+        disablements: Disablements,
         jobs: DeleteJobSupervisor,
         log_dirs: LogDirsClient,
         cluster_id: str = "",
@@ -257,7 +257,7 @@ class AdminOperations:
             job = DeleteJob.of_deleted_topic(topic) if was_ever_tiered(topic) else None
             self._term.persist(lambda: self._store.delete_topic(topic, job))
             self._term.image.remove_topic(topic.topic_id)
-            self._disablements.forget(name)
+            self._disablements.topic_deleted(name)
             self._brokers.topic_deleted(topic)
             if job is not None:
                 self._jobs.queued(job)
@@ -350,7 +350,7 @@ class AdminOperations:
                 for _, after, _ in changes:
                     self._term.image.put_topic(after)
                     if after.name in disables:
-                        self._disablements.enqueue(after)
+                        self._disablements.disabling_persisted(after)
                     self._brokers.topic_changed(after)
 
             submission = writes.submit([(b, a, None) for b, a, _ in planned], durable)

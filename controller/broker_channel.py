@@ -14,7 +14,7 @@ from typing import Protocol
 
 import grpc
 
-from controller.disablement import DisableEntry
+from controller.disablements import DisableEntry
 from controller.metrics import ControllerMetrics
 from tiered.cluster.model import TopicMetadata
 from tiered.errors import ErrorCode, TieredError

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from controller.broker_channel import AssignWork, BrokerChannel, DisableWork, RemoveWork, Work
 from controller.brokers import BrokerLiveness
 from controller.config import ControllerConfig
-from controller.disable_completion import DisableCompletion
+from controller.disablements import Disablements
 from controller.leadership import Term
 from controller.metrics import ControllerMetrics
 from controller.store import MetadataStore
@@ -44,7 +44,7 @@ class BrokerRegistry:
         config: ControllerConfig,
         store: MetadataStore,
         term: Term,
-        disablements: DisableCompletion,
+        disablements: Disablements,
         metrics: ControllerMetrics | None = None,
     ) -> None:
         self._config = config
@@ -320,9 +320,9 @@ class BrokerRegistry:
         self, broker_id: int, work: DisableWork, errors: Sequence[TieredError | None]
     ) -> None:
         with self._term.lock:
-            if self._term.active_epoch != work.controller_epoch:
-                return
-            disabled = self._disablements.acked(broker_id, work.entries, errors)
+            disabled = self._disablements.broker_acked(
+                broker_id, work.controller_epoch, work.entries, errors
+            )
         if disabled is not None:
             self._term.topic_writes.wait(disabled)
             if disabled.error is not None:

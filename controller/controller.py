@@ -1,12 +1,13 @@
 """The controller's composition root: builds each piece, wires them together, and rebuilds
 their per-term state as ``Leadership`` activates and deactivates it.
 
-Who does what (a disable, top to bottom): ``servicer`` converts the request and calls
-``AdminOperations``, which persists DISABLING through the ``Term`` and queues it with
-``DisableCompletion``; the ``BrokerRegistry`` hands it to each hosting broker's
-``BrokerChannel`` and passes the acks back to ``DisableCompletion``, which persists DISABLED and
-hands the bulk delete to the ``DeleteJobSupervisor``. ``LogDirsClient`` asks brokers for
-partition states when a describe wants them.
+Who does what (a disable, top to bottom; ``docs/disable-path.md`` follows it file by file):
+``AdminServicer`` converts the request and calls ``AdminOperations``, which submits DISABLING to
+the term's group commit (``TopicWrites``) and, once durable, tells ``Disablements``; each
+hosting broker's ``BrokerChannel`` sends what ``Disablements`` says it owes and hands the answer
+back; the last ack submits DISABLED, and with the delete policy the job goes to the
+``DeleteJobSupervisor``. ``LogDirsClient`` asks brokers for partition states when a describe
+wants them.
 """
 
 from __future__ import annotations
@@ -21,13 +22,13 @@ from controller.admin_servicer import AdminServicer
 from controller.broker_registry import BrokerRegistry
 from controller.config import ControllerConfig
 from controller.delete_jobs import DeleteJobSupervisor, JobRunnerFactory
-from controller.disable_completion import DisableCompletion
+from controller.disablements import Disablements
 from controller.leadership import Leadership, Term
 from controller.log_dirs import LogDirsClient
-from controller.metrics import ControllerMetrics
+from controller.metrics import ControllerMetrics, ControllerSnapshot, ControllerStateCollector
 from controller.scram_users import ScramUsers
 from controller.store import MetadataStore
-from tiered.cluster.model import MetadataImage
+from tiered.cluster.model import MetadataImage, TieredState
 from tiered.security.access import AccessControl
 from tiered.security.authorizer import StandardAuthorizer
 
@@ -52,7 +53,7 @@ class Controller:
             self.metrics.topic_writes_flushed,
         )
         self.delete_jobs = DeleteJobSupervisor(self.term, store, jobs, self._brokers_owing_removal)
-        self.disablements = DisableCompletion(self.term, store, self.delete_jobs)
+        self.disablements = Disablements(self.term, self.delete_jobs)
         self.brokers = BrokerRegistry(config, store, self.term, self.disablements, self.metrics)
         self._log_dirs = LogDirsClient(credentials=config.grpc_security.channel_credentials)
         self.admin = AdminOperations(
@@ -77,8 +78,31 @@ class Controller:
         self._requeued = 0
 
     def _brokers_owing_removal(self, topic_id: uuid.UUID) -> list[int]:
-        # The registry is built after the supervisor (through DisableCompletion it needs it).
+        # The registry is built after the supervisor (through Disablements it needs it).
         return self.brokers.brokers_owing_removal(topic_id)
+
+    def state_collector(self, lock_timeout_s: float = 2.0) -> ControllerStateCollector:
+        """The metrics endpoint's view of this controller's state (read at scrape time)."""
+        return ControllerStateCollector(
+            lambda: self.term.active_epoch, self._metrics_snapshot, lock_timeout_s
+        )
+
+    def _metrics_snapshot(self, lock_timeout_s: float) -> ControllerSnapshot | None:
+        """What the metrics endpoint shows of the term, copied under its lock; None when the
+        lock stays busy for ``lock_timeout_s`` (a scrape must not hang behind a write)."""
+        if not self.term.lock.acquire(timeout=lock_timeout_s):
+            return None
+        try:
+            if self.term.active_epoch is None:
+                return ControllerSnapshot()
+            image = self.term.image
+            return ControllerSnapshot(
+                topics_by_state={s: image.topic_count(s) for s in TieredState},
+                disable_backlogs=self.disablements.backlogs(),
+                unfinished_jobs=self.delete_jobs.unfinished.jobs(),
+            )
+        finally:
+            self.term.lock.release()
 
     def admin_servicer(self) -> AdminServicer:
         """AdminService over this controller's operations (the gRPC server's edge)."""
@@ -104,7 +128,7 @@ class Controller:
     # ----------------------------------------------------------------------------- TermListener
 
     def take_over(self, epoch: int, image: MetadataImage) -> None:
-        self._requeued = self.disablements.take_over(image.topics.values())
+        self._requeued = self.disablements.term_started(image.topics.values())
         self.brokers.take_over(image)
 
     def serve(self, epoch: int, image: MetadataImage) -> None:

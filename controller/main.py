@@ -87,7 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     endpoint = None
     if config.metrics_port is not None:
         try:
-            endpoint = serve_metrics(controller, config.metrics_host, config.metrics_port)
+            endpoint = serve_metrics(
+                metrics, controller.state_collector(), config.metrics_host, config.metrics_port
+            )
         except MetricsEndpointError as e:
             print(e, file=sys.stderr)
             return _gave_up(store, bulk_delete)

@@ -21,22 +21,16 @@ active controller reports them; summing over controllers gives the cluster's fig
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from prometheus_client import Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import CollectorRegistry
 
 from controller.unfinished_jobs import objects_remaining
-from tiered.cluster.model import DeleteJobState, TieredState
+from tiered.cluster.model import DeleteJob, DeleteJobState, TieredState
 from tiered.metrics_endpoint import MetricsEndpoint
-
-if TYPE_CHECKING:
-    from controller.controller import Controller
-    from controller.delete_jobs import DeleteJobSupervisor
-    from controller.disable_completion import DisableCompletion
-    from controller.leadership import Term
 
 log = logging.getLogger(__name__)
 
@@ -146,25 +140,43 @@ class ControllerMetrics:
             self._objects_failed.inc(failed)
 
 
+@dataclass(frozen=True)
+class BrokerBacklog:
+    """What one broker owes: DisableRemoteTopic entries not yet acked, and how long the oldest
+    has waited (since this controller's term queued it)."""
+
+    entries: int
+    oldest_age_s: float
+
+
+@dataclass(frozen=True)
+class ControllerSnapshot:
+    """The state figures of a term, copied at once (empty on a standby)."""
+
+    topics_by_state: Mapping[TieredState, int] = field(
+        default_factory=lambda: dict.fromkeys(TieredState, 0)
+    )
+    disable_backlogs: Mapping[int, BrokerBacklog] = field(default_factory=dict)
+    unfinished_jobs: Sequence[DeleteJob] = ()
+
+
 class ControllerStateCollector:
-    """State read at scrape time. The figures that change under the term's lock are copied under
-    it; a scrape waits ``lock_timeout_s`` at most for it (a store write in progress holds it) and
-    then answers without them rather than hang."""
+    """State read at scrape time: the active epoch, then a ``ControllerSnapshot`` the controller
+    hands over (``snapshot(lock_timeout_s)``: None when its lock stayed busy that long, and the
+    scrape then answers without those figures rather than hang)."""
 
     def __init__(
         self,
-        term: Term,
-        disablements: DisableCompletion,
-        delete_jobs: DeleteJobSupervisor,
+        active_epoch: Callable[[], int | None],
+        snapshot: Callable[[float], ControllerSnapshot | None],
         lock_timeout_s: float = 2.0,
     ) -> None:
-        self._term = term
-        self._disablements = disablements
-        self._delete_jobs = delete_jobs
+        self._active_epoch = active_epoch
+        self._snapshot = snapshot
         self._lock_timeout_s = lock_timeout_s
 
     def collect(self) -> Iterator[Metric]:
-        epoch = self._term.active_epoch
+        epoch = self._active_epoch()
         yield _gauge(
             CONTROLLER + "activecontrollercount",
             "ActiveControllerCount: 1 on the active controller, 0 on a standby",
@@ -175,21 +187,17 @@ class ControllerStateCollector:
             "ControllerEpoch: the controller epoch of this controller's term (0 on a standby)",
             epoch or 0,
         )
-        if not self._term.lock.acquire(timeout=self._lock_timeout_s):
+        snapshot = self._snapshot(self._lock_timeout_s)
+        if snapshot is None:
             log.warning(
                 "Metrics scrape: the controller lock stayed busy for %.1fs; topic, backlog and "
                 "job figures left out of this scrape",
                 self._lock_timeout_s,
             )
             return
-        try:
-            active = self._term.active_epoch is not None
-            image = self._term.image
-            topics = {s: image.topic_count(s) if active else 0 for s in TieredState}
-            backlogs = self._disablements.queue.backlogs() if active else {}
-            jobs = self._delete_jobs.unfinished.jobs() if active else []
-        finally:
-            self._term.lock.release()
+        topics = snapshot.topics_by_state
+        backlogs = snapshot.disable_backlogs
+        jobs = snapshot.unfinished_jobs
 
         yield _gauge(
             CONTROLLER + "globaltopiccount", "GlobalTopicCount: topics", sum(topics.values())
@@ -247,10 +255,9 @@ def _gauge(name: str, help_text: str, value: float) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, help_text, value=value)
 
 
-def serve_metrics(controller: Controller, host: str, port: int) -> MetricsEndpoint:
+def serve_metrics(
+    metrics: ControllerMetrics, state: ControllerStateCollector, host: str, port: int
+) -> MetricsEndpoint:
     """Starts the endpoint on ``host:port`` (0: any free port); ``MetricsEndpointError`` naming
     ``metrics.port`` when it cannot listen there."""
-    state = ControllerStateCollector(
-        controller.term, controller.disablements, controller.delete_jobs
-    )
-    return MetricsEndpoint(host, port, [controller.metrics.registry, state])
+    return MetricsEndpoint(host, port, [metrics.registry, state])

@@ -125,7 +125,7 @@ def test_deleting_a_tiered_topic_queues_the_delete_of_every_epoch_in_the_same_wr
     assert writes == [("t", job), ("plain", None)]
     assert job.tiered_epoch == 2 and job.topic_deleted and job.partition_count == 2
     assert controller.store.load().delete_jobs == {job.key: job}
-    assert "t" not in controller.disablements.queue  # its DISABLING is owed no more
+    assert "t" not in controller.disablements  # its DISABLING is owed no more
 
     # Shown as a deleted topic whose data is being deleted, never as a live one; a topic
     # re-created under the name is another topic id, with no job of its own.

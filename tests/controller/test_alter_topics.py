@@ -85,7 +85,7 @@ def test_accepted_topics_are_one_write_and_rejected_ones_change_nothing(
     assert after["a"].configs == {**TIERED, "retention.ms": "60000"}
     assert (after["c"].tiered_state, after["c"].tiered_epoch) == (TieredState.DISABLING, 1)
     assert after["b"] == before["b"] and after["d"] == before["d"]
-    assert "c" in controller.disablements.queue
+    assert "c" in controller.disablements
 
 
 def test_validate_only_and_unchanged_topics_write_nothing(

@@ -1,21 +1,27 @@
-"""The disablement queue (``controller.disablement``) and what the controller persists and resends
-for DISABLING topics, over a real KRaft store (no brokers needed)."""
+"""Disablements (``controller.disablements``): what each broker owes for DISABLING topics, which
+acks count, and what the controller persists and resends, over a real KRaft store (no brokers
+needed)."""
 
 from __future__ import annotations
 
 import logging
+import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from controller.broker_channel import DisableWork
 from controller.controller import Controller
-from controller.disablement import DisableEntry, DisablementQueue
+from controller.delete_jobs import DeleteJobSupervisor
+from controller.disablements import DisableEntry, Disablements
+from controller.leadership import Term
 from controller.store import TopicChange
+from controller.store.kraft import KRaftMetadataStore
 from tests.support.controller import reloaded
 from tests.support.polling import poll_until
-from tiered.cluster.model import TieredState, TopicMetadata
+from tiered.cluster.model import MetadataImage, TieredState, TopicMetadata
 from tiered.config import RemoteLogDisablePolicy
 from tiered.errors import ErrorCode, TieredError
 
@@ -31,37 +37,91 @@ def disabling(name: str, replicas: tuple[int, ...], epoch: int = 1) -> TopicMeta
     )
 
 
-def test_queue_owes_each_partition_to_its_broker_until_acked() -> None:
-    queue = DisablementQueue()
+EPOCH = 7  # the controller epoch of the unit tests' term
+
+
+def standalone(tmp_path: Path, clock: Callable[[], float] = time.monotonic) -> Disablements:
+    """Disablements of an active term over a KRaft store, no controller around it: DISABLED
+    writes are submitted to the term's group commit and never flushed."""
+    store = KRaftMetadataStore.from_config({"metadata.log.dir": str(tmp_path / "meta")})
+    term = Term(1, store)
+    term.begin(EPOCH, MetadataImage())
+    return Disablements(term, DeleteJobSupervisor(term, store, None), clock)
+
+
+def ack(disablements: Disablements, broker: int, *entries: DisableEntry, epoch: int = EPOCH) -> int:
+    """Acks the entries; returns how many topics that completed."""
+    done = disablements.broker_acked(broker, epoch, entries, [None] * len(entries))
+    return 0 if done is None else len(done.changes)
+
+
+def test_each_partition_is_owed_to_its_broker_until_an_ack_that_counts(tmp_path: Path) -> None:
+    disablements = standalone(tmp_path)
     a, b = disabling("a", (1, 2, 1)), disabling("b", (2,), epoch=3)
-    queue.enqueue(a)
-    queue.enqueue(b)
-    assert queue.progress("a") == (3, 3)
-    owed_by_2 = queue.owed_by(2, limit=10)
+    disablements.disabling_persisted(a)
+    disablements.disabling_persisted(b)
+    assert disablements.progress("a")[:2] == (3, 3)
+    owed_by_2 = disablements.owed_by(2, limit=10)
     assert [(e.topic, e.partition, e.tiered_epoch) for e in owed_by_2] == [("a", 1, 1), ("b", 0, 3)]
     assert all(e.policy is RemoteLogDisablePolicy.DELETE for e in owed_by_2)
-    assert len(queue.owed_by(1, limit=1)) == 1  # batches are capped
-    # An ack for another epoch or from the wrong broker counts for nothing.
+    assert len(disablements.owed_by(1, limit=1)) == 1  # batches are capped
+    # Acks that do not count: another tiered epoch, another broker, another term, and a topic
+    # of the same name with another id (deleted and created again).
     stale = DisableEntry("a", a.topic_id, 0, 0, RemoteLogDisablePolicy.DELETE)
-    assert queue.ack(1, stale) is None and queue.progress("a") == (3, 3)
-    assert queue.ack(2, queue.owed_by(1, 10)[0]) is None and queue.progress("a") == (3, 3)
-    for entry in queue.owed_by(1, 10):
-        assert queue.ack(1, entry) is None
-    assert queue.progress("a") == (1, 3) and queue.brokers_owing() == {2}
-    done = [queue.ack(2, e) for e in queue.owed_by(2, 10)]
-    assert [t.name for t in done if t is not None] == ["a", "b"]
-    assert len(queue) == 0 and queue.brokers_owing() == set()
+    assert ack(disablements, 1, stale) == 0
+    assert ack(disablements, 2, disablements.owed_by(1, 10)[0]) == 0
+    assert ack(disablements, 1, *disablements.owed_by(1, 10), epoch=EPOCH - 1) == 0
+    other = DisableEntry("a", uuid.uuid4(), 0, 1, RemoteLogDisablePolicy.DELETE)
+    assert ack(disablements, 1, other) == 0
+    assert disablements.progress("a")[:2] == (3, 3)
+    assert ack(disablements, 1, *disablements.owed_by(1, 10)) == 0
+    assert disablements.progress("a") == (1, 3, frozenset({1}))
+    assert set(disablements.backlogs()) == {2}
+    assert ack(disablements, 2, *disablements.owed_by(2, 10)) == 2  # a and b, in one write
+    assert len(disablements) == 0 and disablements.backlogs() == {}
 
 
-def test_queue_replaces_an_older_epoch_and_refuses_other_states() -> None:
-    queue = DisablementQueue()
+def test_a_new_epoch_replaces_what_was_owed_and_other_states_are_refused(tmp_path: Path) -> None:
+    disablements = standalone(tmp_path)
     first = disabling("a", (1,), epoch=1)
-    queue.enqueue(first)
+    disablements.disabling_persisted(first)
     second = TopicMetadata("a", first.topic_id, (1,), first.configs, TieredState.DISABLING, 2)
-    queue.enqueue(second)
-    assert [e.tiered_epoch for e in queue.owed_by(1, 10)] == [2]
+    disablements.disabling_persisted(second)
+    assert [e.tiered_epoch for e in disablements.owed_by(1, 10)] == [2]
     with pytest.raises(ValueError, match="not DISABLING"):
-        queue.enqueue(TopicMetadata("c", uuid.uuid4(), (1,)))
+        disablements.disabling_persisted(TopicMetadata("c", uuid.uuid4(), (1,)))
+
+
+def test_each_brokers_backlog_and_its_oldest_entry(tmp_path: Path) -> None:
+    now = [100.0]
+    disablements = standalone(tmp_path, clock=lambda: now[0])
+    first = disabling("first", (1, 2, 1))
+    disablements.disabling_persisted(first)
+    now[0] = 103.0
+    disablements.disabling_persisted(disabling("second", (1,)))
+    now[0] = 110.0
+    backlogs = disablements.backlogs()
+    assert {b: (x.entries, x.oldest_age_s) for b, x in backlogs.items()} == {
+        1: (3, 10.0),
+        2: (1, 10.0),
+    }
+    for entry in disablements.owed_by(1, 10):
+        if entry.topic == "first":
+            ack(disablements, 1, entry)
+            ack(disablements, 1, entry)  # a repeated ack counts once
+    assert {b: (x.entries, x.oldest_age_s) for b, x in disablements.backlogs().items()} == {
+        1: (1, 7.0),  # the second topic is broker 1's oldest now
+        2: (1, 10.0),
+    }
+    disablements.disabling_persisted(first.with_tiered_state(TieredState.DISABLING, 2))
+    disablements.topic_deleted("second")
+    assert {b: (x.entries, x.oldest_age_s) for b, x in disablements.backlogs().items()} == {
+        1: (2, 0.0),
+        2: (1, 0.0),
+    }
+    for broker in (1, 2):
+        ack(disablements, broker, *disablements.owed_by(broker, 10))
+    assert disablements.backlogs() == {} and len(disablements) == 0
 
 
 def test_disable_persists_state_and_epoch_with_the_config_before_any_ack(
@@ -73,7 +133,7 @@ def test_disable_persists_state_and_epoch_with_the_config_before_any_ack(
     stored = reloaded(controller)["t"]
     assert stored.tiered_state is TieredState.DISABLING and stored.tiered_epoch == 1
     assert stored.configs["remote.storage.enable"] == "false"
-    assert controller.disablements.queue.progress("t") == (
+    assert controller.disablements.progress("t")[:2] == (
         2,
         2,
     )  # broker 1 is not reachable: still owed
@@ -101,7 +161,7 @@ def test_a_new_controller_logs_when_the_requeued_disablements_are_resent_and_don
         )
         new_epoch = controller.active_epoch
         assert new_epoch is not None
-        entries = controller.disablements.queue.owed_by(1, 100)
+        entries = controller.disablements.owed_by(1, 100)
         assert [(e.topic, e.partition) for e in entries] == [
             ("t", 0),
             ("t", 1),
@@ -144,14 +204,14 @@ def test_one_response_completing_many_disablements_is_one_store_write(
         update_topics(changes)
 
     monkeypatch.setattr(controller.store, "update_topics", counting)
-    entries = controller.disablements.queue.owed_by(1, 100)
+    entries = controller.disablements.owed_by(1, 100)
     assert len(entries) == 40
     controller.brokers.on_disable_response(1, DisableWork(epoch, entries), [None] * 40)
     assert writes == [20]
     persisted = reloaded(controller)
     assert {persisted[n].tiered_state for n in names} == {TieredState.DISABLED}
     assert list(controller.store.load().delete_jobs) == [(persisted["t3"].topic_id, 1)]
-    assert len(controller.disablements.queue) == 0
+    assert len(controller.disablements) == 0
 
 
 def test_a_new_controller_rebuilds_the_queue_from_disabling_topics(
@@ -167,5 +227,5 @@ def test_a_new_controller_rebuilds_the_queue_from_disabling_topics(
         lambda: controller.active_epoch is not None and controller.active_epoch != epoch,
         what="re-election",
     )
-    assert controller.disablements.queue.progress("t") == (3, 3)
-    assert "quiet" not in controller.disablements.queue
+    assert controller.disablements.progress("t")[:2] == (3, 3)
+    assert "quiet" not in controller.disablements

@@ -18,9 +18,9 @@ import pytest
 
 from controller.config import ControllerConfig
 from controller.controller import Controller
-from controller.disablement import DisablementQueue
+from controller.jobs.spark_delete import EngineChoice
 from controller.jobs.wiring import ObservedDeleteEngine
-from controller.metrics import ControllerMetrics, ControllerStateCollector
+from controller.metrics import ControllerMetrics
 from controller.request_metrics import AdminRequestMetrics
 from controller.store.kraft import KRaftMetadataStore
 from controller.unfinished_jobs import UnfinishedDeleteJobs, objects_remaining
@@ -56,7 +56,7 @@ from tiered.rpc.v1 import controller_pb2_grpc as pb_grpc
 def of(controller: Controller) -> Samples:
     return collect(
         controller.metrics.registry,
-        ControllerStateCollector(controller.term, controller.disablements, controller.delete_jobs),
+        controller.state_collector(),
     )
 
 
@@ -88,39 +88,6 @@ def test_the_image_counts_topics_per_state_as_they_change() -> None:
         }
     )
     assert image.copy().topic_count(TieredState.DISABLING) == 1
-
-
-def test_the_queue_keeps_each_brokers_backlog_and_its_oldest_entry() -> None:
-    now = [100.0]
-    queue = DisablementQueue(clock=lambda: now[0])
-    first = topic("first", TieredState.DISABLING, (1, 2, 1))
-    queue.enqueue(first)
-    now[0] = 103.0
-    queue.enqueue(topic("second", TieredState.DISABLING, (1,)))
-    now[0] = 110.0
-    backlogs = queue.backlogs()
-    assert {b: (x.entries, x.oldest_age_s) for b, x in backlogs.items()} == {
-        1: (3, 10.0),
-        2: (1, 10.0),
-    }
-    for entry in queue.owed_by(1, 10):
-        if entry.topic == "first":
-            queue.ack(1, entry)
-            queue.ack(1, entry)  # a repeated ack counts once
-    assert {b: (x.entries, x.oldest_age_s) for b, x in queue.backlogs().items()} == {
-        1: (1, 7.0),  # the second topic is broker 1's oldest now
-        2: (1, 10.0),
-    }
-    queue.enqueue(first.with_tiered_state(TieredState.DISABLING, 2))  # a new epoch: owed again
-    queue.remove("second")
-    assert {b: (x.entries, x.oldest_age_s) for b, x in queue.backlogs().items()} == {
-        1: (2, 0.0),
-        2: (1, 0.0),
-    }
-    for broker in (1, 2):
-        for entry in queue.owed_by(broker, 10):
-            queue.ack(broker, entry)
-    assert queue.backlogs() == {} and len(queue) == 0
 
 
 def test_unfinished_jobs_follow_their_saves() -> None:
@@ -205,9 +172,7 @@ def test_a_standby_reports_itself_inactive_and_nothing_else(tmp_path: Path) -> N
 
 
 def test_a_scrape_does_not_wait_for_a_busy_controller(controller: Controller) -> None:
-    state = ControllerStateCollector(
-        controller.term, controller.disablements, controller.delete_jobs, lock_timeout_s=0.05
-    )
+    state = controller.state_collector(lock_timeout_s=0.05)
     held, release = threading.Event(), threading.Event()
 
     def hold() -> None:
@@ -296,8 +261,15 @@ class _Engine:
     def __init__(self, outcome: DeleteOutcome | Exception) -> None:
         self.outcome = outcome
 
+    def choose(self, object_count: int) -> EngineChoice:
+        return EngineChoice(on_spark=True, reason="stand-in")
+
     def delete(
-        self, deleter: RemoteObjectDeleter, handles: Sequence[str], on_progress: object = None
+        self,
+        deleter: RemoteObjectDeleter,
+        handles: Sequence[str],
+        engine: EngineChoice,
+        on_progress: object = None,
     ) -> DeleteOutcome:
         if isinstance(self.outcome, Exception):
             raise self.outcome
@@ -307,11 +279,11 @@ class _Engine:
 def test_deleted_and_failed_objects_are_counted_from_each_delete() -> None:
     metrics = ControllerMetrics("kraft")
     partly = DeleteOutcome(deleted=5, missing=2, failed_handles=("x", "y"))
-    ObservedDeleteEngine(_Engine(partly), metrics.objects_deleted).delete(_Deleter(), ["h"] * 9)
+    observed = ObservedDeleteEngine(_Engine(partly), metrics.objects_deleted)
+    observed.delete(_Deleter(), ["h"] * 9, observed.choose(9))
     with pytest.raises(RuntimeError):
-        ObservedDeleteEngine(_Engine(RuntimeError("spark died")), metrics.objects_deleted).delete(
-            _Deleter(), ["a", "b", "c"]
-        )
+        failing = ObservedDeleteEngine(_Engine(RuntimeError("spark died")), metrics.objects_deleted)
+        failing.delete(_Deleter(), ["a", "b", "c"], failing.choose(3))
     samples = collect(metrics.registry)
     assert figure(samples, BULK_DELETE + "objectsdeletedpersec_total") == 7
     assert figure(samples, BULK_DELETE + "objectsfailedpersec_total") == 5
