@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from controller.broker_registry import BrokerRegistry
+from controller.broker_work import BrokerWork
 from controller.delete_jobs import DeleteJobSupervisor
 from controller.disablements import Disablements
 from controller.leadership import Term
@@ -147,6 +148,7 @@ class AdminOperations:
         store: MetadataStore,
         term: Term,
         brokers: BrokerRegistry,
+        work: BrokerWork,
         disablements: Disablements,
         jobs: DeleteJobSupervisor,
         log_dirs: LogDirsClient,
@@ -158,6 +160,7 @@ class AdminOperations:
         self._store = store
         self._term = term
         self._brokers = brokers
+        self._work = work
         self._disablements = disablements
         self._jobs = jobs
         self._log_dirs = log_dirs
@@ -180,7 +183,7 @@ class AdminOperations:
                 return topic
             self._term.persist(lambda: self._store.create_topic(topic))
             self._term.image.put_topic(topic)
-            self._brokers.topic_changed(topic, placed=range(partitions))
+            self._work.topic_changed(topic, placed=range(partitions))
         log.info(
             "Created topic %s (%s): %d partitions on brokers %s, tiered %s",
             name,
@@ -224,7 +227,7 @@ class AdminOperations:
             self._term.persist(lambda: self._store.add_partitions(growths))
             for before, after in growths:
                 self._term.image.put_topic(after)
-                self._brokers.topic_changed(
+                self._work.topic_changed(
                     after, placed=range(before.partition_count, after.partition_count)
                 )
         for before, after in growths:
@@ -258,7 +261,7 @@ class AdminOperations:
             self._term.persist(lambda: self._store.delete_topic(topic, job))
             self._term.image.remove_topic(topic.topic_id)
             self._disablements.topic_deleted(name)
-            self._brokers.topic_deleted(topic)
+            self._work.topic_deleted(topic)
             if job is not None:
                 self._jobs.queued(job)
         log.info(
@@ -351,7 +354,7 @@ class AdminOperations:
                     self._term.image.put_topic(after)
                     if after.name in disables:
                         self._disablements.disabling_persisted(after)
-                    self._brokers.topic_changed(after)
+                    self._work.topic_changed(after)
 
             submission = writes.submit([(b, a, None) for b, a, _ in planned], durable)
         writes.wait(submission)
@@ -461,7 +464,7 @@ class AdminOperations:
                 t.topic_id: waiting
                 for t in found
                 if isinstance(t, TopicMetadata)
-                and (waiting := self._brokers.unhosted_partitions(t.topic_id))
+                and (waiting := self._work.unhosted_partitions(t.topic_id))
             }
         return MetadataView(self._cluster_id, live, found, unhosted)
 
@@ -469,7 +472,7 @@ class AdminOperations:
         """Kafka's wait of CreateTopics and CreatePartitions (``DelayedCreatePartitions``): up
         to ``timeout_s`` until the leader of every new partition hosts it. Returns the topics
         still waiting (their answer is REQUEST_TIMED_OUT; they exist all the same)."""
-        return self._brokers.wait_hosted(topic_ids, timeout_s)
+        return self._work.wait_hosted(topic_ids, timeout_s)
 
     def describe_configs(self, name: str) -> TopicMetadata:
         with self._term.lock:

@@ -15,11 +15,13 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
+from collections.abc import Iterable
 
 from controller.acl_operations import AclOperations
 from controller.admin_operations import AdminOperations
 from controller.admin_servicer import AdminServicer
 from controller.broker_registry import BrokerRegistry
+from controller.broker_work import BrokerWork
 from controller.config import ControllerConfig
 from controller.delete_jobs import DeleteJobSupervisor, JobRunnerFactory
 from controller.disablements import Disablements
@@ -54,7 +56,14 @@ class Controller:
         )
         self.delete_jobs = DeleteJobSupervisor(self.term, store, jobs, self._brokers_owing_removal)
         self.disablements = Disablements(self.term, self.delete_jobs)
-        self.brokers = BrokerRegistry(config, store, self.term, self.disablements, self.metrics)
+        self.broker_work = BrokerWork(
+            self.term,
+            self.disablements,
+            config.max_entries_per_request,
+            self._live_endpoint,
+            self._wake_channels,
+        )
+        self.brokers = BrokerRegistry(config, store, self.term, self.broker_work, self.metrics)
         self._log_dirs = LogDirsClient(credentials=config.grpc_security.channel_credentials)
         self.admin = AdminOperations(
             config.node_id,
@@ -62,6 +71,7 @@ class Controller:
             store,
             self.term,
             self.brokers,
+            self.broker_work,
             self.disablements,
             self.delete_jobs,
             self._log_dirs,
@@ -77,9 +87,17 @@ class Controller:
         self.leadership = Leadership(config.node_id, config.endpoint, store, self.term, self)
         self._requeued = 0
 
+    # The registry is built after the broker work whose channels it runs, which asks it who is
+    # live; the broker work after the supervisor, which asks it who still owes a removal.
+
     def _brokers_owing_removal(self, topic_id: uuid.UUID) -> list[int]:
-        # The registry is built after the supervisor (through Disablements it needs it).
-        return self.brokers.brokers_owing_removal(topic_id)
+        return self.broker_work.brokers_owing_removal(topic_id)
+
+    def _live_endpoint(self, broker_id: int) -> str | None:
+        return self.brokers.live_endpoint(broker_id)
+
+    def _wake_channels(self, broker_ids: Iterable[int]) -> None:
+        self.brokers.wake(broker_ids)
 
     def state_collector(self, lock_timeout_s: float = 2.0) -> ControllerStateCollector:
         """The metrics endpoint's view of this controller's state (read at scrape time)."""
@@ -129,6 +147,7 @@ class Controller:
 
     def take_over(self, epoch: int, image: MetadataImage) -> None:
         self._requeued = self.disablements.term_started(image.topics.values())
+        self.broker_work.term_started(image)
         self.brokers.take_over(image)
 
     def serve(self, epoch: int, image: MetadataImage) -> None:

@@ -141,16 +141,16 @@ def test_deleting_a_tiered_topic_queues_the_delete_of_every_epoch_in_the_same_wr
     # The job waits for the brokers to drop the old partitions (broker 1 here, which answers
     # nothing: the test acks for it); a new term owes the removal again while the job is not
     # done, as a broker may have missed it.
-    assert controller.brokers.brokers_owing_removal(old.topic_id) == [1]
+    assert controller.broker_work.brokers_owing_removal(old.topic_id) == [1]
     epoch = controller.active_epoch
     assert epoch is not None
     removal = RemoveWork(epoch, [("t", old.topic_id, 0), ("t", old.topic_id, 1)])
-    controller.brokers.on_remove_response(1, removal, [None, None])
-    assert controller.brokers.brokers_owing_removal(old.topic_id) == []
+    controller.broker_work.on_remove_response(1, removal, [None, None])
+    assert controller.broker_work.brokers_owing_removal(old.topic_id) == []
     controller.store.resign()
     controller.store.leadership_lost.set()
     poll_until(
         lambda: controller.active_epoch is not None and controller.active_epoch != epoch,
         what="re-election",
     )
-    assert controller.brokers.brokers_owing_removal(old.topic_id) == [1]
+    assert controller.broker_work.brokers_owing_removal(old.topic_id) == [1]

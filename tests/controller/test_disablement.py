@@ -170,16 +170,18 @@ def test_a_new_controller_logs_when_the_requeued_disablements_are_resent_and_don
             ("u", 1),
         ]
         failed = TieredError(ErrorCode.UNKNOWN_SERVER_ERROR, "disk full")
-        controller.brokers.on_disable_response(
+        controller.broker_work.on_disable_response(
             1, DisableWork(new_epoch, entries[:2]), [failed, None]
         )
         assert "Re-sent" not in caplog.text
-        controller.brokers.on_disable_response(1, DisableWork(new_epoch, entries[2:]), [None] * 3)
+        controller.broker_work.on_disable_response(
+            1, DisableWork(new_epoch, entries[2:]), [None] * 3
+        )
         # An entry the broker answered with an error was re-sent all the same.
         assert "Re-sent 5 outstanding disablements (every partition of the 2 topics" in caplog.text
         assert controller.term.image.topics["u"].tiered_state is TieredState.DISABLED
         assert "All 2 topics" not in caplog.text  # t-0 is still owed
-        controller.brokers.on_disable_response(1, DisableWork(new_epoch, entries[:1]), [None])
+        controller.broker_work.on_disable_response(1, DisableWork(new_epoch, entries[:1]), [None])
         assert "All 2 topics DISABLING at activation are DISABLED" in caplog.text
 
 
@@ -206,7 +208,7 @@ def test_one_response_completing_many_disablements_is_one_store_write(
     monkeypatch.setattr(controller.store, "update_topics", counting)
     entries = controller.disablements.owed_by(1, 100)
     assert len(entries) == 40
-    controller.brokers.on_disable_response(1, DisableWork(epoch, entries), [None] * 40)
+    controller.broker_work.on_disable_response(1, DisableWork(epoch, entries), [None] * 40)
     assert writes == [20]
     persisted = reloaded(controller)
     assert {persisted[n].tiered_state for n in names} == {TieredState.DISABLED}

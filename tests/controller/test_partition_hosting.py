@@ -14,7 +14,7 @@ from tiered.errors import ErrorCode, TieredError
 
 
 def _assignment(controller: Controller) -> AssignWork:
-    found = controller.brokers.next_work(1)
+    found = controller.broker_work.next_work(1)
     assert found is not None
     _, work = found
     assert isinstance(work, AssignWork)
@@ -37,7 +37,7 @@ def test_a_new_topic_is_unhosted_until_its_leader_acks_each_partition(
 
     work = _assignment(controller)
     refused = TieredError(ErrorCode.INVALID_CONFIG, "bad config")
-    controller.brokers.on_assign_response(1, work, [None, refused, None])
+    controller.broker_work.on_assign_response(1, work, [None, refused, None])
     assert _unhosted(controller, "t") == {1}  # a refused partition is not hosted
 
     waited: list[set[object]] = []
@@ -45,9 +45,9 @@ def test_a_new_topic_is_unhosted_until_its_leader_acks_each_partition(
         target=lambda: waited.append(set(controller.admin.wait_hosted([topic.topic_id], 30)))
     )
     waiter.start()
-    controller.brokers.topic_changed(topic)  # owed again, as a retry would be
+    controller.broker_work.topic_changed(topic)  # owed again, as a retry would be
     started = time.monotonic()
-    controller.brokers.on_assign_response(1, _assignment(controller), [None, None, None])
+    controller.broker_work.on_assign_response(1, _assignment(controller), [None, None, None])
     waiter.join(30)
     assert waited == [set()]
     assert time.monotonic() - started < 30  # woken by the ack, not by the timeout
@@ -58,13 +58,13 @@ def test_an_ack_of_another_term_counts_for_nothing(controller: Controller) -> No
     controller.admin.create_topic("t", 1, {})
     work = _assignment(controller)
     stale = AssignWork(work.controller_epoch - 1, work.topics, work.broker_id)
-    controller.brokers.on_assign_response(1, stale, [None])
+    controller.broker_work.on_assign_response(1, stale, [None])
     assert _unhosted(controller, "t") == {0}
 
 
 def test_only_the_partitions_a_growth_adds_are_unhosted(controller: Controller) -> None:
     controller.admin.create_topic("t", 2, {})
-    controller.brokers.on_assign_response(1, _assignment(controller), [None, None])
+    controller.broker_work.on_assign_response(1, _assignment(controller), [None, None])
     (grown,) = controller.admin.create_partitions([PartitionIncrease("t", 4)])
     assert not isinstance(grown, TieredError)
     assert _unhosted(controller, "t") == {2, 3}

@@ -48,10 +48,10 @@ def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Co
 
 
 def _ack_every_disable(controller: Controller) -> None:
-    found = controller.brokers.next_work(1)
+    found = controller.broker_work.next_work(1)
     assert found is not None and isinstance(found[1], DisableWork)
     work = found[1]
-    controller.brokers.on_disable_response(1, work, [None] * len(work.entries))
+    controller.broker_work.on_disable_response(1, work, [None] * len(work.entries))
 
 
 def test_a_watch_answers_now_and_on_each_change(served: tuple[Controller, str]) -> None:
