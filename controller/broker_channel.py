@@ -201,6 +201,8 @@ class BrokerChannel:
             errors = [error_from_proto(e) for e in response.errors]
             if len(errors) != len(work.entries):
                 raise RuntimeError("DisableRemoteTopic response does not match the request")
+            if self._metrics is not None:
+                self._metrics.disable_answered(self.broker_id, len(work.entries))
             self._owner.on_disable_response(self.broker_id, work, errors)
             if any(errors):
                 raise RuntimeError(

@@ -64,6 +64,18 @@ class ControllerMetrics:
             ["broker_id"],
             registry=self.registry,
         )
+        self._disable_requests = Counter(
+            CHANNEL + "disableremotetopicrequestspersec",
+            "DisableRemoteTopicRequestsPerSec: DisableRemoteTopic requests a broker answered",
+            ["broker_id"],
+            registry=self.registry,
+        )
+        self._disable_entries = Counter(
+            CHANNEL + "disableremotetopicentriespersec",
+            "DisableRemoteTopicEntriesPerSec: partitions those requests carried",
+            ["broker_id"],
+            registry=self.registry,
+        )
         self._store_writes = Histogram(
             CONTROLLER + "metadatastorewritelatencyms",
             "MetadataStoreWriteLatencyMs: time of each metadata-store write (a KRaft log batch, "
@@ -116,6 +128,10 @@ class ControllerMetrics:
 
     def request_retried(self, broker_id: int) -> None:
         self._request_retries.labels(str(broker_id)).inc()
+
+    def disable_answered(self, broker_id: int, entries: int) -> None:
+        self._disable_requests.labels(str(broker_id)).inc()
+        self._disable_entries.labels(str(broker_id)).inc(entries)
 
     def store_written(self, seconds: float) -> None:
         self._store_writes.observe(seconds * 1000)

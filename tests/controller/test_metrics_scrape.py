@@ -212,3 +212,41 @@ def test_alters_of_many_clients_at_once_share_writes(cluster: Cluster) -> None:
 
     assert grown("_sum") == len(names)  # every alter's change was written by a flush
     assert 1 <= grown("_count") < len(names)  # in fewer writes than alters
+
+
+def test_one_alter_of_many_topics_is_one_disable_request_per_broker(cluster: Cluster) -> None:
+    """The flush's partitions reach each broker in one DisableRemoteTopic (they are far below a
+    request's limit), not one request per topic."""
+    names = [f"batched-{i}" for i in range(30)]
+    for name in names:
+        cluster.admin.create_topic(name, 3, {"remote.storage.enable": "true"})
+    described = cluster.admin.describe_topics(names, include_partition_state=False)
+    on_broker: dict[int, int] = {}
+    for topic in described:
+        for partition in topic.partitions:
+            on_broker[partition.leader] = on_broker.get(partition.leader, 0) + 1
+    url = metrics_url(cluster.active_controller())
+    requests, entries = (
+        CHANNEL + "disableremotetopicrequestspersec_total",
+        CHANNEL + "disableremotetopicentriespersec_total",
+    )
+    before = scrape(url)
+    # Broker 1 holds its acks (its fail point pauses it after the first stop): the controller
+    # must have sent everything in the one request each broker got.
+    results = cluster.admin.incremental_alter_topics(names, {"remote.storage.enable": "false"})
+    assert all(not isinstance(r, TieredError) for r in results)
+
+    def sent(samples: Samples, name: str, broker_id: int) -> float:
+        return (figure(samples, name, broker_id=str(broker_id)) or 0.0) - (
+            figure(before, name, broker_id=str(broker_id)) or 0.0
+        )
+
+    others = [b for b in on_broker if b != 1]
+    after = poll_scrape(
+        url,
+        "every other broker to answer its DisableRemoteTopic",
+        lambda s: all(sent(s, requests, b) >= 1 for b in others),
+    )
+    for broker_id in others:
+        assert sent(after, requests, broker_id) == 1
+        assert sent(after, entries, broker_id) == on_broker[broker_id]
