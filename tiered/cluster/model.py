@@ -29,6 +29,9 @@ class TieredState(enum.Enum):
 # Read-only config sets by their items: topics with the same configs share one (most topics of a
 # cluster carry the same few overrides; 100k topics kept ~60 MB of identical dicts otherwise).
 _SHARED_CONFIGS: dict[tuple[tuple[str, str], ...], Mapping[str, str]] = {}
+# The same shared copies by id, each holding its copy (so the id is not reused while listed): a
+# topic built from a shared copy is recognised without reading its items again.
+_SHARED_BY_ID: dict[int, Mapping[str, str]] = {}
 _SHARED_CONFIGS_LIMIT = 4096  # distinct sets kept for sharing; beyond it the table starts over
 _shared_configs_lock = threading.Lock()
 
@@ -37,20 +40,20 @@ def frozen_configs(configs: Mapping[str, str]) -> Mapping[str, str]:
     """A read-only copy of ``configs``, shared with every topic whose configs have the same items
     in the same order (``TopicMetadata`` keeps its configs so). One of those shared copies is
     returned as it is."""
-    if type(configs) is MappingProxyType:
-        key = tuple(configs.items())
-        if _SHARED_CONFIGS.get(key) is configs:
-            return configs
-    copy = dict(configs)
-    key = tuple(copy.items())
+    if _SHARED_BY_ID.get(id(configs)) is configs:
+        return configs
+    key = tuple(configs.items())
     shared = _SHARED_CONFIGS.get(key)
     if shared is None:
+        copy = dict(key)
         with _shared_configs_lock:
             shared = _SHARED_CONFIGS.get(key)
             if shared is None:
                 if len(_SHARED_CONFIGS) >= _SHARED_CONFIGS_LIMIT:
                     _SHARED_CONFIGS.clear()
+                    _SHARED_BY_ID.clear()
                 shared = _SHARED_CONFIGS[key] = MappingProxyType(copy)
+                _SHARED_BY_ID[id(shared)] = shared
     return shared
 
 

@@ -80,7 +80,11 @@ def uuid_from_bytes(raw: bytes, what: str = "uuid") -> uuid.UUID:
     """The UUID of 16 raw bytes; ``ValueError`` naming ``what`` otherwise."""
     if len(raw) != 16:
         raise ValueError(f"{what} must be 16 bytes, got {len(raw)}")
-    return uuid.UUID(bytes=bytes(raw))
+    # UUID(bytes=...) re-checks what is checked here; loading 100k topics builds 100k of them.
+    value = object.__new__(uuid.UUID)
+    object.__setattr__(value, "int", int.from_bytes(raw, "big"))
+    object.__setattr__(value, "is_safe", uuid.SafeUUID.unknown)
+    return value
 
 
 def tiered_state_to_proto(state: TieredState) -> metadata_pb2.TieredState:
