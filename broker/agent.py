@@ -13,6 +13,7 @@ not what the broker hosts.
 
 from __future__ import annotations
 
+import functools
 import logging
 import shutil
 import threading
@@ -88,6 +89,15 @@ def _checked_topic_config(tp: TopicIdPartition, configs: Mapping[str, str]) -> T
     rest, such as remote.log.disable.policy, which the broker reads only when tiering stops: too
     late to refuse the assignment, whose configs would already be replaced and persisted."""
     validate_topic_name(tp.topic)
+    return _topic_config_of(tuple(sorted(configs.items())))
+
+
+@functools.lru_cache(maxsize=1024)
+def _topic_config_of(items: tuple[tuple[str, str], ...]) -> TopicConfig:
+    """Read and checked once per distinct config set: a topic's partitions share one, and an
+    assignment of a topic's 3,000 partitions on this broker would otherwise parse it 3,000 times
+    (a refused set raises each time; only accepted ones are kept)."""
+    configs = dict(items)
     topic_config = TopicConfig.from_configs(configs)
     validate_topic_configs(configs)
     return topic_config

@@ -5,6 +5,7 @@ caller (``AclMethods``), convert protobuf at the edge (``controller.admin_proto`
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any, NoReturn
@@ -43,6 +44,11 @@ __all__ = ["AdminServicer"]
 MAX_WATCHES = 16
 # How often a watch describes again without a change: a delete job's progress between writes.
 WATCH_REFRESH_S = 1.0
+# After a change, a watch pauses this many times what its last describe cost (at most
+# WATCH_MAX_PAUSE_S): a describe of a few topics costs a fraction of a millisecond, so their
+# watch answers at once; one of thousands does not describe again for every ack.
+WATCH_PACING = 4.0
+WATCH_MAX_PAUSE_S = 0.25
 
 
 def _abort_with(context: grpc.ServicerContext) -> Callable[[TieredError], NoReturn]:
@@ -226,13 +232,18 @@ class AdminServicer(AclMethods, pb_grpc.AdminServiceServicer):
             last: pb.DescribeTopicsResponse | None = None
             while context.is_active() and not gone.is_set():
                 seen = self._changes.version
+                started = time.monotonic()
                 answer = handle(
                     context, lambda: self._described(requester, request), _abort_with(context)
                 )
+                cost = time.monotonic() - started
                 if answer != last:
                     yield answer
                     last = answer
                 self._changes.wait(seen, WATCH_REFRESH_S, gone)
+                # Changes that come in a flood (10k acks) are described together: a watch of
+                # many topics spends at most 1/(1 + WATCH_PACING) of its time describing.
+                gone.wait(min(WATCH_PACING * cost, WATCH_MAX_PAUSE_S))
         finally:
             self._watches.release()
 
