@@ -19,6 +19,32 @@ from tiered.security.authorizer import AuthorizerConfig
 from tiered.security.grpc_tls import GrpcSecurity
 from tiered.security.zookeeper_auth import security_properties
 
+SPARK_IDLE_TIMEOUT_KEY = "bulk.delete.spark.idle.timeout.ms"
+DEFAULT_SPARK_IDLE_TIMEOUT_MS = 600_000
+MAX_INT = 2**31 - 1
+
+
+def spark_idle_timeout_ms(values: Mapping[str, str]) -> int:
+    """``bulk.delete.spark.idle.timeout.ms``: how long the bulk delete's Spark executors are
+    kept without a task before they are given back to the workers (dynamic allocation's
+    ``executorIdleTimeout``, which Spark counts in whole seconds; 0: as soon as a job ends).
+    Default 10 minutes."""
+    key = SPARK_IDLE_TIMEOUT_KEY
+    raw = values.get(key)
+    if raw is None or not raw.strip():
+        return DEFAULT_SPARK_IDLE_TIMEOUT_MS
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        value = -1
+    if not 0 <= value <= MAX_INT:
+        raise ValueError(
+            f"{key}={raw.strip()!r} is not valid; expected milliseconds, an integer in "
+            f"0..{MAX_INT} (0: executors given back as soon as a job ends; default "
+            f"{DEFAULT_SPARK_IDLE_TIMEOUT_MS})"
+        )
+    return value
+
 
 @dataclass(frozen=True)
 class ControllerConfig:
@@ -31,6 +57,7 @@ class ControllerConfig:
     backoff: ExponentialBackoff = field(default_factory=ExponentialBackoff)
     max_entries_per_request: int = 5000
     spark: dict[str, str] = field(default_factory=dict)
+    spark_idle_timeout_ms: int = DEFAULT_SPARK_IDLE_TIMEOUT_MS
     # The brokers' remote storage and RLMM settings, for the bulk-delete job (delete policy).
     remote: dict[str, str] = field(default_factory=dict)
     # The Prometheus endpoint: none without ``metrics.port``; port 0 is any free port.
@@ -90,6 +117,7 @@ class ControllerConfig:
                 values, "controller.max.partitions.per.request", 5000, 1
             ),
             spark={k: v for k, v in values.items() if k.startswith("spark.")},
+            spark_idle_timeout_ms=spark_idle_timeout_ms(values),
             remote={
                 **{k: v for k, v in values.items() if k.startswith(("rlmm.", "bulk.delete."))},
                 **security_properties(values),  # a ZooKeeper RLMM's identity

@@ -25,6 +25,7 @@ from controller.broker_work import BrokerWork
 from controller.config import ControllerConfig
 from controller.delete_jobs import DeleteJobSupervisor, JobRunnerFactory
 from controller.disablements import Disablements
+from controller.jobs.spark_session import SparkSessionProvider
 from controller.leadership import Leadership, Term
 from controller.log_dirs import LogDirsClient
 from controller.metrics import ControllerMetrics, ControllerSnapshot, ControllerStateCollector
@@ -44,8 +45,10 @@ class Controller:
         store: MetadataStore,
         jobs: JobRunnerFactory | None = None,
         metrics: ControllerMetrics | None = None,
+        spark: SparkSessionProvider | None = None,
     ) -> None:
         self.config = config
+        self.spark = spark  # the bulk delete's session: its start and stop follow the terms
         self.store = store
         self.metrics = metrics or ControllerMetrics(store.mode)
         self.term = Term(
@@ -151,6 +154,8 @@ class Controller:
         self.brokers.take_over(image)
 
     def serve(self, epoch: int, image: MetadataImage) -> None:
+        if self.spark is not None:
+            self.spark.term_started()  # in the background: returns at once
         self.brokers.serve()
         self.delete_jobs.start(list(image.delete_jobs.values()))
         log.info(
@@ -166,3 +171,5 @@ class Controller:
     def stand_down(self) -> None:
         self.brokers.stand_down()
         self.delete_jobs.stop()
+        if self.spark is not None:
+            self.spark.term_ended()  # stopped in the background

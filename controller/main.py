@@ -58,13 +58,19 @@ def main(argv: list[str] | None = None) -> int:
     metrics = ControllerMetrics(store.mode)
     try:
         bulk_delete = jobs_wiring.create(
-            config.node_id, config.remote, config.spark, metrics.objects_deleted
+            config.node_id, config.remote, config.spark, metrics.objects_deleted, metrics
         )
     except (OSError, ValueError) as e:
         print(f"INVALID_CONFIG: {e}", file=sys.stderr)
         store.close()
         return 2
-    controller = Controller(config, store, bulk_delete.runner if bulk_delete else None, metrics)
+    controller = Controller(
+        config,
+        store,
+        bulk_delete.runner if bulk_delete else None,
+        metrics,
+        bulk_delete.spark if bulk_delete else None,
+    )
     stopping = threading.Event()
     server = grpc.server(
         ThreadPoolExecutor(max_workers=64),

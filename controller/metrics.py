@@ -120,6 +120,35 @@ class ControllerMetrics:
             "ObjectsFailedPerSec: remote objects the bulk delete could not delete (retried)",
             registry=self.registry,
         )
+        self._spark_session_up = Gauge(
+            BULK_DELETE + "sparksessionup",
+            "SparkSessionUp: 1 while this controller's bulk-delete SparkSession is up (on a "
+            "cluster master: its application registered with the master), else 0",
+            registry=self.registry,
+        )
+        self._spark_session_starts = Counter(
+            BULK_DELETE + "sparksessionstartspersec",
+            "SparkSessionStartsPerSec: bulk-delete SparkSessions started (a term's first and "
+            "each restart after a loss)",
+            registry=self.registry,
+        )
+        self._spark_session_start_failures = Counter(
+            BULK_DELETE + "sparksessionstartfailurespersec",
+            "SparkSessionStartFailuresPerSec: attempts to start one that failed (retried with "
+            "backoff)",
+            registry=self.registry,
+        )
+        self._spark_session_losses = Counter(
+            BULK_DELETE + "sparksessionlostpersec",
+            "SparkSessionLostPerSec: sessions found lost (stopped, unknown to the master or "
+            "the master unreachable) and restarted",
+            registry=self.registry,
+        )
+        self._spark_session_start_time = Gauge(
+            BULK_DELETE + "sparksessionstarttimems",
+            "SparkSessionStartTimeMs: how long the last SparkSession took to start",
+            registry=self.registry,
+        )
 
     # Events. Each costs what prometheus_client's instruments cost, nothing more.
 
@@ -154,6 +183,21 @@ class ControllerMetrics:
             self._objects_deleted.inc(done)
         if failed:
             self._objects_failed.inc(failed)
+
+    # The bulk delete's SparkSession (controller.jobs.spark_session.SessionObserver).
+
+    def spark_session_up(self, up: bool) -> None:
+        self._spark_session_up.set(1 if up else 0)
+
+    def spark_session_started(self, seconds: float) -> None:
+        self._spark_session_starts.inc()
+        self._spark_session_start_time.set(round(seconds * 1000))
+
+    def spark_session_start_failed(self) -> None:
+        self._spark_session_start_failures.inc()
+
+    def spark_session_lost(self) -> None:
+        self._spark_session_losses.inc()
 
 
 @dataclass(frozen=True)

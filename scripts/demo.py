@@ -515,7 +515,8 @@ class Demo:
     def check_engine(self, on_spark: bool) -> None:
         """Fails the demo unless the bulk delete ran where the narration said: the controller's
         line naming the job's engine, and in the distributed profile the Spark master's
-        applications (a controller starts its Spark session for its first Spark job only)."""
+        applications (on a Spark master the active controller's application is up from its
+        activation, whatever engine a job takes: only a Spark job needs it there)."""
         line = self.cluster.engine_log_line(TOPIC, 1)
         if line is None:
             raise DemoError("no controller log line names the engine of the bulk delete")
@@ -542,8 +543,6 @@ class Demo:
                 f"the bulk delete ran on Spark, but the Spark master ({web}/json/) lists no "
                 f"{SPARK_APP_NAME} application, active or completed",
             )
-        else:
-            check(not apps, f"the bulk delete ran in process, but {web}/json/ lists {apps}")
 
     def down(self) -> None:
         self.cluster_down = True

@@ -11,6 +11,10 @@ storage's deleter, unpickled there: executors need the ``tiered`` library and th
 (for the fsspec one, :mod:`tiered.rsm.fsspec_delete`: fsspec and the filesystem's own plugin).
 Each Spark partition hands its slice of handles to the deleter in one call; the deleter runs it
 as its store likes best (the fsspec one on a thread pool).
+
+The session comes from :class:`~controller.jobs.spark_session.SparkSessionProvider`
+(:mod:`controller.jobs.spark_session`: started in the background when the controller becomes
+active on a cluster master, restarted when lost), re-exported here.
 """
 
 from __future__ import annotations
@@ -19,25 +23,42 @@ import contextlib
 import functools
 import importlib
 import logging
-import os
 import re
-import shutil
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from controller.jobs.spark_session import (
+    APP_NAME,
+    DEFAULT_MASTER,
+    SparkSessionProvider,
+    SparkSessionUnavailableError,
+)
 from tiered.api import DeleteOutcome, RemoteObjectDeleter, RemoteStorageException
 from tiered.retry import RetryPolicy
 
+__all__ = [
+    "APP_NAME",
+    "DEFAULT_FAST_PATH_MAX_OBJECTS",
+    "DEFAULT_MASTER",
+    "DEFAULT_RETRY",
+    "FAST_PATH_KEY",
+    "BulkDeleteError",
+    "BulkObjectDeleter",
+    "EngineChoice",
+    "SparkSessionProvider",
+    "SparkSessionUnavailableError",
+    "default_slices",
+    "delete_with_spark",
+    "split_slices",
+]
+
 logger = logging.getLogger(__name__)
 
-APP_NAME = "tiered-bulk-delete"
-DEFAULT_MASTER = "local[*]"
 FAST_PATH_KEY = "bulk.delete.fast.path.max.objects"
 DEFAULT_FAST_PATH_MAX_OBJECTS = 2000
 DEFAULT_RETRY = RetryPolicy(max_tries=4, deadline_s=None, delay_s=0.5, max_delay_s=30.0, jitter=0.2)
@@ -48,17 +69,6 @@ MIN_KEYS_PER_SLICE = 500
 """Default slicing: no Spark partition smaller than this, ..."""
 MAX_KEYS_PER_SLICE = 8000
 """... none larger than this (about 900 KiB of keys: Spark warns about tasks over 1000 KiB)."""
-
-_LOG4J2_PROPERTIES = """\
-# Written by controller.jobs.spark_delete: Spark's own logs at warn, on stderr.
-rootLogger.level = warn
-rootLogger.appenderRef.stderr.ref = stderr
-appender.stderr.type = Console
-appender.stderr.name = stderr
-appender.stderr.target = SYSTEM_ERR
-appender.stderr.layout.type = PatternLayout
-appender.stderr.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
-"""
 
 
 class BulkDeleteError(RemoteStorageException):
@@ -224,110 +234,6 @@ def delete_with_spark(
     return sum(outcomes, DeleteOutcome())
 
 
-# ============================================================================= Spark session
-
-
-class SparkSessionProvider:
-    """One long-lived SparkSession, started on the first :meth:`get` (thread-safe; start-up takes
-    seconds, so share one provider per process). Settings from NOTES.md: ``PYSPARK_PYTHON`` and
-    ``PYSPARK_DRIVER_PYTHON`` default to this interpreter, and so does ``spark.pyspark.python``
-    (the Python that executors run, on a standalone cluster's workers too: the system python
-    would lack the ``tiered`` library), ``SPARK_LOCAL_IP`` to 127.0.0.1, no UI, no console
-    progress bar, Spark's log4j2 at warn. On a ``spark://`` master the rest comes with ``conf``
-    (``spark.cores.max``, ``spark.executor.memory``, ``spark.driver.host``: ``tiered-cluster up``
-    writes them in the controllers' properties). ``master`` is set only when given, or else
-    when neither ``conf`` (``spark.master``) nor a ``spark-submit`` launch provides one: then it
-    is ``local[*]``. ``conf`` entries are applied last (``spark.driver.extraJavaOptions`` /
-    ``spark.executor.extraJavaOptions`` given there are kept, after the log4j2 option)."""
-
-    def __init__(self, master: str | None = None, conf: Mapping[str, str] | None = None) -> None:
-        self._master = master
-        self._conf = dict(conf or {})
-        self._lock = threading.Lock()
-        self._session: Any = None
-        self._tmpdir: str | None = None
-        self.start_seconds: float | None = None
-        """How long the session took to start, once started."""
-
-    @property
-    def started(self) -> bool:
-        return self._session is not None
-
-    def master_description(self) -> str:
-        """The master a session runs on, as log lines name it (known before it starts)."""
-        return self.effective_master() or self._conf.get("spark.master") or "spark-submit's master"
-
-    def effective_master(self) -> str | None:
-        """The master this provider sets on the builder (None: left to conf or spark-submit)."""
-        if self._master:
-            return self._master
-        if "spark.master" in self._conf or os.environ.get("PYSPARK_GATEWAY_PORT"):
-            return None  # conf carries it, or spark-submit launched us with its --master
-        return DEFAULT_MASTER
-
-    def get(self) -> Any:
-        """The session, started if needed."""
-        with self._lock:
-            if self._session is None:
-                self._session = self._start()
-            return self._session
-
-    def _start(self) -> Any:
-        from pyspark.sql import SparkSession  # noqa: PLC0415 - the JVM only where Spark is used
-
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        self._tmpdir = tempfile.mkdtemp(prefix="tiered-spark-")
-        log4j2 = Path(self._tmpdir) / "log4j2.properties"
-        log4j2.write_text(_LOG4J2_PROPERTIES, encoding="utf-8")
-        java_option = f"-Dlog4j2.configurationFile={log4j2.as_uri()}"
-        builder = SparkSession.builder.appName(APP_NAME)
-        master = self.effective_master()
-        if master is not None:
-            builder = builder.master(master)
-        settings = {
-            "spark.ui.enabled": "false",
-            "spark.ui.showConsoleProgress": "false",
-            "spark.pyspark.python": os.environ["PYSPARK_PYTHON"],
-            **self._conf,
-        }
-        for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
-            settings[key] = " ".join(filter(None, [java_option, self._conf.get(key)]))
-        for key, value in settings.items():
-            builder = builder.config(key, value)
-        started = time.perf_counter()
-        try:
-            session = builder.getOrCreate()
-        except BaseException:
-            self._remove_tmpdir()
-            raise
-        self.start_seconds = time.perf_counter() - started
-        logger.info(
-            "SparkSession %s started in %.1f s (master %s, python %s)",
-            APP_NAME,
-            self.start_seconds,
-            session.sparkContext.master,
-            os.environ["PYSPARK_PYTHON"],
-        )
-        return session
-
-    def stop(self) -> None:
-        """Stops the session if one was started. Idempotent; a later :meth:`get` starts anew."""
-        with self._lock:
-            session, self._session = self._session, None
-            try:
-                if session is not None:
-                    session.stop()
-            finally:
-                self._remove_tmpdir()
-
-    def _remove_tmpdir(self) -> None:
-        tmpdir, self._tmpdir = self._tmpdir, None
-        if tmpdir is not None:
-            shutil.rmtree(tmpdir, ignore_errors=True)
-
-
 # ============================================================================= the engine
 
 
@@ -456,14 +362,19 @@ class BulkObjectDeleter:
         path = "Spark" if engine.on_spark else "fast path (in process)"
         started = time.perf_counter()
         if engine.on_spark:
-            outcome = delete_with_spark(
-                self._spark.get(),
-                deleter,
-                handles,
-                slices=self._slices,
-                fail_task_tokens_dir=self._tokens_dir,
-                on_progress=on_progress,
-            )
+            spark = self._spark.get()  # up, or the rest of its start (logged)
+            try:
+                outcome = delete_with_spark(
+                    spark,
+                    deleter,
+                    handles,
+                    slices=self._slices,
+                    fail_task_tokens_dir=self._tokens_dir,
+                    on_progress=on_progress,
+                )
+            except Exception:
+                self._spark.check_soon()  # a lost application is restarted sooner
+                raise
         else:
             outcome = deleter.delete_objects(handles)
         logger.info(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 
+from controller.config import spark_idle_timeout_ms
 from controller.jobs.runner import (
     BulkDeleteUnsupportedError,
     DeleteEngine,
@@ -21,8 +22,8 @@ from controller.jobs.spark_delete import (
     FAST_PATH_KEY,
     BulkObjectDeleter,
     EngineChoice,
-    SparkSessionProvider,
 )
+from controller.jobs.spark_session import SessionObserver, SparkSessionProvider
 from tiered import rlmm as rlmm_factory
 from tiered import rsm as rsm_factory
 from tiered.api import DeleteOutcome, RemoteObjectDeleter
@@ -65,8 +66,9 @@ class ObservedDeleteEngine:
 
 class BulkDelete:
     """What one controller process keeps for delete jobs across its terms as active
-    controller: one RLMM client, one RemoteStorageManager and one (lazily started) Spark
-    session."""
+    controller: one RLMM client, one RemoteStorageManager and one Spark session provider
+    (``spark``: on a cluster master the controller's term hooks start and stop its session;
+    ``bulk.delete.spark.idle.timeout.ms`` from ``remote`` sets how long idle executors stay)."""
 
     def __init__(
         self,
@@ -74,6 +76,7 @@ class BulkDelete:
         remote: Mapping[str, str],
         spark: Mapping[str, str],
         observe: DeleteObserver | None = None,
+        session_observer: SessionObserver | None = None,
     ) -> None:
         self.storage = rsm_factory.create(remote)
         try:
@@ -85,7 +88,12 @@ class BulkDelete:
         rlmm_config["broker.id"] = str(node_id)
         self.rlmm = rlmm_factory.create(rlmm_config)
         conf = {k: v for k, v in spark.items() if k != "spark.master"}
-        self.spark = SparkSessionProvider(spark.get("spark.master"), conf)
+        self.spark = SparkSessionProvider(
+            spark.get("spark.master"),
+            conf,
+            idle_timeout_ms=spark_idle_timeout_ms(remote),
+            observer=session_observer,
+        )
         self.engine: DeleteEngine = BulkObjectDeleter(
             self.spark,
             fast_path_max_objects=int(remote.get(FAST_PATH_KEY, DEFAULT_FAST_PATH_MAX_OBJECTS)),
@@ -99,7 +107,7 @@ class BulkDelete:
         return DeleteJobRunner(self.rlmm, self.storage, self.engine, persist, hold=hold)
 
     def close(self) -> None:
-        self.spark.stop()
+        self.spark.close()
         self.rlmm.close()
         self.storage.close()
 
@@ -109,6 +117,7 @@ def create(
     remote: Mapping[str, str],
     spark: Mapping[str, str],
     observe: DeleteObserver | None = None,
+    session_observer: SessionObserver | None = None,
 ) -> BulkDelete | None:
     """None (with a warning) when the controller has no remote storage settings: delete jobs
     then wait, persisted, until a controller that has them is active."""
@@ -120,4 +129,4 @@ def create(
             rsm_factory.CLASS_NAME_CONFIG,
         )
         return None
-    return BulkDelete(node_id, remote, spark, observe)
+    return BulkDelete(node_id, remote, spark, observe, session_observer)
