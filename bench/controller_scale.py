@@ -28,7 +28,7 @@ Per mode and size N (``--topics``, default 10,000 and 100,000; ``--quick``: 1,00
   (DISABLING persisted, DisableRemoteTopic sent to broker 4, acked, DISABLED persisted).
   The N seeded topics' brokers 1..3 are not running: they are not
   registered, so the controller sends them nothing, and a disablement only waits for the
-  brokers hosting *its* partitions (``DisablementQueue`` is per topic), so they do not block
+  brokers hosting *its* partitions (``Disablements`` owes per topic), so they do not block
   the probe. What is measured is the controller's path at N topics (validation, persisting in a
   store of N topics, queue, state machine). A real cluster whose brokers host all N partitions
   was not run: each broker would host N/3 local logs (100k partitions: 33k log directories a
