@@ -463,13 +463,14 @@ def check_alter(name: str, result: object) -> str | None:
     return None
 
 
-def disable_and_wait(admin: AdminClient, name: str) -> float:
-    """One disable as a client that waits for it does: a watch on the topic (not timed), then
-    the alter; seconds from the alter to the watch's answer showing DISABLED."""
+def disable_and_wait(admin: AdminClient, name: str, configs: Mapping[str, str] = DISABLE) -> float:
+    """One disable (the alter of ``configs``) as a client that waits for it does: a watch on the
+    topic (not timed), then the alter; seconds from the alter to the watch's answer showing
+    DISABLED."""
     watch = TopicWatch(admin, [name], DISABLE_TIMEOUT_S)
     try:
         begin = time.perf_counter()
-        problem = check_alter(name, admin.incremental_alter_configs(name, dict(DISABLE)))
+        problem = check_alter(name, admin.incremental_alter_configs(name, dict(configs)))
         if problem is not None:
             raise RuntimeError(problem)
         return watch.wait_disabled()[name] - begin
@@ -499,9 +500,11 @@ def seen_figures(watch: TopicWatch, seen: Mapping[str, float], begin: float) -> 
     }
 
 
-def batched_disable(admin: AdminClient, names: Sequence[str]) -> dict[str, Any]:
-    """Every topic disabled in one ``AlterTopicConfigs`` request; returns when one watch over
-    all of them has shown each DISABLED."""
+def batched_disable(
+    admin: AdminClient, names: Sequence[str], configs: Mapping[str, str] = DISABLE
+) -> dict[str, Any]:
+    """Every topic disabled (the alter of ``configs``) in one ``AlterTopicConfigs`` request;
+    returns when one watch over all of them has shown each DISABLED."""
     watch = TopicWatch(
         admin, names, DISABLE_TIMEOUT_S + 0.1 * len(names), poll_s=WATCH_REFUSED_POLL_S
     )
@@ -509,7 +512,7 @@ def batched_disable(admin: AdminClient, names: Sequence[str]) -> dict[str, Any]:
         watch.start()
         begin = time.perf_counter()
         try:
-            results: Sequence[object] = admin.incremental_alter_topics(names, DISABLE)
+            results: Sequence[object] = admin.incremental_alter_topics(names, configs)
         except Exception as e:
             raise RuntimeError(f"batched disable: the request failed: {e}") from e
         answered = time.perf_counter() - begin

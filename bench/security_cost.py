@@ -22,11 +22,11 @@ the cluster-wide disable runs once each, plaintext first):
    median round's MB/s.
 2. *one disable*: ``--repeat`` (20) topics of ``--latency-partitions`` (3) partitions, alone in
    the cluster, each altered to ``remote.storage.enable=false`` with
-   ``remote.log.disable.policy=retain``; the time from the alter to the first describe (polled
-   every 2 ms) that shows DISABLED; median.
+   ``remote.log.disable.policy=retain``; the time from the alter to the answer of a watch on the
+   topic (``WatchTopics``, opened before) that shows DISABLED; median.
 3. *all at once*: ``--topics`` (1000) topics of ``--partitions`` (10) partitions, the same alter
-   sent for all of them from ``--alter-threads`` (4) threads; the time until a describe (every
-   100 ms) shows the last one DISABLED.
+   for all of them in one request; the time until a watch over them shows the last one
+   DISABLED.
 
 Every phase records the CPU seconds each process of the cluster used (and, for the produce, the
 producer's own, librdkafka's threads included, and the leader broker's busiest threads: its
@@ -264,15 +264,13 @@ def produce_phase(
 # ----------------------------------------------------------------------------- disables
 
 
-def single_phase(
-    variants: dict[str, Variant], names: Sequence[str], poll_s: float
-) -> dict[str, Any]:
+def single_phase(variants: dict[str, Variant], names: Sequence[str]) -> dict[str, Any]:
     samples: dict[str, list[float]] = {v: [] for v in VARIANTS}
     cpu_before = {v: variants[v].cpu() for v in VARIANTS}
     for i, name in enumerate(names):
         for variant in alternating(variants, i):
             samples[variant.name].append(
-                disable_and_wait(variant.cluster.admin, name, poll_s, RETAIN_DISABLE)
+                disable_and_wait(variant.cluster.admin, name, RETAIN_DISABLE)
             )
     return {
         v: {
@@ -293,19 +291,14 @@ def batched_phase(
         for other in variants.values():
             other.wait_idle(log)
         cpu_before = variant.cpu()
-        figures = batched_disable(
-            variant.cluster.admin,
-            names,
-            args.alter_threads,
-            args.batch_poll_ms / 1000,
-            RETAIN_DISABLE,
-        )
+        figures = batched_disable(variant.cluster.admin, names, RETAIN_DISABLE)
         figures["cpu_s"] = variant.used_since(cpu_before)
         figures["load_average_after"] = load_average()
         result[variant.name] = figures
         log(
             f"  {variant.name}: {len(names)} topics DISABLED in {figures['seconds']:.2f} s "
-            f"(alters answered after {figures['alters_done_s']:.2f} s); CPU s {figures['cpu_s']}"
+            f"(the alter answered after {figures['alter_answered_s']:.2f} s); CPU s "
+            f"{figures['cpu_s']}"
         )
     return result
 
@@ -347,7 +340,7 @@ def run(args: argparse.Namespace, workdir: Path, log: Log) -> tuple[dict[str, An
                 make_topics(
                     variant.cluster, single, args.latency_partitions, variant.processes, log
                 )
-            results["single"] = single_phase(variants, single, args.latency_poll_ms / 1000)
+            results["single"] = single_phase(variants, single)
             log(
                 "  one disable (median): "
                 + ", ".join(
@@ -537,9 +530,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--brokers", type=int, default=3)
     parser.add_argument("--repeat", type=int, help="single disables per cluster (20)")
     parser.add_argument("--latency-partitions", type=int, default=3)
-    parser.add_argument("--latency-poll-ms", type=float, default=2.0)
-    parser.add_argument("--batch-poll-ms", type=float, default=100.0)
-    parser.add_argument("--alter-threads", type=int, default=4)
     parser.add_argument("--size-mb", type=float, help="MiB produced per round (256)")
     parser.add_argument("--rounds", type=int, help="produce rounds per cluster (3)")
     parser.add_argument("--quick", action="store_true", help=f"small sizes: {QUICK}")
@@ -557,9 +547,9 @@ def main(argv: list[str] | None = None) -> int:
     args.size_mb = args.size_mb or (QUICK["size_mb"] if args.quick else 256)
     args.rounds = args.rounds or (QUICK["rounds"] if args.quick else 3)
     sizes = (args.topics, args.partitions, args.brokers, args.repeat, args.rounds)
-    if min(*sizes, args.alter_threads, args.latency_partitions) < 1 or args.size_mb <= 0:
+    if min(*sizes, args.latency_partitions) < 1 or args.size_mb <= 0:
         parser.error(
-            "--topics, --partitions, --brokers, --repeat, --rounds, --alter-threads, "
+            "--topics, --partitions, --brokers, --repeat, --rounds, "
             "--latency-partitions and --size-mb must be positive"
         )
 
@@ -604,9 +594,6 @@ def main(argv: list[str] | None = None) -> int:
             "brokers": args.brokers,
             "repeat": args.repeat,
             "latency_partitions": args.latency_partitions,
-            "latency_poll_ms": args.latency_poll_ms,
-            "batch_poll_ms": args.batch_poll_ms,
-            "alter_threads": args.alter_threads,
             "size_mb": args.size_mb,
             "rounds": args.rounds,
             "quick": args.quick,

@@ -142,11 +142,23 @@ def test_disable_throughput_bench_small(tmp_path: Path) -> None:
         timeout_s=420,
     )
     assert document["ok"] is True and document["failures"] == []
-    check_summary(document, rows=8)  # per mode: batched time and rate, two single disables
+    # per mode: batched against its floor, against one at a time (time and rate), clients at
+    # once against one after another, two single disables against their floor
+    check_summary(document, rows=12)
     for mode in ("kraft", "zookeeper"):
         result = document["results"][mode]
         assert result["failures"] == [], mode
-        for phase in ("floor", "single_small", "single_loaded", "batched", "unbatched"):
+        for phase in (
+            "floor",
+            "floor_batched",
+            "single_small",
+            "single_loaded",
+            "clients_concurrent",
+            "clients_sequential",
+            "batched",
+            "unbatched",
+            "targets",
+        ):
             assert result[phase], (mode, phase)
 
 
