@@ -460,19 +460,13 @@ class AdminOperations:
             else:
                 found = [topics.get(n) or _unknown_topic(n) for n in names]
             live = [r for r, fenced in self._brokers.registrations() if not fenced]
+            waiting = self._work.unhosted()
             unhosted = {
-                t.topic_id: waiting
+                t.topic_id: waiting[t.topic_id]
                 for t in found
-                if isinstance(t, TopicMetadata)
-                and (waiting := self._work.unhosted_partitions(t.topic_id))
+                if isinstance(t, TopicMetadata) and t.topic_id in waiting
             }
         return MetadataView(self._cluster_id, live, found, unhosted)
-
-    def wait_hosted(self, topic_ids: Sequence[uuid.UUID], timeout_s: float) -> set[uuid.UUID]:
-        """Kafka's wait of CreateTopics and CreatePartitions (``DelayedCreatePartitions``): up
-        to ``timeout_s`` until the leader of every new partition hosts it. Returns the topics
-        still waiting (their answer is REQUEST_TIMED_OUT; they exist all the same)."""
-        return self._work.wait_hosted(topic_ids, timeout_s)
 
     def describe_configs(self, name: str) -> TopicMetadata:
         with self._term.lock:

@@ -25,6 +25,7 @@ from controller.admin_proto import (
     placement_to_proto,
     topic_description_to_proto,
 )
+from controller.broker_work import BrokerWork
 from controller.scram_users import ScramDeletion, ScramUpsertion, ScramUsers
 from controller.topic_changes import TopicChanges
 from tiered.cluster.model import TopicMetadata
@@ -83,8 +84,12 @@ class AdminServicer(AclMethods, pb_grpc.AdminServiceServicer):
         acls: AclOperations,
         scram_users: ScramUsers,
         changes: TopicChanges,
+        hosting: BrokerWork,
     ) -> None:
+        """``changes`` wakes watches; ``hosting`` says when new partitions' leaders host them
+        (the wait of CreateTopics and CreatePartitions, Kafka's ``DelayedCreatePartitions``)."""
         self._admin = admin
+        self._hosting = hosting
         self._access = access
         self._acls = acls
         self._scram_users = scram_users
@@ -125,7 +130,7 @@ class AdminServicer(AclMethods, pb_grpc.AdminServiceServicer):
         }
         if timeout_ms <= 0 or not created:
             return
-        for topic_id in self._admin.wait_hosted(list(created), timeout_ms / 1000):
+        for topic_id in self._hosting.wait_hosted(list(created), timeout_ms / 1000):
             result = created[topic_id]
             result.error.CopyFrom(
                 error_to_proto(

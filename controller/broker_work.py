@@ -109,10 +109,11 @@ class BrokerWork:
 
     # ----------------------------------------------------------------------------- queries
 
-    def unhosted_partitions(self, topic_id: uuid.UUID) -> frozenset[int]:
-        """The partitions of a topic whose leader does not host them yet."""
+    def unhosted(self) -> dict[uuid.UUID, frozenset[int]]:
+        """Every topic with partitions whose leader does not host them yet, and those partitions
+        (a copy; empty but for the moments after a creation or growth)."""
         with self._term.lock:
-            return frozenset(self._unhosted.get(topic_id, ()))
+            return {t: frozenset(p) for t, p in self._unhosted.items()}
 
     def wait_hosted(self, topic_ids: Sequence[uuid.UUID], timeout_s: float) -> set[uuid.UUID]:
         """Waits up to ``timeout_s`` until every partition of the topics is hosted by its

@@ -128,7 +128,12 @@ class Controller:
     def admin_servicer(self) -> AdminServicer:
         """AdminService over this controller's operations (the gRPC server's edge)."""
         return AdminServicer(
-            self.admin, self.access, self.acls, self.scram_users, self.term.changes
+            self.admin,
+            self.access,
+            self.acls,
+            self.scram_users,
+            self.term.changes,
+            self.broker_work,
         )
 
     @property

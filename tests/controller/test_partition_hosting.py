@@ -1,6 +1,6 @@
 """Which partitions a leader hosts, as the controller tracks it: a partition placed in this term
 is unhosted until its leader acks the assignment carrying it; Metadata names no leader for it
-meanwhile, and CreateTopics/CreatePartitions wait for it (``BrokerRegistry.wait_hosted``)."""
+meanwhile, and CreateTopics/CreatePartitions wait for it (``BrokerWork.wait_hosted``)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def test_a_new_topic_is_unhosted_until_its_leader_acks_each_partition(
 ) -> None:
     topic = controller.admin.create_topic("t", 3, {})
     assert _unhosted(controller, "t") == {0, 1, 2}
-    assert controller.admin.wait_hosted([topic.topic_id], 0.01) == {topic.topic_id}
+    assert controller.broker_work.wait_hosted([topic.topic_id], 0.01) == {topic.topic_id}
 
     work = _assignment(controller)
     refused = TieredError(ErrorCode.INVALID_CONFIG, "bad config")
@@ -42,7 +42,7 @@ def test_a_new_topic_is_unhosted_until_its_leader_acks_each_partition(
 
     waited: list[set[object]] = []
     waiter = threading.Thread(
-        target=lambda: waited.append(set(controller.admin.wait_hosted([topic.topic_id], 30)))
+        target=lambda: waited.append(set(controller.broker_work.wait_hosted([topic.topic_id], 30)))
     )
     waiter.start()
     controller.broker_work.topic_changed(topic)  # owed again, as a retry would be
@@ -73,4 +73,4 @@ def test_only_the_partitions_a_growth_adds_are_unhosted(controller: Controller) 
 def test_a_deleted_topic_is_waited_for_no_more(controller: Controller) -> None:
     topic = controller.admin.create_topic("t", 2, {})
     controller.admin.delete_topic("t")
-    assert controller.admin.wait_hosted([topic.topic_id], 0.01) == set()
+    assert controller.broker_work.wait_hosted([topic.topic_id], 0.01) == set()
