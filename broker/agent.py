@@ -227,9 +227,30 @@ class BrokerAgent:
             self.check_controller_epoch(controller_epoch)
             outcomes = [self._disable(stop, keep=controller_epoch != 0) for stop in stops]
             self._persist_assignments()
-            if any(outcome is None for outcome in outcomes):
+            acked = [stop for stop, outcome in zip(stops, outcomes, strict=True) if outcome is None]
+            if acked:
+                log.info(self._stops_summary(controller_epoch, acked))
                 failpoints.hit("broker.disable.stopped")
             return outcomes
+
+    def _stops_summary(self, controller_epoch: int, stops: list[PartitionStop]) -> str:
+        """One line for a DisableRemoteTopic, naming every partition it stopped (a request
+        carries thousands: a line each would cost more than the stops)."""
+        groups: dict[tuple[int, str], dict[str, list[int]]] = {}
+        for stop in stops:
+            hosted = self._partitions.get(stop.key)
+            topic = str(stop.topic_id) if hosted is None else hosted.topic_id_partition.topic
+            group = groups.setdefault((stop.tiered_epoch, stop.policy.value), {})
+            group.setdefault(topic, []).append(stop.partition)
+        parts = [
+            f"at tiered epoch {epoch} with policy {policy}, {len(topics)} topics: "
+            + ", ".join(f"{topic} {sorted(partitions)}" for topic, partitions in topics.items())
+            for (epoch, policy), topics in sorted(groups.items())
+        ]
+        return (
+            f"DisableRemoteTopic of controller epoch {controller_epoch}: tiering stopped for "
+            f"{len(stops)} partitions " + "; ".join(parts)
+        )
 
     def _disable(self, stop: PartitionStop, *, keep: bool) -> TieredError | None:
         invalid = _stop_error(stop)

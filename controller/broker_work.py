@@ -44,10 +44,15 @@ class BrokerWork:
         max_entries_per_request: int,
         live_endpoint: Callable[[int], str | None],
         wake: Callable[[Iterable[int]], None],
+        *,
+        brokers_follow_log: bool,
     ) -> None:
         """``live_endpoint(broker)``: where a live broker is reached, None for one that is not;
-        ``wake(brokers)``: their channels look here again (both ``BrokerRegistry``'s)."""
+        ``wake(brokers)``: their channels look here again (both ``BrokerRegistry``'s);
+        ``brokers_follow_log``: the brokers apply topic changes from the metadata log (KRaft
+        mode), so a reconfigured topic is not pushed to them as well."""
         self._term = term
+        self._brokers_follow_log = brokers_follow_log
         self._disablements = disablements
         self._limit = max_entries_per_request
         self._live_endpoint = live_endpoint
@@ -89,12 +94,15 @@ class BrokerWork:
 
     def topic_changed(self, topic: TopicMetadata, placed: range = range(0)) -> None:
         """``topic`` was persisted (created, grown by the partitions ``placed``, or
-        reconfigured, a disable queued with it): its brokers are owed its configs and are
-        woken; the ``placed`` partitions are unhosted until their leaders ack them."""
+        reconfigured, a disable queued with it): its brokers are woken and owed its configs,
+        unless they read a reconfiguration from the metadata log; the ``placed`` partitions are
+        pushed in every mode, and unhosted until their leaders ack them (the ack is what
+        Metadata and CreateTopics wait for)."""
         with self._term.lock:
             if placed:
                 self._unhosted.setdefault(topic.topic_id, set()).update(placed)
-            self._owe_assignment(topic)
+            if placed or not self._brokers_follow_log:
+                self._owe_assignment(topic)
             self._wake(set(topic.replicas))
 
     def topic_deleted(self, topic: TopicMetadata) -> None:

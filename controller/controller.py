@@ -65,6 +65,7 @@ class Controller:
             config.max_entries_per_request,
             self._live_endpoint,
             self._wake_channels,
+            brokers_follow_log=store.mode == "kraft",
         )
         self.brokers = BrokerRegistry(config, store, self.term, self.broker_work, self.metrics)
         self._log_dirs = LogDirsClient(credentials=config.grpc_security.channel_credentials)

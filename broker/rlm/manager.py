@@ -490,8 +490,8 @@ class RemoteLogManager:
                 )
             state.deletion_marked_epoch = tiering.tiered_epoch
             stopped_now = True
-        if stopped_now:
-            log.info(
+        if stopped_now:  # the agent logs a DisableRemoteTopic's partitions in one line
+            log.debug(
                 "Partition %s: tiering stopped for tiered epoch %d with policy %s",
                 tp,
                 tiering.tiered_epoch,

@@ -214,7 +214,7 @@ class PartitionTiering:
                 )
             if not configs.remote_storage_enable and tiered_epoch > self._tiered_epoch:
                 # Copies stamped with the new epoch would survive the deletion for it.
-                log.info(
+                log.debug(
                     "%s: remote.storage.enable=false at tiered epoch %d; copying goes on at "
                     "epoch %d until DisableRemoteTopic stops it",
                     self.topic_id_partition,

@@ -7,9 +7,12 @@ from __future__ import annotations
 import threading
 import time
 
+from controller.admin_operations import TopicAlteration
 from controller.broker_channel import AssignWork
 from controller.controller import Controller
 from controller.partition_growth import PartitionIncrease
+from tiered.cluster.model import TopicMetadata
+from tiered.config import ConfigOperation
 from tiered.errors import ErrorCode, TieredError
 
 
@@ -45,7 +48,7 @@ def test_a_new_topic_is_unhosted_until_its_leader_acks_each_partition(
         target=lambda: waited.append(set(controller.broker_work.wait_hosted([topic.topic_id], 30)))
     )
     waiter.start()
-    controller.broker_work.topic_changed(topic)  # owed again, as a retry would be
+    controller.broker_work.topic_changed(topic, placed=range(1, 2))  # placed again
     started = time.monotonic()
     controller.broker_work.on_assign_response(1, _assignment(controller), [None, None, None])
     waiter.join(30)
@@ -74,3 +77,22 @@ def test_a_deleted_topic_is_waited_for_no_more(controller: Controller) -> None:
     topic = controller.admin.create_topic("t", 2, {})
     controller.admin.delete_topic("t")
     assert controller.broker_work.wait_hosted([topic.topic_id], 0.01) == set()
+
+
+def test_a_reconfiguration_reaches_log_following_brokers_through_the_log_alone(
+    controller: Controller,
+) -> None:
+    """KRaft brokers apply a topic's new configs from the metadata log: pushing them too would
+    make each broker reconfigure every partition twice (a 1,000-topic disable included)."""
+    controller.admin.create_topic("t", 2, {"remote.storage.enable": "true"})
+    controller.broker_work.on_assign_response(1, _assignment(controller), [None, None])
+    assert controller.broker_work.next_work(1) is None
+
+    (altered,) = controller.admin.alter_topic_configs(
+        [TopicAlteration("t", (("retention.ms", ConfigOperation.SET, "60000"),))]
+    )
+    assert isinstance(altered, TopicMetadata)
+    assert controller.broker_work.next_work(1) is None
+    (grown,) = controller.admin.create_partitions([PartitionIncrease("t", 3)])
+    assert not isinstance(grown, TieredError)
+    assert [topic.name for topic, _ in _assignment(controller).topics] == ["t"]
