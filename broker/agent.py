@@ -225,7 +225,25 @@ class BrokerAgent:
         with self._state_change_lock:
             stops = list(stops)
             self.check_controller_epoch(controller_epoch)
-            outcomes = [self._disable(stop, keep=controller_epoch != 0) for stop in stops]
+            outcomes: list[TieredError | None] = []
+            hosted_stops: dict[int, tuple[HostedPartition, PartitionStop]] = {}
+            for index, stop in enumerate(stops):
+                hosted = self._partitions.get(stop.key)
+                if hosted is not None and self._tiering is not None and _stop_error(stop) is None:
+                    self._touched.add(stop.key)
+                    hosted_stops[index] = (hosted, stop)
+                    outcomes.append(None)
+                else:
+                    outcomes.append(self._disable_unhosted(stop, keep=controller_epoch != 0))
+            if hosted_stops and self._tiering is not None:
+                errors = self._tiering.stop(
+                    [
+                        (hosted, stop.tiered_epoch, stop.policy)
+                        for hosted, stop in hosted_stops.values()
+                    ]
+                )
+                for index, error in zip(hosted_stops, errors, strict=True):
+                    outcomes[index] = error
             self._persist_assignments()
             acked = [stop for stop, outcome in zip(stops, outcomes, strict=True) if outcome is None]
             if acked:
@@ -252,30 +270,24 @@ class BrokerAgent:
             f"{len(stops)} partitions " + "; ".join(parts)
         )
 
-    def _disable(self, stop: PartitionStop, *, keep: bool) -> TieredError | None:
+    def _disable_unhosted(self, stop: PartitionStop, *, keep: bool) -> TieredError | None:
+        """A stop with nothing hosted to stop: an invalid one's error, else None (kept, for a
+        controller's stop, for when the partition is hosted)."""
         invalid = _stop_error(stop)
         if invalid is not None or self._tiering is None:
             return invalid
-        hosted = self._partitions.get(stop.key)
-        if hosted is None:
-            log.info(
-                "DisableRemoteTopic for partition %d of topic id %s at tiered epoch %d, not "
-                "hosted here: nothing to stop%s",
-                stop.partition,
-                stop.topic_id,
-                stop.tiered_epoch,
-                " (kept for when it is)" if keep else "",
-            )
-            known = self._stops_before_hosting.get(stop.key)
-            if keep and (known is None or known.tiered_epoch <= stop.tiered_epoch):
-                self._stops_before_hosting[stop.key] = stop
-                self._touched.add(stop.key)
-            return None
-        self._touched.add(stop.key)
-        try:
-            self._tiering.stop(hosted, stop.tiered_epoch, stop.policy)
-        except TieredError as e:
-            return e
+        log.info(
+            "DisableRemoteTopic for partition %d of topic id %s at tiered epoch %d, not "
+            "hosted here: nothing to stop%s",
+            stop.partition,
+            stop.topic_id,
+            stop.tiered_epoch,
+            " (kept for when it is)" if keep else "",
+        )
+        known = self._stops_before_hosting.get(stop.key)
+        if keep and (known is None or known.tiered_epoch <= stop.tiered_epoch):
+            self._stops_before_hosting[stop.key] = stop
+            self._touched.add(stop.key)
         return None
 
     def _host(

@@ -23,9 +23,12 @@ its outcome carried out by the RemoteLogManager:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from broker.hosted import HostedPartition, PartitionStop
 from broker.rlm.manager import RemoteLogManager, TieredPartition
 from broker.rlm.partition_tiering import TieringState
+from tiered.api import TopicIdPartition
 from tiered.config import RemoteLogDisablePolicy
 from tiered.errors import ErrorCode, TieredError
 
@@ -60,12 +63,14 @@ class TieringDriver:
         self._apply(hosted)
 
     def stop(
-        self, hosted: HostedPartition, tiered_epoch: int, policy: RemoteLogDisablePolicy
-    ) -> None:
-        """DisableRemoteTopic: KIP-950's stopPartitions for ``tiered_epoch``. A partition never
-        tiered is led for expiry and reads."""
-        hosted.tiering.handle_disable_remote_topic(tiered_epoch, policy)
-        self._apply(hosted)
+        self, stops: Sequence[tuple[HostedPartition, int, RemoteLogDisablePolicy]]
+    ) -> list[TieredError | None]:
+        """DisableRemoteTopic: KIP-950's stopPartitions, each partition at its tiered epoch and
+        policy, carried out together (one RLMM write for the delete policy's marks); each
+        partition's outcome, in order. A partition never tiered is led for expiry and reads."""
+        for hosted, tiered_epoch, policy in stops:
+            hosted.tiering.handle_disable_remote_topic(tiered_epoch, policy)
+        return self._apply_all([hosted for hosted, _, _ in stops])
 
     def drop(self, hosted: HostedPartition) -> None:
         """A partition no longer hosted: its tasks end, and the RLMM forgets it."""
@@ -75,20 +80,32 @@ class TieringDriver:
             self.rlm.rlmm.on_stop_partitions({tp})
 
     def _apply(self, hosted: HostedPartition) -> None:
-        """Brings the RemoteLogManager to the partition's tiering; idempotent, so a stop that
+        (error,) = self._apply_all([hosted])
+        if error is not None:
+            raise error
+
+    def _apply_all(self, partitions: Sequence[HostedPartition]) -> list[TieredError | None]:
+        """Brings the RemoteLogManager to each partition's tiering; idempotent, so a stop that
         failed is carried out by the next assignment."""
-        tiering = hosted.tiering
-        if not tiering.tiered:
-            return
-        tp = hosted.topic_id_partition
-        if not self.rlm.is_leading(tp):
-            partition = TieredPartition(
-                tp, hosted.log, retention=hosted.config.retention, tiering=tiering
-            )
-            self.rlm.on_leadership_change([partition])
-        else:
-            self.rlm.update_retention(tp, hosted.config.retention)
-        if tiering.state.stop_policy is not None:
-            error = self.rlm.apply_stop([tp])[tp]
-            if error is not None:
-                raise TieredError(ErrorCode.KAFKA_STORAGE_ERROR, str(error))
+        stopping: list[TopicIdPartition] = []
+        for hosted in partitions:
+            tiering = hosted.tiering
+            if not tiering.tiered:
+                continue
+            tp = hosted.topic_id_partition
+            if not self.rlm.is_leading(tp):
+                partition = TieredPartition(
+                    tp, hosted.log, retention=hosted.config.retention, tiering=tiering
+                )
+                self.rlm.on_leadership_change([partition])
+            else:
+                self.rlm.update_retention(tp, hosted.config.retention)
+            if tiering.state.stop_policy is not None:
+                stopping.append(tp)
+        errors = self.rlm.apply_stop(stopping) if stopping else {}
+        return [
+            None
+            if (error := errors.get(hosted.topic_id_partition)) is None
+            else TieredError(ErrorCode.KAFKA_STORAGE_ERROR, str(error))
+            for hosted in partitions
+        ]

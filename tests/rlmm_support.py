@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import sqlite3
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -192,3 +194,21 @@ class RecordingBackend(MetadataStorageBackend):
 
     def close(self) -> None:
         self.inner.close()
+
+
+class FailingCommit:
+    """A sqlite3 connection (a ``SqliteBackend``'s ``_db``) whose next COMMIT fails, as a full
+    disk or an I/O error can make it."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+        self.armed = True
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        if sql == "COMMIT" and self.armed:
+            self.armed = False
+            raise sqlite3.OperationalError("disk I/O error")
+        return self._db.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._db, name)

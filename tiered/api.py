@@ -390,6 +390,23 @@ class RemoteLogMetadataManager(abc.ABC):
         """Records a step of the partition's remote deletion. At DELETE_PARTITION_FINISHED all of
         the partition's remote log metadata is removed."""
 
+    def put_remote_partition_delete_metadata_all(
+        self, metadatas: Sequence[RemotePartitionDeleteMetadata]
+    ) -> list[Exception | None]:
+        """:meth:`put_remote_partition_delete_metadata` of each, in order: None where it is
+        durable, else what it raised (one partition's failure does not stop the rest). A
+        broker stopping thousands of partitions at once marks them all here; a manager whose
+        store can make them durable in one write overrides this. The default puts them one
+        at a time."""
+        outcomes: list[Exception | None] = []
+        for metadata in metadatas:
+            try:
+                self.put_remote_partition_delete_metadata(metadata)
+                outcomes.append(None)
+            except Exception as e:
+                outcomes.append(e)
+        return outcomes
+
     @abc.abstractmethod
     def list_remote_log_segments(
         self, topic_id_partition: TopicIdPartition, leader_epoch: int | None = None

@@ -26,7 +26,6 @@ bulk-delete job's.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
@@ -442,23 +441,28 @@ class RemoteLogManager:
         DELETE_PARTITION_MARKED. Idempotent. Returns each partition's outcome (None: stopped);
         one partition's failure does not stop the rest."""
         outcomes: dict[TopicIdPartition, Exception | None] = {}
+        to_mark: list[LeaderPartition] = []
         for tp in partitions:
             state = self._partitions.get(tp)
             try:
-                if state is not None:
-                    self._stop_partition(tp, state)
+                if state is not None and self._stop_partition(tp, state):
+                    to_mark.append(state)
                 outcomes[tp] = None
             except Exception as e:
                 epoch = None if state is None else state.tiering.tiered_epoch
                 log.exception("Partition %s: stop for tiered epoch %s failed", tp, epoch)
                 outcomes[tp] = e
+        if to_mark:
+            outcomes.update(self._mark_for_deletion(to_mark))
         return outcomes
 
-    def _stop_partition(self, tp: TopicIdPartition, state: LeaderPartition) -> None:
+    def _stop_partition(self, tp: TopicIdPartition, state: LeaderPartition) -> bool:
+        """Stops the partition's tasks for its tiering's stop; True when the delete policy's
+        mark (DELETE_PARTITION_MARKED) is still to be written."""
         tiering = state.tiering
         policy = tiering.state.stop_policy
         if policy is None:
-            return  # copying
+            return False  # copying
         copy_task = state.copy_task
         stopped_now = copy_task is not None and not copy_task.cancelled
         if copy_task is not None and not copy_task.cancel(self.config.stop_wait_s):
@@ -478,18 +482,9 @@ class RemoteLogManager:
             log_.set_log_start_offset(log_.local_log_start_offset)
             local_retention = LocalRetentionTask(self, state)
             state.expiration_task = local_retention
-            self._expiration.schedule(local_retention)
-            with contextlib.suppress(RemoteResourceNotFoundException):  # nothing ever tiered
-                self.rlmm.put_remote_partition_delete_metadata(
-                    RemotePartitionDeleteMetadata(
-                        tp,
-                        RemotePartitionDeleteState.DELETE_PARTITION_MARKED,
-                        self._now_ms(),
-                        self.config.broker_id,
-                    )
-                )
-            state.deletion_marked_epoch = tiering.tiered_epoch
-            stopped_now = True
+            # At its first period, not now: a DisableRemoteTopic stops thousands at once.
+            self._expiration.schedule(local_retention, self._expiration.interval_s)
+            return True
         if stopped_now:  # the agent logs a DisableRemoteTopic's partitions in one line
             log.debug(
                 "Partition %s: tiering stopped for tiered epoch %d with policy %s",
@@ -497,6 +492,47 @@ class RemoteLogManager:
                 tiering.tiered_epoch,
                 policy.value,
             )
+        return False
+
+    def _mark_for_deletion(
+        self, states: list[LeaderPartition]
+    ) -> dict[TopicIdPartition, Exception | None]:
+        """DELETE_PARTITION_MARKED for each partition stopped under the delete policy, in one
+        RLMM call (one durable write where its store allows: a DisableRemoteTopic stops
+        thousands). A partition that never tiered has nothing to mark. One that fails is
+        stopped again, mark included, by the next stop or assignment."""
+        now = self._now_ms()
+        marks = [
+            RemotePartitionDeleteMetadata(
+                state.partition.topic_id_partition,
+                RemotePartitionDeleteState.DELETE_PARTITION_MARKED,
+                now,
+                self.config.broker_id,
+            )
+            for state in states
+        ]
+        outcomes: dict[TopicIdPartition, Exception | None] = {}
+        errors = self.rlmm.put_remote_partition_delete_metadata_all(marks)
+        for state, error in zip(states, errors, strict=True):
+            tp = state.partition.topic_id_partition
+            if error is None or isinstance(error, RemoteResourceNotFoundException):
+                state.deletion_marked_epoch = state.tiering.tiered_epoch
+                outcomes[tp] = None
+                log.debug(
+                    "Partition %s: tiering stopped for tiered epoch %d with policy delete",
+                    tp,
+                    state.tiering.tiered_epoch,
+                )
+            else:
+                log.error(
+                    "Partition %s: marking its remote data for deletion at tiered epoch %d "
+                    "failed: %s",
+                    tp,
+                    state.tiering.tiered_epoch,
+                    error,
+                )
+                outcomes[tp] = error
+        return outcomes
 
     def enable_partitions(self, partitions: Iterable[TopicIdPartition], tiered_epoch: int) -> None:
         """Tiering is on again: a re-enable on each led partition's tiering, then

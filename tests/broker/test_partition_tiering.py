@@ -25,7 +25,7 @@ from broker.tiering import TieringDriver
 from tests.support.processes import REPO
 from tiered.api import RemoteStorageException, TopicIdPartition
 from tiered.config import RemoteLogDisablePolicy
-from tiered.errors import ErrorCode, TieredError
+from tiered.errors import ErrorCode
 
 RETAIN = RemoteLogDisablePolicy.RETAIN
 DELETE = RemoteLogDisablePolicy.DELETE
@@ -239,13 +239,12 @@ def test_the_driver_leads_with_the_one_tiering_and_a_failed_stop_is_carried_out_
     driver.start(hosted, None)
     assert rlm.led[tp].tiering is hosted.tiering  # read by both, never copied
     rlm.failing = True
-    with pytest.raises(TieredError) as raised:
-        driver.stop(hosted, 1, DELETE)
-    assert raised.value.code is ErrorCode.KAFKA_STORAGE_ERROR
+    (error,) = driver.stop([(hosted, 1, DELETE)])
+    assert error is not None and error.code is ErrorCode.KAFKA_STORAGE_ERROR
     # The stop is recorded (the fence is up); the controller's repeat carries it out.
     assert at(hosted.tiering) == (TieringState.STOPPED_DELETE, 1)
     rlm.failing = False
-    driver.stop(hosted, 1, DELETE)
+    assert driver.stop([(hosted, 1, DELETE)]) == [None]
     assert rlm.stops == [(TieringState.STOPPED_DELETE, 1)] * 2
     # The re-enable resumes the copying the RemoteLogManager leads.
     hosted.config = TopicConfig.from_configs({"remote.storage.enable": "true"})

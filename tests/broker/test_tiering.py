@@ -17,13 +17,15 @@ from broker.assignment_journal import JOURNAL, SNAPSHOT, read_entries
 from broker.config import BrokerConfig
 from broker.hosted import PartitionStop
 from broker.rlm.manager import RemoteLogManager
+from tests.rlmm_support import FailingCommit
 from tests.support.batches import offsets, one_batch_each
 from tests.support.polling import poll_until
-from tiered.api import RemoteLogSegmentState, TopicIdPartition
+from tiered.api import RemoteLogSegmentState, RemotePartitionDeleteState, TopicIdPartition
 from tiered.config import RemoteLogDisablePolicy
 from tiered.errors import ErrorCode, TieredError
 
 RETAIN = RemoteLogDisablePolicy.RETAIN
+DELETE = RemoteLogDisablePolicy.DELETE
 TIERED = {"remote.storage.enable": "true", "segment.bytes": "2048"}
 DISABLED = {**TIERED, "remote.storage.enable": "false"}
 
@@ -286,3 +288,29 @@ def test_invalid_stops_fail_only_their_entry_and_a_stale_controller_the_request(
     assert is_copying(agent, tp, 0)
     with pytest.raises(ValueError, match="partition must be >= 0"):
         PartitionStop(tp.topic_id, -1, 1, RETAIN)
+
+
+def test_one_disable_remote_topic_marks_its_partitions_in_one_commit_or_none(
+    brokers: Brokers,
+) -> None:
+    """Under the delete policy every stopped partition is marked DELETE_PARTITION_MARKED before
+    the ack: a request's marks are one RLMM commit, and a commit that fails fails every entry
+    (the controller's repeat carries them out)."""
+    agent = brokers.start()
+    tps = [TopicIdPartition(uuid.uuid4(), f"t{i}", 0) for i in range(3)]
+    for tp in tps:
+        assign(agent, tp, TIERED, 0)
+        produce_and_copy(agent, tp, 60)
+    backend = rlm(agent).rlmm.backend  # type: ignore[attr-defined]
+    commits = FailingCommit(backend._db)
+    backend._db = commits
+    stops = [PartitionStop(tp.topic_id, tp.partition, 1, DELETE) for tp in tps]
+    outcomes = agent.disable_remote_topic(1, stops)
+    assert [o is not None and o.code for o in outcomes] == [ErrorCode.KAFKA_STORAGE_ERROR] * 3
+    assert {rlm(agent).rlmm.remote_partition_delete_state(tp) for tp in tps} == {None}
+
+    assert agent.disable_remote_topic(1, stops) == [None, None, None]
+    assert {rlm(agent).rlmm.remote_partition_delete_state(tp) for tp in tps} == {
+        RemotePartitionDeleteState.DELETE_PARTITION_MARKED
+    }
+    assert all(is_stopped(agent, tp, 1) for tp in tps)

@@ -23,6 +23,7 @@ import pytest
 from kazoo.exceptions import KazooException
 
 import tiered.rlmm
+from tests.rlmm_support import FailingCommit
 from tests.support.polling import poll_until
 from tests.support.zookeeper import ZooKeeperServer
 from tiered.api import RemoteLogMetadataManager
@@ -692,29 +693,12 @@ def test_zookeeper_down_gives_metadata_store_error(tmp_path: Path) -> None:
         server.stop()
 
 
-class _FailingCommit:
-    """A sqlite3 connection whose next COMMIT fails (as a full disk or I/O error can make it)."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self._db = db
-        self.armed = True
-
-    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
-        if sql == "COMMIT" and self.armed:
-            self.armed = False
-            raise sqlite3.OperationalError("disk I/O error")
-        return self._db.execute(sql, *args)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._db, name)
-
-
 def test_sqlite_failed_commit_is_rolled_back_and_the_store_stays_usable(tmp_path: Path) -> None:
     backend = SqliteBackend(str(tmp_path / "rlmm.db"))
     other = SqliteBackend(str(tmp_path / "rlmm.db"), busy_timeout_ms=2000)
     try:
         backend.create("k", b"v0")
-        failing = _FailingCommit(backend._db)
+        failing = FailingCommit(backend._db)
         backend._db = failing  # type: ignore[assignment]
 
         with pytest.raises(StorageBackendError) as excinfo:
@@ -730,6 +714,87 @@ def test_sqlite_failed_commit_is_rolled_back_and_the_store_stays_usable(tmp_path
     finally:
         backend.close()
         other.close()
+
+
+# -- grouped writes --------------------------------------------------------------------------------
+
+
+def test_grouped_writes_fail_alone_and_are_all_there_after_the_block(
+    backend: MetadataStorageBackend, other_backend: MetadataStorageBackend
+) -> None:
+    backend.create("g/k", b"v0")
+    with backend.grouped():
+        backend.multi([Create("g/a", b"a")])
+        with pytest.raises(VersionConflictError):
+            backend.multi([Create("g/b", b"b"), Update("g/k", b"x", 7)])  # fails alone
+        backend.update("g/k", b"v1", 0)
+        assert backend.get("g/a") == Versioned(b"a", 0)  # visible to this instance at once
+        backend.remove_by_prefix("g/a")
+    assert other_backend.get_many(["g/a", "g/b", "g/k"]) == [None, None, Versioned(b"v1", 1)]
+
+
+def test_an_error_inside_a_group_keeps_none_of_its_writes(
+    backend: MetadataStorageBackend, other_backend: MetadataStorageBackend
+) -> None:
+    """Where writes are grouped, the block is one transaction; elsewhere each write stood."""
+    grouping = isinstance(backend, SqliteBackend)
+    with pytest.raises(RuntimeError), backend.grouped():
+        backend.create("g/a", b"a")
+        raise RuntimeError("the caller's own failure")
+    assert (other_backend.get("g/a") is None) is grouping
+
+
+def test_sqlite_grouped_writes_are_one_commit_unseen_by_others_until_it(tmp_path: Path) -> None:
+    backend = SqliteBackend(str(tmp_path / "rlmm.db"))
+    other = SqliteBackend(str(tmp_path / "rlmm.db"), busy_timeout_ms=2000)
+    recorder = Recorder()
+    try:
+        backend.create("w", b"")
+        other.watch("w", recorder)
+        commits = _CountingCommits(backend._db)
+        backend._db = commits  # type: ignore[assignment]
+        with backend.grouped():
+            for i in range(50):
+                backend.create(f"g/{i}", b"x")
+            backend.update("w", b"1", 0)
+            assert other.get("g/0") is None  # not committed yet
+        assert commits.commits == 1
+        assert len(other.list_children("g")) == 50
+        await_event(other, recorder, ("w", 1))
+    finally:
+        backend.close()
+        other.close()
+
+
+def test_sqlite_a_failed_group_commit_keeps_none_of_it(tmp_path: Path) -> None:
+    backend = SqliteBackend(str(tmp_path / "rlmm.db"))
+    other = SqliteBackend(str(tmp_path / "rlmm.db"), busy_timeout_ms=2000)
+    try:
+        failing = FailingCommit(backend._db)
+        backend._db = failing  # type: ignore[assignment]
+        with pytest.raises(StorageBackendError), backend.grouped():
+            backend.create("g/a", b"a")
+            backend.create("g/b", b"b")
+        assert backend.get_many(["g/a", "g/b"]) == [None, None]
+        other.create("g/c", b"c")  # the write lock was released
+        backend.create("g/a", b"again")
+        assert other.get("g/a") == Versioned(b"again", 0)
+    finally:
+        backend.close()
+        other.close()
+
+
+class _CountingCommits:
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+        self.commits = 0
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        self.commits += sql == "COMMIT"
+        return self._db.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._db, name)
 
 
 def _open_at_the_barrier(path: str, barrier: Any, outcomes: Any) -> None:

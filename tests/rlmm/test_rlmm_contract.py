@@ -13,6 +13,7 @@ import logging
 import random
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -23,6 +24,7 @@ from tests.rlmm_support import (
     DELETE_SEGMENT_FINISHED,
     DELETE_SEGMENT_STARTED,
     SEG_SIZE,
+    FailingCommit,
     RecordingBackend,
     Store,
     listing,
@@ -40,11 +42,13 @@ from tiered.api import (
     RemotePartitionDeleteMetadata,
     RemotePartitionDeleteState,
     RemoteResourceNotFoundException,
+    RemoteStorageException,
     TopicIdPartition,
 )
 from tiered.rlmm import keys
 from tiered.rlmm.backend import Delete
 from tiered.rlmm.manager import StoreRemoteLogMetadataManager
+from tiered.rlmm.sqlite_backend import SqliteBackend
 from tiered.rpc.v1 import rlmm_store_pb2 as store_pb
 
 __all__ = ["store"]  # the parametrized fixture
@@ -360,6 +364,52 @@ def test_partition_delete_lifecycle(paths: tuple[Paths, TopicIdPartition], store
     leader = store.manager(broker_id=3)
     leader.on_partition_leadership_changes({tp}, set())
     assert listing(leader, tp) == []
+
+
+def test_marking_many_partitions_at_once_gives_each_its_outcome(store: Store) -> None:
+    leader = store.manager()
+    led = [new_tp(partition=p) for p in range(3)]
+    leader.on_partition_leadership_changes(set(led), set())
+    for tp in led:
+        upsert(leader, tp, {0: 0}, 0, 100, COPY_SEGMENT_FINISHED)
+    unknown = new_tp("never-tiered")
+    marked = RemotePartitionDeleteState.DELETE_PARTITION_MARKED
+    outcomes = leader.put_remote_partition_delete_metadata_all(
+        [RemotePartitionDeleteMetadata(tp, marked, 1, BROKER_1) for tp in [*led, unknown]]
+    )
+    assert outcomes[:3] == [None, None, None]
+    assert isinstance(outcomes[3], RemoteResourceNotFoundException)
+    reader = store.manager(broker_id=BROKER_1)
+    assert [reader.remote_partition_delete_state(tp) for tp in led] == [marked] * 3
+
+
+def test_a_failed_group_commit_fails_every_mark_and_leaves_the_cache_as_stored(
+    tmp_path: Path,
+) -> None:
+    backend = SqliteBackend(str(tmp_path / "rlmm.db"))
+    leader = StoreRemoteLogMetadataManager(backend, broker_id=0)
+    try:
+        led = [new_tp(partition=p) for p in range(3)]
+        leader.on_partition_leadership_changes(set(led), set())
+        for tp in led:
+            upsert(leader, tp, {0: 0}, 0, 100, COPY_SEGMENT_FINISHED)
+        marks = [
+            RemotePartitionDeleteMetadata(
+                tp, RemotePartitionDeleteState.DELETE_PARTITION_MARKED, 1, BROKER_1
+            )
+            for tp in led
+        ]
+        backend._db = FailingCommit(backend._db)  # type: ignore[assignment]
+        outcomes = leader.put_remote_partition_delete_metadata_all(marks)
+        assert all(isinstance(o, RemoteStorageException) for o in outcomes), outcomes
+        # The leader's cache does not claim what never became durable; a repeat succeeds.
+        assert [leader.remote_partition_delete_state(tp) for tp in led] == [None] * 3
+        assert leader.put_remote_partition_delete_metadata_all(marks) == [None] * 3
+        assert {leader.remote_partition_delete_state(tp) for tp in led} == {
+            RemotePartitionDeleteState.DELETE_PARTITION_MARKED
+        }
+    finally:
+        leader.close()
 
 
 def test_a_finished_epoch_deletion_keeps_newer_segments_and_can_run_again(

@@ -19,7 +19,8 @@ Error contract for every method:
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 ANY_VERSION = -1
@@ -127,6 +128,18 @@ class MetadataStorageBackend(abc.ABC):
         (VersionConflictError naming the first failing key). A Create whose ancestors are missing
         creates them, empty, inside the same transaction; ancestors are never created outside it.
         A Delete of a key that still has children is a VersionConflictError."""
+
+    @contextlib.contextmanager
+    def grouped(self) -> Iterator[None]:
+        """Makes the writes of the block durable together when it exits, where the backend can
+        (one commit instead of one each). Each ``multi`` inside stays atomic and fails alone on
+        a failed precondition; the others' changes are visible to this instance at once. If the
+        commit at the exit fails it raises :class:`StorageBackendError` and none of the block's
+        writes happened: a caller that acted on them must forget that. Other writers of this
+        instance wait for the block; keep it short and take no lock that such a writer may hold
+        while writing. Nested blocks belong to the outermost. The default commits each write
+        when it returns, as outside a block."""
+        yield
 
     @abc.abstractmethod
     def remove_by_prefix(self, key: str) -> None:

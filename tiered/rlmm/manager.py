@@ -15,9 +15,10 @@ that path retry on conflicts (re-reading each time) under an injected RetryPolic
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator, Set
+from collections.abc import Callable, Iterable, Iterator, Sequence, Set
 from typing import TypeVar
 
 from tiered import api
@@ -174,6 +175,29 @@ class StoreRemoteLogMetadataManager(BulkDeleteEvents, api.BulkDeleteRemoteLogMet
                 kept = False
             if not kept:
                 self._remove_partition(tp)
+
+    def put_remote_partition_delete_metadata_all(
+        self, metadatas: Sequence[RemotePartitionDeleteMetadata]
+    ) -> list[Exception | None]:
+        """One durable write for all, where the backend groups writes (sqlite); each partition
+        is still written, checked and fenced as it is alone. The partitions led here are locked
+        first, in one order, and the backend after them, as every other writer does. If the
+        group's commit fails, every partition fails and the cached views that hold its writes
+        are dropped (reloaded at the next use)."""
+        metadatas = list(metadatas)
+        tps = sorted({m.topic_id_partition for m in metadatas}, key=str)
+        with contextlib.ExitStack() as locked:
+            led = [entry for tp in tps if (entry := self._led.get(tp)) is not None]
+            for entry in led:
+                locked.enter_context(entry.lock)
+            try:
+                with self._backend.grouped():
+                    return super().put_remote_partition_delete_metadata_all(metadatas)
+            except StorageBackendError as e:
+                for entry in led:
+                    entry.state = None
+                failed = RemoteStorageException(f"remote metadata write failed, not applied: {e}")
+                return [failed for _ in metadatas]
 
     def _remove_partition(self, tp: TopicIdPartition) -> None:
         """After DELETE_PARTITION_FINISHED is durable, removes the partition's records. A crash

@@ -73,6 +73,10 @@ class SqliteBackend(MetadataStorageBackend):
         self._watched_versions: dict[str, int | None] = {}
         self._watch_data_version: dict[str, int] = {}
         self._closed = False
+        # While a group (``grouped``) is open: its writes, noted for the watches once committed,
+        # and the data version, which no other connection can change until the group commits.
+        self._group_written: dict[str, int | None] | None = None
+        self._group_data_version = 0
 
     def __repr__(self) -> str:
         return f"SqliteBackend({self._path!r})"
@@ -104,21 +108,71 @@ class SqliteBackend(MetadataStorageBackend):
 
     def multi(self, ops: Sequence[Op]) -> None:
         written: dict[str, int | None] = {}
+        with self._lock, self._transaction():
+            for op in ops:
+                self._apply(op, written)
+        self._note_written(written)
+
+    @contextlib.contextmanager
+    def grouped(self) -> Iterator[None]:
+        """One ``BEGIN IMMEDIATE`` transaction for the block, each write a savepoint in it: one
+        fsync for all. Holds this instance's lock throughout."""
         with self._lock:
+            if self._group_written is not None:
+                yield
+                return
             self._check_open()
             try:
                 self._db.execute("BEGIN IMMEDIATE")
-                try:
-                    for op in ops:
-                        self._apply(op, written)
-                except BaseException:
-                    self._db.execute("ROLLBACK")
-                    raise
-                self._db.execute("COMMIT")
+                self._group_data_version = self._data_version()
             except sqlite3.Error as e:
-                if self._db.in_transaction:  # a failed COMMIT leaves the transaction open
+                if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
                 raise StorageBackendError(f"sqlite metadata store {self._path}: {e}") from e
+            written: dict[str, int | None] = {}
+            self._group_written = written
+            try:
+                yield
+                self._db.execute("COMMIT")
+            except BaseException as e:
+                if self._db.in_transaction:  # a failed COMMIT leaves the transaction open
+                    self._db.execute("ROLLBACK")
+                if isinstance(e, sqlite3.Error):
+                    raise StorageBackendError(f"sqlite metadata store {self._path}: {e}") from e
+                raise
+            finally:
+                self._group_written = None
+            self._note_written(written)
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """One atomic write: a transaction of its own, or a savepoint of the open group (whose
+        other writes it leaves alone if it fails). Called under the lock."""
+        self._check_open()
+        grouped = self._group_written is not None
+        try:
+            self._db.execute("SAVEPOINT write" if grouped else "BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                if grouped:
+                    self._db.execute("ROLLBACK TO write")
+                    self._db.execute("RELEASE write")
+                else:
+                    self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("RELEASE write" if grouped else "COMMIT")
+        except sqlite3.Error as e:
+            if not grouped and self._db.in_transaction:  # a failed COMMIT leaves it open
+                self._db.execute("ROLLBACK")
+            raise StorageBackendError(f"sqlite metadata store {self._path}: {e}") from e
+
+    def _note_written(self, written: dict[str, int | None]) -> None:
+        """Our own writes of watched keys are not news to their watches (once committed)."""
+        with self._lock:
+            if self._group_written is not None:
+                self._group_written.update(written)
+                return
             for key, version in written.items():
                 if key in self._watches:
                     self._watched_versions[key] = version
@@ -169,19 +223,11 @@ class SqliteBackend(MetadataStorageBackend):
     def remove_by_prefix(self, key: str) -> None:
         key = validate_key(key)
         # '/' is 0x2F and '0' is 0x30: the range holds exactly the keys below `key`.
-        with self._lock:
-            self._check_open()
-            try:
-                self._db.execute("BEGIN IMMEDIATE")
-                self._db.execute(
-                    "DELETE FROM kv WHERE key = ? OR (key >= ? AND key < ?)",
-                    (key, key + "/", key + "0"),
-                )
-                self._db.execute("COMMIT")
-            except sqlite3.Error as e:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                raise StorageBackendError(f"sqlite metadata store {self._path}: {e}") from e
+        with self._lock, self._transaction():
+            self._db.execute(
+                "DELETE FROM kv WHERE key = ? OR (key >= ? AND key < ?)",
+                (key, key + "/", key + "0"),
+            )
 
     def watch(self, key: str, callback: WatchCallback) -> None:
         with self._lock:
@@ -201,7 +247,8 @@ class SqliteBackend(MetadataStorageBackend):
             callback = self._watches.get(key)
             if callback is None:
                 return
-            data_version = self._data_version()
+            grouped = self._group_written is not None
+            data_version = self._group_data_version if grouped else self._data_version()
             if data_version == self._watch_data_version.get(key):
                 return
             self._watch_data_version[key] = data_version
