@@ -17,8 +17,12 @@ Methods:
   fsspec RSM on ``s3://``, the ZooKeeper RLMM, the bulk deleter on a Spark standalone master with
   two one-core workers started by the bench; ``--master local[2]`` in ``--quick``), run by
   ``DeleteJobRunner.run_job``. *product* is timed from building the controller's bulk-delete
-  machinery, so it includes the Spark session's start and every metadata write of the job;
-  *product_session_up* is the same job run again by the same machinery, its session up.
+  machinery, so it includes the Spark session's start, every RLMM write of the job and each save
+  of its progress in the controller's metadata store (ZooKeeper's, elected as a controller is:
+  a fenced multi a save); *product_session_up* is the same job run again by the same machinery,
+  its session up (what a job costs on a controller active for a while: the session is started in
+  the background when it becomes active). The job chooses its engine as in production, from the
+  RLMM's counts against the default ``bulk.delete.fast.path.max.objects``; each row names it.
 - *kafka*: ``RemoteLogManager.deleteRemoteLogPartition`` as in Kafka's source
   (core/src/main/java/kafka/log/remote/RemoteLogManager.java): partition after partition, list the
   partition's segments from the RLMM, publish DELETE_SEGMENT_STARTED for all of them and wait
@@ -52,10 +56,12 @@ Usage: ``python bench/bulk_delete.py [--quick] [--sizes 1000,10000,100000] [--pa
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
@@ -93,7 +99,9 @@ from bench.common import (
     utc_now,
     write_json,
 )
+from controller.jobs import runner as runner_module
 from controller.jobs import wiring
+from controller.store.zookeeper.store import ZooKeeperMetadataStore
 from tests.support.s3_fault_proxy import FaultPlan, S3FaultProxy
 from tiered import rlmm, rsm
 from tiered.api import (
@@ -243,11 +251,10 @@ def metadata_problems(where: Store, tree: Tree, partitions: Sequence[int]) -> li
 def controller_bulk_delete(
     where: Store, spark: dict[str, str], session_from: wiring.BulkDelete | None = None
 ) -> wiring.BulkDelete:
-    """What a controller builds for delete jobs; with ``session_from``, that one's Spark session
-    (the same controller process, its session up) serves the new store."""
-    # Every batch on Spark, however small: the product path measured is the Spark cluster's.
-    config = {**where.config, wiring.FAST_PATH_KEY: "0"}
-    bulk = wiring.create(CONTROLLER_NODE_ID, config, spark)
+    """What a controller builds for delete jobs, with the product's engine threshold; with
+    ``session_from``, that one's Spark session (the same controller process, its session up)
+    serves the new store."""
+    bulk = wiring.create(CONTROLLER_NODE_ID, where.config, spark)
     assert bulk is not None
     if session_from is not None:
         bulk.spark, bulk.engine = session_from.spark, session_from.engine
@@ -258,12 +265,30 @@ def run_product(
     where: Store, tree: Tree, spark: dict[str, str], session_from: wiring.BulkDelete | None
 ) -> tuple[dict[str, Any], wiring.BulkDelete]:
     saved_at: list[float] = []  # when the job persisted its progress: the steps' ends
-    started = time.perf_counter()
-    bulk = controller_bulk_delete(where, spark, session_from)
-    job = bulk.runner(lambda _job: saved_at.append(time.perf_counter())).run_job(
-        DeleteJob(TOPIC, tree.topic_id, E, len(tree.tps))
-    )
-    seconds = time.perf_counter() - started
+    # The job's progress goes where an active controller writes it: its metadata store (here
+    # ZooKeeper's, elected as the controller is), one fenced multi a save.
+    controller_store = ZooKeeperMetadataStore.from_config({"zookeeper.connect": where.zk_connect})
+    if controller_store.elect(CONTROLLER_NODE_ID, "bench:0", threading.Event()) is None:
+        raise VerificationError("product: the bench's controller store was not elected")
+
+    def persist(job: DeleteJob) -> None:
+        controller_store.put_delete_job(job)
+        saved_at.append(time.perf_counter())
+
+    engine_lines = _EngineLines()
+    runner_log = logging.getLogger(runner_module.__name__)
+    runner_log.addHandler(engine_lines)
+    level = runner_log.level
+    runner_log.setLevel(logging.INFO)
+    try:
+        started = time.perf_counter()
+        bulk = controller_bulk_delete(where, spark, session_from)
+        job = bulk.runner(persist).run_job(DeleteJob(TOPIC, tree.topic_id, E, len(tree.tps)))
+        seconds = time.perf_counter() - started
+    finally:
+        runner_log.removeHandler(engine_lines)
+        runner_log.setLevel(level)
+        controller_store.close()
     if job.state is not DeleteJobState.DONE:
         raise VerificationError(f"product: the job ended {job.state.name}: {job.last_error}")
     objects = sum(p.objects_deleted for p in job.progress)
@@ -276,10 +301,31 @@ def run_product(
         "objects_deleted": objects,
         "segments_deleted": sum(p.segments_deleted for p in job.progress),
         "progress_writes": len(saved_at),
+        "progress_store": "ZooKeeper (the controller's metadata store, fenced multis)",
+        "engine": engine_lines.engine(),
         # the first save (the job started); then marking, deleting and finishing overlap
         "steps_s": {"start": saved_at[0] - started, "job": started + seconds - saved_at[0]},
         "extrapolated": False,
     }, bulk
+
+
+class _EngineLines(logging.Handler):
+    """Keeps the delete job's one line that names its engine and the threshold in force."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if message.startswith("Bulk delete of topic"):
+            self.lines.append(message)
+
+    def engine(self) -> str:
+        """``engine ... since N > bulk.delete.fast.path.max.objects=M`` (or <=), as logged."""
+        if not self.lines:
+            raise VerificationError("product: the job logged no engine choice")
+        return self.lines[-1].split(": ", 1)[1].split(", ", 1)[1]
 
 
 def _updates(
@@ -498,8 +544,8 @@ BASELINES = {
     "floor": "DeleteObjects of 1,000 known keys from a pool of threads (no metadata, no listing)",
 }
 FIGURES = {
-    "product": "delete job on Spark (session start and metadata writes included)",
-    "product_session_up": "delete job, Spark session up",
+    "product": "delete job (Spark session start, RLMM and controller-store writes included)",
+    "product_session_up": "delete job, Spark session up (RLMM and controller-store writes included)",
 }
 LOCAL_FLOOR = "the RSM's object deleter on the known keys (no metadata, no listing)"
 
@@ -529,7 +575,8 @@ def summary(results: Sequence[dict[str, Any]], faults: FaultPlan) -> list[dict[s
                     summary_row(
                         f"{result['objects']:,} objects, {result['partitions']} partitions, "
                         + where[scenario],
-                        FIGURES[figure],
+                        FIGURES[figure]
+                        + (f"; {methods[figure]['engine']}" if "engine" in methods[figure] else ""),
                         methods[figure]["seconds"],
                         "s",
                         (label or BASELINES[baseline])
@@ -668,7 +715,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             ),
             "s3": "moto 5 server (bench/moto_seeded.py), its own process, over HTTP on loopback",
             "rlmm": "ZooKeeper backend on a real ZooKeeper server (one per method, same data)",
-            "job_progress": "persisted to an in-memory list (the controller's store not included)",
+            "job_progress": "persisted to the controller's metadata store (ZooKeeper, a fenced "
+            "multi a save), timed with the job",
+            "engine": "chosen by the job from the RLMM's counts against the product's default "
+            "bulk.delete.fast.path.max.objects; each product result names it",
             "kafka_model": (
                 "per partition: list segments from the RLMM, DELETE_SEGMENT_STARTED for all "
                 "(batched update as the partition's leader), one DeleteObjects of each "

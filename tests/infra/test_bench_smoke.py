@@ -114,6 +114,10 @@ def test_bulk_delete_bench_quick(tmp_path: Path) -> None:
     product = scenarios["s3"]["methods"]["product"]
     assert product["session_start_s"] > 0  # the first job started the session
     assert product["objects_deleted"] == result["objects"]  # orphans included
+    # More objects than the default fast-path limit: Spark, and the row says so; its progress
+    # went to the controller's store.
+    assert product["engine"].startswith("engine Spark") and "> " in product["engine"]
+    assert product["progress_writes"] >= 2
     kafka = scenarios["s3_faults"]["methods"]["kafka"]
     assert kafka["extrapolated"] is True and kafka["measured_partitions"] == 1
     for data in scenarios.values():
