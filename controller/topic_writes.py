@@ -43,6 +43,10 @@ class Submission:
 
     changes: Sequence[TopicChange]
     on_durable: OnDurable  # under the lock, with the committed prefix (not called if empty)
+    # Its waiter's own condition (on the term's lock): a flush wakes the waiters it finished
+    # and the one who writes next, not every waiter (a hundred clients' alters each waking a
+    # hundred threads a flush cost more than the writes).
+    ready: threading.Condition | None = None
     done: bool = False
     committed: int = 0
     error: TieredError | None = None
@@ -76,7 +80,8 @@ class TopicWrites:
         NOT_CONTROLLER); a flush is one ``store.update_topics``; ``flushed(changes, queued)`` is told
         each flush's size and what queued behind it (the metrics); ``applied`` is called, under
         the lock, once a flush's committed changes are in the image."""
-        self._changed = threading.Condition(lock)
+        self._lock = lock
+        self._changed = threading.Condition(lock)  # a write ended (``settle`` waits for it)
         self._image = image
         self._write = write
         self._store = store
@@ -95,7 +100,7 @@ class TopicWrites:
         return self._pending.get(name) or self._image().topics.get(name)
 
     def submit(self, changes: Sequence[TopicChange], on_durable: OnDurable) -> Submission:
-        submission = Submission(list(changes), on_durable)
+        submission = Submission(list(changes), on_durable, threading.Condition(self._lock))
         if not submission.changes:
             submission.done = True
             return submission
@@ -123,19 +128,20 @@ class TopicWrites:
             self._fail(queued.submissions, error)
             self._pending.clear()
             self._generation += 1
-            self._changed.notify_all()
 
     # Outside the lock.
 
     def wait(self, submission: Submission) -> Submission:
         """Returns once ``submission`` is durable and applied, or failed: writing it (and
         whatever queued with it) unless a write is in flight, which it then waits for."""
-        with self._changed:
+        ready = submission.ready
+        assert ready is not None
+        with ready:
             while not submission.done:
                 if self._writing is None:
                     self._flush(release_lock=True)
                 else:
-                    self._changed.wait()
+                    ready.wait()
         return submission
 
     # The flush itself, entered holding the lock once (``wait``) or any number of times.
@@ -149,7 +155,7 @@ class TopicWrites:
         committed = len(changes)
         error: TieredError | None = None
         if release_lock:
-            self._changed.release()
+            self._lock.release()
         try:
             self._write(lambda: self._store.update_topics(changes))
         except TieredError as e:
@@ -158,7 +164,7 @@ class TopicWrites:
             error = e
         finally:
             if release_lock:
-                self._changed.acquire()
+                self._lock.acquire()
         if generation != self._generation:  # the term ended meanwhile: the next one reloaded
             committed = 0
             error = TieredError(
@@ -173,6 +179,8 @@ class TopicWrites:
         finally:
             self._writing = None
             self._changed.notify_all()
+            if self._queued.submissions:  # its waiter writes next (if it waits already)
+                self._wake(self._queued.submissions[0])
 
     def _applied(self, flush: _Flush, committed: int, error: TieredError | None) -> None:
         left = committed
@@ -194,7 +202,14 @@ class TopicWrites:
                     if self._pending.get(after.name) is after:
                         del self._pending[after.name]
                 submission.done = True
+                self._wake(submission)
 
     def _fail(self, submissions: Sequence[Submission], error: TieredError) -> None:
         for submission in submissions:
             submission.committed, submission.error, submission.done = 0, error, True
+            self._wake(submission)
+
+    @staticmethod
+    def _wake(submission: Submission) -> None:
+        if submission.ready is not None:
+            submission.ready.notify()
