@@ -73,8 +73,15 @@ class Term:
 
     def require_active(self) -> int:
         """The controller epoch; raises NOT_CONTROLLER (naming the active controller when the
-        store knows it) when this controller is not active."""
+        store knows it) when this controller is not active, or is stepping down (a write failed,
+        or a broker heard from a newer controller): nothing more is accepted in such a term,
+        where a later write could succeed after an earlier one failed."""
         epoch = self._epoch
+        if epoch is not None and self._stepping_down.is_set():
+            raise TieredError(
+                ErrorCode.NOT_CONTROLLER,
+                f"controller {self._node_id} is stepping down (epoch {epoch}); retry at the next",
+            )
         if epoch is None:
             active = None
             with contextlib.suppress(MetadataStoreError):
@@ -95,6 +102,10 @@ class Term:
         self.changes.changed()
 
     def _write(self, write: Callable[[], None]) -> None:
+        if self._stepping_down.is_set():  # after a failed write, nothing else is written
+            raise TieredError(
+                ErrorCode.NOT_CONTROLLER, f"controller {self._node_id} is stepping down; retry"
+            )
         started = time.monotonic()
         try:
             write()

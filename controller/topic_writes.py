@@ -27,7 +27,8 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from controller.store import MetadataStore, PartialWriteError, TopicChange
+from controller.store import MetadataStore, MetadataStoreError, PartialWriteError, TopicChange
+from tiered import failpoints
 from tiered.cluster.model import MetadataImage, TopicMetadata
 from tiered.errors import ErrorCode, TieredError
 
@@ -157,7 +158,7 @@ class TopicWrites:
         if release_lock:
             self._lock.release()
         try:
-            self._write(lambda: self._store.update_topics(changes))
+            self._write(lambda: self._write_changes(changes))
         except TieredError as e:
             cause = e.__cause__
             committed = cause.committed if isinstance(cause, PartialWriteError) else 0
@@ -181,6 +182,11 @@ class TopicWrites:
             self._changed.notify_all()
             if self._queued.submissions:  # its waiter writes next (if it waits already)
                 self._wake(self._queued.submissions[0])
+
+    def _write_changes(self, changes: Sequence[TopicChange]) -> None:
+        if failpoints.hit("controller.topic_writes.flush"):
+            raise MetadataStoreError("fail point controller.topic_writes.flush: write refused")
+        self._store.update_topics(changes)
 
     def _applied(self, flush: _Flush, committed: int, error: TieredError | None) -> None:
         left = committed

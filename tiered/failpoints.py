@@ -13,6 +13,9 @@ Actions:
     The harness sees the process stopped (``/proc`` state ``T``), so it knows *where* it
     stopped, and then kills it or resumes it (a zombie). Arming a pause installs a SIGCONT
     handler, so ``configure`` must then run on the main thread.
+``fail``
+    ``hit`` returns True, and the caller fails there as its I/O would (a store write raises
+    its store's error): what a full disk or a lost connection does at that line.
 
 Each point fires the first time it is reached and never again in that process. Without the
 variable, ``hit`` is one dict lookup in an empty dict: the points cost nothing in production.
@@ -54,8 +57,9 @@ POINTS: dict[str, str] = {
         "a delete job deleted its objects; its partitions are not finished yet"
     ),
     "broker.disable.stopped": "a broker stopped tiering for a disable; the ack is not sent yet",
+    "controller.topic_writes.flush": "a group commit's write of topic changes is about to start",
 }
-ACTIONS = ("crash", "pause")
+ACTIONS = ("crash", "pause", "fail")
 
 log = logging.getLogger(__name__)
 _armed: dict[str, str] = {}
@@ -96,16 +100,19 @@ def configure_from_environment() -> dict[str, str]:
     return armed
 
 
-def hit(name: str) -> None:
-    """Fires the point ``name`` if it is armed (once). The daemon's log says so first, flushed,
-    so that a test can tell which point stopped the process."""
+def hit(name: str) -> bool:
+    """Fires the point ``name`` if it is armed (once); True when its action is ``fail`` (the
+    caller then fails as its I/O would). The daemon's log says so first, flushed, so that a
+    test can tell which point fired."""
     if not _armed:
-        return
+        return False
     with _lock:
         action = _armed.pop(name, None)
     if action is None:
-        return
+        return False
     log.warning("Fail point %s: %s (%s)", name, action, POINTS[name])
+    if action == "fail":
+        return True
     for handler in logging.getLogger().handlers:
         handler.flush()
     sys.stdout.flush()
@@ -118,3 +125,4 @@ def hit(name: str) -> None:
     # it ran on for ~100 ms, long enough to send the very ack a test meant to hold back). Wait
     # for the SIGCONT that ends the stop (a kill -9 ends the wait all the same).
     _continued.wait()
+    return False

@@ -1,6 +1,7 @@
 """The controller daemon with real broker processes, in both metadata modes (KRaft log and a real
-ZooKeeper): disable with retain and with delete, re-enable, rejected requests, controller
-failover mid-DISABLING, a broker killed during DISABLING, and (ZooKeeper) a zombie controller."""
+ZooKeeper): disable with retain and with delete, re-enable, rejected requests, a failed group
+write, the CLI, deleted topics. Failover at each step of a disable, brokers killed or paused
+during it and zombie controllers are in ``system_tests/``."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import itertools
 import json
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -20,6 +23,7 @@ from tests.support.processes import REPO
 from tiered.admin import AdminClient, TopicDescription
 from tiered.cluster.model import TieredState
 from tiered.errors import ErrorCode, TieredError
+from tiered.retry import RetryPolicy
 
 pytestmark = pytest.mark.processes
 
@@ -35,6 +39,17 @@ def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]
 @pytest.fixture
 def kraft_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
     yield from running_cluster(request, tmp_path, "kraft")
+
+
+@pytest.fixture(params=["kraft", "zookeeper"])
+def failing_write_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cluster]:
+    """Its active controller's first group-commit write of topic changes fails."""
+    yield from running_cluster(
+        request,
+        tmp_path,
+        request.param,
+        controller_failpoints={"controller.topic_writes.flush": "fail"},
+    )
 
 
 def tiered_topic(cluster: Cluster, name: str, partitions: int = 2) -> TopicDescription:
@@ -317,3 +332,47 @@ def test_deleted_topic_is_removed_from_brokers_and_can_be_created_again(cluster:
         what="the new topic to be hosted",
     )
     assert all(p.log_end_offset == 0 for p in cluster.admin.describe_topic("churn").partitions)
+
+
+def test_a_failed_group_write_fails_every_alter_and_applies_none(
+    failing_write_cluster: Cluster,
+) -> None:
+    cluster = failing_write_cluster
+    names = [f"group-{i}" for i in range(20)]
+    for name in names:
+        cluster.admin.create_topic(name, 1, TIERED, wait_hosted=True)
+    epoch = cluster.admin.describe_cluster().controller_epoch
+    at_once = threading.Barrier(len(names))
+
+    def disable(name: str) -> ErrorCode | None:
+        # No retry: the answer of the controller whose write failed, as it gave it.
+        with AdminClient(cluster.bootstrap, retry=RetryPolicy(max_tries=1)) as admin:
+            at_once.wait()
+            try:
+                admin.incremental_alter_configs(name, {"remote.storage.enable": "false"})
+            except TieredError as e:
+                return e.code
+            return None
+
+    with ThreadPoolExecutor(len(names)) as pool:
+        codes = dict(zip(names, pool.map(disable, names), strict=True))
+    # Those in the failed write, queued behind it or sent before the next term began: refused.
+    # Those that reached the next term (a KRaft one can begin within milliseconds): applied.
+    refused = [name for name, code in codes.items() if code is not None]
+    assert refused and {codes[name] for name in refused} == {ErrorCode.NOT_CONTROLLER}
+    poll_until(
+        lambda: cluster.admin.describe_cluster().controller_epoch > epoch,
+        timeout=60,
+        what="a new controller term",
+    )
+    # Nothing of a refused alter was applied: not in the store the new term loaded, not at any
+    # broker.
+    for topic in cluster.admin.describe_topics(refused, include_partition_state=False):
+        assert (topic.tiered_state, topic.tiered_epoch) == (TieredState.ENABLED, 0)
+        log_dir = cluster.log_dirs(topic.partitions[0].leader)[(topic.topic_id, 0)]
+        assert log_dir.copying and log_dir.tiered_epoch == 0
+    # The clients' retry, at the new term: one request, every refused topic applied once.
+    results = cluster.admin.incremental_alter_topics(refused, {"remote.storage.enable": "false"})
+    assert all(not isinstance(r, TieredError) and r.tiered_epoch == 1 for r in results), results
+    for name in names:
+        assert cluster.wait_for_state(name, TieredState.DISABLED).tiered_epoch == 1

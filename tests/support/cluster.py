@@ -300,15 +300,18 @@ def running_cluster(
     mode: str,
     *,
     broker_failpoints: Mapping[int, Mapping[str, str]] | None = None,
+    controller_failpoints: Mapping[str, str] | None = None,
     **controller_extra: str,
 ) -> Iterator[Cluster]:
     """A started cluster for a fixture to yield from; its processes' logs are printed when the
     test failed (see ``pytest_runtest_makereport`` in conftest). ``broker_failpoints`` arms fail
-    points in brokers (by id) for their first start."""
+    points in brokers (by id) for their first start, ``controller_failpoints`` in the first
+    (active) controller."""
     zk_connect = request.getfixturevalue("zk_connect") if mode == "zookeeper" else None
     c = Cluster(tmp_path, mode, zk_connect, controller_extra=controller_extra)
     for broker_id, points in (broker_failpoints or {}).items():
         c.brokers[broker_id].failpoints = dict(points)
+    c.controllers[0].failpoints = dict(controller_failpoints or {})
     try:
         c.start()
         yield c
