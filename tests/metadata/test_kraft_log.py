@@ -270,6 +270,77 @@ def test_apply_records_fast_path_equals_record_by_record() -> None:
     assert set(fast.topics) == {"renamed", "topic-1", "topic-3"}
 
 
+def test_a_snapshot_holds_its_topics_as_one_table_with_each_config_set_once() -> None:
+    shared = {"remote.storage.enable": "true", "retention.ms": "1000"}
+    topics = [
+        TopicMetadata(f"t{i}", uuid.UUID(int=i + 1), (i % 3,) * (i % 4 + 1), shared)
+        for i in range(50)
+    ]
+    topics.append(topic(100).with_tiered_state(TieredState.DISABLING, 4))  # configs of its own
+    image = MetadataImage()
+    for t in topics:
+        image.put_topic(t)
+    image.offset = 9
+    batch = serde.image_to_batch(image, 9)
+    tables = [r.topic_table for r in batch.records if r.WhichOneof("record") == "topic_table"]
+    assert [r.WhichOneof("record") for r in batch.records].count("topic") == 0
+    assert len(tables) == 1 and len(tables[0].names) == 51 and len(tables[0].config_sets) == 2
+    again = serde.image_from_snapshot(batch)
+    assert again == image
+    assert again.topics["t0"].configs is again.topics["t49"].configs  # one shared copy
+
+
+def test_a_topic_table_applied_over_topics_replaces_them_as_records_would() -> None:
+    source = MetadataImage()
+    source.put_topic(topic(1).with_configs({"retention.ms": "5"}))
+    source.put_topic(topic(2))
+    renamed = TopicMetadata("renamed", topic(3).topic_id, (1,))
+    source.put_topic(renamed)
+    table = serde.image_to_batch(source, 0).records
+    target = MetadataImage()
+    for t in (topic(1), topic(3)):  # topic-1 replaced, topic-3's id now names "renamed"
+        target.put_topic(t)
+    serde.apply_records(target, table)
+    assert target.topics == source.topics
+    assert target.topic_by_id(renamed.topic_id) == renamed
+
+
+def test_a_snapshot_of_three_records_a_topic_still_loads() -> None:
+    """Snapshots written before the table (TopicRecord, ConfigRecord, TieredStateRecord)."""
+    image = MetadataImage()
+    for i in range(3):
+        image.put_topic(topic(i).with_tiered_state(TieredState.DISABLED, i))
+    image.offset = 4
+    records = [r for i in range(3) for r in serde.topic_to_records(image.topics[f"topic-{i}"])]
+    assert serde.image_from_snapshot(Batch(base_offset=4, records=records)) == image
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["short id", "missing state", "replica short", "no such config set", "keys without values"],
+)
+def test_a_malformed_topic_table_is_refused_whole(damage: str) -> None:
+    image = MetadataImage()
+    for i in range(3):
+        image.put_topic(topic(i))
+    batch = serde.image_to_batch(image, 2)
+    (table,) = [r.topic_table for r in batch.records if r.WhichOneof("record") == "topic_table"]
+    if damage == "short id":
+        table.topic_ids = table.topic_ids[:-1]
+    elif damage == "missing state":
+        del table.states[-1]
+    elif damage == "replica short":
+        del table.replicas[-1]
+    elif damage == "no such config set":
+        table.config_set_index[0] = len(table.config_sets)
+    else:
+        del table.config_sets[0].values[-1]
+    loaded = MetadataImage()
+    with pytest.raises(ValueError):
+        serde.apply_records(loaded, batch.records)
+    assert loaded.topics == {}
+
+
 def test_partition_records_grow_a_topic_idempotently() -> None:
     t = topic(1, partitions=2)
     grown = t.with_replicas((*t.replicas, 2, 0))

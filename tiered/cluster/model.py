@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
@@ -234,6 +234,22 @@ class MetadataImage:
         self.topics[topic.name] = topic
         self._by_id[topic.topic_id] = topic.name
         self._by_state[topic.tiered_state] += 1
+
+    def put_new_topics(self, topics: Sequence[TopicMetadata]) -> bool:
+        """Puts ``topics`` into an image that has none, in bulk (a snapshot's 100k): True if
+        done; False, changing nothing, if the image has topics or two of ``topics`` share a
+        name or an id (``put_topic`` one by one then decides which stays)."""
+        if self.topics:
+            return False
+        by_name = {t.name: t for t in topics}
+        by_id = {t.topic_id: t.name for t in topics}
+        if len(by_name) != len(topics) or len(by_id) != len(topics):
+            return False
+        self.topics.update(by_name)
+        self._by_id.update(by_id)
+        for state in TieredState:  # by identity: an enum's hash is a Python call
+            self._by_state[state] += sum(1 for t in topics if t.tiered_state is state)
+        return True
 
     def remove_topic(self, topic_id: uuid.UUID) -> TopicMetadata | None:
         name = self._by_id.pop(topic_id, None)

@@ -20,6 +20,7 @@ from tiered.cluster.model import (
     PartitionDeleteProgress,
     TieredState,
     TopicMetadata,
+    frozen_configs,
 )
 from tiered.net import Listener
 from tiered.rpc.v1 import metadata_pb2
@@ -313,19 +314,8 @@ def image_to_batch(image: MetadataImage, base_offset: int) -> metadata_pb2.Metad
     epoch.endpoint = image.controller_endpoint
     for registration in image.brokers.values():
         records.add().register_broker.CopyFrom(broker_registration_to_proto(registration))
-    for topic in image.topics.values():
-        raw_id = topic.topic_id.bytes
-        t = records.add().topic
-        t.name = topic.name
-        t.topic_id = raw_id
-        t.replicas.extend(topic.replicas)
-        c = records.add().config
-        c.topic_id = raw_id
-        c.configs.update(topic.configs)
-        ts = records.add().tiered_state
-        ts.topic_id = raw_id
-        ts.state = _STATE_TO_PROTO[topic.tiered_state]
-        ts.tiered_epoch = topic.tiered_epoch
+    if image.topics:
+        _fill_topic_table(records.add().topic_table, image.topics.values())
     for job in image.delete_jobs.values():
         records.add().delete_job.CopyFrom(delete_job_to_proto(job))
     for (user, mechanism), credential in image.scram_credentials.items():
@@ -333,6 +323,94 @@ def image_to_batch(image: MetadataImage, base_offset: int) -> metadata_pb2.Metad
     for acl_id, binding in image.acls.items():
         records.append(acl_record(acl_id, binding))
     return batch
+
+
+def _fill_topic_table(
+    table: metadata_pb2.TopicTableRecord, topics: Iterable[TopicMetadata]
+) -> None:
+    """``topics`` as one TopicTableRecord, column by column; each distinct config set (the
+    same shared copy, ``frozen_configs``) written once."""
+    set_index: dict[int, int] = {}
+    names: list[str] = []
+    ids = bytearray()
+    counts: list[int] = []
+    replicas: list[int] = []
+    indexes: list[int] = []
+    states: list[metadata_pb2.TieredState] = []
+    epochs: list[int] = []
+    for topic in topics:
+        names.append(topic.name)
+        ids += topic.topic_id.bytes
+        counts.append(len(topic.replicas))
+        replicas.extend(topic.replicas)
+        index = set_index.get(id(topic.configs))
+        if index is None:
+            index = set_index[id(topic.configs)] = len(table.config_sets)
+            config_set = table.config_sets.add()
+            config_set.keys.extend(topic.configs.keys())
+            config_set.values.extend(topic.configs.values())
+        indexes.append(index)
+        states.append(_STATE_TO_PROTO[topic.tiered_state])
+        epochs.append(topic.tiered_epoch)
+    table.names.extend(names)
+    table.topic_ids = bytes(ids)
+    table.replica_counts.extend(counts)
+    table.replicas.extend(replicas)
+    table.config_set_index.extend(indexes)
+    table.states.extend(states)
+    table.tiered_epochs.extend(epochs)
+
+
+def _apply_topic_table(image: MetadataImage, table: metadata_pb2.TopicTableRecord) -> None:
+    """Every topic of a TopicTableRecord, each as its three records would put it. Columns of
+    different lengths, an id not 16 bytes or a config set that does not exist are malformed
+    (ValueError, before anything is applied)."""
+    names = list(table.names)
+    count = len(names)
+    ids = table.topic_ids
+    counts = list(table.replica_counts)
+    replicas = list(table.replicas)
+    indexes = list(table.config_set_index)
+    state_of = {state: tiered_state_from_proto(state) for state in set(table.states)}
+    states = [state_of[state] for state in table.states]
+    epochs = list(table.tiered_epochs)
+    config_sets = [
+        frozen_configs(dict(zip(c.keys, c.values, strict=True))) for c in table.config_sets
+    ]
+    if (
+        {len(counts), len(indexes), len(states), len(epochs)} != {count}
+        or len(ids) != 16 * count
+        or sum(counts) != len(replicas)
+        or any(not 0 <= i < len(config_sets) for i in indexes)
+    ):
+        raise ValueError(
+            f"TopicTableRecord of {count} topics is malformed: {len(ids)} id bytes, "
+            f"{len(counts)} replica counts for {len(replicas)} replicas, {len(indexes)} config "
+            f"set indexes into {len(config_sets)} sets, {len(states)} states, {len(epochs)} "
+            "epochs"
+        )
+    topics: list[TopicMetadata] = []
+    start = 0
+    for i, name in enumerate(names):
+        end = start + counts[i]
+        topics.append(
+            TopicMetadata(
+                name,
+                uuid_from_bytes(ids[16 * i : 16 * i + 16]),
+                tuple(replicas[start:end]),
+                config_sets[indexes[i]],
+                states[i],
+                epochs[i],
+            )
+        )
+        start = end
+    if image.put_new_topics(topics):  # a snapshot's load: an empty image
+        return
+    for topic in topics:
+        existing = image.topic_by_id(topic.topic_id)
+        if existing is not None and existing.name != topic.name:
+            image.remove_topic(topic.topic_id)
+        image.put_topic(topic)
 
 
 def image_to_records(image: MetadataImage) -> list[metadata_pb2.MetadataRecord]:
@@ -399,6 +477,8 @@ def apply_record(image: MetadataImage, record: metadata_pb2.MetadataRecord) -> N
             )
     elif kind == "partition":
         _apply_partition(image, record.partition)
+    elif kind == "topic_table":
+        _apply_topic_table(image, record.topic_table)
     elif kind == "remove_topic":
         topic_id, topic = _known_topic(image, record.remove_topic.topic_id, "RemoveTopicRecord")
         if topic is not None:

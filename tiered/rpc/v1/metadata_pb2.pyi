@@ -200,8 +200,36 @@ class RemoveAccessControlEntryRecord(_message.Message):
     id: bytes
     def __init__(self, id: _Optional[bytes] = ...) -> None: ...
 
+class TopicConfigSet(_message.Message):
+    __slots__ = ("keys", "values")
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    keys: _containers.RepeatedScalarFieldContainer[str]
+    values: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, keys: _Optional[_Iterable[str]] = ..., values: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class TopicTableRecord(_message.Message):
+    __slots__ = ("names", "topic_ids", "replica_counts", "replicas", "config_sets", "config_set_index", "states", "tiered_epochs")
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_IDS_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_COUNTS_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_SETS_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_SET_INDEX_FIELD_NUMBER: _ClassVar[int]
+    STATES_FIELD_NUMBER: _ClassVar[int]
+    TIERED_EPOCHS_FIELD_NUMBER: _ClassVar[int]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    topic_ids: bytes
+    replica_counts: _containers.RepeatedScalarFieldContainer[int]
+    replicas: _containers.RepeatedScalarFieldContainer[int]
+    config_sets: _containers.RepeatedCompositeFieldContainer[TopicConfigSet]
+    config_set_index: _containers.RepeatedScalarFieldContainer[int]
+    states: _containers.RepeatedScalarFieldContainer[TieredState]
+    tiered_epochs: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, names: _Optional[_Iterable[str]] = ..., topic_ids: _Optional[bytes] = ..., replica_counts: _Optional[_Iterable[int]] = ..., replicas: _Optional[_Iterable[int]] = ..., config_sets: _Optional[_Iterable[_Union[TopicConfigSet, _Mapping]]] = ..., config_set_index: _Optional[_Iterable[int]] = ..., states: _Optional[_Iterable[_Union[TieredState, str]]] = ..., tiered_epochs: _Optional[_Iterable[int]] = ...) -> None: ...
+
 class MetadataRecord(_message.Message):
-    __slots__ = ("register_broker", "topic", "config", "tiered_state", "remove_topic", "controller_epoch", "delete_job", "access_control_entry", "remove_access_control_entry", "user_scram_credential", "remove_user_scram_credential", "partition")
+    __slots__ = ("register_broker", "topic", "config", "tiered_state", "remove_topic", "controller_epoch", "delete_job", "access_control_entry", "remove_access_control_entry", "user_scram_credential", "remove_user_scram_credential", "partition", "topic_table")
     REGISTER_BROKER_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     CONFIG_FIELD_NUMBER: _ClassVar[int]
@@ -214,6 +242,7 @@ class MetadataRecord(_message.Message):
     USER_SCRAM_CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
     REMOVE_USER_SCRAM_CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_TABLE_FIELD_NUMBER: _ClassVar[int]
     register_broker: RegisterBrokerRecord
     topic: TopicRecord
     config: ConfigRecord
@@ -226,7 +255,8 @@ class MetadataRecord(_message.Message):
     user_scram_credential: UserScramCredentialRecord
     remove_user_scram_credential: RemoveUserScramCredentialRecord
     partition: PartitionRecord
-    def __init__(self, register_broker: _Optional[_Union[RegisterBrokerRecord, _Mapping]] = ..., topic: _Optional[_Union[TopicRecord, _Mapping]] = ..., config: _Optional[_Union[ConfigRecord, _Mapping]] = ..., tiered_state: _Optional[_Union[TieredStateRecord, _Mapping]] = ..., remove_topic: _Optional[_Union[RemoveTopicRecord, _Mapping]] = ..., controller_epoch: _Optional[_Union[ControllerEpochRecord, _Mapping]] = ..., delete_job: _Optional[_Union[DeleteJobRecord, _Mapping]] = ..., access_control_entry: _Optional[_Union[AccessControlEntryRecord, _Mapping]] = ..., remove_access_control_entry: _Optional[_Union[RemoveAccessControlEntryRecord, _Mapping]] = ..., user_scram_credential: _Optional[_Union[UserScramCredentialRecord, _Mapping]] = ..., remove_user_scram_credential: _Optional[_Union[RemoveUserScramCredentialRecord, _Mapping]] = ..., partition: _Optional[_Union[PartitionRecord, _Mapping]] = ...) -> None: ...
+    topic_table: TopicTableRecord
+    def __init__(self, register_broker: _Optional[_Union[RegisterBrokerRecord, _Mapping]] = ..., topic: _Optional[_Union[TopicRecord, _Mapping]] = ..., config: _Optional[_Union[ConfigRecord, _Mapping]] = ..., tiered_state: _Optional[_Union[TieredStateRecord, _Mapping]] = ..., remove_topic: _Optional[_Union[RemoveTopicRecord, _Mapping]] = ..., controller_epoch: _Optional[_Union[ControllerEpochRecord, _Mapping]] = ..., delete_job: _Optional[_Union[DeleteJobRecord, _Mapping]] = ..., access_control_entry: _Optional[_Union[AccessControlEntryRecord, _Mapping]] = ..., remove_access_control_entry: _Optional[_Union[RemoveAccessControlEntryRecord, _Mapping]] = ..., user_scram_credential: _Optional[_Union[UserScramCredentialRecord, _Mapping]] = ..., remove_user_scram_credential: _Optional[_Union[RemoveUserScramCredentialRecord, _Mapping]] = ..., partition: _Optional[_Union[PartitionRecord, _Mapping]] = ..., topic_table: _Optional[_Union[TopicTableRecord, _Mapping]] = ...) -> None: ...
 
 class MetadataRecordBatch(_message.Message):
     __slots__ = ("base_offset", "records")
