@@ -96,7 +96,6 @@ from bench.common import (
     write_json,
 )
 from bench.seed_metadata import make_topic, make_topics, seed_kraft, seed_zookeeper
-from tests.support.cluster import broker_properties as cluster_broker_properties
 from tiered.ports import free_port
 from tiered.zookeeper import ZooKeeperServer
 
@@ -314,6 +313,10 @@ def broker_properties(
 ) -> dict[str, str]:
     """As the tests' clusters configure brokers, with tiering tasks every second (idle brokers
     hosting thousands of partitions would otherwise spend the CPU being measured)."""
+    # Imported here: the baseline's fresh process imports this module, and must not pay for
+    # the test harness (half a second of imports) that the controller does not load.
+    from tests.support.cluster import broker_properties as cluster_broker_properties
+
     return cluster_broker_properties(
         root, mode, broker_id, port, bootstrap, zk_connect, task_interval_ms=1000
     )
