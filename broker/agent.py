@@ -103,6 +103,10 @@ def _topic_config_of(items: tuple[tuple[str, str], ...]) -> TopicConfig:
     return topic_config
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def _stop_error(stop: PartitionStop) -> TieredError | None:
     """What is wrong with one DisableRemoteTopic entry, or None; it fails only that entry. Each
     disablement raises the topic's tiered epoch from 0, so a real one is at least 1: stopping
@@ -261,13 +265,13 @@ class BrokerAgent:
             group = groups.setdefault((stop.tiered_epoch, stop.policy.value), {})
             group.setdefault(topic, []).append(stop.partition)
         parts = [
-            f"at tiered epoch {epoch} with policy {policy}, {len(topics)} topics: "
+            f"at tiered epoch {epoch} with policy {policy}, {_count(len(topics), 'topic')}: "
             + ", ".join(f"{topic} {sorted(partitions)}" for topic, partitions in topics.items())
             for (epoch, policy), topics in sorted(groups.items())
         ]
         return (
             f"DisableRemoteTopic of controller epoch {controller_epoch}: tiering stopped for "
-            f"{len(stops)} partitions " + "; ".join(parts)
+            f"{_count(len(stops), 'partition')} " + "; ".join(parts)
         )
 
     def _disable_unhosted(self, stop: PartitionStop, *, keep: bool) -> TieredError | None:

@@ -6,6 +6,7 @@ pause and re-enables, and the topic's state for a partition hosted for the first
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -291,7 +292,7 @@ def test_invalid_stops_fail_only_their_entry_and_a_stale_controller_the_request(
 
 
 def test_one_disable_remote_topic_marks_its_partitions_in_one_commit_or_none(
-    brokers: Brokers,
+    brokers: Brokers, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Under the delete policy every stopped partition is marked DELETE_PARTITION_MARKED before
     the ack: a request's marks are one RLMM commit, and a commit that fails fails every entry
@@ -309,7 +310,12 @@ def test_one_disable_remote_topic_marks_its_partitions_in_one_commit_or_none(
     assert [o is not None and o.code for o in outcomes] == [ErrorCode.KAFKA_STORAGE_ERROR] * 3
     assert {rlm(agent).rlmm.remote_partition_delete_state(tp) for tp in tps} == {None}
 
+    caplog.set_level(logging.INFO, logger="broker.agent")
     assert agent.disable_remote_topic(1, stops) == [None, None, None]
+    assert (
+        "DisableRemoteTopic of controller epoch 1: tiering stopped for 3 partitions at tiered "
+        "epoch 1 with policy delete, 3 topics: t0 [0], t1 [0], t2 [0]"
+    ) in caplog.messages
     assert {rlm(agent).rlmm.remote_partition_delete_state(tp) for tp in tps} == {
         RemotePartitionDeleteState.DELETE_PARTITION_MARKED
     }
