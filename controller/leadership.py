@@ -77,11 +77,6 @@ class Term:
         or a broker heard from a newer controller): nothing more is accepted in such a term,
         where a later write could succeed after an earlier one failed."""
         epoch = self._epoch
-        if epoch is not None and self._stepping_down.is_set():
-            raise TieredError(
-                ErrorCode.NOT_CONTROLLER,
-                f"controller {self._node_id} is stepping down (epoch {epoch}); retry at the next",
-            )
         if epoch is None:
             active = None
             with contextlib.suppress(MetadataStoreError):
@@ -91,6 +86,7 @@ class Term:
                 ErrorCode.NOT_CONTROLLER,
                 f"controller {self._node_id} is not the active controller{where}",
             )
+        self._raise_if_stepping_down()
         return epoch
 
     def persist(self, write: Callable[[], None]) -> None:
@@ -101,11 +97,18 @@ class Term:
         self._write(write)
         self.changes.changed()
 
-    def _write(self, write: Callable[[], None]) -> None:
-        if self._stepping_down.is_set():  # after a failed write, nothing else is written
+    def _raise_if_stepping_down(self) -> None:
+        """After a failed write (or word of a newer controller) the term accepts and writes
+        nothing more: a later write could otherwise succeed after an earlier one failed."""
+        if self._stepping_down.is_set():
             raise TieredError(
-                ErrorCode.NOT_CONTROLLER, f"controller {self._node_id} is stepping down; retry"
+                ErrorCode.NOT_CONTROLLER,
+                f"controller {self._node_id} is stepping down (epoch {self._epoch}); retry at "
+                "the next",
             )
+
+    def _write(self, write: Callable[[], None]) -> None:
+        self._raise_if_stepping_down()
         started = time.monotonic()
         try:
             write()

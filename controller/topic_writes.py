@@ -47,7 +47,7 @@ class Submission:
     # Its waiter's own condition (on the term's lock): a flush wakes the waiters it finished
     # and the one who writes next, not every waiter (a hundred clients' alters each waking a
     # hundred threads a flush cost more than the writes).
-    ready: threading.Condition | None = None
+    ready: threading.Condition
     done: bool = False
     committed: int = 0
     error: TieredError | None = None
@@ -135,14 +135,12 @@ class TopicWrites:
     def wait(self, submission: Submission) -> Submission:
         """Returns once ``submission`` is durable and applied, or failed: writing it (and
         whatever queued with it) unless a write is in flight, which it then waits for."""
-        ready = submission.ready
-        assert ready is not None
-        with ready:
+        with submission.ready:
             while not submission.done:
                 if self._writing is None:
                     self._flush(release_lock=True)
                 else:
-                    ready.wait()
+                    submission.ready.wait()
         return submission
 
     # The flush itself, entered holding the lock once (``wait``) or any number of times.
@@ -181,7 +179,7 @@ class TopicWrites:
             self._writing = None
             self._changed.notify_all()
             if self._queued.submissions:  # its waiter writes next (if it waits already)
-                self._wake(self._queued.submissions[0])
+                self._queued.submissions[0].ready.notify()
 
     def _write_changes(self, changes: Sequence[TopicChange]) -> None:
         if failpoints.hit("controller.topic_writes.flush"):
@@ -208,14 +206,9 @@ class TopicWrites:
                     if self._pending.get(after.name) is after:
                         del self._pending[after.name]
                 submission.done = True
-                self._wake(submission)
+                submission.ready.notify()
 
     def _fail(self, submissions: Sequence[Submission], error: TieredError) -> None:
         for submission in submissions:
             submission.committed, submission.error, submission.done = 0, error, True
-            self._wake(submission)
-
-    @staticmethod
-    def _wake(submission: Submission) -> None:
-        if submission.ready is not None:
             submission.ready.notify()
