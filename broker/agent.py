@@ -22,9 +22,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from broker.assignment_journal import AssignmentJournal
-from broker.config import BrokerConfig, TopicConfig
+from broker.config import BrokerConfig
 from broker.hosted import HostedPartition, PartitionKey, PartitionStop, entry_from_journal
-from broker.log import AppendInfo, BatchRead, Log, TimestampOffset
+from broker.log import AppendInfo, BatchRead, Log, LogConfig, TimestampOffset
 from broker.rlm.manager import RemoteLogManager
 from broker.rlm.partition_tiering import PartitionTiering
 from broker.tiering import TieringDriver
@@ -40,7 +40,7 @@ from tiered.api import (
 from tiered.config import (
     CLEANUP_POLICY,
     CLEANUP_POLICY_DELETE,
-    validate_topic_configs,
+    TopicConfig,
     validate_topic_name,
 )
 from tiered.errors import ErrorCode, TieredError
@@ -81,26 +81,19 @@ class PartitionLogDir:
 
 
 def _checked_topic_config(tp: TopicIdPartition, configs: Mapping[str, str]) -> TopicConfig:
-    """The config a partition is hosted with, once the whole assignment is known to be valid.
+    """The config a partition is hosted with, checked as the controller checks it.
 
     The topic name becomes a directory under log.dirs: a name Kafka does not allow ('..', 'a/b',
-    '') would put it elsewhere (INVALID_TOPIC_EXCEPTION). TopicConfig reads the keys the log and
-    the copier use (a bad one is INVALID_CONFIG, as ever); the controller's validator checks the
-    rest, such as remote.log.disable.policy, which the broker reads only when tiering stops: too
-    late to refuse the assignment, whose configs would already be replaced and persisted."""
+    '') would put it elsewhere (INVALID_TOPIC_EXCEPTION)."""
     validate_topic_name(tp.topic)
     return _topic_config_of(tuple(sorted(configs.items())))
 
 
 @functools.lru_cache(maxsize=1024)
 def _topic_config_of(items: tuple[tuple[str, str], ...]) -> TopicConfig:
-    """Read and checked once per distinct config set: a topic's partitions share one, and an
-    assignment of a topic's 3,000 partitions on this broker would otherwise parse it 3,000 times
-    (a refused set raises each time; only accepted ones are kept)."""
-    configs = dict(items)
-    topic_config = TopicConfig.from_configs(configs)
-    validate_topic_configs(configs)
-    return topic_config
+    """Read and checked once per distinct config set: a topic's partitions share one (a refused
+    set raises each time; only accepted ones are kept)."""
+    return TopicConfig.of(dict(items))
 
 
 def _count(n: int, noun: str) -> str:
@@ -316,7 +309,7 @@ class BrokerAgent:
             directory = self.config.log_dir / f"{tp.topic}-{tp.partition}"
             hosted = HostedPartition(
                 tp,
-                Log.open(directory, topic_config.log),
+                Log.open(directory, LogConfig.of(topic_config)),
                 topic_config,
                 configs,
                 PartitionTiering(tp, tiered_epoch),

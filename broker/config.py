@@ -1,5 +1,5 @@
-"""The broker's server configuration (``tiered-broker --config broker.properties``) and the topic
-configs it applies to the partitions it hosts. Errors name the key and what is valid."""
+"""The broker's server configuration (``tiered-broker --config broker.properties``). Errors name
+the key and what is valid. Topic configs are ``tiered.config``'s, read by every daemon alike."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from broker.groups.group_config import GroupConfig
-from broker.log import LogConfig
-from broker.rlm.manager import RemoteLogManagerConfig, RetentionConfig
+from broker.rlm.manager import RemoteLogManagerConfig
 from tiered import config as keys
 from tiered.kafka.protocol import DEFAULT_MAX_REQUEST_BYTES
 from tiered.kafka.server import DEFAULT_RECEIVE_BUFFER_BYTES, ListenerSettings
@@ -238,44 +237,4 @@ class BrokerConfig:
             groups=GroupConfig.from_properties(values),
             topic_auto_creation=TopicAutoCreation.from_properties(values),
             properties=MappingProxyType(dict(values)),
-        )
-
-
-@dataclass(frozen=True)
-class TopicConfig:
-    """The topic configs a broker applies to a hosted partition."""
-
-    remote_storage_enable: bool = False
-    remote_log_copy_disable: bool = False  # Kafka 3.9: keep remote data readable, copy nothing
-    cleanup_policy: tuple[str, ...] = (keys.CLEANUP_POLICY_DELETE,)
-    log: LogConfig = field(default_factory=LogConfig)
-    retention: RetentionConfig = field(default_factory=RetentionConfig)
-
-    @classmethod
-    def from_configs(cls, values: Mapping[str, str]) -> TopicConfig:
-        """The topic's keys over Kafka's defaults (``tiered.config.TOPIC_CONFIG_DEFAULTS``, the
-        same the controller describes)."""
-        defaults = keys.TOPIC_CONFIG_DEFAULTS
-
-        def default(key: str) -> int:
-            return int(defaults[key])
-
-        return cls(
-            remote_storage_enable=bool_property(values, keys.REMOTE_STORAGE_ENABLE, False),
-            remote_log_copy_disable=bool_property(values, keys.REMOTE_LOG_COPY_DISABLE, False),
-            cleanup_policy=keys.cleanup_policies(values),
-            log=LogConfig(
-                segment_bytes=int_property(
-                    values, "segment.bytes", default("segment.bytes"), minimum=1
-                ),
-                segment_ms=int_property(values, "segment.ms", default("segment.ms"), minimum=1),
-            ),
-            retention=RetentionConfig(
-                retention_ms=int_property(
-                    values, "retention.ms", default("retention.ms"), minimum=-1
-                ),
-                retention_bytes=int_property(values, "retention.bytes", -1, minimum=-1),
-                local_retention_ms=int_property(values, "local.retention.ms", -2, minimum=-2),
-                local_retention_bytes=int_property(values, "local.retention.bytes", -2, minimum=-2),
-            ),
         )

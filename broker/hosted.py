@@ -10,11 +10,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.config import TopicConfig
 from broker.log import Log
+from broker.rlm.model import RetentionConfig
 from broker.rlm.partition_tiering import PartitionTiering, TieringConfigs
 from tiered.api import TopicIdPartition
-from tiered.config import RemoteLogDisablePolicy, disable_policy
+from tiered.config import RemoteLogDisablePolicy, TopicConfig
 
 PartitionKey = tuple[uuid.UUID, int]  # (topic id, partition)
 
@@ -74,11 +74,15 @@ class HostedPartition:
     def tiered_epoch(self) -> int:
         return self.tiering.tiered_epoch
 
+    @property
+    def retention(self) -> RetentionConfig:
+        return RetentionConfig.of(self.config)
+
     def tiering_configs(self) -> TieringConfigs:
         return TieringConfigs(
             remote_storage_enable=self.config.remote_storage_enable,
             copy_disable=self.config.remote_log_copy_disable,
-            disable_policy=disable_policy(self.raw_configs),
+            disable_policy=self.config.disable_policy,
         )
 
     def assignment_json(self) -> str:

@@ -95,11 +95,11 @@ class TieringDriver:
             tp = hosted.topic_id_partition
             if not self.rlm.is_leading(tp):
                 partition = TieredPartition(
-                    tp, hosted.log, retention=hosted.config.retention, tiering=tiering
+                    tp, hosted.log, retention=hosted.retention, tiering=tiering
                 )
                 self.rlm.on_leadership_change([partition])
             else:
-                self.rlm.update_retention(tp, hosted.config.retention)
+                self.rlm.update_retention(tp, hosted.retention)
             if tiering.state.stop_policy is not None:
                 stopping.append(tp)
         errors = self.rlm.apply_stop(stopping) if stopping else {}

@@ -42,7 +42,7 @@ from tiered.config import (
     REMOTE_LOG_DELETE_ON_DISABLE,
     REMOTE_LOG_DISABLE_POLICY,
     REMOTE_STORAGE_ENABLE,
-    TOPIC_CONFIG_DEFAULTS,
+    TOPIC_CONFIG_DEF,
     remote_storage_enabled,
     validate_topic_configs,
 )
@@ -180,7 +180,8 @@ def was_ever_tiered(topic: TopicMetadata) -> bool:
 
 
 def _effective(configs: Mapping[str, str], key: str) -> str:
-    return configs.get(key, TOPIC_CONFIG_DEFAULTS[key]).strip().lower()
+    definition = TOPIC_CONFIG_DEF[key]
+    return definition.normalize(configs.get(key, definition.default))
 
 
 def plan_config_change(

@@ -45,7 +45,7 @@ from tiered.admin_serde import (
     topic_from_proto,
     topic_id_from_bytes,
 )
-from tiered.config import INT32_MAX
+from tiered.config_def import INT32_MAX
 from tiered.errors import ErrorCode, TieredError
 from tiered.retry import RetryPolicy
 from tiered.rpc.channels import ChannelCache, ChannelCacheClosedError

@@ -1,11 +1,13 @@
-"""Topic and server configuration keys shared by the controller and the brokers, and the
-validation of topic configs, topic names and partition counts (DESIGN.md section 5).
+"""Topic configs, defined once (:data:`TOPIC_CONFIG_DEF`, in the style of Kafka's
+``ConfigDef``), and what reads them: validation, the typed :class:`TopicConfig`, incremental
+alterations; also the server keys both daemons share, and the rules for topic names and
+partition counts. The definitions and errors are documented in ``docs/design.md``.
 
 Validation is pure: :func:`validate_topic_configs` either returns the whole normalized set or
 raises a :class:`~tiered.errors.TieredError` for the first problem found (keys are checked in
 sorted order, then the rules that span keys). Every message names the key, the bad value (or its
 length, for an over-long value) and what is valid. Error codes follow Kafka where Kafka has the
-check, and DESIGN.md section 5 where it is explicit:
+check, and the project's contract where it is explicit:
 
 - an unknown key, a bad integer, a bad ``cleanup.policy``, an over-long value, tiering a compacted
   topic, local retention above total retention: ``INVALID_CONFIG`` (40);
@@ -19,8 +21,20 @@ import enum
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
+from typing import Any
 
+from tiered.config_def import (
+    INT32_MAX,
+    LONG_MAX,
+    Boolean,
+    Choice,
+    ConfigDef,
+    ConfigKey,
+    ConfigType,
+    IntRange,
+    ListOf,
+    shown,
+)
 from tiered.errors import ErrorCode, TieredError
 
 REMOTE_STORAGE_ENABLE = "remote.storage.enable"
@@ -49,32 +63,12 @@ MAX_CONFIG_VALUE_LENGTH = 4096
 MAX_TOPIC_NAME_LENGTH = 249
 """Kafka's limit on a topic name's length."""
 MAX_PARTITIONS = 10_000
+"""The most partitions a topic may have."""
 
 OFFSETS_TOPIC = "__consumer_offsets"
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state", "__share_group_state"})
 """Kafka's ``Topic.isInternal``: topics its coordinators own. Never created for a client, never
 deleted by one, never tiered; Metadata marks them ``is_internal``."""
-"""The most partitions a topic may have."""
-INT32_MAX = 2**31 - 1
-"""The largest int32: the bound of Kafka's INT configs and of a request's partition count."""
-
-TOPIC_CONFIG_DEFAULTS: Mapping[str, str] = MappingProxyType(
-    {
-        REMOTE_STORAGE_ENABLE: "false",
-        REMOTE_LOG_DISABLE_POLICY: "retain",
-        REMOTE_LOG_COPY_DISABLE: "false",
-        REMOTE_LOG_DELETE_ON_DISABLE: "false",
-        RETENTION_MS: "604800000",
-        RETENTION_BYTES: "-1",
-        LOCAL_RETENTION_MS: "-2",
-        LOCAL_RETENTION_BYTES: "-2",
-        SEGMENT_BYTES: "1073741824",
-        SEGMENT_MS: "604800000",
-        CLEANUP_POLICY: CLEANUP_POLICY_DELETE,
-    }
-)
-"""Every topic config key accepted, with Kafka's default. A topic stores only the keys set on it;
-:func:`effective_topic_configs` overlays them on these."""
 
 
 class RemoteLogDisablePolicy(enum.Enum):
@@ -85,106 +79,150 @@ class RemoteLogDisablePolicy(enum.Enum):
 
     @classmethod
     def parse(cls, value: str) -> RemoteLogDisablePolicy:
+        """The policy named by ``value`` (a wire or journal field); ValueError otherwise."""
         try:
             return cls(value.strip().lower())
         except ValueError:
-            raise ValueError(_policy_message(value)) from None
+            valid = ", ".join(p.value for p in cls)
+            raise ValueError(
+                f"{REMOTE_LOG_DISABLE_POLICY}={shown(value)} is not valid; valid values: {valid}"
+            ) from None
 
 
-# ----------------------------------------------------------------------------- value rules
+# ----------------------------------------------------------------------------- the definition
 
-_LONG_MAX = 2**63 - 1  # Kafka's LONG configs
-_INTEGER = re.compile(r"[+-]?[0-9]+")  # Java's Long.parseLong, ASCII digits only
-_BOOLEAN_KEYS = frozenset(
-    {REMOTE_STORAGE_ENABLE, REMOTE_LOG_COPY_DISABLE, REMOTE_LOG_DELETE_ON_DISABLE}
+TOPIC_CONFIG_DEF = ConfigDef(
+    ConfigKey(
+        REMOTE_STORAGE_ENABLE,
+        ConfigType.BOOLEAN,
+        "false",
+        Boolean(ErrorCode.INVALID_REQUEST),
+        "Tier the topic's closed segments to remote storage. Setting it to false on a tiered "
+        "topic starts a disablement (ENABLED to DISABLING to DISABLED); true enables it again.",
+    ),
+    ConfigKey(
+        REMOTE_LOG_DISABLE_POLICY,
+        ConfigType.STRING,
+        "retain",
+        Choice(RemoteLogDisablePolicy, ErrorCode.INVALID_REQUEST),
+        "What a disablement does with the remote data: retain keeps it readable until retention "
+        "expires it; delete removes it with the bulk delete.",
+    ),
+    ConfigKey(
+        REMOTE_LOG_COPY_DISABLE,
+        ConfigType.BOOLEAN,
+        "false",
+        Boolean(ErrorCode.INVALID_REQUEST),
+        "Stop copying new segments while the remote data stays readable and expires by "
+        "retention (Kafka 3.9).",
+    ),
+    ConfigKey(
+        REMOTE_LOG_DELETE_ON_DISABLE,
+        ConfigType.BOOLEAN,
+        "false",
+        Boolean(ErrorCode.INVALID_REQUEST),
+        "Kafka 3.9's form of the delete policy: true disables with "
+        f"{REMOTE_LOG_DISABLE_POLICY}=delete; it may not contradict that key.",
+    ),
+    ConfigKey(
+        RETENTION_MS,
+        ConfigType.LONG,
+        "604800000",
+        IntRange(-1, LONG_MAX, " (-1: unlimited)"),
+        "How long a record is kept in all, local and remote.",
+    ),
+    ConfigKey(
+        RETENTION_BYTES,
+        ConfigType.LONG,
+        "-1",
+        IntRange(-1, LONG_MAX, " (-1: unlimited)"),
+        "The most bytes a partition keeps in all, local and remote.",
+    ),
+    ConfigKey(
+        LOCAL_RETENTION_MS,
+        ConfigType.LONG,
+        "-2",
+        IntRange(-2, LONG_MAX, f" (-2: the value of {RETENTION_MS})"),
+        "How long a tiered record stays in the local log; at most retention.ms.",
+    ),
+    ConfigKey(
+        LOCAL_RETENTION_BYTES,
+        ConfigType.LONG,
+        "-2",
+        IntRange(-2, LONG_MAX, f" (-2: the value of {RETENTION_BYTES})"),
+        "The most bytes of a tiered partition kept in the local log; at most retention.bytes.",
+    ),
+    ConfigKey(
+        SEGMENT_BYTES,
+        ConfigType.INT,
+        "1073741824",
+        # Kafka's floor: the overhead of one legacy record.
+        IntRange(14, INT32_MAX),
+        "The size at which the active segment is rolled; only closed segments are tiered.",
+    ),
+    ConfigKey(
+        SEGMENT_MS,
+        ConfigType.LONG,
+        "604800000",
+        IntRange(1, LONG_MAX),
+        "The age at which the active segment is rolled.",
+    ),
+    ConfigKey(
+        CLEANUP_POLICY,
+        ConfigType.LIST,
+        CLEANUP_POLICY_DELETE,
+        ListOf((CLEANUP_POLICY_DELETE, CLEANUP_POLICY_COMPACT)),
+        "delete removes old segments by retention; compact keeps the last record of each key "
+        "(a compacted topic cannot be tiered).",
+    ),
 )
-_CLEANUP_POLICIES = (CLEANUP_POLICY_DELETE, CLEANUP_POLICY_COMPACT)
+"""Every topic config key accepted: type, Kafka's default, valid values, documentation."""
+
+TOPIC_CONFIG_DEFAULTS: Mapping[str, str] = TOPIC_CONFIG_DEF.defaults
+"""Every topic config key with its default. A topic stores only the keys set on it;
+:func:`effective_topic_configs` overlays them on these."""
 
 
 @dataclass(frozen=True)
-class _IntRange:
-    minimum: int
-    maximum: int
-    note: str = ""
+class TopicConfig:
+    """A topic's configs, typed: each key of :data:`TOPIC_CONFIG_DEF` (its dots as underscores),
+    its value set on the topic or its default."""
 
-    def describe(self) -> str:
-        return f"an integer from {self.minimum} to {self.maximum}{self.note}"
+    remote_storage_enable: bool
+    remote_log_disable_policy: RemoteLogDisablePolicy
+    remote_log_copy_disable: bool
+    remote_log_delete_on_disable: bool
+    retention_ms: int
+    retention_bytes: int
+    local_retention_ms: int
+    local_retention_bytes: int
+    segment_bytes: int
+    segment_ms: int
+    cleanup_policy: tuple[str, ...]
 
+    @classmethod
+    def of(cls, configs: Mapping[str, str]) -> TopicConfig:
+        """The typed configs of a topic's config set, after :func:`validate_topic_configs`
+        (which raises for the first problem found)."""
+        normalized = validate_topic_configs(configs)
+        values: dict[str, Any] = {
+            key.name.replace(".", "_"): key.value_in(normalized) for key in TOPIC_CONFIG_DEF
+        }
+        return cls(**values)
 
-_INT_RANGES: Mapping[str, _IntRange] = MappingProxyType(
-    {
-        RETENTION_MS: _IntRange(-1, _LONG_MAX, " (-1: unlimited)"),
-        RETENTION_BYTES: _IntRange(-1, _LONG_MAX, " (-1: unlimited)"),
-        LOCAL_RETENTION_MS: _IntRange(-2, _LONG_MAX, f" (-2: the value of {RETENTION_MS})"),
-        LOCAL_RETENTION_BYTES: _IntRange(-2, _LONG_MAX, f" (-2: the value of {RETENTION_BYTES})"),
-        SEGMENT_BYTES: _IntRange(14, INT32_MAX),  # Kafka: at least a legacy record's overhead
-        SEGMENT_MS: _IntRange(1, _LONG_MAX),
-    }
-)
-
-
-def _policy_message(value: str) -> str:
-    valid = ", ".join(p.value for p in RemoteLogDisablePolicy)
-    return f"{REMOTE_LOG_DISABLE_POLICY}={_shown(value)} is not valid; valid values: {valid}"
-
-
-def _shown(text: str, limit: int = 64) -> str:
-    """``text`` quoted for a message, cut short when long."""
-    return repr(text) if len(text) <= limit else repr(text[:limit]) + "..."
-
-
-def _parse_bool(key: str, raw: str) -> bool:
-    value = raw.strip().lower()
-    if value not in ("true", "false"):
-        raise TieredError(
-            ErrorCode.INVALID_REQUEST,
-            f"{key}={_shown(raw)} is not valid; valid values: true, false",
-        )
-    return value == "true"
+    @property
+    def disable_policy(self) -> RemoteLogDisablePolicy:
+        """The policy a disablement follows: DELETE when ``remote.log.disable.policy`` is delete
+        or ``remote.log.delete.on.disable`` is true, else RETAIN."""
+        if (
+            self.remote_log_disable_policy is RemoteLogDisablePolicy.DELETE
+            or self.remote_log_delete_on_disable
+        ):
+            return RemoteLogDisablePolicy.DELETE
+        return RemoteLogDisablePolicy.RETAIN
 
 
-def _parse_policy(raw: str) -> RemoteLogDisablePolicy:
-    try:
-        return RemoteLogDisablePolicy(raw.strip().lower())
-    except ValueError:
-        raise TieredError(ErrorCode.INVALID_REQUEST, _policy_message(raw)) from None
-
-
-def _parse_int(key: str, raw: str) -> int:
-    rule = _INT_RANGES[key]
-    text = raw.strip()
-    if _INTEGER.fullmatch(text) is None or not rule.minimum <= int(text) <= rule.maximum:
-        raise TieredError(
-            ErrorCode.INVALID_CONFIG,
-            f"{key}={_shown(raw)} is not valid; expected {rule.describe()}",
-        )
-    return int(text)
-
-
-def _parse_cleanup_policy(raw: str) -> tuple[str, ...]:
-    items = [item.strip().lower() for item in raw.split(",")]
-    if not all(item in _CLEANUP_POLICIES for item in items):
-        raise TieredError(
-            ErrorCode.INVALID_CONFIG,
-            f"{CLEANUP_POLICY}={_shown(raw)} is not valid; valid values: a comma-separated list "
-            f"of {', '.join(_CLEANUP_POLICIES)}",
-        )
-    return tuple(dict.fromkeys(items))  # in order, without repeats
-
-
-def _normalize(key: str, raw: str) -> str:
-    """Checks one known key's value; returns it normalized."""
-    if key in _BOOLEAN_KEYS:
-        return "true" if _parse_bool(key, raw) else "false"
-    if key == REMOTE_LOG_DISABLE_POLICY:
-        return _parse_policy(raw).value
-    if key == CLEANUP_POLICY:
-        return ",".join(_parse_cleanup_policy(raw))
-    _parse_int(key, raw)
-    return raw.strip()
-
-
-# ----------------------------------------------------------------------------- topic configs
+# ----------------------------------------------------------------------------- validation
 
 
 def validate_topic_configs(configs: Mapping[str, str]) -> dict[str, str]:
@@ -207,7 +245,7 @@ def validate_topic_configs(configs: Mapping[str, str]) -> dict[str, str]:
                 f"the value of {key} is {len(raw)} characters long; the limit is "
                 f"{MAX_CONFIG_VALUE_LENGTH}",
             )
-        normalized[key] = _normalize(key, raw)
+        normalized[key] = TOPIC_CONFIG_DEF[key].normalize(raw)
     _check_across_keys(normalized)
     return normalized
 
@@ -221,10 +259,10 @@ def validate_topic_config_keys(keys: Iterable[str]) -> None:
 
 
 def _check_known_key(key: object) -> None:
-    if not isinstance(key, str) or key not in TOPIC_CONFIG_DEFAULTS:
+    if not isinstance(key, str) or key not in TOPIC_CONFIG_DEF:
         known = ", ".join(sorted(TOPIC_CONFIG_DEFAULTS))
         raise TieredError(
-            ErrorCode.INVALID_CONFIG, f"unknown topic config {_shown(str(key))}; known: {known}"
+            ErrorCode.INVALID_CONFIG, f"unknown topic config {shown(str(key))}; known: {known}"
         )
 
 
@@ -273,27 +311,17 @@ def effective_topic_configs(configs: Mapping[str, str]) -> dict[str, str]:
     return {**TOPIC_CONFIG_DEFAULTS, **configs}
 
 
-def cleanup_policies(configs: Mapping[str, str]) -> tuple[str, ...]:
-    """``cleanup.policy`` of a topic's config set (default ``delete``), as a tuple of policies."""
-    return _parse_cleanup_policy(configs.get(CLEANUP_POLICY, TOPIC_CONFIG_DEFAULTS[CLEANUP_POLICY]))
-
-
 def remote_storage_enabled(configs: Mapping[str, str]) -> bool:
     """Whether ``remote.storage.enable`` is true in a topic's config set (default false)."""
-    raw = configs.get(REMOTE_STORAGE_ENABLE)
-    return raw is not None and _parse_bool(REMOTE_STORAGE_ENABLE, raw)
+    enabled: bool = TOPIC_CONFIG_DEF[REMOTE_STORAGE_ENABLE].value_in(configs)
+    return enabled
 
 
 def disable_policy(configs: Mapping[str, str]) -> RemoteLogDisablePolicy:
-    """The policy a disablement of this topic follows: DELETE when ``remote.log.disable.policy``
-    is delete or Kafka 3.9's ``remote.log.delete.on.disable`` is true, else RETAIN."""
-    policy = configs.get(REMOTE_LOG_DISABLE_POLICY)
-    if policy is not None and _parse_policy(policy) is RemoteLogDisablePolicy.DELETE:
-        return RemoteLogDisablePolicy.DELETE
-    delete_on_disable = configs.get(REMOTE_LOG_DELETE_ON_DISABLE)
-    if delete_on_disable is not None and _parse_bool(
-        REMOTE_LOG_DELETE_ON_DISABLE, delete_on_disable
-    ):
+    """The policy a disablement of this topic follows (:attr:`TopicConfig.disable_policy`)."""
+    policy: RemoteLogDisablePolicy = TOPIC_CONFIG_DEF[REMOTE_LOG_DISABLE_POLICY].value_in(configs)
+    delete_on_disable: bool = TOPIC_CONFIG_DEF[REMOTE_LOG_DELETE_ON_DISABLE].value_in(configs)
+    if policy is RemoteLogDisablePolicy.DELETE or delete_on_disable:
         return RemoteLogDisablePolicy.DELETE
     return RemoteLogDisablePolicy.RETAIN
 
@@ -329,7 +357,7 @@ def apply_config_operations(
     if repeated:
         raise TieredError(
             ErrorCode.INVALID_REQUEST,
-            f"config {_shown(repeated[0])} is altered more than once in one request; valid: "
+            f"config {shown(repeated[0])} is altered more than once in one request; valid: "
             f"one operation per config key",
         )
     validate_topic_config_keys(key for key, op, _ in operations if op is not ConfigOperation.SET)
@@ -375,7 +403,7 @@ def validate_topic_name(name: str) -> None:
     if len(name) > MAX_TOPIC_NAME_LENGTH:
         raise TieredError(
             ErrorCode.INVALID_TOPIC_EXCEPTION,
-            f"topic name {_shown(name)} is {len(name)} characters long; the limit is "
+            f"topic name {shown(name)} is {len(name)} characters long; the limit is "
             f"{MAX_TOPIC_NAME_LENGTH}",
         )
     if name in (".", ".."):
@@ -387,7 +415,7 @@ def validate_topic_name(name: str) -> None:
     if illegal:
         raise TieredError(
             ErrorCode.INVALID_TOPIC_EXCEPTION,
-            f"topic name {_shown(name)} contains illegal characters {''.join(illegal)!r}; valid "
+            f"topic name {shown(name)} contains illegal characters {''.join(illegal)!r}; valid "
             f"characters: ASCII letters, digits, '.', '_' and '-'",
         )
 

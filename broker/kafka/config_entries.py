@@ -1,9 +1,9 @@
 """Config entries as Kafka's DescribeConfigs and CreateTopics describe them, in plain Python:
 value, source, default or not, read-only, type.
 
-A topic lists every topic config (``tiered.config.TOPIC_CONFIG_DEFAULTS``): a key set on the
-topic is a DYNAMIC_TOPIC_CONFIG, any other the DEFAULT_CONFIG; then two read-only entries that
-are state rather than config (DESIGN.md section 10): ``remote.log.tiered.state`` (ENABLED |
+A topic lists every topic config (``tiered.config.TOPIC_CONFIG_DEF``, which gives each its
+type): a key set on the topic is a DYNAMIC_TOPIC_CONFIG, any other the DEFAULT_CONFIG; then two
+read-only entries that are state rather than config: ``remote.log.tiered.state`` (ENABLED |
 DISABLING | DISABLED) and ``remote.log.tiered.epoch``. A broker lists its own properties file as
 read-only STATIC_BROKER_CONFIG entries (its configs are static), secrets hidden.
 """
@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from broker.kafka.convert import ConfigSource, ConfigType
+from broker.kafka.convert import ConfigSource
 from tiered import config as keys
 from tiered.cluster.model import TieredState
+from tiered.config_def import ConfigType
 from tiered.security.sensitive_configs import is_sensitive_config
 
 __all__ = [
@@ -32,16 +33,14 @@ TIERED_STATE_KEY = "remote.log.tiered.state"
 TIERED_EPOCH_KEY = "remote.log.tiered.epoch"
 READ_ONLY_TOPIC_KEYS = frozenset({TIERED_STATE_KEY, TIERED_EPOCH_KEY})
 
-_TYPES: Mapping[str, ConfigType] = {
-    keys.REMOTE_STORAGE_ENABLE: ConfigType.BOOLEAN,
-    keys.REMOTE_LOG_COPY_DISABLE: ConfigType.BOOLEAN,
-    keys.REMOTE_LOG_DELETE_ON_DISABLE: ConfigType.BOOLEAN,
-    keys.REMOTE_LOG_DISABLE_POLICY: ConfigType.STRING,
-    keys.SEGMENT_BYTES: ConfigType.INT,
-    keys.CLEANUP_POLICY: ConfigType.LIST,
+_STATE_TYPES: Mapping[str, ConfigType] = {
     TIERED_STATE_KEY: ConfigType.STRING,
     TIERED_EPOCH_KEY: ConfigType.INT,
 }
+
+
+def _type_of(name: str) -> ConfigType:
+    return keys.TOPIC_CONFIG_DEF[name].type if name in keys.TOPIC_CONFIG_DEF else ConfigType.LONG
 
 
 @dataclass(frozen=True)
@@ -66,7 +65,7 @@ def topic_entries(
             ConfigSource.DEFAULT_CONFIG if is_default else ConfigSource.DYNAMIC_TOPIC_CONFIG,
             is_default,
             read_only=False,
-            config_type=_TYPES.get(name, ConfigType.LONG),
+            config_type=_type_of(name),
         )
         for name, value, is_default in entries
     ]
@@ -78,7 +77,7 @@ def topic_entries(
                 ConfigSource.DYNAMIC_TOPIC_CONFIG,
                 is_default=False,
                 read_only=True,
-                config_type=_TYPES[name],
+                config_type=_STATE_TYPES[name],
             )
         )
     return described
@@ -93,7 +92,7 @@ def new_topic_entries(configs: Mapping[str, str]) -> list[ConfigDescription]:
             ConfigSource.DYNAMIC_TOPIC_CONFIG if name in configs else ConfigSource.DEFAULT_CONFIG,
             name not in configs,
             read_only=False,
-            config_type=_TYPES.get(name, ConfigType.LONG),
+            config_type=_type_of(name),
         )
         for name, default in sorted(keys.TOPIC_CONFIG_DEFAULTS.items())
     ]

@@ -21,7 +21,6 @@ __all__ = [
     "NO_THROTTLE",
     "UNKNOWN_AUTHORIZED_OPERATIONS",
     "ConfigSource",
-    "ConfigType",
     "KafkaError",
     "ResourceType",
     "duration_ms",
@@ -47,16 +46,6 @@ class ConfigSource(enum.IntEnum):
     DYNAMIC_TOPIC_CONFIG = 1
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
-
-
-class ConfigType(enum.IntEnum):
-    """Kafka's DescribeConfigs config_type numbers."""
-
-    BOOLEAN = 1
-    STRING = 2
-    INT = 3
-    LONG = 5
-    LIST = 7
 
 
 def kafka_error(error: TieredError | None) -> KafkaError:

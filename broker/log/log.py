@@ -43,6 +43,7 @@ from broker.log.producer_state import (
 from broker.log.results import AppendInfo, TimestampOffset
 from broker.log.segment import LOG_SUFFIX, OFFSET_INDEX_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
 from tiered.api import LogSegmentData
+from tiered.config import TopicConfig
 from tiered.durable import TEMP_SUFFIX, atomic_write, fsync_dir
 from tiered.errors import ErrorCode, TieredError
 from tiered.kafka.record_batch import RecordBatchError, assigned_offsets_pieces
@@ -71,6 +72,11 @@ class LogConfig:
     """fsync every append, so that an acknowledged batch is a durable one."""
     producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS
     """``producer.id.expiration.ms``: an idempotent producer idle this long is forgotten."""
+
+    @classmethod
+    def of(cls, topic: TopicConfig) -> LogConfig:
+        """The log settings of a partition of a topic with these configs."""
+        return cls(segment_bytes=topic.segment_bytes, segment_ms=topic.segment_ms)
 
     def __post_init__(self) -> None:
         if not 0 < self.segment_bytes <= _MAX_SEGMENT_BYTES:

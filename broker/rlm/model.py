@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from broker.log import Log
 from broker.rlm.partition_tiering import PartitionTiering, TieringState
 from tiered.api import RemoteStorageException, TopicIdPartition
+from tiered.config import TopicConfig
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,16 @@ class RetentionConfig:
     retention_bytes: int = -1
     local_retention_ms: int = -2
     local_retention_bytes: int = -2
+
+    @classmethod
+    def of(cls, topic: TopicConfig) -> RetentionConfig:
+        """The retention of a partition of a topic with these configs."""
+        return cls(
+            retention_ms=topic.retention_ms,
+            retention_bytes=topic.retention_bytes,
+            local_retention_ms=topic.local_retention_ms,
+            local_retention_bytes=topic.local_retention_bytes,
+        )
 
     @property
     def effective_local_ms(self) -> int:

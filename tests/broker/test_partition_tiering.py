@@ -11,7 +11,6 @@ from typing import cast
 
 import pytest
 
-from broker.config import TopicConfig
 from broker.hosted import HostedPartition, RestoredPartition, entry_from_journal
 from broker.log import Log
 from broker.rlm.manager import RemoteLogManager, TieredPartition
@@ -24,7 +23,7 @@ from broker.rlm.partition_tiering import (
 from broker.tiering import TieringDriver
 from tests.support.processes import REPO
 from tiered.api import RemoteStorageException, TopicIdPartition
-from tiered.config import RemoteLogDisablePolicy
+from tiered.config import RemoteLogDisablePolicy, TopicConfig
 from tiered.errors import ErrorCode
 
 RETAIN = RemoteLogDisablePolicy.RETAIN
@@ -123,7 +122,7 @@ def test_the_table_refuses_what_it_does_not_list() -> None:
 
 def hosted_partition(t: PartitionTiering, configs: dict[str, str]) -> HostedPartition:
     return HostedPartition(
-        t.topic_id_partition, cast(Log, None), TopicConfig.from_configs(configs), configs, t
+        t.topic_id_partition, cast(Log, None), TopicConfig.of(configs), configs, t
     )
 
 
@@ -247,6 +246,6 @@ def test_the_driver_leads_with_the_one_tiering_and_a_failed_stop_is_carried_out_
     assert driver.stop([(hosted, 1, DELETE)]) == [None]
     assert rlm.stops == [(TieringState.STOPPED_DELETE, 1)] * 2
     # The re-enable resumes the copying the RemoteLogManager leads.
-    hosted.config = TopicConfig.from_configs({"remote.storage.enable": "true"})
+    hosted.config = TopicConfig.of({"remote.storage.enable": "true"})
     driver.reconfigure(hosted, 1)
     assert rlm.resumed == [tp] and at(hosted.tiering) == (TieringState.COPYING, 1)

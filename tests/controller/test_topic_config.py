@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import dataclasses
 
 import pytest
 
-from broker.config import TopicConfig
 from tiered.config import (
+    TOPIC_CONFIG_DEF,
     TOPIC_CONFIG_DEFAULTS,
     RemoteLogDisablePolicy,
+    TopicConfig,
     disable_policy,
     effective_topic_configs,
     remote_storage_enabled,
@@ -59,34 +60,37 @@ def test_the_defaults_are_valid_and_already_normalized() -> None:
     assert validate_topic_configs({}) == {}
 
 
-class RecordingConfigs(Mapping[str, str]):
-    """An empty config set that records every key looked up in it."""
-
-    def __init__(self) -> None:
-        self.looked_up: set[str] = set()
-
-    def __getitem__(self, key: str) -> str:
-        self.looked_up.add(key)
-        raise KeyError(key)
-
-    def __contains__(self, key: object) -> bool:
-        self.looked_up.add(str(key))
-        return False
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(())
-
-    def __len__(self) -> int:
-        return 0
+def test_the_typed_config_has_one_field_per_defined_key_with_its_default() -> None:
+    typed = TopicConfig.of({})
+    fields = {f.name for f in dataclasses.fields(TopicConfig)}
+    assert fields == {key.name.replace(".", "_") for key in TOPIC_CONFIG_DEF}
+    assert typed.segment_bytes == 1073741824
+    assert typed.local_retention_ms == -2
+    assert typed.cleanup_policy == ("delete",)
+    assert typed.remote_log_disable_policy is RemoteLogDisablePolicy.RETAIN
+    assert typed.remote_storage_enable is False
 
 
-def test_every_key_the_broker_reads_is_accepted() -> None:
-    recording = RecordingConfigs()
-    TopicConfig.from_configs(recording)
-    assert recording.looked_up  # the broker reads its keys through the mapping
-    assert recording.looked_up <= set(TOPIC_CONFIG_DEFAULTS)
-    # And the broker takes every validated default.
-    assert TopicConfig.from_configs(validate_topic_configs(TOPIC_CONFIG_DEFAULTS))
+def test_the_typed_config_reads_the_values_set() -> None:
+    typed = TopicConfig.of(
+        {
+            "remote.storage.enable": " TRUE ",
+            "segment.bytes": "4096",
+            "cleanup.policy": "delete,delete",
+            "remote.log.delete.on.disable": "true",
+        }
+    )
+    assert typed.remote_storage_enable is True
+    assert typed.segment_bytes == 4096
+    assert typed.cleanup_policy == ("delete",)
+    assert typed.disable_policy is RemoteLogDisablePolicy.DELETE
+
+
+def test_the_typed_config_refuses_what_validation_refuses() -> None:
+    with pytest.raises(TieredError) as caught:
+        TopicConfig.of({"segment.bytes": "13"})
+    assert caught.value.code is ErrorCode.INVALID_CONFIG
+    assert caught.value.message == rejected({"segment.bytes": "13"}, ErrorCode.INVALID_CONFIG)
 
 
 def test_unknown_key_is_invalid_config_and_lists_the_known_keys() -> None:

@@ -31,7 +31,7 @@ from tiered.cli.common import (
     run,
 )
 from tiered.cluster.model import TieredState
-from tiered.config import INT32_MAX
+from tiered.config_def import INT32_MAX
 
 __all__ = ["build_parser", "main", "partition_json", "topic_json"]
 
