@@ -1,5 +1,5 @@
-"""Bulk delete of a topic's remote data below a tiered epoch (DESIGN.md section 8) on an S3
-endpoint: the product's delete job against Kafka's own path and against a floor, in one run.
+"""Bulk delete of a topic's remote data below a tiered epoch (docs/internals/bulk-delete.md) on an
+S3 endpoint: the product's delete job against Kafka's own path and against a floor, in one run.
 
 The world (:mod:`bench.bulk_delete_world`): at each size, ``segments`` segments of tiered epoch 0
 over ``--partitions`` partitions of one topic, four objects each (400,000 objects at 100,000

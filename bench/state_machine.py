@@ -10,7 +10,7 @@ Measured:
   slice / first slice). Afterwards every
   result is checked (DISABLING, epoch + 1) and the shared machine must hold no model.
 - *naive*: one ``transitions.Machine`` with the same states and transitions, and one model per
-  topic attached for the topic's lifetime with ``add_model`` (what DESIGN.md section 4 rules
+  topic attached for the topic's lifetime with ``add_model`` (what docs/design.md §2 rules
   out). Models are attached one after another; at each of ``--naive-sizes`` attached models the
   next ``--window`` ``add_model`` calls are timed: that is the cost of the event that brings a
   new topic under the machine, which grows with the number attached (``add_model`` scans the

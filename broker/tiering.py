@@ -1,7 +1,7 @@
-"""How a hosted partition's tiering follows the controller, one route per fact (DESIGN.md
-section 4, KIP-950). The rules (which event moves which state) are the partition's
-``PartitionTiering`` table (``broker.rlm.partition_tiering``); here each event is fired on it and
-its outcome carried out by the RemoteLogManager:
+"""How a hosted partition's tiering follows the controller, one route per fact (docs/design.md §2,
+KIP-950). The rules (which event moves which state) are the partition's ``PartitionTiering`` table
+(``broker.rlm.partition_tiering``); here each event is fired on it and its outcome carried out by
+the RemoteLogManager:
 
 - DisableRemoteTopic(E) is the one route that stops tiering at tiered epoch E and raises the
   partition's epoch to E (:meth:`TieringDriver.stop`); the controller re-sends it until acked.

@@ -1,4 +1,4 @@
-"""KIP-950's per-topic tiered storage state machine (DESIGN.md section 4), built with
+"""KIP-950's per-topic tiered storage state machine (docs/design.md §2), built with
 ``transitions``.
 
 =========  ======================  =========  ==========================================
@@ -57,7 +57,7 @@ _ENABLED = TieredState.ENABLED.value
 _DISABLING = TieredState.DISABLING.value
 _DISABLED = TieredState.DISABLED.value
 
-# The table of DESIGN.md section 4. A transition with dest None is internal (no state change):
+# The table of docs/design.md §2. A transition with dest None is internal (no state change):
 # those two exist only to reject, in their ``before`` callback.
 _TRANSITIONS: list[dict[str, Any]] = [
     {"trigger": DISABLE, "source": _ENABLED, "dest": _DISABLING, "after": "raise_epoch"},

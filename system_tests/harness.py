@@ -47,7 +47,7 @@ from tiered.rsm import FsspecRemoteStorageManager, layout
 TIERED = {"remote.storage.enable": "true", "segment.bytes": "2000"}
 RECORD_BYTES = 100
 ADMIN_TIMEOUT_S = 8.0
-# Objects every finished segment has (DESIGN section 8); the data object is uploaded last.
+# Objects every finished segment has (docs/design.md §3.3); the data object is uploaded last.
 REQUIRED_SUFFIXES = ("log", "index", "timeindex")
 # Parallel producers when filling topics: a produce waits on the broker, not on this process.
 PRODUCERS = 8

@@ -757,7 +757,7 @@ def test_broker_service_rejects_invalid_requests(cluster: SystemCluster) -> None
                 error, ErrorCode.INVALID_REQUEST, POLICY_KEY, "valid values: retain, delete"
             )
         # one entry's failure does not fail the others; a partition not hosted is acked as
-        # having nothing to stop (DESIGN section 4)
+        # having nothing to stop (docs/design.md §2)
         response = stub.DisableRemoteTopic(
             pb.DisableRemoteTopicRequest(
                 entries=[_disable_entry(tp, 1, "erase"), _disable_entry(random_id, 1, "retain")]

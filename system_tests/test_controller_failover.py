@@ -38,7 +38,7 @@ def _disable_in_background(cluster: SystemCluster, topic: str) -> Future[object]
                 )
             except TieredError as e:
                 # The retry reached the new controller after the first attempt was persisted:
-                # it finds that very disablement in progress (DESIGN section 4 rejects a repeat).
+                # it finds that very disablement in progress (docs/design.md §2 rejects a repeat).
                 if e.code is not ErrorCode.TIERED_STORAGE_DISABLEMENT_IN_PROGRESS:
                     raise
                 return e

@@ -146,7 +146,7 @@ _STATES: dict[int, TieredState] = {
     metadata_pb2.ENABLED: TieredState.ENABLED,
     metadata_pb2.DISABLING: TieredState.DISABLING,
     metadata_pb2.DISABLED: TieredState.DISABLED,
-    # Unset: a topic that was never tiered (DESIGN.md section 4: DISABLED, epoch 0).
+    # Unset: a topic that was never tiered (docs/design.md §2: DISABLED, epoch 0).
     metadata_pb2.TIERED_STATE_UNSPECIFIED: TieredState.DISABLED,
 }
 

@@ -6,7 +6,7 @@ KIP-950 adds ``tiered_epoch`` to segment metadata: the topic's tiered epoch in f
 began, which decides what a disablement's deletion removes.
 
 Beyond Kafka, two optional capabilities serve the controller's bulk delete job (the delete policy,
-DESIGN.md section 8): :class:`BulkDeleteRemoteLogMetadataManager` (delete state and batched segment
+docs/design.md §3.3): :class:`BulkDeleteRemoteLogMetadataManager` (delete state and batched segment
 updates) and :class:`RemoteStorageBulkDeleter` (list and delete a partition's objects below a
 tiered epoch, with a picklable :class:`RemoteObjectDeleter` that Spark executors run).
 """
@@ -602,7 +602,7 @@ class RemoteObjectDeleter(abc.ABC):
 class RemoteStorageBulkDeleter(abc.ABC):
     """Optional capability of a :class:`RemoteStorageManager`: finding and deleting, in bulk,
     everything it stored for a partition below a tiered epoch. The controller's bulk delete job
-    (KIP-950's delete policy, DESIGN.md section 8) reaches remote storage only through it; with
+    (KIP-950's delete policy, docs/design.md §3.3) reaches remote storage only through it; with
     an RSM that does not implement it, delete jobs fail (and say so) rather than leave data."""
 
     @abc.abstractmethod

@@ -1,14 +1,14 @@
 """Network addresses in the daemons' configs, shared by the broker and the controller.
 
 A broker's ``listeners`` is Kafka's comma list of ``NAME://host:port`` entries, one per listener
-name (DESIGN.md sections 9 to 11):
+name (docs/design.md §6, docs/kafka-compatibility.md, docs/operations/security.md):
 
 - ``GRPC://host:port``: the gRPC services (the controller's link, the CLIs, DisableRemoteTopic). A
   scheme-less ``host:port`` means the same, as configs written before the Kafka listener did;
 - ``PLAINTEXT://host:port``: a Kafka wire-protocol listener;
 - ``SSL://host:port``: a Kafka listener over TLS (``ssl.*`` keys, ``tiered.security.tls``);
 - ``SASL_PLAINTEXT://host:port`` and ``SASL_SSL://host:port``: Kafka listeners whose clients log
-  in with SCRAM (``sasl.enabled.mechanisms``, DESIGN.md section 11) before anything else, the
+  in with SCRAM (``sasl.enabled.mechanisms``, docs/operations/security.md) before anything else, the
   second over TLS.
 
 A broker may have one listener of each name. The gRPC listener is TLS when Kafka's

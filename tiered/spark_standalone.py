@@ -1,6 +1,6 @@
 """A Spark standalone cluster (a master and workers) run with pyspark's bundled ``spark-class``:
 for tests and for ``tiered-cluster up``. The bulk delete job submits to its master as
-``spark://HOST:PORT`` (DESIGN.md sections 8 and 12).
+``spark://HOST:PORT`` (docs/internals/bulk-delete.md and docs/operations/distributed-profile.md).
 
 ``SPARK_HOME`` is pyspark's install directory: its wheel ships ``bin/spark-class`` and the jars,
 so nothing beyond pyspark and a JRE is needed. Each daemon is one JVM (``spark-class`` execs

@@ -1,11 +1,11 @@
 """DescribeConfigs, AlterConfigs and IncrementalAlterConfigs, forwarded to the active controller.
 
 Each resource of a request is answered on its own. A resource rejected here (a type other than
-TOPIC, a null value, an unknown operation, a read-only key) goes no further; the others of an
-alter go to the controller in one AlterTopicConfigs call, which validates each on its own and
-persists every accepted change in one durable write (``validate_only``: none), and returns
-once they are persisted: a disable answers with the topic DISABLING, not DISABLED. Semantics
-and error codes are DESIGN.md sections 5 and 10; errors name the key and the valid values.
+TOPIC, a null value, an unknown operation, a read-only key) goes no further; the others of an alter
+go to the controller in one AlterTopicConfigs call, which validates each on its own and persists
+every accepted change in one durable write (``validate_only``: none), and returns once they are
+persisted: a disable answers with the topic DISABLING, not DISABLED. Semantics and error codes are
+docs/design.md §4 and docs/kafka-compatibility.md; errors name the key and the valid values.
 
 Broker configs are static (the broker's properties file): DescribeConfigs lists this broker's
 (a request for another broker's is INVALID_REQUEST: clients send those to that broker), and

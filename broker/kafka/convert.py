@@ -4,7 +4,7 @@ Kafka's config APIs use, and the no-throttle answer.
 Errors travel as Kafka codes with a message naming the key and the valid values (the gRPC path's
 own words, ``TieredError.message``). TIERED_STORAGE_DISABLEMENT_IN_PROGRESS is not a Kafka code
 (clients cannot decode it): on the wire it is INVALID_CONFIG whose message starts with
-``TIERED_STORAGE_DISABLEMENT_IN_PROGRESS:`` (DESIGN.md section 5).
+``TIERED_STORAGE_DISABLEMENT_IN_PROGRESS:`` (docs/design.md §4).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""The object-deletion engine of the bulk delete job (DESIGN.md section 8): deletes what the
-storage plugin listed, in process for small jobs or with PySpark for large ones, the job's size
-deciding once for all its deletes (:meth:`BulkObjectDeleter.choose`). It knows nothing
-of the RLMM, of the controller, nor of how objects are stored: it takes the handles a
+"""The object-deletion engine of the bulk delete job (docs/internals/bulk-delete.md): deletes what
+the storage plugin listed, in process for small jobs or with PySpark for large ones, the job's size
+deciding once for all its deletes (:meth:`BulkObjectDeleter.choose`). It knows nothing of the RLMM,
+of the controller, nor of how objects are stored: it takes the handles a
 :class:`~tiered.api.RemoteStorageBulkDeleter` listed and that storage's picklable
 :class:`~tiered.api.RemoteObjectDeleter`, and gives counts back.
 

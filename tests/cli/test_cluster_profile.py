@@ -125,7 +125,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Distributed]:
 
 def test_status_lists_every_role_alive_with_its_ports(cluster: Distributed) -> None:
     layout = cluster.layout
-    # cluster.json's contract fields (DESIGN.md section 12).
+    # cluster.json's contract fields (docs/operations/distributed-profile.md).
     hosts, _, chroot = layout["zookeeper"].partition("/")
     assert re.fullmatch(rf"{ADDRESS},{ADDRESS},{ADDRESS}", hosts) and chroot == "tiered"
     assert re.fullmatch(rf"http://{ADDRESS}", layout["s3_endpoint"])

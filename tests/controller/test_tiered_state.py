@@ -1,4 +1,4 @@
-"""The per-topic tiered state machine (DESIGN.md section 4) and the config changes that drive it."""
+"""The per-topic tiered state machine (docs/design.md §2) and the config changes that drive it."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ TRIGGERS = ("disable", "enable", "disablement_completed")
 IN_PROGRESS = "in progress"
 INVALID = "invalid"
 
-# DESIGN.md section 4, written out independently of the module under test.
+# docs/design.md §2, written out independently of the module under test.
 EXPECTED: dict[tuple[TieredState, str], TieredState | str] = {
     (ENABLED, "disable"): DISABLING,
     (ENABLED, "enable"): INVALID,

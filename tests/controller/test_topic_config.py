@@ -1,4 +1,4 @@
-"""Topic config, topic name and partition count validation (DESIGN.md section 5)."""
+"""Topic config, topic name and partition count validation (docs/design.md §4)."""
 
 from __future__ import annotations
 

@@ -141,7 +141,7 @@ def test_cli_delete_shows_the_job_and_spares_a_topic_recreated_under_the_name(
         assert "Deleted topic refunds." in deleted.stdout
 
         # While it waits, a describe shows the deleted topic and its job; the JSON list of
-        # topics (DESIGN.md section 9) holds live topics only.
+        # topics (docs/design.md §6) holds live topics only.
         shown: list[str] = []
 
         def described() -> bool:

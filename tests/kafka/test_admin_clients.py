@@ -1,6 +1,7 @@
 """Kafka admin clients (confluent-kafka's AdminClient, kafka-python's KafkaAdminClient) against a
 real cluster's Kafka listeners, in both metadata modes: metadata, topics, configs, KIP-950's
-disable through IncrementalAlterConfigs, and the error codes of DESIGN.md sections 5 and 10."""
+disable through IncrementalAlterConfigs, and the error codes of docs/design.md §4 and
+docs/kafka-compatibility.md."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 whose early offsets are only in remote storage is read from offset 0 byte-exact; a delete-policy
 disable (IncrementalAlterConfigs through confluent-kafka's AdminClient) makes reads below the
 new log start OFFSET_OUT_OF_RANGE for both clients; a retain disable then a re-enable keeps
-offsets contiguous and everything readable (DESIGN.md sections 6 and 10)."""
+offsets contiguous and everything readable (docs/design.md §2.6 and docs/kafka-compatibility.md)."""
 
 from __future__ import annotations
 

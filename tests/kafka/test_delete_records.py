@@ -1,9 +1,9 @@
 """DeleteRecords from unmodified Kafka clients on a real cluster, in both metadata modes
-(DESIGN.md section 14): confluent-kafka's ``AdminClient.delete_records`` into a tiered topic's
-remote-only offsets, kafka-python's ``KafkaAdminClient.delete_records`` and KafkaJS's
+(docs/kafka-compatibility.md): confluent-kafka's ``AdminClient.delete_records`` into a tiered
+topic's remote-only offsets, kafka-python's ``KafkaAdminClient.delete_records`` and KafkaJS's
 ``admin.deleteTopicRecords``. Reads below the new log start are OFFSET_OUT_OF_RANGE, ListOffsets'
-earliest answers it, the remote segments wholly below it leave the RLMM and remote storage, and
-the new start survives a SIGKILL of its broker."""
+earliest answers it, the remote segments wholly below it leave the RLMM and remote storage, and the
+new start survives a SIGKILL of its broker."""
 
 from __future__ import annotations
 

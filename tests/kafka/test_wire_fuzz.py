@@ -1,8 +1,9 @@
-"""Bad input on a real broker's Kafka port, in both metadata modes (issue 14, DESIGN.md section
-10): random bytes, truncated frames, a size over ``socket.request.max.bytes``, unknown API keys
-and versions, requests for topics that do not exist, and a sample request of every API in every
-advertised version. Each gets the protocol's error or a closed connection; the broker never
-crashes, never allocates a claimed size, keeps serving everyone else, and nothing changes."""
+"""Bad input on a real broker's Kafka port, in both metadata modes (issue 14,
+docs/kafka-compatibility.md): random bytes, truncated frames, a size over
+``socket.request.max.bytes``, unknown API keys and versions, requests for topics that do not exist,
+and a sample request of every API in every advertised version. Each gets the protocol's error or a
+closed connection; the broker never crashes, never allocates a claimed size, keeps serving everyone
+else, and nothing changes."""
 
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
 """A fake AdminService for client and CLI tests: a real gRPC server on a free loopback port serving
 an in-memory implementation.
 
-What it models of the controller (DESIGN.md sections 4 and 5): topics with configs, KIP-950's
-tiered state machine (a disable moves ENABLED to DISABLING with ``tiered_epoch + 1``; the test
-completes it with ``ack``/``complete_disable``), config validation errors, and a standby mode that
-answers NOT_CONTROLLER (naming the active controller's endpoint). An empty topic name is rejected
-with gRPC INVALID_ARGUMENT, as a servicer rejects a malformed request.
+What it models of the controller (docs/design.md §2 and docs/design.md §4): topics with configs,
+KIP-950's tiered state machine (a disable moves ENABLED to DISABLING with ``tiered_epoch + 1``; the
+test completes it with ``ack``/``complete_disable``), config validation errors, and a standby mode
+that answers NOT_CONTROLLER (naming the active controller's endpoint). An empty topic name is
+rejected with gRPC INVALID_ARGUMENT, as a servicer rejects a malformed request.
 """
 
 from __future__ import annotations

@@ -107,7 +107,7 @@ def partition_json(p: PartitionDescription) -> dict[str, Any]:
 
 
 def topic_json(t: TopicDescription) -> dict[str, Any]:
-    """The contract of ``--describe --format json`` (DESIGN.md section 9), plus the disablement's
+    """The contract of ``--describe --format json`` (docs/design.md §6), plus the disablement's
     progress and policy."""
     return {
         "topic": t.name,
@@ -251,7 +251,7 @@ def _delete(admin: AdminClient, args: argparse.Namespace) -> int:
 
 def _describe(admin: AdminClient, args: argparse.Namespace) -> int:
     names = [args.topic] if args.topic else None
-    if args.format == "json":  # the list of live topics of DESIGN.md section 9, nothing else
+    if args.format == "json":  # the list of live topics of docs/design.md §6, nothing else
         print_json([topic_json(t) for t in admin.describe_topics(names)])
         return 0
     listing = admin.describe_topic_listing(names)

@@ -18,7 +18,7 @@ ScramCredentialKey = tuple[str, ScramMechanism]
 
 
 class TieredState(enum.Enum):
-    """KIP-950's per-topic tiered storage state (DESIGN.md section 4). A topic that was never
+    """KIP-950's per-topic tiered storage state (docs/design.md §2). A topic that was never
     tiered is DISABLED with tiered epoch 0."""
 
     ENABLED = "ENABLED"

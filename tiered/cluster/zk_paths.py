@@ -1,4 +1,4 @@
-"""ZooKeeper layout of the cluster metadata (contract: DESIGN.md section 4), relative to the
+"""ZooKeeper layout of the cluster metadata (contract: docs/design.md §3.1), relative to the
 configured chroot. Data formats follow Kafka's where Kafka has the znode."""
 
 from __future__ import annotations

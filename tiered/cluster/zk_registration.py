@@ -1,5 +1,5 @@
 """A broker's presence in ZooKeeper mode: its registration, the ephemeral ``/brokers/ids/{id}``
-(DESIGN.md section 4), kept for as long as the broker runs, and its look-up of the active
+(docs/design.md §3.1), kept for as long as the broker runs, and its look-up of the active
 controller. This is what a broker process uses; it imports nothing of the controller.
 
 Registration follows Kafka's (the znode's data: ``tiered.cluster.zk_znodes``) and lives as long as

@@ -1,4 +1,4 @@
-"""The data of the znodes that brokers and controllers both read (DESIGN.md section 4): a
+"""The data of the znodes that brokers and controllers both read (docs/design.md §3.1): a
 broker's registration ``/brokers/ids/{id}`` and the active controller's ``/controller``. Both
 follow Kafka's JSON."""
 

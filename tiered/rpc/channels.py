@@ -1,5 +1,5 @@
 """How every client opens its gRPC channels: ``open_channel`` is the one place a channel is made
-(where TLS credentials will plug in, DESIGN.md section 11), and ``ChannelCache`` keeps one
+(where TLS credentials will plug in, docs/operations/security.md), and ``ChannelCache`` keeps one
 channel, and the stub on it, per endpoint for clients that talk to several.
 
 A channel multiplexes concurrent calls and reconnects by itself, so it is kept rather than opened

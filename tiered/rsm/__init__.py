@@ -14,7 +14,7 @@
                                                ``s3://`` root (:mod:`tiered.rsm.s3`)
 =============================================  =========================================
 
-Object keys are built by :mod:`tiered.rsm.layout` (DESIGN.md section 8); the custom metadata a
+Object keys are built by :mod:`tiered.rsm.layout` (docs/design.md §3.3); the custom metadata a
 copy returns is described in :mod:`tiered.rsm.custom_metadata`; the bulk delete's object deleters,
 which Spark executors run, are :mod:`tiered.rsm.fsspec_delete` and :mod:`tiered.rsm.s3_delete`.
 """

@@ -1,5 +1,5 @@
 """The object deleter of the fsspec RemoteStorageManager: what the bulk delete job runs, in the
-controller for small jobs and on Spark executors for large ones (DESIGN.md section 8).
+controller for small jobs and on Spark executors for large ones (docs/internals/bulk-delete.md).
 
 It is a small picklable value (the root URL and two settings) that rebuilds the filesystem with
 ``fsspec.core.url_to_fs`` where it runs, so executors need fsspec (and the filesystem's plugin)

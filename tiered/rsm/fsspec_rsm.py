@@ -1,6 +1,6 @@
 """A RemoteStorageManager over any fsspec filesystem (local directory, ``memory://``, ``s3://``...).
 
-Objects are laid out as :mod:`tiered.rsm.layout` says (DESIGN.md section 8).
+Objects are laid out as :mod:`tiered.rsm.layout` says (docs/design.md §3.3).
 
 Upload protocol: the indexes are written first and the ``.log`` object last, so a segment whose
 ``.log`` object exists has all its objects. On the local filesystem every object is first written

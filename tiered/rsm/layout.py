@@ -1,4 +1,4 @@
-"""Object keys of remote segments (DESIGN.md section 8): the one place they are built.
+"""Object keys of remote segments (docs/design.md §3.3): the one place they are built.
 
 Keys are relative to the storage root and use ``/`` as separator::
 

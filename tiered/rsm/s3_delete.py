@@ -1,5 +1,5 @@
 """The object deleter of the fsspec RemoteStorageManager on S3: what the bulk delete job runs, in
-the controller for small jobs and on Spark executors for large ones (DESIGN.md section 8).
+the controller for small jobs and on Spark executors for large ones (docs/internals/bulk-delete.md).
 
 It deletes with DeleteObjects, at most :data:`MAX_KEYS_PER_REQUEST` keys a request (S3's limit),
 requests running on a thread pool. S3 answers a DeleteObjects request per key: a key throttled or

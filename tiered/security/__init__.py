@@ -1,2 +1,2 @@
 """Who is asking, and may they: principals (``principal``), and the parts built on them (TLS,
-SASL/SCRAM, the ACL authorizer) per DESIGN.md section 11."""
+SASL/SCRAM, the ACL authorizer) per docs/operations/security.md."""

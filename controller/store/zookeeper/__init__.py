@@ -1,4 +1,4 @@
-"""The ZooKeeper metadata store: Kafka's ZooKeeper-mode layout (DESIGN.md section 4, paths in
+"""The ZooKeeper metadata store: Kafka's ZooKeeper-mode layout (docs/design.md §3.1, paths in
 ``tiered.cluster.zk_paths``) under the connect string's chroot.
 
 ``store``         ``ZooKeeperMetadataStore``, put together from the parts below

@@ -1,6 +1,7 @@
 """``DIR/cluster.json``: the processes of a local cluster and their ports, chosen on the first
 ``up`` and kept (a later ``up`` restarts a killed process on the same ports). Its keys are a
-contract (DESIGN.md sections 10 to 12): ``kafka_bootstrap_servers``, ``zookeeper``,
+contract (docs/kafka-compatibility.md, docs/operations/security.md,
+docs/operations/distributed-profile.md): ``kafka_bootstrap_servers``, ``zookeeper``,
 ``s3_endpoint``, ``spark_master`` and ``spark_master_web``; the metrics ports are
 ``controller_metrics_ports`` and ``broker_metrics_ports`` (in the order of ``controllers`` and
 ``brokers``)."""
@@ -157,8 +158,8 @@ def save(path: Path, layout: Layout) -> None:
 
 
 def add_kafka_listeners(layout: Layout) -> None:
-    """A Kafka listener port per broker, and ``kafka_bootstrap_servers`` (DESIGN.md section
-    10: ``HOST:PORT,...`` in broker-id order)."""
+    """A Kafka listener port per broker, and ``kafka_bootstrap_servers``
+    (docs/kafka-compatibility.md: ``HOST:PORT,...`` in broker-id order)."""
     layout["kafka_brokers"] = [free_port() for _ in layout["brokers"]]
     layout["kafka_bootstrap_servers"] = ",".join(address(p) for p in layout["kafka_brokers"])
 
@@ -184,7 +185,8 @@ def profile_of(layout: Layout) -> str:
 
 
 def add_spark(layout: Layout, workers: int) -> None:
-    """A Spark master (``spark_master``, ``spark_master_web``: DESIGN.md section 12) and
+    """A Spark master (``spark_master``, ``spark_master_web``:
+    docs/operations/distributed-profile.md) and
     ``workers`` workers, each with its own port and web UI port."""
     layout["spark_master"] = f"spark://{address(free_port())}"
     layout["spark_master_web"] = f"http://{address(free_port())}"

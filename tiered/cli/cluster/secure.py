@@ -1,5 +1,5 @@
 """``tiered-cluster up --secure``: a cluster with TLS, authenticated principals, the authorizer
-and ZooKeeper ACLs (DESIGN.md section 11), and the files it needs, all under ``DIR/config``:
+and ZooKeeper ACLs (docs/operations/security.md), and the files it needs, all under ``DIR/config``:
 
 - ``ca.pem`` (the cluster CA, what clients trust) and ``ca.key`` (its key, to issue more client
   certificates); ``NAME.pem``, ``NAME.key`` and ``NAME.keystore.pem`` per controller, broker and

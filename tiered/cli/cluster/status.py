@@ -1,6 +1,6 @@
 """``tiered-cluster status``: every process of a local cluster with its role, pid, whether it is
-alive and its ports, and which controller is active (DESIGN.md section 12: the JSON shape is a
-contract)."""
+alive and its ports, and which controller is active (docs/operations/distributed-profile.md: the
+JSON shape is a contract)."""
 
 from __future__ import annotations
 
