@@ -1,7 +1,8 @@
 """The controller's composition root: builds each piece, wires them together, and rebuilds
 their per-term state as ``Leadership`` activates and deactivates it.
 
-Who does what (a disable, top to bottom; ``docs/disable-path.md`` follows it file by file):
+Who does what (a disable, top to bottom; ``docs/internals/disable-path.md`` follows it file by
+file):
 ``AdminServicer`` converts the request and calls ``AdminOperations``, which submits DISABLING to
 the term's group commit (``TopicWrites``) and, once durable, tells ``Disablements``; each
 hosting broker's ``BrokerChannel`` sends what ``Disablements`` says it owes and hands the answer
