@@ -18,6 +18,7 @@ from google.protobuf.message import Message
 
 from tiered.errors import ErrorCode, TieredError
 from tiered.retry import RetryPolicy
+from tiered.retry_policies import CONTROLLER_FORWARD_RETRY
 from tiered.rpc.channels import ChannelCache
 from tiered.rpc.status import error_from_rpc, error_to_proto
 from tiered.rpc.v1 import broker_pb2
@@ -90,12 +91,12 @@ class ControllerAdmin:
         self,
         controller_endpoint: Callable[[], str | None],
         timeout_s: float = 60.0,
-        retry: RetryPolicy | None = None,
+        retry: RetryPolicy = CONTROLLER_FORWARD_RETRY,
         credentials: grpc.ChannelCredentials | None = None,  # TLS to the controllers
     ) -> None:
         self._controller_endpoint = controller_endpoint
         self._timeout_s = timeout_s
-        self._retry = retry or RetryPolicy(deadline_s=10.0, max_delay_s=0.5)
+        self._retry = retry
         self._stubs = ChannelCache(
             pb_grpc.AdminServiceStub, options=_CHANNEL_OPTIONS, credentials=credentials
         )

@@ -44,16 +44,14 @@ from tiered.config import (
     validate_topic_name,
 )
 from tiered.errors import ErrorCode, TieredError
-from tiered.retry import ExponentialBackoff
+from tiered.retry import Backoff
+from tiered.retry_policies import ASSIGNMENT_PERSIST_BACKOFF
 
 log = logging.getLogger(__name__)
 
 # How long changes applied from the metadata log wait to be persisted together (a burst of
 # metadata batches then costs one append to the assignment journal, not one each).
 _PERSIST_DELAY_S = 0.05
-PERSIST_BACKOFF = ExponentialBackoff(initial_s=0.1, max_s=5.0, jitter=0.2)
-"""Between failed background persists (a full or failing disk): soon at first, then no busier
-than the log's own retries."""
 
 
 @dataclass(frozen=True)
@@ -139,7 +137,7 @@ class BrokerAgent:
         self._persist_wanted = threading.Event()
         self._closed = threading.Event()
         self._persister: threading.Thread | None = None
-        self.persist_backoff = PERSIST_BACKOFF
+        self.persist_backoff = ASSIGNMENT_PERSIST_BACKOFF
         # Assignment and stop requests arrive from the controller's pushes and from the metadata
         # follower at once; they are applied one at a time (as Kafka's replicaStateChangeLock).
         self._state_change_lock = threading.RLock()
@@ -331,7 +329,7 @@ class BrokerAgent:
         self._persist_wanted.set()
 
     def _persist_later(self) -> None:
-        failures = 0
+        backoff = Backoff(self.persist_backoff)
         while True:
             self._persist_wanted.wait()
             if self._closed.wait(_PERSIST_DELAY_S):
@@ -339,11 +337,10 @@ class BrokerAgent:
             self._persist_wanted.clear()
             try:
                 self._persist_assignments()
-                failures = 0
+                backoff.reset()
                 continue
             except OSError:
-                delay_s = self.persist_backoff.delay_s(failures)
-                failures += 1
+                delay_s = backoff.next_delay()
                 log.exception("Could not persist the assignments; retrying in %.2fs", delay_s)
                 self._persist_wanted.set()
             self._closed.wait(delay_s)

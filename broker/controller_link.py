@@ -27,7 +27,8 @@ from tiered.api import TopicIdPartition
 from tiered.cluster.model import BrokerRegistration, MetadataImage, TopicMetadata
 from tiered.cluster.serde import apply_batch, broker_registration_to_proto, image_from_snapshot
 from tiered.errors import ErrorCode
-from tiered.retry import ExponentialBackoff
+from tiered.retry import Backoff, ExponentialBackoff
+from tiered.retry_policies import CONTROLLER_LINK_BACKOFF
 from tiered.rpc.channels import open_channel
 from tiered.rpc.v1 import controller_pb2 as pb
 from tiered.rpc.v1 import controller_pb2_grpc as pb_grpc
@@ -47,7 +48,7 @@ class KRaftControllerLink:
         apply_assignments: ApplyTopics,
         on_controller_epoch: Callable[[int], None],
         heartbeat_interval_s: float = 2.0,
-        backoff: ExponentialBackoff | None = None,
+        backoff: ExponentialBackoff = CONTROLLER_LINK_BACKOFF,
         remove_partitions: Callable[[int, Sequence[tuple[uuid.UUID, int]]], object] | None = None,
         credentials: grpc.ChannelCredentials | None = None,  # TLS to the controllers
     ) -> None:
@@ -58,7 +59,7 @@ class KRaftControllerLink:
         self._on_controller_epoch = on_controller_epoch
         self._remove_partitions = remove_partitions
         self._heartbeat_interval_s = heartbeat_interval_s
-        self._backoff = backoff or ExponentialBackoff(0.1, 2.0)
+        self._backoff = backoff
         self._closed = threading.Event()
         self.controller_endpoint: str | None = None
         self.image = MetadataImage()
@@ -129,14 +130,13 @@ class KRaftControllerLink:
         return None
 
     def _register_and_heartbeat(self) -> None:
-        attempt = 0
+        backoff = Backoff(self._backoff)
         while not self._closed.is_set():
             endpoint = self._register()
             if endpoint is None:
-                attempt += 1
-                self._closed.wait(self._backoff.delay_s(attempt))
+                self._closed.wait(backoff.next_delay())
                 continue
-            attempt = 0
+            backoff.reset()
             self.controller_endpoint = endpoint
             self.registered.set()
             self._heartbeat(endpoint)
@@ -167,7 +167,7 @@ class KRaftControllerLink:
     # ----------------------------------------------------------------------------- following
 
     def _follow(self) -> None:
-        attempt = 0
+        backoff = Backoff(self._backoff)
         while not self._closed.is_set():
             endpoint = self.controller_endpoint
             if endpoint is None:
@@ -194,7 +194,7 @@ class KRaftControllerLink:
                         break
                     self._apply(response.batch, response.is_snapshot)
                     self._next_offset = response.next_offset
-                    attempt = 0
+                    backoff.reset()
             except grpc.RpcError as e:
                 if not self._closed.is_set():
                     log.info("FetchMetadata from %s ended: %s", endpoint, e.code())
@@ -202,8 +202,7 @@ class KRaftControllerLink:
                 log.exception("Applying cluster metadata failed; fetching again")
             finally:
                 channel.close()
-            attempt += 1
-            self._closed.wait(self._backoff.delay_s(attempt))
+            self._closed.wait(backoff.next_delay())
 
     def _apply(self, batch: metadata_pb2.MetadataRecordBatch, is_snapshot: bool) -> None:
         if is_snapshot:

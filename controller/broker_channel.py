@@ -18,7 +18,7 @@ from controller.disablements import DisableEntry
 from controller.metrics import ControllerMetrics
 from tiered.cluster.model import TopicMetadata
 from tiered.errors import ErrorCode, TieredError
-from tiered.retry import ExponentialBackoff
+from tiered.retry import Backoff, ExponentialBackoff
 from tiered.rpc.channels import ChannelCache
 from tiered.rpc.status import error_from_proto
 from tiered.rpc.v1 import broker_pb2 as pb
@@ -115,14 +115,13 @@ class BrokerChannel:
         self.broker_id = broker_id
         self._owner = owner
         self._metrics = metrics
-        self._backoff = backoff
         self._timeout_s = request_timeout_s
         self._wake = threading.Event()
         self._closed = threading.Event()
         self._endpoint: str | None = None
         self._stubs = ChannelCache(pb_grpc.BrokerServiceStub, credentials=credentials)
         # Owned by the channel thread; other threads ask for a reset through reset_backoff.
-        self._failures = 0
+        self._backoff = Backoff(backoff)
         self._failed_since_success = False  # a reset backoff still sends the failed work again
         self._backoff_reset_requested = threading.Event()
         self._thread = threading.Thread(
@@ -159,24 +158,23 @@ class BrokerChannel:
                 return
             if self._backoff_reset_requested.is_set():
                 self._backoff_reset_requested.clear()
-                self._failures = 0
+                self._backoff.reset()
             try:
                 sent = self._send_next()
             except Exception as e:  # a failing round must not end the channel
-                self._failures += 1
                 self._failed_since_success = True
                 if self._metrics is not None:
                     self._metrics.request_failed(self.broker_id)
-                delay = self._backoff.delay_s(self._failures)
+                delay = self._backoff.next_delay()
                 log.warning(
                     "Broker %d: request failed (attempt %d, next in %.2fs): %s",
                     self.broker_id,
-                    self._failures,
+                    self._backoff.failures,
                     delay,
                     e,
                 )
                 continue
-            self._failures = 0
+            self._backoff.reset()
             self._failed_since_success = self._failed_since_success and not sent
             delay = 0.0 if sent else None  # drain what is owed, then sleep until woken
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tiered.metrics_endpoint import DEFAULT_HOST as DEFAULT_METRICS_HOST
@@ -14,6 +14,7 @@ from tiered.metrics_endpoint import metrics_host
 from tiered.net import parse_listener
 from tiered.properties import int_property
 from tiered.retry import ExponentialBackoff
+from tiered.retry_policies import BROKER_REQUEST_BACKOFF
 from tiered.rsm import config_from_properties as rsm_config_from_properties
 from tiered.security.authorizer import AuthorizerConfig
 from tiered.security.grpc_tls import GrpcSecurity
@@ -54,7 +55,7 @@ class ControllerConfig:
     store: dict[str, str] = field(default_factory=dict)  # metadata.store and its backend's keys
     broker_session_timeout_s: float = 9.0
     request_timeout_s: float = 30.0
-    backoff: ExponentialBackoff = field(default_factory=ExponentialBackoff)
+    backoff: ExponentialBackoff = BROKER_REQUEST_BACKOFF
     max_entries_per_request: int = 5000
     spark: dict[str, str] = field(default_factory=dict)
     spark_idle_timeout_ms: int = DEFAULT_SPARK_IDLE_TIMEOUT_MS
@@ -101,8 +102,16 @@ class ControllerConfig:
             raise ValueError("metadata.log.dir is required with metadata.store=kraft")
         if mode == "zookeeper" and "zookeeper.connect" not in store:
             raise ValueError("zookeeper.connect is required with metadata.store=zookeeper")
-        initial_ms = int_property(values, "controller.retry.backoff.ms", 100, minimum=1)
-        max_ms = int_property(values, "controller.retry.backoff.max.ms", 10_000, minimum=initial_ms)
+        default = BROKER_REQUEST_BACKOFF
+        initial_ms = int_property(
+            values, "controller.retry.backoff.ms", round(default.initial_s * 1000), minimum=1
+        )
+        max_ms = int_property(
+            values,
+            "controller.retry.backoff.max.ms",
+            round(default.max_s * 1000),
+            minimum=initial_ms,
+        )
         return cls(
             node_id=int_property(values, "node.id", 0, minimum=0),
             host=host,
@@ -112,7 +121,7 @@ class ControllerConfig:
             / 1000,
             request_timeout_s=int_property(values, "controller.request.timeout.ms", 30_000, 100)
             / 1000,
-            backoff=ExponentialBackoff(initial_ms / 1000, max_ms / 1000),
+            backoff=replace(default, initial_s=initial_ms / 1000, max_s=max_ms / 1000),
             max_entries_per_request=int_property(
                 values, "controller.max.partitions.per.request", 5000, 1
             ),

@@ -25,13 +25,10 @@ from controller.topic_changes import TopicChanges
 from controller.topic_writes import TopicWrites
 from tiered.cluster.model import MetadataImage
 from tiered.errors import ErrorCode, TieredError
-from tiered.retry import ExponentialBackoff
+from tiered.retry import Backoff, ExponentialBackoff
+from tiered.retry_policies import CONTROLLER_CAMPAIGN_BACKOFF
 
 log = logging.getLogger(__name__)
-
-CAMPAIGN_BACKOFF = ExponentialBackoff(initial_s=0.1, max_s=5.0, jitter=0.5)
-"""Between failed campaigns (the store unreachable, or an activation that failed, e.g. loading
-the image): capped, and jittered so that the controllers of a cluster do not retry in step."""
 
 
 class Term:
@@ -174,7 +171,7 @@ class Leadership:
         store: MetadataStore,
         term: Term,
         listener: TermListener,
-        backoff: ExponentialBackoff = CAMPAIGN_BACKOFF,
+        backoff: ExponentialBackoff = CONTROLLER_CAMPAIGN_BACKOFF,
     ) -> None:
         self._node_id = node_id
         self._backoff = backoff
@@ -190,13 +187,12 @@ class Leadership:
     def run(self, stop: threading.Event) -> None:
         """Campaigns, serves while active, and campaigns again after losing leadership. Failed
         campaigns are retried with backoff, from the start again once one activates."""
-        failures = 0
+        backoff = Backoff(self._backoff)
         while not stop.is_set():
             try:
                 epoch = self._store.elect(self._node_id, self._endpoint, stop)
             except MetadataStoreError as e:
-                delay_s = self._backoff.delay_s(failures)
-                failures += 1
+                delay_s = backoff.next_delay()
                 log.warning("Election failed (%s); retrying in %.2fs", e, delay_s)
                 stop.wait(delay_s)
                 continue
@@ -205,8 +201,7 @@ class Leadership:
             try:
                 self._activate(epoch)
             except Exception:
-                delay_s = self._backoff.delay_s(failures)
-                failures += 1
+                delay_s = backoff.next_delay()
                 log.exception(
                     "Activation as controller epoch %d failed; resigning, campaigning again in "
                     "%.2fs",
@@ -216,7 +211,7 @@ class Leadership:
                 self.deactivate()
                 stop.wait(delay_s)
                 continue
-            failures = 0
+            backoff.reset()
             while not (stop.is_set() or self._store.leadership_lost.is_set()):
                 if self._term.wait_stepping_down(0.5):
                     break

@@ -1,11 +1,20 @@
-"""Retrying, in one shape (kazoo's ``KazooRetry``): a caller hands an attempt to an injected
-``RetryPolicy``, which runs the loop within its tries and deadline and sleeps the delays of its
-``ExponentialBackoff`` schedule in between.
+"""Retrying, in two shapes that wait out one ``ExponentialBackoff`` schedule and count alike: the
+wait after the first failure in a row is the schedule's initial delay, and each further failure
+multiplies it, up to the cap.
 
-A thread that owns its own loop (it waits on events, not in ``sleep``, so that closing interrupts
-the wait) uses the schedule alone: ``ExponentialBackoff.delay_s(failures)``, the count of failures
-in a row starting again at 0 after a success. kazoo's connection loop takes only its own
-``KazooRetry``: ``tiered.zk_client.kazoo_retry`` is the one translation of a policy into it.
+- ``RetryPolicy`` runs the loop (kazoo's ``KazooRetry`` shape): a caller hands it an attempt, or
+  iterates ``attempts()`` when each attempt re-reads state and ``continue``s after losing a race;
+  the policy bounds the tries and the deadline and sleeps in between. Use it for one operation
+  that must succeed or give up: a request, a read, a conditional write.
+- ``Backoff`` is the schedule's count for a loop that owns its waiting: a daemon thread that
+  retries for as long as it runs, waiting on its stop event (``stop.wait(backoff.next_delay())``)
+  so that closing interrupts the wait, on a condition, or in ``asyncio.sleep``. The loop calls
+  ``next_delay()`` after a failure and ``reset()`` after a success; its own stop condition ends
+  it, so there are no tries or deadline.
+
+The product's named schedules and policies, each with who uses it and why its values, are in
+``tiered.retry_policies``. kazoo's connection loop takes only its own ``KazooRetry``:
+``tiered.zk_client.kazoo_retry`` is the one translation of a policy into it.
 """
 
 from __future__ import annotations
@@ -16,7 +25,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-__all__ = ["ExponentialBackoff", "RetryPolicy"]
+__all__ = ["Backoff", "ExponentialBackoff", "RetryPolicy"]
 
 R = TypeVar("R")
 E = TypeVar("E", bound=BaseException)
@@ -26,7 +35,8 @@ E = TypeVar("E", bound=BaseException)
 class ExponentialBackoff:
     """Capped exponential backoff with full-range jitter: attempt ``n`` (0-based) waits a random
     time in ``[(1 - jitter) * d, d]`` where ``d = min(max_s, initial_s * multiplier ** n)``.
-    Jitter keeps many retrying senders from hitting a recovering broker in lockstep."""
+    Jitter keeps many retrying senders from hitting a recovering broker in lockstep. A schedule
+    only: loops count their failures through :class:`Backoff`."""
 
     initial_s: float = 0.1
     max_s: float = 10.0
@@ -40,9 +50,44 @@ class ExponentialBackoff:
             raise ValueError(f"jitter must be in [0, 1], not {self.jitter}")
 
     def delay_s(self, attempt: int, rng: random.Random | None = None) -> float:
+        """The wait after ``attempt + 1`` failures in a row (0: after the first)."""
         ceiling = min(self.max_s, self.initial_s * self.multiplier ** min(attempt, 64))
         r = (rng or random).random()
         return ceiling * (1 - self.jitter * r)
+
+
+class Backoff:
+    """The failures in a row of one loop that owns its waiting, and the waits ``schedule`` gives
+    them: ``next_delay()`` counts a failure and returns the wait before the next try (the
+    schedule's initial delay after the first failure, jittered, then growing by its multiplier up
+    to its cap); ``reset()`` after a success starts the schedule again. ``rng`` draws the jitter
+    (default: the ``random`` module).
+
+    Not thread-safe: one loop owns one instance and calls it from its own thread. A loop whose
+    state other threads change too (a reset when a peer comes back) calls it only under the lock
+    that guards that state."""
+
+    __slots__ = ("_failures", "_rng", "schedule")
+
+    def __init__(self, schedule: ExponentialBackoff, rng: random.Random | None = None) -> None:
+        self.schedule = schedule
+        self._rng = rng
+        self._failures = 0
+
+    @property
+    def failures(self) -> int:
+        """Failures counted since the last ``reset()`` (or since the start)."""
+        return self._failures
+
+    def next_delay(self) -> float:
+        """Counts one more failure and returns the wait before the next try, in seconds."""
+        delay = self.schedule.delay_s(self._failures, self._rng)
+        self._failures += 1
+        return delay
+
+    def reset(self) -> None:
+        """After a success: the next failure waits the schedule's initial delay again."""
+        self._failures = 0
 
 
 @dataclass(frozen=True)
@@ -86,14 +131,14 @@ class RetryPolicy:
         ``give_up(error, tries)`` returns is raised (default: the error itself). Any other
         exception propagates at once."""
         start = self.clock()
-        tries = 0
+        backoff = Backoff(self.schedule)
         while True:
             try:
                 return attempt()
             except retry_on as error:
-                tries += 1
+                delay = backoff.next_delay()
+                tries = backoff.failures
                 retry = retry_if is None or retry_if(error)
-                delay = self.schedule.delay_s(tries - 1) if retry else 0.0
                 if not (retry and self._allows(tries, self.clock() + delay - start)):
                     if give_up is None:
                         raise
@@ -108,12 +153,11 @@ class RetryPolicy:
         backoff before each one after the first, until tries or deadline run out; the caller
         returns or breaks on success and raises its own error after the loop."""
         start = self.clock()
-        tries = 0
+        backoff = Backoff(self.schedule)
         while True:
-            yield tries
-            tries += 1
-            delay = self.schedule.delay_s(tries - 1)
-            if not self._allows(tries, self.clock() + delay - start):
+            yield backoff.failures
+            delay = backoff.next_delay()
+            if not self._allows(backoff.failures, self.clock() + delay - start):
                 return
             self.sleep(delay)
 

@@ -33,6 +33,7 @@ from kazoo.retry import KazooRetry
 from kazoo.security import ACL
 
 from tiered.retry import RetryPolicy
+from tiered.retry_policies import zookeeper_connection_retry
 from tiered.security.zookeeper_acl import (
     ZooKeeperAuthenticationError,
     check_may_change,
@@ -48,7 +49,6 @@ __all__ = [
     "TRANSPORT_ERRORS",
     "ZkClient",
     "connection_retry",
-    "connection_retry_policy",
     "first_failure",
     "kazoo_retry",
     "split_connect_string",
@@ -66,21 +66,6 @@ def split_connect_string(connect: str) -> tuple[str, str]:
     if not hosts:
         raise ValueError(f"ZooKeeper connect string {connect!r} names no host")
     return hosts, ("/" + chroot.strip("/")) if slash and chroot.strip("/") else ""
-
-
-def connection_retry_policy(session_timeout_s: float) -> RetryPolicy:
-    """Reconnect forever, quickly: kazoo's default backoff grows to an hour, far longer than any
-    session, so a client would miss the window in which its session can still be resumed. The
-    delay stays under a third of the session timeout, so that several attempts fit in it."""
-    initial_s = 0.05
-    return RetryPolicy(
-        max_tries=None,
-        deadline_s=None,
-        delay_s=initial_s,
-        backoff=2.0,
-        max_delay_s=max(initial_s, min(1.0, session_timeout_s / 3)),
-        jitter=0.4,
-    )
 
 
 def kazoo_retry(policy: RetryPolicy) -> KazooRetry:
@@ -101,7 +86,7 @@ def kazoo_retry(policy: RetryPolicy) -> KazooRetry:
 
 def connection_retry(session_timeout_s: float) -> KazooRetry:
     """What every ZooKeeper client of the project gives kazoo as ``connection_retry``."""
-    return kazoo_retry(connection_retry_policy(session_timeout_s))
+    return kazoo_retry(zookeeper_connection_retry(session_timeout_s))
 
 
 def first_failure(results: Sequence[Any]) -> tuple[int, Exception] | None:

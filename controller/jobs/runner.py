@@ -76,7 +76,8 @@ from tiered.api import (
     TopicIdPartition,
 )
 from tiered.cluster.model import DeleteJob, DeleteJobState
-from tiered.retry import ExponentialBackoff
+from tiered.retry import Backoff, ExponentialBackoff
+from tiered.retry_policies import DELETE_JOB_BACKOFF, DELETE_JOB_HOLD_BACKOFF
 
 log = logging.getLogger(__name__)
 
@@ -192,21 +193,24 @@ class DeleteJobRunner:
         storage: RemoteStorageManager,
         engine: DeleteEngine,
         persist: Callable[[DeleteJob], None],
-        backoff: ExponentialBackoff | None = None,
+        backoff: ExponentialBackoff = DELETE_JOB_BACKOFF,
         clock: Callable[[], float] = time.time,
         hold: JobHold = never_held,
-        hold_backoff: ExponentialBackoff | None = None,
+        hold_backoff: ExponentialBackoff = DELETE_JOB_HOLD_BACKOFF,
     ) -> None:
         self._rlmm = rlmm
         self._storage = storage
         self._engine = engine
         self._persist = persist
-        self._backoff = backoff or ExponentialBackoff(1.0, 60.0)
+        self._backoff = backoff
         self._clock = clock
         self._hold = hold
-        self._hold_backoff = hold_backoff or ExponentialBackoff(0.1, 2.0)
-        # each held job: how many times in a row, and why (the last time)
-        self._holds: dict[tuple[object, int], tuple[int, str]] = {}
+        self._hold_backoff = hold_backoff
+        # Both owned by the runner's thread, under the lock: each failing job's backoff, from its
+        # first failure in this runner until it is done; each held job's backoff, from its first
+        # hold in a row, and why it is held (the last time).
+        self._failures: dict[tuple[object, int], Backoff] = {}
+        self._holds: dict[tuple[object, int], tuple[Backoff, str]] = {}
         self._cond = threading.Condition()
         self._queue: deque[DeleteJob] = deque()
         self._latest: dict[tuple[object, int], DeleteJob] = {}
@@ -283,9 +287,12 @@ class DeleteJobRunner:
                     log.exception("Could not record the failure of %s", job.key)
                 with self._cond:
                     if not self._stopping:
-                        delay = self._backoff.delay_s(failed.attempts)
-                        self._not_before[job.key] = time.monotonic() + delay
+                        backoff = self._failures.setdefault(job.key, Backoff(self._backoff))
+                        self._not_before[job.key] = time.monotonic() + backoff.next_delay()
                         self._queue.append(failed)
+            else:
+                with self._cond:
+                    self._failures.pop(job.key, None)
 
     def _held(self, job: DeleteJob) -> bool:
         """Asks ``hold``; a held job goes back to the queue, shown with its reason as its last
@@ -298,9 +305,10 @@ class DeleteJobRunner:
             if reason is None:
                 self._holds.pop(job.key, None)
                 return False
-            held = self._holds.get(job.key, (0, ""))[0] + 1
-            self._holds[job.key] = (held, reason)
-            if held == 1:
+            previous = self._holds.get(job.key)
+            backoff = Backoff(self._hold_backoff) if previous is None else previous[0]
+            self._holds[job.key] = (backoff, reason)
+            if previous is None:
                 log.info(
                     "Delete job of %s below tiered epoch %d: %s",
                     job.topic,
@@ -308,7 +316,7 @@ class DeleteJobRunner:
                     reason,
                 )
             if not self._stopping:
-                self._not_before[job.key] = time.monotonic() + self._hold_backoff.delay_s(held)
+                self._not_before[job.key] = time.monotonic() + backoff.next_delay()
                 self._queue.append(job)
             return True
 

@@ -40,12 +40,12 @@ from controller.jobs.spark_session import (
 )
 from tiered.api import DeleteOutcome, RemoteObjectDeleter, RemoteStorageException
 from tiered.retry import RetryPolicy
+from tiered.retry_policies import BULK_DELETE_RETRY
 
 __all__ = [
     "APP_NAME",
     "DEFAULT_FAST_PATH_MAX_OBJECTS",
     "DEFAULT_MASTER",
-    "DEFAULT_RETRY",
     "FAST_PATH_KEY",
     "BulkDeleteError",
     "BulkObjectDeleter",
@@ -61,10 +61,6 @@ logger = logging.getLogger(__name__)
 
 FAST_PATH_KEY = "bulk.delete.fast.path.max.objects"
 DEFAULT_FAST_PATH_MAX_OBJECTS = 2000
-DEFAULT_RETRY = RetryPolicy(max_tries=4, deadline_s=None, delay_s=0.5, max_delay_s=30.0, jitter=0.2)
-"""A bulk delete's attempts: the first and three retries, with capped, jittered backoff (many
-executors' failed keys must not hit a throttling store again in lockstep). No deadline: one
-attempt of a large job may take longer than any sensible one."""
 MIN_KEYS_PER_SLICE = 500
 """Default slicing: no Spark partition smaller than this, ..."""
 MAX_KEYS_PER_SLICE = 8000
@@ -271,7 +267,7 @@ class BulkObjectDeleter:
         spark_provider: SparkSessionProvider,
         *,
         fast_path_max_objects: int = DEFAULT_FAST_PATH_MAX_OBJECTS,
-        retry: RetryPolicy = DEFAULT_RETRY,
+        retry: RetryPolicy = BULK_DELETE_RETRY,
         slices: int | None = None,
         fail_task_tokens_dir: str | None = None,
     ) -> None:

@@ -56,16 +56,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from controller.config import DEFAULT_SPARK_IDLE_TIMEOUT_MS, SPARK_IDLE_TIMEOUT_KEY
-from tiered.retry import ExponentialBackoff
+from tiered.retry import Backoff, ExponentialBackoff
+from tiered.retry_policies import SPARK_SESSION_BACKOFF
 
 logger = logging.getLogger(__name__)
 
 APP_NAME = "tiered-bulk-delete"
 DEFAULT_MASTER = "local[*]"
-SESSION_BACKOFF = ExponentialBackoff(initial_s=1.0, max_s=60.0, jitter=0.2)
-"""Between attempts to start a session after a failed start or a lost session (a start against
-an unreachable standalone master takes about a minute to fail by itself: Spark's three
-registration attempts)."""
 PROBE_INTERVAL_S = 5.0
 """How often the thread checks a session that is up."""
 FAILED_PROBES_LOST = 2
@@ -356,7 +353,7 @@ class SparkSessionProvider:
         factory: SessionFactory | None = None,
         background: bool | None = None,
         observer: SessionObserver | None = None,
-        backoff: ExponentialBackoff = SESSION_BACKOFF,
+        backoff: ExponentialBackoff = SPARK_SESSION_BACKOFF,
         probe_interval_s: float = PROBE_INTERVAL_S,
     ) -> None:
         self._master = master
@@ -378,7 +375,8 @@ class SparkSessionProvider:
         self._start_began = 0.0
         self._attempts = 0  # start attempts finished, successful or not
         self._last_error = ""
-        self._failures = 0  # failed starts and lost sessions since one was last seen healthy
+        # Failed starts and lost sessions since one was last seen healthy (under _cond).
+        self._start_backoff = Backoff(backoff)
         self._next_attempt = 0.0
         self._hurry = False  # a caller waits: the next attempt now, not after the backoff
         self._failed_probes = 0
@@ -412,7 +410,7 @@ class SparkSessionProvider:
             if self._closing:
                 return
             self._active = True
-            self._failures = 0
+            self._start_backoff.reset()
             self._next_attempt = 0.0
             self._ensure_thread()
             self._cond.notify_all()
@@ -523,7 +521,7 @@ class SparkSessionProvider:
             self._thread.start()
 
     def _run(self) -> None:
-        failures = 0
+        backoff = Backoff(self._backoff)
         while True:
             with self._cond:
                 action = self._next_action()
@@ -533,10 +531,9 @@ class SparkSessionProvider:
                     return
             try:
                 action()
-                failures = 0
+                backoff.reset()
             except Exception:
-                delay = self._backoff.delay_s(failures)
-                failures += 1
+                delay = backoff.next_delay()
                 logger.exception("SparkSession upkeep failed; carrying on in %.1f s", delay)
                 with self._cond:
                     self._starting = self._stopping = False
@@ -575,8 +572,7 @@ class SparkSessionProvider:
             session = self._factory.start()
         except Exception as e:
             with self._cond:
-                delay = self._backoff.delay_s(self._failures)
-                self._failures += 1
+                delay = self._start_backoff.next_delay()
                 self._next_attempt = time.monotonic() + delay
                 self._last_error = _one_line(e)
                 self._attempts += 1
@@ -620,15 +616,14 @@ class SparkSessionProvider:
             if healthy:
                 recovered = self._failed_probes > 0
                 self._failed_probes = 0
-                self._failures = 0
+                self._start_backoff.reset()
             else:
                 self._failed_probes += 1 if healthy is None else FAILED_PROBES_LOST
                 lost = self._failed_probes >= FAILED_PROBES_LOST
                 if lost:
                     self._session = None
                     self._stopping = True
-                    delay = self._backoff.delay_s(self._failures)
-                    self._failures += 1
+                    delay = self._start_backoff.next_delay()
                     self._next_attempt = time.monotonic() + delay
         if healthy:
             if recovered:

@@ -77,7 +77,7 @@ def test_a_channel_backs_off_more_each_failure_until_its_broker_comes_back(
 ) -> None:
     # Backoff long enough that only a wake starts the next round.
     channel = BrokerChannel(7, _UnreachableBroker(), ExponentialBackoff(60.0, 600.0), 1.0)
-    attempts: list[int] = []
+    attempts: list[tuple[int, float]] = []  # (attempt, next wait) as logged
 
     def attempt() -> int:
         before = len(attempts)
@@ -85,15 +85,19 @@ def test_a_channel_backs_off_more_each_failure_until_its_broker_comes_back(
 
         def logged() -> bool:
             attempts[:] = [
-                int(found.group(1))
+                (int(found.group(1)), float(found.group(2)))
                 for r in caplog.records
                 if r.name == "controller.broker_channel"
-                and (found := re.search(r"request failed \(attempt (\d+)", r.getMessage()))
+                and (
+                    found := re.search(
+                        r"request failed \(attempt (\d+), next in ([\d.]+)s", r.getMessage()
+                    )
+                )
             ]
             return len(attempts) > before
 
         poll_until(logged, what="a failed round")
-        return attempts[-1]
+        return attempts[-1][0]
 
     try:
         with caplog.at_level(logging.WARNING, logger="controller.broker_channel"):
@@ -102,3 +106,6 @@ def test_a_channel_backs_off_more_each_failure_until_its_broker_comes_back(
             assert attempt() == 1
     finally:
         channel.close()
+    # The first failure in a row waits the initial delay (jittered below it), the next twice it.
+    waits = [wait for _, wait in attempts]
+    assert 48 <= waits[0] <= 60 and 96 <= waits[1] <= 120 and 48 <= waits[2] <= 60

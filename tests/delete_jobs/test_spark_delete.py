@@ -23,7 +23,6 @@ import pytest
 
 from controller.jobs import spark_delete
 from controller.jobs.spark_delete import (
-    DEFAULT_RETRY,
     BulkDeleteError,
     BulkObjectDeleter,
     EngineChoice,
@@ -34,6 +33,7 @@ from tests.support.processes import REPO
 from tests.support.remote_tree import block, build_tree, listed, remaining, unblock
 from tiered.api import DeleteOutcome, RemoteObjectDeleter, RemoteStorageException
 from tiered.retry import RetryPolicy
+from tiered.retry_policies import BULK_DELETE_RETRY
 from tiered.rsm import FsspecRemoteStorageManager
 
 pytestmark = pytest.mark.processes
@@ -72,7 +72,7 @@ IN_PROCESS = EngineChoice(on_spark=False, reason="engine in process (test)")
 def fast_retry(sleeps: Sleeps, retries: int = 3) -> RetryPolicy:
     """The product's policy with ``retries`` retries and millisecond delays, ``sleeps`` waiting."""
     return dataclasses.replace(
-        DEFAULT_RETRY, max_tries=retries + 1, delay_s=0.001, max_delay_s=0.002, sleep=sleeps
+        BULK_DELETE_RETRY, max_tries=retries + 1, delay_s=0.001, max_delay_s=0.002, sleep=sleeps
     )
 
 

@@ -1,12 +1,14 @@
-"""RetryPolicy (tiered/retry.py), the one retry loop, on a fake clock: no real sleeps."""
+"""tiered/retry.py's two shapes: RetryPolicy, the loop that retries one operation, on a fake
+clock (no real sleeps); Backoff, the count of a loop that owns its waiting."""
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
 
-from tiered.retry import RetryPolicy
+from tiered.retry import Backoff, ExponentialBackoff, RetryPolicy
 
 
 class FakeTime:
@@ -201,3 +203,43 @@ def test_one_policy_serves_calls_one_after_another() -> None:
 def test_invalid_policies_are_refused(bad: dict[str, float]) -> None:
     with pytest.raises(ValueError):
         RetryPolicy(**bad)  # type: ignore[arg-type]
+
+
+def test_a_backoffs_first_delay_is_the_initial_one_and_each_next_grows_by_the_multiplier() -> None:
+    backoff = Backoff(ExponentialBackoff(initial_s=0.1, max_s=100.0, multiplier=3.0, jitter=0.0))
+    delays = [backoff.next_delay() for _ in range(4)]
+    assert delays == pytest.approx([0.1, 0.3, 0.9, 2.7])
+    assert backoff.failures == 4
+
+
+def test_a_backoffs_delays_are_capped() -> None:
+    backoff = Backoff(ExponentialBackoff(initial_s=0.1, max_s=0.5, jitter=0.0))
+    delays = [backoff.next_delay() for _ in range(100)]
+    assert delays[:5] == pytest.approx([0.1, 0.2, 0.4, 0.5, 0.5])
+    assert set(delays[3:]) == {0.5}  # a long run of failures stays at the cap
+
+
+def test_a_backoffs_jitter_keeps_each_delay_within_its_bounds_and_varies_it() -> None:
+    backoff = Backoff(ExponentialBackoff(initial_s=0.1, max_s=0.4, jitter=0.5), random.Random(7))
+    delays = [backoff.next_delay() for _ in range(50)]
+    ceilings = [min(0.4, 0.1 * 2**n) for n in range(50)]
+    assert all(c * 0.5 <= d <= c for d, c in zip(delays, ceilings, strict=True))
+    assert len(set(delays[2:])) == len(delays) - 2  # no two alike at the cap: not in lockstep
+
+
+def test_a_reset_backoff_starts_over_from_the_initial_delay() -> None:
+    backoff = Backoff(ExponentialBackoff(initial_s=0.1, max_s=1.0, jitter=0.0))
+    before = [backoff.next_delay() for _ in range(3)]
+    backoff.reset()
+    assert backoff.failures == 0
+    after = [backoff.next_delay() for _ in range(3)]
+    assert before == after == pytest.approx([0.1, 0.2, 0.4])
+
+
+def test_a_policy_and_a_backoff_of_one_schedule_wait_alike() -> None:
+    time = FakeTime()
+    bounded = policy(time, max_tries=5, max_delay_s=0.5)
+    with pytest.raises(FlakyError):
+        bounded(_always_flaky, retry_on=FlakyError)
+    backoff = Backoff(bounded.schedule)
+    assert time.sleeps == [backoff.next_delay() for _ in range(4)] == [0.1, 0.2, 0.4, 0.5]

@@ -1,7 +1,8 @@
 """The daemons' retrying loops that own their waiting (on an event, so that closing interrupts
-it) all follow ``tiered.retry.ExponentialBackoff``: each failure in a row waits longer, capped
-and jittered, and a success starts the schedule again. Driven in the test thread with a
-scripted attempt and an event whose timed waits return at once: no real sleeps."""
+it) all count through ``tiered.retry.Backoff``: the first failure in a row waits the schedule's
+initial delay, each further one longer, capped and jittered, and a success starts the schedule
+again. Driven in the test thread with a scripted attempt and an event whose timed waits return
+at once: no real sleeps."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from kazoo.retry import RetryFailedError
 from broker import agent as agent_module
 from broker.agent import BrokerAgent
 from broker.config import BrokerConfig
+from broker.controller_link import KRaftControllerLink
 from controller.leadership import Leadership, Term
 from controller.store import MetadataStore, MetadataStoreError
 from controller.store.zookeeper.leadership import Leadership as ZkLeadership
@@ -29,8 +31,9 @@ from tiered.cluster.model import BrokerRegistration, MetadataImage
 from tiered.cluster.zk_registration import BrokerZkRegistration
 from tiered.kafka.server import KafkaServer
 from tiered.retry import ExponentialBackoff, RetryPolicy
-from tiered.rlmm.zookeeper_backend import READ_RETRY, ZooKeeperBackend
-from tiered.zk_client import ZkClient, connection_retry, connection_retry_policy, kazoo_retry
+from tiered.retry_policies import ZOOKEEPER_RLMM_READ_RETRY, zookeeper_connection_retry
+from tiered.rlmm.zookeeper_backend import ZooKeeperBackend
+from tiered.zk_client import ZkClient, connection_retry, kazoo_retry
 
 BACKOFF = ExponentialBackoff(initial_s=0.1, max_s=0.4, jitter=0.5)
 
@@ -241,6 +244,33 @@ def test_background_persists_back_off_and_start_over_after_one_succeeds(tmp_path
     assert_backoff([w for w in closed.waits if w != agent_module._PERSIST_DELAY_S], 3, 2)
 
 
+def _ignore(*_args: object) -> None:
+    pass
+
+
+def test_a_kraft_broker_backs_off_failed_registrations_and_starts_over_after_one() -> None:
+    link = KRaftControllerLink(
+        [], BrokerRegistration(1, "127.0.0.1", 1), _ignore, _ignore, backoff=BACKOFF
+    )
+    closed = RecordingEvent()
+    link._closed = closed
+
+    def close_once_registered() -> str:
+        closed.set()
+        return "controller:2"
+
+    unanswered = [lambda: None] * 3
+    link._register = Script(  # type: ignore[method-assign]
+        *unanswered, lambda: "controller:1", *unanswered[:2], close_once_registered
+    )
+    link._heartbeat = lambda endpoint: None  # type: ignore[method-assign]
+
+    link._register_and_heartbeat()
+
+    assert link.controller_endpoint == "controller:2"
+    assert_backoff(closed.waits, 3, 2)
+
+
 class _StopAcceptingError(Exception):
     pass
 
@@ -248,7 +278,7 @@ class _StopAcceptingError(Exception):
 def test_the_kafka_listener_backs_off_failed_accepts_and_starts_over_after_one(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("tiered.kafka.server.ACCEPT_BACKOFF", BACKOFF)
+    monkeypatch.setattr("tiered.kafka.server.KAFKA_ACCEPT_BACKOFF", BACKOFF)
     sleeps: list[float] = []
 
     async def no_sleep(delay: float) -> None:
@@ -296,9 +326,9 @@ def _awaitable(script: Script) -> Callable[[socket.socket], Any]:
 
 
 def test_kazoo_gets_the_connection_policy_through_the_one_adapter() -> None:
-    policy = connection_retry_policy(session_timeout_s=1.5)
+    policy = zookeeper_connection_retry(session_timeout_s=1.5)
     assert (policy.max_tries, policy.deadline_s, policy.max_delay_s) == (None, None, 0.5)
-    assert connection_retry_policy(session_timeout_s=0.01).max_delay_s == policy.delay_s
+    assert zookeeper_connection_retry(session_timeout_s=0.01).max_delay_s == policy.delay_s
     retry = connection_retry(1.5)
     assert (retry.max_tries, retry.delay, retry.backoff, retry.max_delay, retry.deadline) == (
         -1,
@@ -324,16 +354,16 @@ def test_zookeeper_rlmm_reads_retry_lost_connections_only_and_give_up() -> None:
     sleeps: list[float] = []
     backend = ZooKeeperBackend.__new__(ZooKeeperBackend)  # no server: only its reads run
     backend._zk = cast(ZkClient, FakeZk())
-    backend._read_retry = dataclasses.replace(READ_RETRY, sleep=sleeps.append)
+    backend._read_retry = dataclasses.replace(ZOOKEEPER_RLMM_READ_RETRY, sleep=sleeps.append)
     lost = ConnectionLoss()
 
     assert backend._read(Script(lost, SessionExpiredError(), lambda: "data")) == "data"
-    assert len(sleeps) == 2 and sleeps[0] <= READ_RETRY.delay_s < sleeps[1]
+    assert len(sleeps) == 2 and sleeps[0] <= ZOOKEEPER_RLMM_READ_RETRY.delay_s < sleeps[1]
     sleeps.clear()
     with pytest.raises(ConnectionClosedError):
         backend._read(Script(ConnectionClosedError()))  # closed: not coming back
     assert sleeps == []
     with pytest.raises(ConnectionLoss):
         backend._read(Script(*failures(9, lost)))
-    assert len(sleeps) == (READ_RETRY.max_tries or 0) - 1
-    assert max(sleeps) <= READ_RETRY.max_delay_s
+    assert len(sleeps) == (ZOOKEEPER_RLMM_READ_RETRY.max_tries or 0) - 1
+    assert max(sleeps) <= ZOOKEEPER_RLMM_READ_RETRY.max_delay_s

@@ -48,7 +48,6 @@ from tiered.kafka.group_admin import (
     GroupDescription,
     MemberDescription,
 )
-from tiered.retry import RetryPolicy
 
 __all__ = ["build_parser", "main"]
 
@@ -394,10 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise invalid(f"--timeout must be a positive number of ms, not {args.timeout}")
         security = kafka_command_config(args.command_config)
         timeout_s = args.timeout / 1000
-        retry = RetryPolicy(deadline_s=timeout_s, max_delay_s=1.0)
-        with KafkaClient(
-            args.bootstrap_server, security, timeout_s=timeout_s, retry=retry
-        ) as client:
+        with KafkaClient(args.bootstrap_server, security, timeout_s=timeout_s) as client:
             admin = GroupAdmin(client)
             if args.list:
                 return _list(admin, args)

@@ -28,6 +28,7 @@ from tiered.admin import AdminClient, TopicDescription
 from tiered.errors import ErrorCode, TieredError
 from tiered.kafka.records import Record, build_batch, iter_records
 from tiered.retry import RetryPolicy
+from tiered.retry_policies import PARTITION_CLIENT_RETRY
 from tiered.rpc.channels import ChannelCache
 from tiered.rpc.status import error_from_proto, error_from_rpc
 from tiered.rpc.v1 import broker_pb2 as pb
@@ -35,8 +36,6 @@ from tiered.rpc.v1 import broker_pb2_grpc as pb_grpc
 from tiered.rpc.v1 import records_pb2
 
 __all__ = [
-    "DEFAULT_MAX_ATTEMPTS",
-    "DEFAULT_RETRY",
     "RETRIABLE",
     "ConsumedRecord",
     "FetchResult",
@@ -46,12 +45,6 @@ __all__ = [
     "decode_records",
     "warn_on_retry",
 ]
-
-DEFAULT_MAX_ATTEMPTS = 6
-# Attempts, not a deadline, bound it: the producer's --retries counts them.
-DEFAULT_RETRY = RetryPolicy(
-    max_tries=DEFAULT_MAX_ATTEMPTS, deadline_s=None, delay_s=0.1, max_delay_s=2.0, jitter=0.2
-)
 
 # Errors worth another attempt after re-describing the leader. REQUEST_TIMED_OUT only for reads.
 RETRIABLE = frozenset(
@@ -145,7 +138,7 @@ class PartitionClient:
         bootstrap: str,
         *,
         timeout_s: float = 30.0,
-        retry: RetryPolicy = DEFAULT_RETRY,
+        retry: RetryPolicy = PARTITION_CLIENT_RETRY,
         on_retry: Callable[[TieredError, int, float], None] | None = None,
         credentials: grpc.ChannelCredentials | None = None,  # TLS (--command-config)
     ) -> None:

@@ -41,13 +41,9 @@ from tiered.cli.common import (
     invalid,
     run,
 )
-from tiered.cli.partition_client import (
-    DEFAULT_MAX_ATTEMPTS,
-    DEFAULT_RETRY,
-    PartitionClient,
-    warn_on_retry,
-)
+from tiered.cli.partition_client import PartitionClient, warn_on_retry
 from tiered.errors import ErrorCode, TieredError
+from tiered.retry_policies import PARTITION_CLIENT_MAX_ATTEMPTS, PARTITION_CLIENT_RETRY
 
 __all__ = ["build_parser", "main"]
 
@@ -115,11 +111,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--retries",
         type=int,
-        default=DEFAULT_MAX_ATTEMPTS - 1,
+        default=PARTITION_CLIENT_MAX_ATTEMPTS - 1,
         metavar="N",
         help=(
             "retries of a batch after a retriable error such as NOT_LEADER_OR_FOLLOWER "
-            f"(default: {DEFAULT_MAX_ATTEMPTS - 1})"
+            f"(default: {PARTITION_CLIENT_MAX_ATTEMPTS - 1})"
         ),
     )
     return parser
@@ -326,7 +322,7 @@ def main(argv: Sequence[str] | None = None, stdin: BinaryIO | None = None) -> in
             PartitionClient(
                 args.bootstrap_server,
                 credentials=command_config_credentials(args.command_config),
-                retry=replace(DEFAULT_RETRY, max_tries=args.retries + 1),
+                retry=replace(PARTITION_CLIENT_RETRY, max_tries=args.retries + 1),
                 on_retry=warn_on_retry,
             ) as client,
         ):

@@ -22,7 +22,8 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 from tiered.cluster import zk_paths
 from tiered.cluster.model import BrokerRegistration
 from tiered.cluster.zk_znodes import decode_controller, encode_broker_registration
-from tiered.retry import ExponentialBackoff
+from tiered.retry import Backoff, ExponentialBackoff
+from tiered.retry_policies import BROKER_REREGISTRATION_BACKOFF
 from tiered.security.zookeeper_auth import NO_SECURITY, ZooKeeperSecurity
 from tiered.zk_client import TRANSPORT_ERRORS, ZkClient
 
@@ -34,9 +35,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-REREGISTRATION_BACKOFF = ExponentialBackoff(initial_s=0.05, max_s=2.0, jitter=0.5)
-"""Between attempts of the re-registration worker: every broker re-registers after a ZooKeeper
-outage, so jittered; capped well below a session timeout."""
 _STALE_POLL_S = 0.05
 
 
@@ -87,7 +85,7 @@ class BrokerZkRegistration:
         session_timeout_s: float = 6.0,
         connect_timeout_s: float = 15.0,
         stale_timeout_s: float | None = None,
-        backoff: ExponentialBackoff = REREGISTRATION_BACKOFF,
+        backoff: ExponentialBackoff = BROKER_REREGISTRATION_BACKOFF,
         security: ZooKeeperSecurity = NO_SECURITY,
     ) -> None:
         self._zk = ZkClient(connect, session_timeout_s, security)
@@ -212,7 +210,7 @@ class BrokerZkRegistration:
             if self._closed.is_set():
                 return
             self._wake.clear()
-            failures = 0  # of this wake-up's attempts: each new session starts the backoff again
+            backoff = Backoff(self._backoff)  # of this wake-up: each new session starts over
             while not self._closed.is_set():
                 try:
                     self._register(deadline=time.monotonic() + self._stale_timeout_s)
@@ -220,8 +218,7 @@ class BrokerZkRegistration:
                 except Exception as e:  # keep the broker registered whatever went wrong
                     if self._closed.is_set():
                         return
-                    delay_s = self._backoff.delay_s(failures)
-                    failures += 1
+                    delay_s = backoff.next_delay()
                     log.warning(
                         "%r: re-registration failed, retrying in %.2fs: %r", self, delay_s, e
                     )

@@ -23,6 +23,7 @@ from tiered.kafka.connection import KafkaConnection, kafka_error, open_connectio
 from tiered.kafka.consumer_protocol import TopicPartition
 from tiered.kafka.messages import build, nested
 from tiered.retry import RetryPolicy
+from tiered.retry_policies import kafka_client_retry
 
 __all__ = [
     "COORDINATOR_ERRORS",
@@ -92,7 +93,7 @@ class KafkaClient:
         self.bootstrap = parse_bootstrap(bootstrap)
         self.security = security or KafkaClientSecurity()
         self.timeout_s = timeout_s
-        self.retry = retry or RetryPolicy(deadline_s=timeout_s, max_delay_s=1.0)
+        self.retry = retry or kafka_client_retry(timeout_s)
         self._connections: dict[tuple[str, int], KafkaConnection] = {}
         self._coordinators: dict[str, Broker] = {}
 

@@ -47,7 +47,8 @@ from tiered.kafka.protocol import (
 )
 from tiered.kafka.record_batch import Buffer
 from tiered.kafka.socket_io import FrameReader, Receive, Send, send_chunks, send_ready
-from tiered.retry import ExponentialBackoff
+from tiered.retry import Backoff
+from tiered.retry_policies import KAFKA_ACCEPT_BACKOFF
 from tiered.security.principal import ANONYMOUS
 from tiered.security.sasl import SASL_KEYS, Authentication, ConnectionAuthenticator
 
@@ -61,9 +62,6 @@ log = logging.getLogger(__name__)
 _END: Final = None  # queue marker: the connection's input ended (EOF or a bad frame)
 _LISTENER_APIS = frozenset({"api_versions", "sasl_handshake", "sasl_authenticate"})
 DEFAULT_RECEIVE_BUFFER_BYTES = 100 * 1024  # Kafka's socket.receive.buffer.bytes
-ACCEPT_BACKOFF = ExponentialBackoff(initial_s=0.01, max_s=1.0, jitter=0.2)
-"""Between failed accepts (out of file descriptors and the like): the listener keeps trying, less
-often the longer it lasts, and at full speed again once one succeeds."""
 
 
 class _DropConnectionError(Exception):
@@ -221,18 +219,17 @@ class KafkaServer:
 
     async def _accept(self, listener: socket.socket) -> None:
         loop = asyncio.get_running_loop()
-        failures = 0
+        backoff = Backoff(KAFKA_ACCEPT_BACKOFF)  # at full speed again once an accept succeeds
         while True:
             try:
                 sock, peer = await loop.sock_accept(listener)
             except OSError as e:
                 # Out of file descriptors and the like: the clients already connected go on.
-                delay_s = ACCEPT_BACKOFF.delay_s(failures)
-                failures += 1
+                delay_s = backoff.next_delay()
                 log.warning("kafka listener cannot accept a connection: %s", e)
                 await asyncio.sleep(delay_s)
                 continue
-            failures = 0
+            backoff.reset()
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             task = loop.create_task(self._serve_connection(sock, peer))
             self._connections.add(task)

@@ -22,7 +22,6 @@ from collections.abc import Mapping
 from tiered.properties import int_property
 from tiered.rlmm.backend import MetadataStorageBackend, StorageBackendError, VersionConflictError
 from tiered.rlmm.manager import (
-    CONFLICT_RETRY,
     RemoteLogMetadataConflictException,
     RemoteLogMetadataFencedException,
     StoreRemoteLogMetadataManager,
@@ -32,7 +31,6 @@ BACKENDS = ("sqlite", "zookeeper")
 
 __all__ = [
     "BACKENDS",
-    "CONFLICT_RETRY",
     "MetadataStorageBackend",
     "RemoteLogMetadataConflictException",
     "RemoteLogMetadataFencedException",

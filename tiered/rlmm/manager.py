@@ -10,7 +10,8 @@ that finds the partition claimed by someone else is fenced.
 Every other partition is read straight from the backend through a lazily loading view, so that a
 follower, a leader warming up and the delete job get the same answers as the leader. Writes through
 that path retry on conflicts (re-reading each time) under an injected RetryPolicy
-(:data:`CONFLICT_RETRY`); its reads confirm afterwards that no write overlapped them.
+(:data:`~tiered.retry_policies.RLMM_CONFLICT_RETRY`); its reads confirm afterwards that no write
+overlapped them.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from tiered.api import (
     TopicIdPartition,
 )
 from tiered.retry import RetryPolicy
+from tiered.retry_policies import RLMM_CONFLICT_RETRY
 from tiered.rlmm import keys, serde
 from tiered.rlmm.backend import (
     ANY_VERSION,
@@ -58,14 +60,6 @@ class RemoteLogMetadataConflictException(RemoteStorageException):
 
 class RemoteLogMetadataFencedException(RemoteLogMetadataConflictException):
     """This manager's leadership claim on the partition was superseded by another process."""
-
-
-CONFLICT_RETRY = RetryPolicy(
-    max_tries=8, deadline_s=10.0, delay_s=0.005, max_delay_s=0.25, jitter=1.0
-)
-"""How often and how patiently to re-read and re-apply after losing a race: bounded tries,
-capped exponential backoff with full jitter (many brokers racing on one partition record must
-not retry in lockstep), and a deadline."""
 
 
 class _LedPartition:
@@ -95,7 +89,7 @@ class StoreRemoteLogMetadataManager(BulkDeleteEvents, api.BulkDeleteRemoteLogMet
         self,
         backend: MetadataStorageBackend,
         broker_id: int = -1,
-        conflict_retry: RetryPolicy = CONFLICT_RETRY,
+        conflict_retry: RetryPolicy = RLMM_CONFLICT_RETRY,
     ) -> None:
         self._backend = backend
         self._broker_id = broker_id

@@ -3,10 +3,10 @@
 Each multi is one ZooKeeper transaction. Missing ancestors of a created key are created inside that
 same transaction (after an ``exists`` read), never beforehand, so a crash can not leave parents
 behind without the data they were made for. Reads retry through an injected ``RetryPolicy``
-(:data:`READ_RETRY`). Writes are never sent twice: a transaction whose answer was lost (the
-connection dropped, as when the ZooKeeper leader dies, or the wait timed out) may have committed,
-so it is read back once the session is back; only if that does not show it committed is its
-outcome reported unknown (the caller re-reads).
+(:data:`~tiered.retry_policies.ZOOKEEPER_RLMM_READ_RETRY`). Writes are never sent twice: a
+transaction whose answer was lost (the connection dropped, as when the ZooKeeper leader dies, or
+the wait timed out) may have committed, so it is read back once the session is back; only if that
+does not show it committed is its outcome reported unknown (the caller re-reads).
 Every request waits at most the session timeout: kazoo queues requests made while disconnected and
 would otherwise block until the server is back. Many keys are read at once by ZooKeeper's multiRead
 (``tiered.zk_multi_read``), or one async get each on a server without it.
@@ -32,6 +32,7 @@ from kazoo.exceptions import (
 from kazoo.protocol.states import ZnodeStat
 
 from tiered.retry import RetryPolicy
+from tiered.retry_policies import ZOOKEEPER_RLMM_READ_RETRY
 from tiered.rlmm.backend import (
     ANY_VERSION,
     Check,
@@ -55,9 +56,6 @@ from tiered.zk_multi_read import BulkReader
 _CONFLICTS = (BadVersionError, NodeExistsError, NoNodeError, NotEmptyError)
 _ASYNC_BATCH = 1000
 
-READ_RETRY = RetryPolicy(max_tries=5, deadline_s=None, delay_s=0.05, max_delay_s=1.0, jitter=0.4)
-"""How a read is retried: a few quick tries with capped, jittered backoff (what kazoo's own
-recipes do), then the last error, which the caller wraps in ``StorageBackendError``."""
 
 # A read may be sent again once the connection is back (or a new session is up); a client that
 # was closed is not coming back.
@@ -78,7 +76,7 @@ class ZooKeeperBackend(MetadataStorageBackend):
         connect: str,
         session_timeout_s: float = 10.0,
         connect_timeout_s: float = 15.0,
-        read_retry: RetryPolicy = READ_RETRY,
+        read_retry: RetryPolicy = ZOOKEEPER_RLMM_READ_RETRY,
         security: ZooKeeperSecurity = NO_SECURITY,
     ) -> None:
         self._zk = ZkClient(connect, session_timeout_s, security)

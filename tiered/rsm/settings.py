@@ -2,7 +2,8 @@
 its one retry policy.
 
 Every remote call (a put, a read, a listing, a batch of deletes) is retried, when its error is
-transient, by one :class:`~tiered.retry.RetryPolicy` configured by:
+transient, by one :class:`~tiered.retry.RetryPolicy`
+(:func:`tiered.retry_policies.remote_storage_retry`) configured by:
 
 ======================================  ========================================================
 ``remote.storage.retry.max.attempts``   attempts of one call in all (default 10)
@@ -21,6 +22,7 @@ from collections.abc import Mapping
 
 from tiered.properties import int_property
 from tiered.retry import RetryPolicy
+from tiered.retry_policies import remote_storage_retry
 
 __all__ = [
     "DEFAULT_RETRY_POLICY",
@@ -29,7 +31,6 @@ __all__ = [
     "RETRY_BACKOFF_MS_CONFIG",
     "RETRY_MAX_ATTEMPTS_CONFIG",
     "ROOT_CONFIG",
-    "retry_policy",
     "retry_policy_from_config",
 ]
 
@@ -42,21 +43,7 @@ RETRY_BACKOFF_MAX_MS_CONFIG = "remote.storage.retry.backoff.max.ms"
 DEFAULT_MAX_ATTEMPTS = 10
 DEFAULT_BACKOFF_MS = 100
 DEFAULT_BACKOFF_MAX_MS = 5000
-JITTER = 0.5
-
-
-def retry_policy(max_attempts: int, backoff_ms: int, backoff_max_ms: int) -> RetryPolicy:
-    """The policy of remote calls: attempts bounded by count, not by a deadline."""
-    return RetryPolicy(
-        max_tries=max_attempts,
-        deadline_s=None,
-        delay_s=backoff_ms / 1000,
-        max_delay_s=backoff_max_ms / 1000,
-        jitter=JITTER,
-    )
-
-
-DEFAULT_RETRY_POLICY = retry_policy(
+DEFAULT_RETRY_POLICY = remote_storage_retry(
     DEFAULT_MAX_ATTEMPTS, DEFAULT_BACKOFF_MS, DEFAULT_BACKOFF_MAX_MS
 )
 
@@ -74,4 +61,4 @@ def retry_policy_from_config(config: Mapping[str, object]) -> RetryPolicy:
             f"{RETRY_BACKOFF_MAX_MS_CONFIG}={backoff_max} is not valid; expected an integer >= "
             f"{RETRY_BACKOFF_MS_CONFIG} ({backoff})"
         )
-    return retry_policy(attempts, backoff, backoff_max)
+    return remote_storage_retry(attempts, backoff, backoff_max)

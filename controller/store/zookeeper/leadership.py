@@ -28,7 +28,8 @@ from controller.store.base import ControllerFencedError, MetadataStoreError
 from controller.store.zookeeper.znodes import parse_int
 from tiered.cluster import zk_paths
 from tiered.cluster.zk_znodes import decode_controller, encode_controller
-from tiered.retry import ExponentialBackoff
+from tiered.retry import Backoff, ExponentialBackoff
+from tiered.retry_policies import ZOOKEEPER_ELECTION_BACKOFF
 from tiered.zk_client import TRANSPORT_ERRORS, ZkClient, first_failure
 
 __all__ = ["Leader", "Leadership"]
@@ -38,9 +39,6 @@ log = logging.getLogger(__name__)
 _STOP_POLL_S = 0.05  # how often a waiting elect() looks at its stop event
 _ELECT_ATTEMPTS = 20  # back-to-back races lost in one elect round before it gives up
 _ELECTION_ERRORS: tuple[type[Exception], ...] = (*TRANSPORT_ERRORS, MetadataStoreError)
-ELECTION_BACKOFF = ExponentialBackoff(initial_s=_STOP_POLL_S, max_s=1.0, jitter=0.5)
-"""Between failed election attempts (ZooKeeper unreachable): quick at first, at most a second,
-jittered so that the controllers of a cluster that lost ZooKeeper do not all come back at once."""
 
 
 @dataclass(frozen=True)
@@ -67,7 +65,7 @@ class Leadership:
         closed: threading.Event,
         suspended_grace_s: float,
         name: str,
-        election_backoff: ExponentialBackoff = ELECTION_BACKOFF,
+        election_backoff: ExponentialBackoff = ZOOKEEPER_ELECTION_BACKOFF,
     ) -> None:
         self._zk = zk
         self._election_backoff = election_backoff
@@ -120,7 +118,7 @@ class Leadership:
     def elect(self, controller_id: int, endpoint: str, stop: threading.Event) -> int | None:
         with self._lock:
             self._leader = None  # a new election abandons any earlier leadership of ours
-        failures = 0  # in a row: an attempt that reaches ZooKeeper starts the backoff again
+        backoff = Backoff(self._election_backoff)  # an attempt that reaches ZooKeeper resets it
         while not stop.is_set():
             self._check_open()
             try:
@@ -128,15 +126,14 @@ class Leadership:
             except _ELECTION_ERRORS as e:
                 if self._closed.is_set():
                     raise MetadataStoreError(f"{self!r} was closed during the election") from e
-                delay_s = self._election_backoff.delay_s(failures)
-                failures += 1
+                delay_s = backoff.next_delay()
                 log.warning("%r: election attempt failed, retrying in %.2fs: %r", self, delay_s, e)
                 stop.wait(delay_s)
                 continue
             if epoch is not None:
                 log.info("%r: controller %d elected with epoch %d", self, controller_id, epoch)
                 return epoch
-            failures = 0
+            backoff.reset()
             self._await_controller_change(stop)
         return None
 

@@ -11,7 +11,8 @@ from kazoo.recipe.watchers import ChildrenWatch
 
 from tiered.cluster import zk_paths
 from tiered.cluster.model import BrokerRegistration
-from tiered.retry import ExponentialBackoff
+from tiered.retry import Backoff, ExponentialBackoff
+from tiered.retry_policies import LIVE_BROKERS_READ_BACKOFF
 from tiered.zk_client import TRANSPORT_ERRORS, ZkClient
 
 __all__ = ["LiveBrokersCallback", "LiveBrokersWatch"]
@@ -19,10 +20,6 @@ __all__ = ["LiveBrokersCallback", "LiveBrokersWatch"]
 log = logging.getLogger(__name__)
 
 LiveBrokersCallback = Callable[[dict[int, BrokerRegistration]], None]
-
-READ_BACKOFF = ExponentialBackoff(initial_s=0.05, max_s=2.0, jitter=0.5)
-"""Between failed reads of the registrations (ZooKeeper unreachable): every controller of the
-cluster retries, so jittered; capped well below a session timeout."""
 
 
 class LiveBrokersWatch:
@@ -35,7 +32,7 @@ class LiveBrokersWatch:
         zk: ZkClient,
         read_brokers: Callable[[], dict[int, BrokerRegistration]],
         callback: LiveBrokersCallback,
-        backoff: ExponentialBackoff = READ_BACKOFF,
+        backoff: ExponentialBackoff = LIVE_BROKERS_READ_BACKOFF,
     ) -> None:
         self._zk = zk
         self._backoff = backoff
@@ -74,7 +71,7 @@ class LiveBrokersWatch:
     def _deliver_changes(self) -> None:
         """Reads and delivers the registrations after each change until stopped; a read that
         fails is retried with backoff (from the start again once one succeeds)."""
-        failures = 0
+        backoff = Backoff(self._backoff)
         while True:
             self._dirty.wait()
             if self._stopped.is_set():
@@ -83,8 +80,7 @@ class LiveBrokersWatch:
             try:
                 brokers = self._read_brokers()
             except TRANSPORT_ERRORS as e:
-                delay_s = self._backoff.delay_s(failures)
-                failures += 1
+                delay_s = backoff.next_delay()
                 log.warning(
                     "live brokers: cannot read %s, retrying in %.2fs: %r",
                     zk_paths.BROKER_IDS,
@@ -94,7 +90,7 @@ class LiveBrokersWatch:
                 self._dirty.set()
                 self._stopped.wait(delay_s)
                 continue
-            failures = 0
+            backoff.reset()
             if brokers == self._last:
                 continue
             self._last = brokers
