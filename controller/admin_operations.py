@@ -405,7 +405,7 @@ class AdminOperations:
                 if topic is None:
                     views.append(_unknown_topic(name))
                     continue
-                owed, total, owed_partitions = self._disablements.progress(name)
+                owed, total, owed_partitions = self._disablements.progress(topic)
                 views.append(
                     TopicView(
                         topic,

@@ -183,10 +183,14 @@ class Disablements:
                     return entries
         return entries
 
-    def progress(self, name: str) -> tuple[int, int, frozenset[int]]:
-        """(acks owed, acks in all, partitions still owed) of a topic; zeros when none is owed."""
-        disabling = self._topics.get(name)
+    def progress(self, topic: TopicMetadata) -> tuple[int, int, frozenset[int]]:
+        """(acks owed, acks in all, partitions still owed) of a topic of the image. A DISABLING
+        topic this term no longer tracks has had its last ack and its DISABLED write is in
+        flight: every partition acked. Zeros for a topic that is not DISABLING."""
+        disabling = self._topics.get(topic.name)
         if disabling is None:
+            if topic.tiered_state is TieredState.DISABLING:
+                return 0, topic.partition_count, frozenset()
             return 0, 0, frozenset()
         owed = frozenset(p for partitions in disabling.owed.values() for p in partitions)
         return len(owed), disabling.topic.partition_count, owed

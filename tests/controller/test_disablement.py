@@ -60,7 +60,7 @@ def test_each_partition_is_owed_to_its_broker_until_an_ack_that_counts(tmp_path:
     a, b = disabling("a", (1, 2, 1)), disabling("b", (2,), epoch=3)
     disablements.disabling_persisted(a)
     disablements.disabling_persisted(b)
-    assert disablements.progress("a")[:2] == (3, 3)
+    assert disablements.progress(a)[:2] == (3, 3)
     owed_by_2 = disablements.owed_by(2, limit=10)
     assert [(e.topic, e.partition, e.tiered_epoch) for e in owed_by_2] == [("a", 1, 1), ("b", 0, 3)]
     assert all(e.policy is RemoteLogDisablePolicy.DELETE for e in owed_by_2)
@@ -73,12 +73,21 @@ def test_each_partition_is_owed_to_its_broker_until_an_ack_that_counts(tmp_path:
     assert ack(disablements, 1, *disablements.owed_by(1, 10), epoch=EPOCH - 1) == 0
     other = DisableEntry("a", uuid.uuid4(), 0, 1, RemoteLogDisablePolicy.DELETE)
     assert ack(disablements, 1, other) == 0
-    assert disablements.progress("a")[:2] == (3, 3)
+    assert disablements.progress(a)[:2] == (3, 3)
     assert ack(disablements, 1, *disablements.owed_by(1, 10)) == 0
-    assert disablements.progress("a") == (1, 3, frozenset({1}))
+    assert disablements.progress(a) == (1, 3, frozenset({1}))
     assert set(disablements.backlogs()) == {2}
     assert ack(disablements, 2, *disablements.owed_by(2, 10)) == 2  # a and b, in one write
     assert len(disablements) == 0 and disablements.backlogs() == {}
+    # Until the DISABLED write is durable the image still says DISABLING: all acked, not 0/0.
+    assert disablements.progress(a) == (0, 3, frozenset())
+    assert disablements.progress(
+        disabling("c", (1,)).with_tiered_state(TieredState.ENABLED, 1)
+    ) == (
+        0,
+        0,
+        frozenset(),
+    )
 
 
 def test_a_new_epoch_replaces_what_was_owed_and_other_states_are_refused(tmp_path: Path) -> None:
@@ -133,7 +142,7 @@ def test_disable_persists_state_and_epoch_with_the_config_before_any_ack(
     stored = reloaded(controller)["t"]
     assert stored.tiered_state is TieredState.DISABLING and stored.tiered_epoch == 1
     assert stored.configs["remote.storage.enable"] == "false"
-    assert controller.disablements.progress("t")[:2] == (
+    assert controller.disablements.progress(controller.term.image.topics["t"])[:2] == (
         2,
         2,
     )  # broker 1 is not reachable: still owed
@@ -229,5 +238,5 @@ def test_a_new_controller_rebuilds_the_queue_from_disabling_topics(
         lambda: controller.active_epoch is not None and controller.active_epoch != epoch,
         what="re-election",
     )
-    assert controller.disablements.progress("t")[:2] == (3, 3)
+    assert controller.disablements.progress(controller.term.image.topics["t"])[:2] == (3, 3)
     assert "quiet" not in controller.disablements
