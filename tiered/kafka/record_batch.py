@@ -63,7 +63,6 @@ _CODEC_MASK = 0x07
 _TIMESTAMP_TYPE_BIT = 0x08
 _TRANSACTIONAL_BIT = 0x10
 _CONTROL_BIT = 0x20
-_DELETE_HORIZON_BIT = 0x40
 NO_PRODUCER_ID = -1
 
 
@@ -145,10 +144,6 @@ class BatchHeader:
     @property
     def is_control(self) -> bool:
         return bool(self.attributes & _CONTROL_BIT)
-
-    @property
-    def has_delete_horizon(self) -> bool:
-        return bool(self.attributes & _DELETE_HORIZON_BIT)
 
     @property
     def is_idempotent(self) -> bool:
