@@ -3,10 +3,9 @@
 (``assignments.journal``, one JSON line per changed or removed entry, appended).
 
 A write appends only what changed and costs one ``fdatasync``, whatever the number of partitions
-hosted: the stop of one partition on a broker hosting 3,334 used to rewrite and fsync the whole
-~1 MB file (30.9 ms for one disable against 10.7 ms on an empty cluster in
-``bench/disable_throughput.py``). When the journal outgrows the snapshot, the snapshot is
-rewritten from memory and the journal emptied.
+hosted, so that stopping one partition on a broker hosting thousands does not rewrite and fsync
+an entry for each of them. When the journal outgrows the snapshot, the snapshot is rewritten from
+memory and the journal emptied.
 
 Crash safety: an entry is durable once ``write`` returns. A torn last line (a crash mid-append)
 is dropped when loading. A crash between writing a new snapshot and emptying the journal only

@@ -92,7 +92,7 @@ class KRaftControllerLink:
     # ----------------------------------------------------------------------------- registration
 
     def _stub(self, endpoint: str) -> tuple[grpc.Channel, pb_grpc.ControllerServiceStub]:
-        # A metadata snapshot of 100k topics is ~14 MB: above gRPC's 4 MiB default.
+        # A metadata snapshot of 100k topics is larger than gRPC's 4 MiB default.
         channel = open_channel(
             endpoint,
             options=[("grpc.max_receive_message_length", 256 * 1024 * 1024)],

@@ -290,7 +290,7 @@ class AdminOperations:
             set_ = set_ or {}
             alteration = TopicAlteration(
                 name,
-                # A key both deleted and set ends up set, as it always did here.
+                # A key both deleted and set ends up set: the set is the value asked for.
                 tuple(
                     (key, ConfigOperation.DELETE, "")
                     for key in dict.fromkeys(delete)

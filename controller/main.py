@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         ThreadPoolExecutor(max_workers=64),
         interceptors=[AdminRequestMetrics(metrics)],
         maximum_concurrent_rpcs=512,
-        # a metadata snapshot of 100k topics is ~14 MB
+        # a metadata snapshot of 100k topics is larger than gRPC's 4 MiB default
         options=[*MESSAGE_SIZE_OPTIONS, GRPC_EXCLUSIVE_PORT],
     )
     pb_grpc.add_AdminServiceServicer_to_server(  # type: ignore[no-untyped-call]

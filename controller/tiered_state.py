@@ -18,11 +18,11 @@ Any other (state, trigger) pair, and any unknown trigger, raises :class:`Invalid
 
 **Why one resident model.** ``transitions`` keeps its models in a list, and
 ``Machine.add_model`` scans that list, so keeping every topic attached for its lifetime makes each
-new topic O(n) (100k topics took 94 s to attach); attaching a throw-away model per event costs
-more than the trigger itself. Instead there is one machine for the process with one model, and
-each event loads a topic's state and epoch into it, fires the trigger and reads the result, all
-under one lock: every event is O(1) whatever the number of topics. The callbacks only touch that
-model (no I/O), so the lock is held for microseconds.
+new topic O(n) and attaching a cluster's topics quadratic; attaching a throw-away model per
+event costs more than the trigger itself. Instead there is one machine for the process with one
+model, and each event loads a topic's state and epoch into it, fires the trigger and reads the
+result, all under one lock: every event is O(1) whatever the number of topics. The callbacks only
+touch that model (no I/O), so the lock is held briefly.
 
 The public functions take and return frozen :class:`~tiered.cluster.model.TopicMetadata`
 values and mutate nothing; persisting the result and telling the brokers is the caller's job.

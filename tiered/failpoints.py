@@ -121,8 +121,8 @@ def hit(name: str) -> bool:
         os.kill(os.getpid(), signal.SIGKILL)
     _continued.clear()
     os.kill(os.getpid(), signal.SIGSTOP)
-    # A process-directed stop is not synchronous for the thread that sends it (measured here:
-    # it ran on for ~100 ms, long enough to send the very ack a test meant to hold back). Wait
-    # for the SIGCONT that ends the stop (a kill -9 ends the wait all the same).
+    # A process-directed stop is not synchronous for the thread that sends it: it may run on
+    # long enough to send the very ack a test meant to hold back. Wait for the SIGCONT that
+    # ends the stop (a kill -9 ends the wait all the same).
     _continued.wait()
     return False

@@ -229,7 +229,7 @@ def decode_value(data: bytes) -> CommittedOffset:
     metadata = reader.string(compact=flexible)
     commit_timestamp_ms = reader.take(_I64)
     if version == 1:
-        reader.take(_I64)  # the expire timestamp, which retention no longer uses
+        reader.take(_I64)  # the expire timestamp, which retention ignores (as Kafka's does)
     topic_id = None
     if flexible:
         raw = reader.tagged_fields().get(_TOPIC_ID_TAG)

@@ -11,13 +11,11 @@ stops in, as Kafka's ``FileRecords.searchForTimestamp`` does.
 from __future__ import annotations
 
 import dataclasses
-import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from tiered.kafka.record_batch import (
     BATCH_HEADER_SIZE,
-    LOG_OVERHEAD,
     BatchHeader,
     Buffer,
     CorruptRecordError,
@@ -36,10 +34,6 @@ __all__ = [
     "prepare_produce",
 ]
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")  # the v2 batch header (tiered.kafka.record_batch)
-_MAGIC_POSITION = 16
-_MAGIC_V2 = 2
-_MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD
 DEFAULT_WINDOW_BYTES = 64 * 1024
 
 ReadAt = Callable[[int, int], bytes]
@@ -116,17 +110,8 @@ class BatchWalker:
                 f"{self._limit - position} bytes at position {position} cannot hold a record "
                 f"batch header"
             )
-        at = self._load(position, BATCH_HEADER_SIZE)
-        magic = self._data[at + _MAGIC_POSITION]
-        if magic != _MAGIC_V2:
-            raise InvalidRecordError(f"record batch magic {magic} at position {position}")
-        header = BatchHeader(position, *_HEADER.unpack_from(self._data, at))
-        if header.batch_length < _MIN_BATCH_LENGTH or header.end > self._limit:
-            raise CorruptRecordError(
-                f"record batch of {header.size} bytes at position {position} does not fit "
-                f"before {self._limit}"
-            )
-        return header
+        self._load(position, BATCH_HEADER_SIZE)
+        return parse_batch_header(self._data, position, self._limit, self._start)
 
     def verified(self, position: int, expected_offset: int) -> BatchHeader:
         """The batch at ``position`` after checking all of it: framing, CRC, and that it starts

@@ -25,7 +25,13 @@ from broker.log.batches import DEFAULT_WINDOW_BYTES, BatchRead, BatchWalker
 from broker.log.errors import CorruptSegmentError, UnsupportedLogFormatError
 from broker.log.segment_index import SegmentIndexes
 from tiered.durable import fsync_dir
-from tiered.kafka.record_batch import BatchHeader, Buffer, RecordBatchError
+from tiered.kafka.record_batch import (
+    MAGIC_POSITION,
+    MAGIC_V2,
+    BatchHeader,
+    Buffer,
+    RecordBatchError,
+)
 
 LOG_SUFFIX = ".log"
 OFFSET_INDEX_SUFFIX = ".index"
@@ -33,7 +39,6 @@ TIME_INDEX_SUFFIX = ".timeindex"
 
 _U32_MAX = 2**32 - 1
 _RECOVERY_WINDOW = 1024 * 1024
-_MAGIC_POSITION = 16
 # The broker's record format before Kafka batches: length u32 | zlib crc32 u32 | offset i64 | ...
 _OLD_RECORD_PREFIX = struct.Struct(">IIq")
 _OLD_RECORD_MAX = 64 * 1024 * 1024
@@ -345,14 +350,14 @@ class LogSegment:
         """Refuses a segment whose first bytes are not a v2 batch header, unless it is a last
         segment whose first batch was torn (``torn_allowed``; recovery truncates it then): a
         record of the old format is always refused."""
-        head = self._read_at(0, _MAGIC_POSITION + 1)
-        if len(head) <= _MAGIC_POSITION or head[_MAGIC_POSITION] == 2:
+        head = self._read_at(0, MAGIC_POSITION + 1)
+        if len(head) <= MAGIC_POSITION or head[MAGIC_POSITION] == MAGIC_V2:
             return
         if torn_allowed and not self._starts_with_old_record():
             return
         raise UnsupportedLogFormatError(
-            f"{self.log_path}: not Kafka record batches v2 (magic byte {head[_MAGIC_POSITION]} "
-            f"at position {_MAGIC_POSITION}, 2 expected). Data directories written in the "
+            f"{self.log_path}: not Kafka record batches v2 (magic byte {head[MAGIC_POSITION]} "
+            f"at position {MAGIC_POSITION}, {MAGIC_V2} expected). Data directories written in the "
             f"broker's old record format are not readable: move {self.log_path.parent} away "
             f"or delete it"
         )

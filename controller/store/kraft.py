@@ -64,9 +64,9 @@ _READ_ONLY_ATTEMPTS = 5
 
 def _release_free_heap() -> None:
     """Hands freed heap pages back to the OS (glibc ``malloc_trim``). Parsing or building a
-    snapshot of 100k topics takes ~75 MB of protobuf arena that is freed at once but, interleaved
-    with the image's objects, stays in the process's RSS (measured: 109 MB after recovering 100k
-    topics, 37 MB after the trim). A no-op where there is no glibc."""
+    snapshot of a large cluster takes a protobuf arena as large as the snapshot; it is freed at
+    once but, interleaved with the image's objects, stays in the process's RSS unless trimmed.
+    A no-op where there is no glibc."""
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None).malloc_trim(0)
@@ -303,11 +303,10 @@ class KRaftMetadataStore(MetadataStore, MetadataLogSource):
         topic deleted and created again under the same name: the old topic's record would
         replace the new topic's log with the old one's, whose removal comes later).
 
-        Far behind, the image is cheaper than the history: a broker starting against a log of
-        100k one-topic batches replayed them for ~30 s (28 CPU seconds between it and the
-        controller), where the image is one batch (~3 s). It is built outside the store's lock
-        (writes go on meanwhile) and kept for followers that start together, for
-        ``SNAPSHOT_CACHE_S`` at most (100k topics: ~75 MB)."""
+        Far behind, the image is cheaper than the history: one batch of the current state
+        rather than a batch per past change, each decoded and applied on both sides. It is
+        built outside the store's lock (writes go on meanwhile) and kept for followers that
+        start together, for ``SNAPSHOT_CACHE_S`` at most (it holds the whole image, encoded)."""
         deadline = time.monotonic() + max_wait_s
         with self._mu:
             self._expire_snapshot_cache()

@@ -146,6 +146,17 @@ def test_iter_batches_walks_concatenated_batches_and_tolerates_a_cut_tail_only_o
         assert [h.base_offset for h in iter_batches(truncated, allow_truncated_tail=True)] == [0]
 
 
+def test_a_header_in_a_window_is_framed_against_the_segment_limit_not_the_window() -> None:
+    first = build_batch([Record(b"k", b"v", (), 1)], base_offset=0)
+    second = build_batch([Record(b"k", b"v" * 200, (), 2)], base_offset=1)
+    segment = first + second
+    window = segment[len(first) : len(first) + BATCH_HEADER_SIZE]  # the header only
+    header = parse_batch_header(window, len(first), len(segment), len(first))
+    assert header == parse_batch_header(segment, len(first))
+    with pytest.raises(CorruptRecordError, match="truncated"):
+        parse_batch_header(window, len(first), len(segment) - 1, len(first))
+
+
 def test_snappy_java_xerial_framing_is_decoded_like_raw_snappy() -> None:
     records = [Record(b"key", b"value" * 50, (("h", b"1"),), 7)] * 3
     raw = build_batch(records, Codec.SNAPPY)

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -448,69 +447,11 @@ def test_delete_is_idempotent_and_fetch_after_delete_is_not_found(
     assert manager.fetch_log_segment(keep, 0, 9) == LOG[:10]
 
 
-def test_delete_tiered_epochs_below(
-    manager: FsspecRemoteStorageManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    other_tp = TopicIdPartition(topic_id=TOPIC_ID, topic="orders", partition=4)
-    metas = {
-        te: [segment_meta(start_offset=o, tiered_epoch=te) for o in (0, 100)] for te in (0, 1, 2)
-    }
-    for te_metas in metas.values():
-        for meta in te_metas:
-            manager.copy_log_segment_data(meta, segment_data(tmp_path, optional=False))
-    other = segment_meta(other_tp, tiered_epoch=0)
-    manager.copy_log_segment_data(other, segment_data(tmp_path, optional=False))
-    # An orphan with no metadata (a copy that died before COPY_SEGMENT_FINISHED), in te=0.
-    orphan = f"{layout.tiered_epoch_prefix(TP, 0)}/00000000000000000500-{uuid.uuid4()}.log"
-    manager._fs.pipe_file(manager._path(orphan), b"orphan")
-    assert manager.list_tiered_epochs(TP) == [0, 1, 2]
-
-    threads: set[str] = set()
-    real_rm = manager._fs.rm_file
-
-    def recording_rm(path: str, *args: Any, **kwargs: Any) -> None:
-        threads.add(threading.current_thread().name)
-        real_rm(path, *args, **kwargs)
-
-    monkeypatch.setattr(manager._fs, "rm_file", recording_rm)
-    deleted = manager.delete_tiered_epochs_below(TP, 2)
-    assert deleted == 2 * 2 * 4 + 1
-    if isinstance(manager.object_deleter(), rsm.FsspecObjectDeleter):  # S3: DeleteObjects
-        assert threads and all(name.startswith("rsm-delete") for name in threads)
-    assert manager.object_keys(TP) == sorted(
-        k for m in metas[2] for k in expected_keys(m, optional=False)
-    )
-    assert manager.list_tiered_epochs(TP) == [2]
-    assert manager.object_keys(other_tp) == expected_keys(other, optional=False)
-    for meta in metas[0] + metas[1]:
-        with pytest.raises(RemoteResourceNotFoundException):
-            manager.fetch_log_segment(meta, 0)
-    assert manager.fetch_log_segment(metas[2][1], 0) == LOG
-    assert manager.delete_tiered_epochs_below(TP, 2) == 0  # idempotent
-
-
-def test_missing_objects_count_as_deleted(
-    manager: FsspecRemoteStorageManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    meta = segment_meta(tiered_epoch=0)
-    manager.copy_log_segment_data(meta, segment_data(tmp_path, optional=False))
-    real_rm = manager._fs.rm_file
-
-    def racing_rm(path: str, *args: Any, **kwargs: Any) -> None:
-        real_rm(path, *args, **kwargs)  # someone else deleted it first...
-        real_rm(path, *args, **kwargs)  # ...so ours finds nothing
-
-    monkeypatch.setattr(manager._fs, "rm_file", racing_rm)
-    assert manager.delete_tiered_epochs_below(TP, 1) == 4
-    assert manager.object_keys(TP) == []
-
-
 def test_list_tiered_epochs_of_unknown_partition_is_empty(
     manager: FsspecRemoteStorageManager,
 ) -> None:
     assert manager.list_tiered_epochs(TP) == []
     assert manager.object_keys(TP) == []
-    assert manager.delete_tiered_epochs_below(TP, 10) == 0
 
 
 def test_closed_manager_refuses_work(tmp_path: Path) -> None:

@@ -416,43 +416,10 @@ def test_custom_metadata_none_empty_and_bytes_encode_distinctly() -> None:
     segments = [
         serde.encode_segment_metadata(segment(custom_metadata=cm)) for cm in CUSTOM_METADATA_VALUES
     ]
-    updates = [
-        serde.segment_update_to_proto(update(custom_metadata=cm)).SerializeToString()
-        for cm in CUSTOM_METADATA_VALUES
-    ]
     assert len(set(segments)) == 3
-    assert len(set(updates)) == 3
     assert [
         serde.decode_segment_metadata(s).custom_metadata for s in segments
     ] == CUSTOM_METADATA_VALUES
-
-
-@pytest.mark.parametrize("cm", CUSTOM_METADATA_VALUES, ids=CM_IDS)
-@pytest.mark.parametrize(
-    "state",
-    [SEG.COPY_SEGMENT_FINISHED, SEG.DELETE_SEGMENT_STARTED, SEG.DELETE_SEGMENT_FINISHED],
-    ids=lambda s: s.name,
-)
-def test_segment_update_round_trips(
-    cm: CustomMetadata | None, state: RemoteLogSegmentState
-) -> None:
-    u = update(custom_metadata=cm, state=state)
-
-    decoded = serde.segment_update_from_proto(serde.segment_update_to_proto(u))
-
-    assert decoded == u
-    assert decoded.custom_metadata == cm
-    assert (decoded.custom_metadata is None) is (cm is None)
-
-
-@pytest.mark.parametrize("state", list(DEL), ids=[s.name for s in DEL])
-def test_partition_delete_metadata_round_trips(state: RemotePartitionDeleteState) -> None:
-    d = RemotePartitionDeleteMetadata(**delete_kwargs(state=state, broker_id=-1))
-
-    record = serde.partition_delete_to_proto(d)
-    decoded = serde.partition_delete_from_proto(type(record).FromString(record.SerializeToString()))
-
-    assert decoded == d
 
 
 def test_states_map_to_protobuf_ids_past_unspecified() -> None:
@@ -521,57 +488,6 @@ def test_any_segment_metadata_round_trips(m: RemoteLogSegmentMetadata) -> None:
     assert decoded.custom_metadata == m.custom_metadata
     assert list(decoded.segment_leader_epochs) == sorted(m.segment_leader_epochs)
     assert serde.encode_segment_metadata(decoded) == data  # deterministic
-
-
-@given(
-    segment_id=segment_ids,
-    event_timestamp_ms=INT64,
-    custom_metadata=custom_metadatas,
-    state=st.sampled_from([s for s in SEG if s is not SEG.COPY_SEGMENT_STARTED]),
-    broker_id=INT32,
-)
-def test_any_segment_update_round_trips(
-    segment_id: RemoteLogSegmentId,
-    event_timestamp_ms: int,
-    custom_metadata: CustomMetadata | None,
-    state: RemoteLogSegmentState,
-    broker_id: int,
-) -> None:
-    u = RemoteLogSegmentMetadataUpdate(
-        remote_log_segment_id=segment_id,
-        event_timestamp_ms=event_timestamp_ms,
-        custom_metadata=custom_metadata,
-        state=state,
-        broker_id=broker_id,
-    )
-    record = serde.segment_update_to_proto(u)
-
-    decoded = serde.segment_update_from_proto(type(record).FromString(record.SerializeToString()))
-
-    assert decoded == u
-    assert decoded.custom_metadata == custom_metadata
-
-
-@given(
-    tp=topic_id_partitions,
-    state=st.sampled_from(DEL),
-    event_timestamp_ms=INT64,
-    broker_id=INT32,
-)
-def test_any_partition_delete_metadata_round_trips(
-    tp: TopicIdPartition, state: RemotePartitionDeleteState, event_timestamp_ms: int, broker_id: int
-) -> None:
-    d = RemotePartitionDeleteMetadata(
-        topic_id_partition=tp,
-        state=state,
-        event_timestamp_ms=event_timestamp_ms,
-        broker_id=broker_id,
-    )
-    record = serde.partition_delete_to_proto(d)
-
-    decoded = serde.partition_delete_from_proto(type(record).FromString(record.SerializeToString()))
-
-    assert decoded == d
 
 
 @given(segment_metadatas(), custom_metadatas)

@@ -27,7 +27,7 @@ class TieredState(enum.Enum):
 
 
 # Read-only config sets by their items: topics with the same configs share one (most topics of a
-# cluster carry the same few overrides; 100k topics kept ~60 MB of identical dicts otherwise).
+# cluster carry the same few overrides, so a dict per topic would mostly hold copies).
 _SHARED_CONFIGS: dict[tuple[tuple[str, str], ...], Mapping[str, str]] = {}
 # The same shared copies by id, each holding its copy (so the id is not reused while listed): a
 # topic built from a shared copy is recognised without reading its items again.

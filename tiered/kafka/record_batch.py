@@ -27,6 +27,8 @@ from tiered.kafka.compression import Codec
 __all__ = [
     "BATCH_HEADER_SIZE",
     "LOG_OVERHEAD",
+    "MAGIC_POSITION",
+    "MAGIC_V2",
     "BatchHeader",
     "Buffer",
     "CorruptRecordError",
@@ -35,6 +37,7 @@ __all__ = [
     "TimestampType",
     "assign_offsets",
     "assigned_offsets_pieces",
+    "encode_batch",
     "iter_batches",
     "parse_batch_header",
     "validate_produce_records",
@@ -49,15 +52,17 @@ LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes batchLength does not co
 _OFFSET_AND_EPOCH = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
 Buffer: TypeAlias = bytes | bytearray | memoryview
 _BATCH_LENGTH = struct.Struct(">i")
-_MAGIC_POSITION = 16
-_CRC_END = 21  # the CRC covers attributes .. end of batch
-_MAGIC_V2 = 2
+_CRC = struct.Struct(">I")
+MAGIC_POSITION = 16
+MAGIC_V2 = 2  # the only record format the broker reads and writes
+_CRC_POSITION = MAGIC_POSITION + 1
+_CRC_END = _CRC_POSITION + _CRC.size  # the CRC covers attributes .. end of batch
+_MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD
 
 _CODEC_MASK = 0x07
 _TIMESTAMP_TYPE_BIT = 0x08
 _TRANSACTIONAL_BIT = 0x10
 _CONTROL_BIT = 0x20
-_DELETE_HORIZON_BIT = 0x40
 NO_PRODUCER_ID = -1
 
 
@@ -141,38 +146,43 @@ class BatchHeader:
         return bool(self.attributes & _CONTROL_BIT)
 
     @property
-    def has_delete_horizon(self) -> bool:
-        return bool(self.attributes & _DELETE_HORIZON_BIT)
-
-    @property
     def is_idempotent(self) -> bool:
         return self.producer_id != NO_PRODUCER_ID
 
 
-def parse_batch_header(buffer: bytes | bytearray | memoryview, position: int = 0) -> BatchHeader:
+def parse_batch_header(
+    buffer: bytes | bytearray | memoryview, position: int = 0, limit: int = -1, start: int = 0
+) -> BatchHeader:
     """Parse and frame-check the batch at ``position`` without verifying its CRC.
+
+    ``buffer`` holds the bytes of a payload or segment from its position ``start`` on, and the
+    batch must end by ``limit`` (-1: where ``buffer`` ends). With a ``limit``, ``buffer`` needs
+    to hold only the header's bytes before it, so that a reader walking a segment through a
+    window frames each batch by its header without reading the batch.
 
     Raises CorruptRecordError when the bytes are truncated or the length is impossible, and
     InvalidRecordError when the magic is not 2 (older message formats are not accepted).
     """
-    available = len(buffer) - position
+    at = position - start
+    available = (len(buffer) + start if limit < 0 else limit) - position
     if available < LOG_OVERHEAD + 5:
         raise CorruptRecordError(
             f"{available} bytes at position {position} cannot hold a record batch header"
         )
-    magic = buffer[position + _MAGIC_POSITION]
-    if magic != _MAGIC_V2:
+    magic = buffer[at + MAGIC_POSITION]
+    if magic != MAGIC_V2:
         raise InvalidRecordError(f"record batch magic {magic} is not supported (only 2)")
     if available < BATCH_HEADER_SIZE:
         raise CorruptRecordError(f"record batch header truncated to {available} bytes")
-    header = BatchHeader(position, *_HEADER.unpack_from(buffer, position))
-    if header.batch_length < BATCH_HEADER_SIZE - LOG_OVERHEAD:
+    header = BatchHeader(position, *_HEADER.unpack_from(buffer, at))
+    if header.batch_length < _MIN_BATCH_LENGTH:
         raise CorruptRecordError(
             f"record batch length {header.batch_length} is smaller than the minimum overhead"
         )
     if header.size > available:
         raise CorruptRecordError(
-            f"record batch of {header.size} bytes is truncated to {available} bytes"
+            f"record batch of {header.size} bytes at position {position} is truncated to "
+            f"{available} bytes"
         )
     return header
 
@@ -219,7 +229,7 @@ def _is_truncated_tail(buffer: bytes | bytearray | memoryview, position: int) ->
     if available < LOG_OVERHEAD:
         return True
     batch_length: int = _BATCH_LENGTH.unpack_from(buffer, position + 8)[0]
-    plausible = batch_length >= BATCH_HEADER_SIZE - LOG_OVERHEAD
+    plausible = batch_length >= _MIN_BATCH_LENGTH
     return plausible and LOG_OVERHEAD + batch_length > available
 
 
@@ -248,6 +258,52 @@ def validate_produce_records(records: bytes | bytearray | memoryview) -> BatchHe
     if header.is_transactional and not header.is_idempotent:
         raise InvalidRecordError("a transactional batch needs a producer id")
     return header
+
+
+def encode_batch(
+    records_section: bytes,
+    *,
+    codec: Codec,
+    timestamp_type: TimestampType,
+    transactional: bool,
+    base_offset: int,
+    partition_leader_epoch: int,
+    last_offset_delta: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    records_count: int,
+) -> bytes:
+    """One v2 batch framing ``records_section`` (records already encoded and compressed with
+    ``codec``), with its length and CRC32C computed, as a producer sends it."""
+    attributes = int(codec)
+    if timestamp_type is TimestampType.LOG_APPEND_TIME:
+        attributes |= _TIMESTAMP_TYPE_BIT
+    if transactional:
+        attributes |= _TRANSACTIONAL_BIT
+    header = bytearray(BATCH_HEADER_SIZE)
+    _HEADER.pack_into(
+        header,
+        0,
+        base_offset,
+        _MIN_BATCH_LENGTH + len(records_section),
+        partition_leader_epoch,
+        MAGIC_V2,
+        0,  # the CRC, computed over the bytes after it
+        attributes,
+        last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        records_count,
+    )
+    crc = crc32c(records_section, crc32c(header[_CRC_END:]))
+    _CRC.pack_into(header, _CRC_POSITION, crc)
+    return bytes(header) + records_section
 
 
 def assign_offsets(

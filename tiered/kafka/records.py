@@ -8,32 +8,25 @@ then per header a UTF-8 key and a nullable value.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from crc32c import crc32c
 from kio.serial.errors import DecodeError
 from kio.serial.readers import read_signed_varint, read_signed_varlong
 
 from tiered.kafka.compression import Codec, CompressionError, compress, decompress
 from tiered.kafka.record_batch import (
     BATCH_HEADER_SIZE,
-    LOG_OVERHEAD,
     BatchHeader,
     InvalidRecordError,
     TimestampType,
+    encode_batch,
     iter_batches,
 )
 
 __all__ = ["ConsumedRecord", "Record", "build_batch", "decode_batch", "iter_records"]
 
 DEFAULT_MAX_DECOMPRESSED = 256 * 1024 * 1024
-_HEADER_AFTER_CRC = struct.Struct(">hiqqqhii")
-_PREFIX = struct.Struct(">qiib")  # baseOffset, batchLength, partitionLeaderEpoch, magic
-_CRC = struct.Struct(">I")
-_ATTRIBUTES_TIMESTAMP_TYPE = 0x08
-_ATTRIBUTES_TRANSACTIONAL = 0x10
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,31 +69,20 @@ def build_batch(
     body = bytearray()
     for delta, record in enumerate(records):
         _append_record(body, record, delta, record.timestamp - base_timestamp)
-    payload = compress(codec, bytes(body))
-    attributes = int(codec)
-    if timestamp_type is TimestampType.LOG_APPEND_TIME:
-        attributes |= _ATTRIBUTES_TIMESTAMP_TYPE
-    if transactional:
-        attributes |= _ATTRIBUTES_TRANSACTIONAL
-    after_crc = _HEADER_AFTER_CRC.pack(
-        attributes,
-        len(records) - 1,
-        base_timestamp,
-        max(record.timestamp for record in records),
-        producer_id,
-        producer_epoch,
-        base_sequence,
-        len(records),
-    )
-    batch_length = BATCH_HEADER_SIZE - LOG_OVERHEAD + len(payload)
-    crc = crc32c(payload, crc32c(after_crc))
-    return b"".join(
-        (
-            _PREFIX.pack(base_offset, batch_length, partition_leader_epoch, 2),
-            _CRC.pack(crc),
-            after_crc,
-            payload,
-        )
+    return encode_batch(
+        compress(codec, bytes(body)),
+        codec=codec,
+        timestamp_type=timestamp_type,
+        transactional=transactional,
+        base_offset=base_offset,
+        partition_leader_epoch=partition_leader_epoch,
+        last_offset_delta=len(records) - 1,
+        base_timestamp=base_timestamp,
+        max_timestamp=max(record.timestamp for record in records),
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        records_count=len(records),
     )
 
 

@@ -10,9 +10,7 @@ from tiered.api import (
     CustomMetadata,
     RemoteLogSegmentId,
     RemoteLogSegmentMetadata,
-    RemoteLogSegmentMetadataUpdate,
     RemoteLogSegmentState,
-    RemotePartitionDeleteMetadata,
     RemotePartitionDeleteState,
     TopicIdPartition,
 )
@@ -116,53 +114,3 @@ def encode_segment_metadata(m: RemoteLogSegmentMetadata) -> bytes:
 
 def decode_segment_metadata(data: bytes) -> RemoteLogSegmentMetadata:
     return segment_metadata_from_proto(pb.RemoteLogSegmentMetadataRecord.FromString(data))
-
-
-def segment_update_to_proto(
-    u: RemoteLogSegmentMetadataUpdate,
-) -> pb.RemoteLogSegmentMetadataUpdateRecord:
-    record = pb.RemoteLogSegmentMetadataUpdateRecord(
-        remote_log_segment_id=segment_id_to_proto(u.remote_log_segment_id),
-        event_timestamp_ms=u.event_timestamp_ms,
-        state=segment_state_to_proto(u.state),
-        broker_id=u.broker_id,
-    )
-    if u.custom_metadata is not None:
-        record.custom_metadata = u.custom_metadata.value
-    return record
-
-
-def segment_update_from_proto(
-    record: pb.RemoteLogSegmentMetadataUpdateRecord,
-) -> RemoteLogSegmentMetadataUpdate:
-    return RemoteLogSegmentMetadataUpdate(
-        remote_log_segment_id=segment_id_from_proto(record.remote_log_segment_id),
-        event_timestamp_ms=record.event_timestamp_ms,
-        custom_metadata=(
-            CustomMetadata(record.custom_metadata) if record.HasField("custom_metadata") else None
-        ),
-        state=segment_state_from_proto(record.state),
-        broker_id=record.broker_id,
-    )
-
-
-def partition_delete_to_proto(
-    d: RemotePartitionDeleteMetadata,
-) -> pb.RemotePartitionDeleteMetadataRecord:
-    return pb.RemotePartitionDeleteMetadataRecord(
-        topic_id_partition=topic_id_partition_to_proto(d.topic_id_partition),
-        state=delete_state_to_proto(d.state),
-        event_timestamp_ms=d.event_timestamp_ms,
-        broker_id=d.broker_id,
-    )
-
-
-def partition_delete_from_proto(
-    record: pb.RemotePartitionDeleteMetadataRecord,
-) -> RemotePartitionDeleteMetadata:
-    return RemotePartitionDeleteMetadata(
-        topic_id_partition=topic_id_partition_from_proto(record.topic_id_partition),
-        state=delete_state_from_proto(record.state),
-        event_timestamp_ms=record.event_timestamp_ms,
-        broker_id=record.broker_id,
-    )

@@ -41,7 +41,6 @@ from fsspec.implementations.local import LocalFileSystem
 
 from tiered.api import (
     CustomMetadata,
-    DeleteOutcome,
     IndexType,
     LogSegmentData,
     RemoteLogSegmentMetadata,
@@ -329,32 +328,6 @@ class FsspecRemoteStorageManager(RemoteStorageManager, RemoteStorageBulkDeleter)
         """Deletes keys under this root on ``remote.storage.delete.threads`` threads."""
         return self._deleter
 
-    def delete_tiered_epochs_below(self, topic_id_partition: TopicIdPartition, epoch: int) -> int:
-        """Deletes every object under each ``te=N`` prefix of the partition with ``N < epoch``,
-        known to the metadata or not, with :meth:`object_deleter`, then the emptied prefixes.
-        Returns the number of objects deleted; objects already gone count as deleted. Raises
-        ``RemoteStorageException`` naming the first object that could not be deleted, after
-        every delete was attempted."""
-        if isinstance(epoch, bool) or not isinstance(epoch, int):
-            raise TypeError(f"epoch must be an int, got {epoch!r}")
-        self._check_open()
-        outcome = DeleteOutcome()
-        for batch in self.list_objects_below_epoch(topic_id_partition, max(epoch, 0)):
-            outcome += self._deleter.delete_objects(batch)
-        if outcome.failed:
-            raise RemoteStorageException(
-                f"{outcome.failed} objects of {topic_id_partition} below tiered epoch {epoch} "
-                f"could not be deleted, first: {outcome.first_error}"
-            )
-        if isinstance(self._deleter, S3ObjectDeleter):
-            return outcome.done  # an object store has no directories to remove
-        for e in self.list_tiered_epochs(topic_id_partition):
-            if e >= epoch:
-                break
-            path = self._path(layout.tiered_epoch_prefix(topic_id_partition, e))
-            self._call(f"removal of {path}", path, functools.partial(self._remove_tree, path))
-        return outcome.done
-
     def close(self) -> None:
         """Refuses further copies and bulk deletes. Idempotent."""
         self._closed = True
@@ -423,11 +396,6 @@ class FsspecRemoteStorageManager(RemoteStorageManager, RemoteStorageBulkDeleter)
         if target != path:
             written.append(path)
             self._fs.mv(target, path)
-
-    def _remove_tree(self, path: str) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            if self._fs.exists(path):
-                self._fs.rm(path, recursive=True)
 
     def _remove_file(self, path: str) -> None:
         with contextlib.suppress(FileNotFoundError):

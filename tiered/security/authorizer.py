@@ -106,9 +106,6 @@ class StandardAuthorizer:
     def enabled(self) -> bool:
         return self.config.enabled
 
-    def is_super_user(self, principal: KafkaPrincipal) -> bool:
-        return str(principal) in self.config.super_users
-
     def authorize(
         self,
         context: RequestContext,

@@ -154,10 +154,10 @@ def _scan_segment(
     while pos < len(data):
         if expected <= snap_offset:
             # A batch wholly covered by the snapshot is indexed without being parsed (a log
-            # keeps up to a segment of such history: 100k one-topic batches took ~0.5 s of
-            # CPU to parse, half of that to peek at). Its frame must be intact (CRC) and be
-            # followed by an intact frame, whose base offset says where this batch ends;
-            # the image comes from the snapshot, not from these batches.
+            # keeps up to a segment of such history, which a start-up need not decode). Its
+            # frame must be intact (CRC) and be followed by an intact frame, whose base offset
+            # says where this batch ends; the image comes from the snapshot, not from these
+            # batches.
             head = ahead if ahead is not None else peek_frame(data, pos)
             ahead = None
             if head is not None and head[0] == expected:
