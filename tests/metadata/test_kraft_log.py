@@ -876,7 +876,7 @@ def test_read_batches_wakes_up_when_a_batch_is_appended(
     thread = threading.Thread(target=reader, daemon=True)
     thread.start()
     # White box: wait until the reader is waiting on the store's condition.
-    poll_until(lambda: len(store._appended._waiters) == 1, what="the reader to wait")  # type: ignore[attr-defined]
+    poll_until(lambda: len(store._active.appended._waiters) == 1, what="the reader to wait")  # type: ignore[attr-defined]
     started = time.monotonic()
     store.create_topic(topic(1))
     assert done.wait(30)
@@ -899,7 +899,7 @@ def test_read_batches_wakes_up_when_a_batch_is_appended(
 
     thread = threading.Thread(target=fenced_reader, daemon=True)
     thread.start()
-    poll_until(lambda: len(store._appended._waiters) == 1, what="the reader to wait")  # type: ignore[attr-defined]
+    poll_until(lambda: len(store._active.appended._waiters) == 1, what="the reader to wait")  # type: ignore[attr-defined]
     store.resign()
     assert done.wait(30) and len(errors) == 1
 

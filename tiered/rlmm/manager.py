@@ -45,7 +45,7 @@ from tiered.rlmm.backend import (
     Update,
     VersionConflictError,
 )
-from tiered.rlmm.bulk_delete_events import BulkDeleteEvents, MarkedPartitions
+from tiered.rlmm.bulk_delete_writer import BulkDeleteWriter
 from tiered.rlmm.partition_state import PartitionMetadataState
 from tiered.rpc.v1 import rlmm_store_pb2 as store_pb
 
@@ -81,9 +81,10 @@ class _LedPartition:
             self.notified_version = max(self.notified_version, version)
 
 
-class StoreRemoteLogMetadataManager(BulkDeleteEvents, api.BulkDeleteRemoteLogMetadataManager):
+class StoreRemoteLogMetadataManager(api.BulkDeleteRemoteLogMetadataManager):
     """The RemoteLogMetadataManager of :func:`tiered.rlmm.create`, with the bulk delete job's
-    capability (:class:`~tiered.api.BulkDeleteRemoteLogMetadataManager`)."""
+    capability (:class:`~tiered.api.BulkDeleteRemoteLogMetadataManager`), whose events its
+    :class:`~tiered.rlmm.bulk_delete_writer.BulkDeleteWriter` writes through :meth:`_write_many`."""
 
     def __init__(
         self,
@@ -97,7 +98,7 @@ class StoreRemoteLogMetadataManager(BulkDeleteEvents, api.BulkDeleteRemoteLogMet
         self._led: dict[TopicIdPartition, _LedPartition] = {}
         self._led_keys: dict[str, TopicIdPartition] = {}  # partition record key -> partition
         self._led_lock = threading.Lock()
-        self._marked = MarkedPartitions()
+        self._bulk_delete = BulkDeleteWriter(backend, broker_id, self._write_many)
         self._closed = False
 
     def __repr__(self) -> str:
@@ -326,6 +327,30 @@ class StoreRemoteLogMetadataManager(BulkDeleteEvents, api.BulkDeleteRemoteLogMet
                 f"partition {state.topic_id_partition}: metadata write failed, outcome unknown: {e}"
             ) from e
         state.mark_committed()
+
+    # ----------------------------------------------------------------------------- bulk delete
+
+    def update_remote_log_segment_metadata_batch(
+        self, updates: Sequence[RemoteLogSegmentMetadataUpdate], batch_size: int = 256
+    ) -> None:
+        """:meth:`BulkDeleteWriter.update_remote_log_segment_metadata_batch`."""
+        self._bulk_delete.update_remote_log_segment_metadata_batch(updates, batch_size)
+
+    def handle_partition_segments_delete_started_below_epoch(
+        self, topic_id_partition: TopicIdPartition, tiered_epoch: int
+    ) -> list[RemoteLogSegmentMetadata]:
+        """:meth:`BulkDeleteWriter.handle_partition_segments_delete_started_below_epoch`."""
+        return self._bulk_delete.handle_partition_segments_delete_started_below_epoch(
+            topic_id_partition, tiered_epoch
+        )
+
+    def handle_partition_segments_deleted_below_epoch(
+        self, topic_id_partition: TopicIdPartition, tiered_epoch: int, batch_size: int = 1024
+    ) -> None:
+        """:meth:`BulkDeleteWriter.handle_partition_segments_deleted_below_epoch`."""
+        self._bulk_delete.handle_partition_segments_deleted_below_epoch(
+            topic_id_partition, tiered_epoch, batch_size
+        )
 
     # ----------------------------------------------------------------------------- leadership
 

@@ -1,18 +1,20 @@
 """The bulk delete job's events on the RemoteLogMetadataManager
-(:class:`~tiered.api.BulkDeleteRemoteLogMetadataManager`), over the manager's writes: a batch of
-segment updates, a partition's segments below a tiered epoch marked deleting (one write of the
-partition's delete epoch, :mod:`tiered.rlmm.partition_state`) and, once their objects are gone,
-removed in bulk."""
+(:class:`~tiered.api.BulkDeleteRemoteLogMetadataManager`): a batch of segment updates, a
+partition's segments below a tiered epoch marked deleting (one write of the partition's delete
+epoch, :mod:`tiered.rlmm.partition_state`) and, once their objects are gone, removed in bulk.
+The manager holds a :class:`BulkDeleteWriter` and routes these events to it; the writer owns the
+partitions its markings left open for their removal, and commits through the manager's writes.
+"""
 
 from __future__ import annotations
 
-import abc
 import functools
 import logging
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Protocol
 
 from tiered.api import (
     RemoteLogSegmentMetadata,
@@ -89,15 +91,10 @@ def _check_partition_and_epoch(tp: object, tiered_epoch: object) -> None:
         raise ValueError(f"tiered_epoch must be >= 0, got {tiered_epoch}")
 
 
-class BulkDeleteEvents(abc.ABC):
-    """The events, for a manager that provides the writes (:meth:`_write_many`)."""
+class PartitionWrites(Protocol):
+    """The manager's writes of one partition, as :class:`BulkDeleteWriter` commits through them."""
 
-    _backend: MetadataStorageBackend
-    _broker_id: int
-    _marked: MarkedPartitions
-
-    @abc.abstractmethod
-    def _write_many(
+    def __call__(
         self,
         tp: TopicIdPartition,
         applies: Iterable[Callable[[PartitionMetadataState], bool]],
@@ -105,7 +102,20 @@ class BulkDeleteEvents(abc.ABC):
     ) -> PartitionMetadataState | None:
         """Each of ``applies`` in turn, each committed as one write when it applies anything;
         outside a leader's cache starting from ``opened`` if given, and returning the view as
-        the last write left it."""
+        the last write left it (None for a partition led here)."""
+
+
+class BulkDeleteWriter:
+    """The bulk delete job's events for one manager: ``write_many`` is the manager's writes,
+    ``broker_id`` the broker its markings are stamped with. Thread-safe as those writes are."""
+
+    def __init__(
+        self, backend: MetadataStorageBackend, broker_id: int, write_many: PartitionWrites
+    ) -> None:
+        self._backend = backend
+        self._broker_id = broker_id
+        self._write_many = write_many
+        self._marked = MarkedPartitions()
 
     def update_remote_log_segment_metadata_batch(
         self, updates: Sequence[RemoteLogSegmentMetadataUpdate], batch_size: int = 256
