@@ -4,7 +4,6 @@ broker.tiering's driver hands it to the RemoteLogManager."""
 
 from __future__ import annotations
 
-import ast
 import json
 import uuid
 from typing import cast
@@ -21,7 +20,6 @@ from broker.rlm.partition_tiering import (
     TieringState,
 )
 from broker.tiering import TieringDriver
-from tests.support.processes import REPO
 from tiered.api import RemoteStorageException, TopicIdPartition
 from tiered.config import RemoteLogDisablePolicy, TopicConfig
 from tiered.errors import ErrorCode
@@ -182,25 +180,6 @@ def test_entries_of_earlier_versions_restore() -> None:
         restored.restore(hosted)
         t = hosted.tiering
         assert (t.state, t.tiered_epoch, t.delete_below_epoch) == expected
-
-
-def test_the_rlm_tasks_do_not_depend_on_the_manager_that_schedules_them() -> None:
-    """No import cycle between broker.rlm.manager and broker.rlm.tasks, not even one deferred
-    into a function or hidden behind ``TYPE_CHECKING``."""
-    tree = ast.parse((REPO / "broker" / "rlm" / "tasks.py").read_text())
-    imported = {
-        name
-        for node in ast.walk(tree)
-        for name in (
-            [node.module or ""]
-            if isinstance(node, ast.ImportFrom)
-            else [alias.name for alias in node.names]
-            if isinstance(node, ast.Import)
-            else []
-        )
-    }
-    assert "broker.rlm.model" in imported  # what it may import is seen
-    assert not {name for name in imported if name.startswith("broker.rlm.manager")}
 
 
 class FakeRlm:

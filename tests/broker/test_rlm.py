@@ -3,6 +3,7 @@ directory as remote storage; RSM wrappers inject slowness and failures."""
 
 from __future__ import annotations
 
+import ast
 import itertools
 import logging
 import threading
@@ -23,6 +24,7 @@ from broker.rlm.partition_tiering import PartitionTiering, TieringState
 from broker.rlm.scheduler import PeriodicTask, ScheduledPool
 from tests.support.batches import append_record, decode
 from tests.support.polling import poll_until
+from tests.support.processes import REPO
 from tiered import rlmm, rsm
 from tiered.api import (
     CustomMetadata,
@@ -680,3 +682,24 @@ def test_an_idle_partition_rolls_on_segment_ms_and_is_tiered(broker: Broker) -> 
     broker.rlm.trigger_copy(tp)
     poll_until(lambda: broker.finished_count(tp) == 1, what="the idle segment to be tiered")
     assert broker.finished(tp)[0].end_offset == 9
+
+
+@pytest.mark.parametrize("module", ["context", "copy_task", "expiration_task", "leader_partition"])
+def test_the_rlm_tasks_do_not_depend_on_the_manager_that_schedules_them(module: str) -> None:
+    """The tasks and what they are given import nothing of broker.rlm.manager, not even
+    deferred into a function or hidden behind ``TYPE_CHECKING``: they reach remote storage
+    through the context the manager builds, never through the manager."""
+    tree = ast.parse((REPO / "broker" / "rlm" / f"{module}.py").read_text())
+    imported = {
+        name
+        for node in ast.walk(tree)
+        for name in (
+            [node.module or ""]
+            if isinstance(node, ast.ImportFrom)
+            else [alias.name for alias in node.names]
+            if isinstance(node, ast.Import)
+            else []
+        )
+    }
+    assert "broker.rlm.model" in imported  # what it may import is seen
+    assert not {name for name in imported if name.startswith("broker.rlm.manager")}
