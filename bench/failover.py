@@ -321,7 +321,7 @@ def verify(run: Run, controller: Daemon, count: int, figures: dict[str, Any]) ->
     ``SETTLE_S``. Partitions still copying when the last topic was DISABLED are recorded, not
     failed: KRaft brokers restarted during the disablement replay the metadata log from its
     start, and an old ENABLED record makes them resume copying of a partition they had stopped
-    for epoch 1 (``broker.agent``: "Copying of ... resumes at tiered epoch 1") until the
+    for epoch 1 (``broker.rlm.partition_tiering``: "Copying of ... resumes at tiered epoch 1") until the
     DISABLING record is replayed too; a broker-side issue, reported, that this benchmark sees."""
     problems: list[str] = []
     started = time.monotonic()

@@ -6,17 +6,14 @@ with that listener's endpoints."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from broker.admin_forwarder import ControllerAdmin
-from broker.agent import BrokerAgent
-from broker.config import BrokerConfig, KafkaListener
+from broker.config import KafkaListener
 from broker.kafka.handler import BrokerKafkaHandler
-from broker.kafka.log_dirs_api import LocalPartition
 from broker.kafka.this_broker import ThisBroker
 from tiered.kafka.api_versions import ApiVersionRegistry
 from tiered.kafka.server import KafkaServer
-from tiered.security.access import AccessControl
 from tiered.security.sasl import Authentication, SaslAuthentication, ScramCredentials
 
 __all__ = ["KafkaListenerBindError", "KafkaListeners", "start_kafka_listeners"]
@@ -55,41 +52,17 @@ def authentication(listener: KafkaListener, credentials: ScramCredentials) -> Au
 
 
 def start_kafka_listeners(
-    config: BrokerConfig,
-    agent: BrokerAgent,
-    controller: ControllerAdmin,
+    listeners: Sequence[KafkaListener],
+    this: ThisBroker,
+    handler: BrokerKafkaHandler,
     credentials: ScramCredentials,
-    access: AccessControl,
-) -> KafkaListeners | None:
-    """Binds every Kafka listener, in ``listeners`` order; None without one. Raises
-    ``KafkaListenerBindError`` if a bind fails, the listeners bound before it closed."""
-    if not config.kafka_listeners:
-        return None
-    this = ThisBroker(
-        config.node_id,
-        tuple(listener.advertised for listener in config.kafka_listeners),
-        config.log_dir,
-        config.properties,
-    )
-
-    def local_partitions() -> list[LocalPartition]:
-        return [
-            (d.topic_id_partition.topic, d.topic_id_partition.partition, d.local_size_bytes)
-            for d in agent.describe_log_dirs()
-        ]
-
-    handler = BrokerKafkaHandler(
-        this,
-        controller,
-        local_partitions,
-        agent,
-        access=access,
-        topic_auto_creation=config.topic_auto_creation,
-        group_config=config.groups,
-    )
+) -> KafkaListeners:
+    """Binds every listener, in order, each port 0 bound marked on ``this``. Raises
+    ``KafkaListenerBindError`` if a bind fails, the listeners bound before it stopped and the
+    handler closed."""
     registry = ApiVersionRegistry()
     started: list[KafkaServer] = []
-    for listener in config.kafka_listeners:
+    for listener in listeners:
         server = KafkaServer(
             handler, listener.settings, registry, authentication(listener, credentials)
         )

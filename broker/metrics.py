@@ -13,7 +13,8 @@ from collections.abc import Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from broker.agent import BrokerAgent
+from broker.data_plane import DataPlane
+from broker.rlm.model import RemoteLogMetrics
 from tiered.metrics_endpoint import MetricsEndpoint
 
 PREFIX = "kafka_server_brokertopicmetrics_"
@@ -29,22 +30,24 @@ _METERS = {
 
 
 class TieredStorageCollector:
-    """Collects per-topic figures from the agent at scrape time."""
+    """Collects per-topic figures at scrape time: the partitions' log dirs from the data plane
+    and the RemoteLogManager's meters (``remote`` is None when remote storage is off)."""
 
-    def __init__(self, agent: BrokerAgent) -> None:
-        self._agent = agent
+    def __init__(self, data: DataPlane, remote: RemoteLogMetrics | None) -> None:
+        self._data = data
+        self._remote = remote
 
     def collect(self) -> Iterator[Metric]:
-        rlm = self._agent.rlm
-        log_dirs = self._agent.describe_log_dirs()
+        remote = self._remote
+        log_dirs = self._data.describe_log_dirs()
         # Every hosted topic appears in every family, at 0 until something happens.
         hosted = {d.topic_id_partition.topic for d in log_dirs}
-        if rlm is not None:
+        if remote is not None:
             for kafka_name, (attribute, help_text) in _METERS.items():
                 counter = CounterMetricFamily(
                     PREFIX + kafka_name.lower(), f"{kafka_name}: {help_text}", labels=["topic"]
                 )
-                counts = getattr(rlm.metrics, attribute)
+                counts = getattr(remote, attribute)
                 for topic in sorted(hosted | set(counts)):
                     counter.add_metric([topic], counts[topic])
                 yield counter
@@ -70,7 +73,9 @@ class TieredStorageCollector:
             yield family
 
 
-def serve_metrics(agent: BrokerAgent, host: str, port: int) -> MetricsEndpoint:
+def serve_metrics(
+    data: DataPlane, remote: RemoteLogMetrics | None, host: str, port: int
+) -> MetricsEndpoint:
     """Starts the endpoint on ``host:port`` (0: any free port); ``MetricsEndpointError`` when it
     cannot listen there."""
-    return MetricsEndpoint(host, port, [TieredStorageCollector(agent)])
+    return MetricsEndpoint(host, port, [TieredStorageCollector(data, remote)])

@@ -1,4 +1,5 @@
-"""The BrokerService gRPC servicer: converts protobuf at the edge and calls BrokerAgent.
+"""The BrokerService gRPC servicer: converts protobuf at the edge and calls ``Hosting`` (the
+controller's calls) or the ``DataPlane`` (records, offsets, log dirs).
 
 Domain errors (TieredError) come back as an ``Error`` in the response with Kafka's code and name;
 a malformed request is INVALID_ARGUMENT; anything unexpected is logged and INTERNAL. Every call is
@@ -16,8 +17,10 @@ from typing import TypeVar
 
 import grpc
 
-from broker.agent import BrokerAgent, PartitionOffsets
+from broker.data_plane import DataPlane, PartitionOffsets
 from broker.hosted import PartitionStop, check_partition
+from broker.hosted_partitions import HostedPartitions
+from broker.hosting import Hosting
 from tiered.config import RemoteLogDisablePolicy
 from tiered.errors import ErrorCode, TieredError
 from tiered.rlmm.serde import topic_id_partition_from_proto, topic_id_partition_to_proto
@@ -62,8 +65,16 @@ def _stop_from_proto(entry: pb.DisableRemoteTopicEntry) -> PartitionStop | Tiere
 
 
 class BrokerServicer(pb_grpc.BrokerServiceServicer):
-    def __init__(self, agent: BrokerAgent, access: AccessControl) -> None:
-        self._agent = agent
+    def __init__(
+        self,
+        hosting: Hosting,
+        partitions: HostedPartitions,
+        data: DataPlane,
+        access: AccessControl,
+    ) -> None:
+        self._hosting = hosting
+        self._partitions = partitions
+        self._data = data
         self._access = access
 
     def _require_cluster(self, context: grpc.ServicerContext, *operations: AclOperation) -> None:
@@ -82,7 +93,7 @@ class BrokerServicer(pb_grpc.BrokerServiceServicer):
         topic_id: uuid.UUID,
         partition: int,
     ) -> None:
-        topic = self._agent.hosted(topic_id, partition).topic_id_partition.topic
+        topic = self._partitions.hosted(topic_id, partition).topic_id_partition.topic
         self._access.require(grpc_request_context(context), operation, ResourceType.TOPIC, topic)
 
     def Produce(
@@ -91,7 +102,7 @@ class BrokerServicer(pb_grpc.BrokerServiceServicer):
         def call() -> pb.ProduceResponse:
             topic_id, partition = _partition_key(request.partition)
             self._require_topic(context, AclOperation.WRITE, topic_id, partition)
-            info = self._agent.produce(topic_id, partition, request.records)
+            info = self._data.produce(topic_id, partition, request.records)
             return pb.ProduceResponse(
                 error=error_to_proto(None),
                 base_offset=info.first_offset,
@@ -106,13 +117,13 @@ class BrokerServicer(pb_grpc.BrokerServiceServicer):
         def call() -> pb.FetchResponse:
             topic_id, partition = _partition_key(request.partition)
             self._require_topic(context, AclOperation.READ, topic_id, partition)
-            read, remote = self._agent.fetch(
+            read, remote = self._data.fetch(
                 topic_id, partition, request.offset, request.max_bytes or 1024 * 1024
             )
             return pb.FetchResponse(
                 error=error_to_proto(None),
                 records=bytes(read.records),
-                offsets=offsets_to_proto(self._agent.offsets(topic_id, partition)),
+                offsets=offsets_to_proto(self._data.offsets(topic_id, partition)),
                 from_remote=remote,
             )
 
@@ -126,12 +137,12 @@ class BrokerServicer(pb_grpc.BrokerServiceServicer):
             self._require_topic(context, AclOperation.DESCRIBE, topic_id, partition)
             response = pb.ListOffsetsResponse(
                 error=error_to_proto(None),
-                offsets=offsets_to_proto(self._agent.offsets(topic_id, partition)),
+                offsets=offsets_to_proto(self._data.offsets(topic_id, partition)),
                 timestamp_offset=-1,
                 found_timestamp_ms=-1,
             )
             if request.HasField("timestamp_ms"):
-                found = self._agent.offset_for_timestamp(topic_id, partition, request.timestamp_ms)
+                found = self._data.offset_for_timestamp(topic_id, partition, request.timestamp_ms)
                 if found is not None:
                     response.timestamp_offset = found.offset
                     response.found_timestamp_ms = found.timestamp_ms
@@ -161,7 +172,7 @@ class BrokerServicer(pb_grpc.BrokerServiceServicer):
                         remote_log_start_offset=d.remote_log_start_offset,
                         remote_delete_state=d.remote_delete_state,
                     )
-                    for d in self._agent.describe_log_dirs()
+                    for d in self._data.describe_log_dirs()
                 ]
             )
 
@@ -176,7 +187,7 @@ class BrokerServicer(pb_grpc.BrokerServiceServicer):
                 (topic_id_partition_from_proto(a.partition), dict(a.configs), a.tiered_epoch)
                 for a in request.partitions
             ]
-            errors = self._agent.assign(assignments, request.controller_epoch)
+            errors = self._hosting.assign(assignments, request.controller_epoch)
             return pb.AssignPartitionsResponse(errors=[error_to_proto(e) for e in errors])
 
         return handle(
@@ -195,7 +206,7 @@ class BrokerServicer(pb_grpc.BrokerServiceServicer):
             # Every entry is read before anything is applied: a malformed one refuses them all.
             entries = [_stop_from_proto(e) for e in request.entries]
             stops = [e for e in entries if isinstance(e, PartitionStop)]
-            outcomes = iter(self._agent.disable_remote_topic(request.controller_epoch, stops))
+            outcomes = iter(self._hosting.disable_remote_topic(request.controller_epoch, stops))
             errors = [next(outcomes) if isinstance(e, PartitionStop) else e for e in entries]
             return pb.DisableRemoteTopicResponse(
                 error=error_to_proto(None), errors=[error_to_proto(e) for e in errors]
@@ -211,7 +222,7 @@ class BrokerServicer(pb_grpc.BrokerServiceServicer):
         def call() -> pb.RemovePartitionsResponse:
             self._require_cluster(context, AclOperation.CLUSTER_ACTION)
             keys = [_partition_key(p) for p in request.partitions]
-            errors = self._agent.remove_partitions(request.controller_epoch, keys)
+            errors = self._hosting.remove_partitions(request.controller_epoch, keys)
             return pb.RemovePartitionsResponse(errors=[error_to_proto(e) for e in errors])
 
         return handle(

@@ -34,7 +34,7 @@ from tiered.errors import ErrorCode, TieredError
 
 
 class TieringDriver:
-    """Not thread-safe: the agent calls it under its state change lock. Methods that apply a
+    """Not thread-safe: ``Hosting`` calls it under the state change lock. Methods that apply a
     stop raise ``TieredError`` (KAFKA_STORAGE_ERROR) if the RemoteLogManager could not stop;
     the stop stays recorded, and the next assignment or a repeated DisableRemoteTopic carries
     it out again."""

@@ -8,7 +8,7 @@ import re
 import uuid
 from pathlib import Path
 
-from broker.agent import BrokerAgent
+from broker.broker import Broker
 from broker.config import BrokerConfig
 from broker.metrics import TieredStorageCollector
 from controller.metrics import ControllerMetrics, ControllerSnapshot, ControllerStateCollector
@@ -70,7 +70,7 @@ def test_every_exported_metric_is_documented(tmp_path: Path) -> None:
     metrics = ControllerMetrics("kraft")
     names = _families(metrics.registry)
     names |= _families(ControllerStateCollector(lambda: 1, lambda _timeout: ControllerSnapshot()))
-    agent = BrokerAgent(
+    broker = Broker(
         BrokerConfig.from_properties(
             {
                 "node.id": "1",
@@ -81,10 +81,11 @@ def test_every_exported_metric_is_documented(tmp_path: Path) -> None:
         )
     )
     try:
-        agent.assign([(TopicIdPartition(uuid.uuid4(), "t", 0), {}, 0)])
-        names |= _families(TieredStorageCollector(agent))
+        broker.hosting.assign([(TopicIdPartition(uuid.uuid4(), "t", 0), {}, 0)])
+        assert broker.rlm is not None
+        names |= _families(TieredStorageCollector(broker.data, broker.rlm.metrics))
     finally:
-        agent.close()
+        broker.close()
     page = (ROOT / "docs" / "operations" / "metrics.md").read_text().lower()
     assert len(names) > 20
     assert sorted(n for n in names if n.lower() not in page) == []

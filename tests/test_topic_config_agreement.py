@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.agent import BrokerAgent
+from broker.broker import Broker
 from broker.config import BrokerConfig
 from controller.tiered_state import plan_config_change
 from tests.support.processes import REPO
@@ -70,9 +70,9 @@ def _controller_answer(configs: dict[str, str]) -> ErrorCode | None:
 
 
 @pytest.fixture(scope="module")
-def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerAgent]:
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     root = tmp_path_factory.mktemp("agreement")
-    broker = BrokerAgent(
+    broker = Broker(
         BrokerConfig.from_properties(
             {
                 "node.id": "1",
@@ -88,20 +88,20 @@ def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerAgent]:
         broker.close()
 
 
-def _broker_answer(agent: BrokerAgent, configs: dict[str, str]) -> ErrorCode | None:
+def _broker_answer(broker: Broker, configs: dict[str, str]) -> ErrorCode | None:
     tp = TopicIdPartition(uuid.uuid4(), "t", 0)
-    (outcome,) = agent.assign([(tp, configs, 0)])
+    (outcome,) = broker.hosting.assign([(tp, configs, 0)])
     return None if outcome is None else outcome.code
 
 
 @pytest.mark.parametrize(("key", "value", "good"), CASES)
 def test_controller_and_broker_give_every_value_the_same_answer(
-    agent: BrokerAgent, key: str, value: str, good: bool
+    broker: Broker, key: str, value: str, good: bool
 ) -> None:
     configs = {key: value}
     controller = _controller_answer(configs)
     assert (controller is None) == good, f"{key}={value!r}: controller answered {controller}"
-    assert _broker_answer(agent, configs) == controller
+    assert _broker_answer(broker, configs) == controller
 
 
 def test_each_bad_value_gets_the_error_code_its_key_defines() -> None:

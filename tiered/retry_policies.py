@@ -87,7 +87,7 @@ BROKER_REREGISTRATION_BACKOFF = ExponentialBackoff(initial_s=0.05, max_s=2.0, ji
 ZooKeeper outage, so jittered; capped well below a session timeout."""
 
 ASSIGNMENT_PERSIST_BACKOFF = ExponentialBackoff(initial_s=0.1, max_s=5.0, jitter=0.2)
-"""The broker agent between failed background persists of its assignments (a full or failing
+"""The broker's assignment persister between failed background persists (a full or failing
 disk): soon at first, then no busier than the log's own retries."""
 
 KAFKA_ACCEPT_BACKOFF = ExponentialBackoff(initial_s=0.01, max_s=1.0, jitter=0.2)

@@ -1,5 +1,5 @@
 """DeleteRecords: each partition's log start offset (its low watermark) rises to the offset asked
-for, on the partition's leader (``BrokerAgent.delete_records``), as Kafka's
+for, on the partition's leader (``DataPlane.delete_records``), as Kafka's
 ``KafkaApis.handleDeleteRecordsRequest`` and ``Partition.deleteRecordsOnLeader``.
 
 Per partition, in Kafka's order: a topic the requester may not Delete is
@@ -36,8 +36,8 @@ class RecordDeleter(Protocol):
 
 
 class DeleteRecordsApi:
-    def __init__(self, agent: RecordDeleter, partitions: PartitionLookup) -> None:
-        self._agent = agent
+    def __init__(self, records: RecordDeleter, partitions: PartitionLookup) -> None:
+        self._records = records
         self._partitions = partitions
 
     def delete_records(self, request: Any, context: RequestContext) -> ResponsePayload:
@@ -77,4 +77,4 @@ class DeleteRecordsApi:
 
     def _delete(self, hosted: HostedPartition, offset: int) -> int | KafkaError:
         tp = hosted.topic_id_partition
-        return guarded(lambda: self._agent.delete_records(tp.topic_id, tp.partition, offset))
+        return guarded(lambda: self._records.delete_records(tp.topic_id, tp.partition, offset))

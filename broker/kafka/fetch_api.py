@@ -1,4 +1,4 @@
-"""Fetch: whole stored record batches, unchanged, from either tier (``BrokerAgent.fetch``: the
+"""Fetch: whole stored record batches, unchanged, from either tier (``DataPlane.fetch``: the
 local log at or above its local start offset, remote storage below it; OFFSET_OUT_OF_RANGE below
 the log start offset or past the log end).
 
@@ -75,11 +75,11 @@ class _Read:
 class FetchApi:
     def __init__(
         self,
-        agent: Reader,
+        records: Reader,
         partitions: PartitionLookup,
         waits: FetchWaits[ResponsePayload | None],
     ) -> None:
-        self._agent = agent
+        self._records = records
         self._partitions = partitions
         self._waits = waits
 
@@ -156,7 +156,7 @@ class FetchApi:
             return answer
         tp = found.topic_id_partition
         got = guarded(
-            lambda: self._agent.fetch(tp.topic_id, tp.partition, offset, max(max_bytes, 0))[0]
+            lambda: self._records.fetch(tp.topic_id, tp.partition, offset, max(max_bytes, 0))[0]
         )
         if isinstance(got, tuple):
             answer.error = got

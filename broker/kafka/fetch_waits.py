@@ -1,9 +1,9 @@
 """Fetches waiting for data (Kafka's fetch purgatory), without a thread per waiting request.
 
 A Fetch that found fewer than ``min_bytes`` parks here with what it still misses. Appends to a
-partition it reads (``appended``, called by the agent after each append) count against that;
-once enough bytes arrived, or at ``max_wait_ms``, it completes: its ``complete`` callable reads
-again and answers. One timer thread keeps the deadlines; the completions, which read the log,
+partition it reads (``appended``, called after each append) count against that; once enough
+bytes arrived, or at ``max_wait_ms``, it completes: its ``complete`` callable reads again and
+answers. One timer thread keeps the deadlines; the completions, which read the log,
 run on a small pool so that neither the appending thread nor the timer waits for them.
 """
 

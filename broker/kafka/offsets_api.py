@@ -59,8 +59,8 @@ _NOT_FOUND = _Found(-1)
 
 
 class ListOffsetsApi:
-    def __init__(self, agent: TimestampSearch, partitions: PartitionLookup) -> None:
-        self._agent = agent
+    def __init__(self, records: TimestampSearch, partitions: PartitionLookup) -> None:
+        self._records = records
         self._partitions = partitions
 
     def list_offsets(self, request: Any, context: RequestContext) -> ResponsePayload:
@@ -141,7 +141,9 @@ class ListOffsetsApi:
             )
         tp = hosted.topic_id_partition
         return _from(
-            guarded(lambda: self._agent.offset_for_timestamp(tp.topic_id, tp.partition, timestamp))
+            guarded(
+                lambda: self._records.offset_for_timestamp(tp.topic_id, tp.partition, timestamp)
+            )
         )
 
 

@@ -1,12 +1,12 @@
 """Which of the partitions a Produce, Fetch or ListOffsets request names this broker serves, and
 Kafka's error for each one it does not.
 
-A hosted partition is found by name in the agent (no controller call). Only the others are looked
-up in the cluster view, once per request for all of them: a partition another broker leads is
-NOT_LEADER_OR_FOLLOWER (the client refreshes its metadata and goes there), one that does not
-exist is UNKNOWN_TOPIC_OR_PARTITION, as a Kafka broker answers from its metadata cache. Before
-any of that, a topic the requester may not use so is TOPIC_AUTHORIZATION_FAILED (its existence
-is not told).
+A hosted partition is found by name among those hosted here (no controller call). Only the
+others are looked up in the cluster view, once per request for all of them: a partition another
+broker leads is NOT_LEADER_OR_FOLLOWER (the client refreshes its metadata and goes there), one
+that does not exist is UNKNOWN_TOPIC_OR_PARTITION, as a Kafka broker answers from its metadata
+cache. Before any of that, a topic the requester may not use so is TOPIC_AUTHORIZATION_FAILED
+(its existence is not told).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from tiered.security.principal import RequestContext
 
 __all__ = [
     "LEADER_EPOCH",
-    "HostingAgent",
+    "HostedByName",
     "PartitionLookup",
     "Resolved",
     "guarded",
@@ -45,15 +45,15 @@ TopicPartition = tuple[str, int]
 Resolved = HostedPartition | KafkaError
 
 
-class HostingAgent(Protocol):
+class HostedByName(Protocol):
     def hosted_by_name(self, topic: str, partition: int) -> HostedPartition | None: ...
 
 
 class PartitionLookup:
     def __init__(
-        self, agent: HostingAgent, view: ClusterView, node_id: int, access: AccessControl
+        self, hosted: HostedByName, view: ClusterView, node_id: int, access: AccessControl
     ) -> None:
-        self._agent = agent
+        self._hosted = hosted
         self._view = view
         self._node_id = node_id
         self._access = access
@@ -77,7 +77,7 @@ class PartitionLookup:
             if refused is not None:
                 found[(topic, partition)] = refused
                 continue
-            hosted = self._agent.hosted_by_name(topic, partition) if partition >= 0 else None
+            hosted = self._hosted.hosted_by_name(topic, partition) if partition >= 0 else None
             if hosted is None:
                 missing.append((topic, partition))
             else:

@@ -1,4 +1,4 @@
-"""Produce: each partition's record batch appended to its log as it arrived (``BrokerAgent.produce``:
+"""Produce: each partition's record batch appended to its log as it arrived (``DataPlane.produce``:
 the batch header and CRC are checked, offsets assigned in place; no record is decoded here).
 
 Kafka's rules, per partition: exactly one v2 batch (Produce v3+), unknown topics
@@ -43,8 +43,8 @@ class Appender(Protocol):
 
 
 class ProduceApi:
-    def __init__(self, agent: Appender, partitions: PartitionLookup) -> None:
-        self._agent = agent
+    def __init__(self, records: Appender, partitions: PartitionLookup) -> None:
+        self._records = records
         self._partitions = partitions
 
     def produce(self, request: Any, context: RequestContext) -> ResponsePayload | None:
@@ -87,7 +87,7 @@ class ProduceApi:
         if problem is not None:
             return problem
         tp = hosted.topic_id_partition
-        return guarded(lambda: self._agent.produce(tp.topic_id, tp.partition, records))
+        return guarded(lambda: self._records.produce(tp.topic_id, tp.partition, records))
 
 
 def _describe_failures(failed: dict[tuple[str, int], KafkaError]) -> str:

@@ -255,7 +255,7 @@ class RemoteLogManager:
             # At its first period, not now: a DisableRemoteTopic stops thousands at once.
             self._expiration.schedule(local_retention, self._expiration.interval_s)
             return True
-        if stopped_now:  # the agent logs a DisableRemoteTopic's partitions in one line
+        if stopped_now:  # ``Hosting`` logs a DisableRemoteTopic's partitions in one line
             log.debug(
                 "Partition %s: tiering stopped for tiered epoch %d with policy %s",
                 tp,

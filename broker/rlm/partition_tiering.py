@@ -1,6 +1,6 @@
 """A partition's tiering on this broker, in one place: its tiered epoch and its state, changed only
 by the events below, every change checked against one table (as ``controller/tiered_state.py``
-does for a topic). The agent's record of a hosted partition (persisted in the assignment
+does for a topic). The broker's record of a hosted partition (persisted in the assignment
 journal), the RemoteLogManager and its copy tasks all read this one object; ``broker.tiering``
 fires the events and turns their outcome into RemoteLogManager work.
 
@@ -32,7 +32,7 @@ instead of finished, so once a stop raised it, nothing stamped below is ever fin
 ``delete_below_epoch`` is the epoch of the last delete-policy stop: remote data stamped below it
 belongs to the bulk delete, and copying that resumes does not count it as copied.
 
-Events come under the agent's state change lock (or from the RemoteLogManager's own callers).
+Events come under the broker's state change lock (or from the RemoteLogManager's own callers).
 Copy threads ask :meth:`PartitionTiering.copy_epoch` when a copy starts and again before it
 finishes: it reads the state and the epoch together, so a copy is never stamped with the epoch
 of the stop that is ending copying (such a copy would survive the deletion for that epoch).

@@ -19,10 +19,10 @@ import pytest
 from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, SessionExpiredError
 from kazoo.retry import RetryFailedError
 
-from broker import agent as agent_module
-from broker.agent import BrokerAgent
-from broker.config import BrokerConfig
+from broker.assignment_journal import AssignmentJournal
+from broker.assignment_persister import PERSIST_DELAY_S, AssignmentPersister
 from broker.controller_link import KRaftControllerLink
+from broker.hosted_partitions import HostedPartitions
 from controller.leadership import Leadership, Term
 from controller.store import MetadataStore, MetadataStoreError
 from controller.store.zookeeper.leadership import Leadership as ZkLeadership
@@ -221,27 +221,26 @@ def test_live_brokers_reads_back_off_and_start_over_after_a_delivery() -> None:
 
 
 def test_background_persists_back_off_and_start_over_after_one_succeeds(tmp_path: Path) -> None:
-    agent = BrokerAgent(BrokerConfig.from_properties({"node.id": "1", "log.dirs": str(tmp_path)}))
+    persister = AssignmentPersister(AssignmentJournal(tmp_path), HostedPartitions(1), BACKOFF)
     closed = RecordingEvent()
-    agent._closed = closed
-    agent.persist_backoff = BACKOFF
+    persister._closed = closed
     full = OSError("disk full")
 
     def finish() -> None:
         closed.set()
-        agent._persist_wanted.set()
+        persister._persist_wanted.set()
 
-    agent._persist_assignments = Script(  # type: ignore[method-assign]
-        *failures(3, full), agent._persist_wanted.set, *failures(2, full), finish
+    persister.persist = Script(  # type: ignore[method-assign]
+        *failures(3, full), persister._persist_wanted.set, *failures(2, full), finish
     )
-    agent._persist_wanted.set()
+    persister._persist_wanted.set()
     try:
-        agent._persist_later()
+        persister._persist_later()
     finally:
-        del agent._persist_assignments
-        agent.close()
+        del persister.persist
+        persister.close()
     # Every round first waits for the changes of a burst to gather.
-    assert_backoff([w for w in closed.waits if w != agent_module._PERSIST_DELAY_S], 3, 2)
+    assert_backoff([w for w in closed.waits if w != PERSIST_DELAY_S], 3, 2)
 
 
 def _ignore(*_args: object) -> None:

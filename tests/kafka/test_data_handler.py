@@ -1,5 +1,5 @@
 """The broker's record APIs (Produce, Fetch, ListOffsets, DeleteRecords, InitProducerId) over a real
-``BrokerAgent`` in this process, requests handed to the handler directly: Kafka's per-partition
+``Broker`` in this process, requests handed to the handler directly: Kafka's per-partition
 rules and errors, the fetch size budget, long polls, special offsets."""
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def values(records: bytes) -> list[bytes | None]:
 
 
 def log_end(broker: LocalBroker, topic: str, partition: int = 0) -> int:
-    hosted = broker.agent.hosted_by_name(topic, partition)
+    hosted = broker.broker.partitions.hosted_by_name(topic, partition)
     assert hosted is not None
     return hosted.log.log_end_offset
 
@@ -174,7 +174,7 @@ def test_partition_and_request_byte_limits(broker: LocalBroker) -> None:
 def test_fetch_errors(broker: LocalBroker) -> None:
     broker.host("t")
     broker.call(produce({("t", 0): batch(b"a", b"b")}))
-    hosted = broker.agent.hosted_by_name("t", 0)
+    hosted = broker.broker.partitions.hosted_by_name("t", 0)
     assert hosted is not None
     answer = by_partition(broker.call(fetch({("t", 0): 3, ("nope", 0): 0})))
     assert answer[("t", 0)].error_code is ErrorCode.offset_out_of_range
@@ -267,7 +267,7 @@ def test_list_offsets(broker: LocalBroker) -> None:
     assert offsets(-1, partition=1) == (0, -1, -1, ErrorCode.none)  # empty: no epoch yet
     assert offsets(-3, partition=1)[:2] == (-1, -1)
     assert offsets(-7)[3] is ErrorCode.invalid_request
-    hosted = broker.agent.hosted_by_name("t", 0)
+    hosted = broker.broker.partitions.hosted_by_name("t", 0)
     assert hosted is not None
     hosted.log.set_log_start_offset(2)
     assert offsets(-2)[0] == offsets(-4)[0] == 2
@@ -360,7 +360,7 @@ def test_delete_records_needs_delete_on_the_topic(tmp_path: Path) -> None:
         answer = by_partition(broker.call(delete_records({("kept", 0): 1, ("purged", 0): 1})))
         assert answer[("kept", 0)].error_code is ErrorCode.topic_authorization_failed
         assert answer[("purged", 0)].error_code is ErrorCode.none
-        kept = broker.agent.hosted_by_name("kept", 0)
+        kept = broker.broker.partitions.hosted_by_name("kept", 0)
         assert kept is not None and kept.log.log_start_offset == 0  # nothing changed
     finally:
         broker.close()

@@ -1,6 +1,6 @@
-"""One broker's Kafka handler over a real ``BrokerAgent`` in the test process: requests are handed
-to the handler's methods directly (no socket), and the controller is a fixed placement, so the
-record APIs' rules can be checked quickly and precisely."""
+"""One broker's Kafka handler over a real ``Broker`` in the test process, built without network
+listeners: requests are handed to the handler's methods directly (no socket), and the controller
+is a fixed placement, so the record APIs' rules can be checked quickly and precisely."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from kio.static.primitive import i16, i32
 from kio.static.protocol import RequestPayload
 
 from broker.admin_forwarder import ControllerAdmin
-from broker.agent import BrokerAgent
+from broker.broker import Broker
 from broker.config import BrokerConfig
-from broker.kafka.handler import ALLOW_ALL, BrokerKafkaHandler
+from broker.kafka.handler import ALLOW_ALL
 from broker.kafka.this_broker import ThisBroker
 from tiered.api import TopicIdPartition
 from tiered.kafka.handler import RequestContext
@@ -88,22 +88,19 @@ class LocalBroker:
                 **properties,
             }
         )
-        self.agent = BrokerAgent(config)
+        self.broker = Broker(config)
         self.placement = FixedPlacement()
-        self.handler = BrokerKafkaHandler(
+        self.handler = self.broker.kafka_handler(
             ThisBroker(NODE_ID, (Listener(PLAINTEXT, "127.0.0.1", 9092),), self.log_dir),
             cast(ControllerAdmin, self.placement),
-            list,
-            self.agent,
+            access,
             metadata_max_age_s=0.0,
-            topic_auto_creation=config.topic_auto_creation,
-            access=access,
         )
 
     def host(self, topic: str, partitions: int = 1, **configs: str) -> uuid.UUID:
         """A topic whose partitions this broker hosts."""
         topic_id = uuid.uuid4()
-        self.agent.assign(
+        self.broker.hosting.assign(
             (TopicIdPartition(topic_id, topic, p), configs, 0) for p in range(partitions)
         )
         self.placement.topics[topic] = (topic_id, (NODE_ID,) * partitions)
@@ -131,4 +128,4 @@ class LocalBroker:
 
     def close(self) -> None:
         self.handler.close()
-        self.agent.close()
+        self.broker.close()
