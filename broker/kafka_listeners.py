@@ -14,10 +14,10 @@ from broker.config import BrokerConfig, KafkaListener
 from broker.kafka.handler import BrokerKafkaHandler
 from broker.kafka.log_dirs_api import LocalPartition
 from broker.kafka.this_broker import ThisBroker
-from tiered.kafka.api_versions import ApiVersionRegistry
-from tiered.kafka.server import KafkaServer
+from broker.listener.api_versions import ApiVersionRegistry
+from broker.listener.sasl import Authentication, SaslAuthentication, ScramCredentials
+from broker.listener.server import KafkaServer
 from tiered.security.access import AccessControl
-from tiered.security.sasl import Authentication, SaslAuthentication, ScramCredentials
 
 __all__ = ["KafkaListenerBindError", "KafkaListeners", "start_kafka_listeners"]
 

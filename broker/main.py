@@ -26,6 +26,7 @@ from broker.config import BrokerConfig
 from broker.controller_link import KRaftControllerLink
 from broker.kafka.this_broker import ThisBroker
 from broker.kafka_listeners import KafkaListenerBindError, start_kafka_listeners
+from broker.listener.sasl import ScramCredentials
 from broker.metrics import serve_metrics
 from broker.servicer import BrokerServicer
 from tiered import failpoints, signals
@@ -41,7 +42,6 @@ from tiered.security.access import AccessControl
 from tiered.security.acl_index import AclIndex
 from tiered.security.authorizer import AuthorizerConfig, StandardAuthorizer
 from tiered.security.grpc_context import use_principal_mapper
-from tiered.security.sasl import ScramCredentials
 from tiered.security.scram import ScramCredential, ScramMechanism
 
 log = logging.getLogger("tiered.broker")
@@ -125,9 +125,9 @@ def start_controller_link(
         acls.source = lambda: link.image.acls
         return link
     if config.zookeeper_connect:
-        from tiered.cluster.zk_registration import BrokerZkRegistration  # noqa: PLC0415 - lazy
-        from tiered.security.zk_acls import AclZkFollower  # noqa: PLC0415 - lazy
-        from tiered.security.zk_scram_watch import ZkScramCredentials  # noqa: PLC0415
+        from broker.zk_registration import BrokerZkRegistration  # noqa: PLC0415 - lazy
+        from broker.zk_scram_watch import ZkScramCredentials  # noqa: PLC0415
+        from tiered.cluster.zk_acls import AclZkFollower  # noqa: PLC0415 - lazy
         from tiered.zk_client import ZkClient  # noqa: PLC0415
 
         zk = BrokerZkRegistration(
