@@ -99,6 +99,8 @@ from bench.common import (
     utc_now,
     write_json,
 )
+from cli.launch.s3_endpoint import ENDPOINT_CREDENTIALS, write_credentials_file
+from cli.launch.spark_standalone import SparkStandaloneCluster
 from controller.jobs import runner as runner_module
 from controller.jobs import wiring
 from controller.store.zookeeper.store import ZooKeeperMetadataStore
@@ -111,8 +113,6 @@ from tiered.api import (
 )
 from tiered.cluster.model import DeleteJob, DeleteJobState
 from tiered.rsm import FsspecObjectDeleter
-from tiered.s3_endpoint import ENDPOINT_CREDENTIALS, write_credentials_file
-from tiered.spark_standalone import SparkStandaloneCluster
 
 DEFAULT_OUT = RESULTS_DIR / "bulk_delete.json"
 DEFAULT_SIZES = (1_000, 10_000, 100_000)

@@ -96,8 +96,8 @@ from bench.common import (
     write_json,
 )
 from bench.seed_metadata import make_topic, make_topics, seed_kraft, seed_zookeeper
-from tiered.ports import free_port
-from tiered.zookeeper import ZooKeeperServer
+from cli.launch.ports import free_port
+from cli.launch.zookeeper import ZooKeeperServer
 
 DEFAULT_OUT = RESULTS_DIR / "controller_scale.json"
 DEFAULT_SIZES = (10_000, 100_000)

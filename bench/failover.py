@@ -108,12 +108,12 @@ from bench.seed_metadata import (
     update_kraft,
     update_zookeeper,
 )
+from cli.launch.ports import free_port
 from tests.support.cluster import grpc_address
 from tests.support.processes import process_state
 from tiered import failpoints
 from tiered.admin import AdminClient
 from tiered.cluster.model import TieredState
-from tiered.ports import free_port
 from tiered.rpc.v1 import broker_pb2 as pb
 from tiered.rpc.v1 import broker_pb2_grpc as pb_grpc
 

@@ -3,7 +3,7 @@
 The floor fetch (``kafka_floor``) is a raw socket client; a Kafka consumer does much more per
 record (librdkafka parses every batch and hands out one message object per record), and on a
 small machine that client work, not the broker, may bound what any broker can show. This stub
-measures that bound: this repo's Kafka listener (``tiered.kafka.server``) with a handler that
+measures that bound: this repo's Kafka listener (``broker.listener.server``) with a handler that
 knows one single-partition topic stored in the floor's file and nothing else. Metadata and
 FindCoordinator name the stub itself; Fetch answers whole batches from the file (``os.pread``,
 the ranges the broker answers, found by bisecting the batches' base offsets). No log, index,
@@ -29,12 +29,12 @@ from kio.schema.errors import ErrorCode
 
 from bench.kafka_clients import kafka_consume
 from bench.kafka_floor import Checked, Workload, finish_server, spawn_server
+from broker.listener.api_versions import ApiVersionRegistry
+from broker.listener.handler import RequestContext
+from broker.listener.server import KafkaServer, ListenerSettings
 from tests.support.kafka_wire import NO_THROTTLE, OneTopicHandler
-from tiered.kafka.api_versions import ApiVersionRegistry
-from tiered.kafka.handler import RequestContext, response_type_for
-from tiered.kafka.messages import build, nested
+from tiered.kafka.messages import build, nested, response_type_for
 from tiered.kafka.record_batch import LOG_OVERHEAD, assign_offsets, parse_batch_header
-from tiered.kafka.server import KafkaServer, ListenerSettings
 
 __all__ = ["STUB_TOPIC", "stub_consume"]
 

@@ -38,10 +38,10 @@ from kio.static.protocol import RequestPayload
 
 from bench.common import summarize, summary_row
 from broker.groups.offset_records import CommittedOffset, OffsetKey, encode_offset_key, encode_value
+from cli.kafka_client.connection import decode_response, encode_request
 from tests.support.kafka_wire import WireClient
 from tests.support.polling import poll_until
-from tiered.kafka.connection import decode_response, encode_request
-from tiered.kafka.handler import response_type_for
+from tiered.kafka.messages import response_type_for
 from tiered.kafka.records import Record, build_batch
 
 __all__ = ["GOAL", "measure", "summary_rows"]

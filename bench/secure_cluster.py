@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cli.security.certs import CertificateAuthority, KeystoreFiles
+from cli.security.client_config import channel_credentials
 from tests.support.cluster import Cluster
 from tiered.admin import AdminClient
 from tiered.errors import ErrorCode, TieredError
@@ -32,8 +34,6 @@ from tiered.security.acl import (
     ResourcePattern,
     ResourceType,
 )
-from tiered.security.certs import CertificateAuthority, KeystoreFiles
-from tiered.security.client_config import channel_credentials
 from tiered.security.scram import ScramMechanism
 from tiered.security.scram_admin import UserScramCredentialUpsertion
 

@@ -8,7 +8,7 @@ process), with the product's defaults for timeouts and backoff and brokers' tier
 
 - *plaintext*: gRPC without TLS, no authorizer, a PLAINTEXT Kafka listener;
 - *secure* (``bench/secure_cluster.py``): gRPC mutual TLS between every process and from the
-  bench's clients (certificates from ``tiered.security.certs``), ``authorizer.enabled=true``
+  bench's clients (certificates from ``cli.security.certs``), ``authorizer.enabled=true``
   with the controllers, brokers and an admin as super users and the bench's clients as ordinary
   principals holding ACLs (prefixed on the bench's topics), and a SASL_SSL Kafka listener with
   SCRAM-SHA-512 for the producer.

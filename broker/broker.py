@@ -38,6 +38,7 @@ from broker.cluster_link import (
     registration_of,
     start_cluster_link,
 )
+from broker.cluster_view import ClusterView
 from broker.config import BrokerConfig
 from broker.controller_epoch import ControllerEpochFence
 from broker.data_plane import DataPlane
@@ -45,7 +46,6 @@ from broker.groups.consumer_groups import ConsumerGroups
 from broker.groups.offsets_config import OffsetsConfig
 from broker.hosted_partitions import HostedPartitions
 from broker.hosting import Hosting
-from broker.kafka.cluster_view import ClusterView
 from broker.kafka.fetch_waits import FetchWaits
 from broker.kafka.handler import BrokerKafkaHandler
 from broker.kafka.producer_ids import ProducerIdBlocks

@@ -25,9 +25,9 @@ from broker.controller_epoch import ControllerEpochFence
 from broker.controller_link import KRaftControllerLink
 from broker.hosting import Hosting
 from broker.kafka.this_broker import ThisBroker
+from broker.listener.sasl import ScramCredentials
 from tiered.cluster.model import BrokerRegistration
 from tiered.security.acl_index import AclIndex
-from tiered.security.sasl import ScramCredentials
 from tiered.security.scram import ScramCredential, ScramMechanism
 
 __all__ = [
@@ -119,9 +119,9 @@ def start_cluster_link(
         acls.source = lambda: link.image.acls
         return link
     if config.zookeeper_connect:
-        from tiered.cluster.zk_registration import BrokerZkRegistration  # noqa: PLC0415 - lazy
-        from tiered.security.zk_acls import AclZkFollower  # noqa: PLC0415 - lazy
-        from tiered.security.zk_scram_watch import ZkScramCredentials  # noqa: PLC0415
+        from broker.zk_registration import BrokerZkRegistration  # noqa: PLC0415 - lazy
+        from broker.zk_scram_watch import ZkScramCredentials  # noqa: PLC0415
+        from tiered.cluster.zk_acls import AclZkFollower  # noqa: PLC0415 - lazy
         from tiered.zk_client import ZkClient  # noqa: PLC0415
 
         zk = BrokerZkRegistration(

@@ -9,10 +9,12 @@ from pathlib import Path
 from types import MappingProxyType
 
 from broker.groups.group_config import GroupConfig
+from broker.listener.protocol import DEFAULT_MAX_REQUEST_BYTES
+from broker.listener.sasl import parse_enabled_mechanisms
+from broker.listener.server import DEFAULT_RECEIVE_BUFFER_BYTES, ListenerSettings
+from broker.listener.tls_stream import TlsListener
 from broker.rlm.manager import RemoteLogManagerConfig
 from tiered import config as keys
-from tiered.kafka.protocol import DEFAULT_MAX_REQUEST_BYTES
-from tiered.kafka.server import DEFAULT_RECEIVE_BUFFER_BYTES, ListenerSettings
 from tiered.metrics_endpoint import DEFAULT_HOST as DEFAULT_METRICS_HOST
 from tiered.metrics_endpoint import metrics_host
 from tiered.net import (
@@ -27,11 +29,9 @@ from tiered.net import (
 from tiered.properties import bool_property, int_property
 from tiered.rsm import config_from_properties as rsm_config_from_properties
 from tiered.security.grpc_tls import GrpcSecurity
-from tiered.security.sasl import parse_enabled_mechanisms
 from tiered.security.scram import ScramMechanism
 from tiered.security.ssl_principal import SslPrincipalMapper
 from tiered.security.tls import TlsSettings
-from tiered.security.tls_stream import TlsListener
 from tiered.security.zookeeper_auth import NO_SECURITY, ZooKeeperSecurity, security_properties
 
 DEFAULT_LISTENERS = "GRPC://127.0.0.1:9091,PLAINTEXT://127.0.0.1:9092"

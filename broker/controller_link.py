@@ -11,7 +11,7 @@ NOT_CONTROLLER sends the broker back to discovery.
 
 ZooKeeper mode (``zookeeper.connect``): an ephemeral ``/brokers/ids/{id}`` registration,
 re-created after a session expiry; SCRAM credentials are watched under ``/config/users`` on the
-same session (``tiered.security.zk_scram_watch``); the controller pushes everything else.
+same session (``broker.zk_scram_watch``); the controller pushes everything else.
 """
 
 from __future__ import annotations

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from broker.config import KafkaListener
 from broker.kafka.handler import BrokerKafkaHandler
 from broker.kafka.this_broker import ThisBroker
-from tiered.kafka.api_versions import ApiVersionRegistry
-from tiered.kafka.server import KafkaServer
-from tiered.security.sasl import Authentication, SaslAuthentication, ScramCredentials
+from broker.listener.api_versions import ApiVersionRegistry
+from broker.listener.sasl import Authentication, SaslAuthentication, ScramCredentials
+from broker.listener.server import KafkaServer
 
 __all__ = ["KafkaListenerBindError", "KafkaListeners", "start_kafka_listeners"]
 

@@ -1,7 +1,7 @@
 import sys
 from pathlib import Path
 
-from tiered.security.certs import CertificateAuthority
+from cli.security.certs import CertificateAuthority
 
 config, user = Path(sys.argv[1]), sys.argv[2]
 ca = CertificateAuthority.load(config / "ca.pem", config / "ca.key")

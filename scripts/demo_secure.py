@@ -19,7 +19,7 @@ USER = "alice"
 PRINCIPAL = f"User:CN={USER},OU=users,O=tiered"
 DISABLE = "remote.log.disable.policy=delete,remote.storage.enable=false"
 # The CLI of ACLs as installed or not yet (``tiered-acls`` is new in pyproject.toml's scripts).
-ACLS = ["tiered-acls"] if shutil.which("tiered-acls") else ["python", "-m", "tiered.cli.acls"]
+ACLS = ["tiered-acls"] if shutil.which("tiered-acls") else ["python", "-m", "cli.acls"]
 ISSUE_SCRIPT = Path(__file__).resolve().parent / "demo_issue_certificate.py"
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from tiered.cli import configs
+from cli import configs
 
 
 def main(argv: list[str]) -> int:

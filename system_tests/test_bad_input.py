@@ -211,7 +211,7 @@ class CliCase:
     usage error (argparse, exit 2); every fragment must be in that error's line."""
 
     id: str
-    tool: str  # a module of tiered.cli
+    tool: str  # a module of cli
     args: tuple[str, ...]
     error: str | tuple[str, ...] | None
     fragments: tuple[str, ...] = ()
@@ -223,7 +223,7 @@ def run_cli(
     tool: str, bootstrap: str, *args: str, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", f"tiered.cli.{tool}", "--bootstrap-server", bootstrap, *args],
+        [sys.executable, "-m", f"cli.{tool}", "--bootstrap-server", bootstrap, *args],
         input=stdin,
         capture_output=True,
         text=True,

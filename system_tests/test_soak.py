@@ -20,12 +20,12 @@ from collections.abc import Callable
 
 import pytest
 
+from cli.launch.zookeeper import ZooKeeperError
 from system_tests.conftest import MODES, ClusterFactory
 from system_tests.harness import SystemCluster
 from tests.support.polling import poll_until
 from tiered.admin import TopicDescription
 from tiered.errors import TieredError
-from tiered.zookeeper import ZooKeeperError
 
 log = logging.getLogger(__name__)
 

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 
 from kazoo.client import KazooClient
 
+from cli.launch.zookeeper import FOLLOWER, QuorumPeer
 from system_tests.conftest import ClusterFactory
 from system_tests.harness import RLMM_CHROOT, TIERED, SystemCluster
 from tests.support.polling import poll_until
@@ -22,7 +23,6 @@ from tiered.cluster import zk_paths
 from tiered.cluster.model import TieredState
 from tiered.rlmm import keys
 from tiered.rlmm.manager import RemoteLogMetadataConflictException
-from tiered.zookeeper import FOLLOWER, QuorumPeer
 
 ELECTION_TIMEOUT_S = 30
 

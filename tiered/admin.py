@@ -160,7 +160,7 @@ class AdminClient:
         discovery_timeout_s: float = DEFAULT_DISCOVERY_TIMEOUT_S,
         credentials: grpc.ChannelCredentials | None = None,
     ) -> None:
-        """``credentials``: TLS channel credentials (``tiered.security.client_config``); None
+        """``credentials``: TLS channel credentials (``cli.security.client_config``); None
         is plaintext."""
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be positive, not {timeout_s}")

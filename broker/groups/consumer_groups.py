@@ -13,6 +13,7 @@ import uuid
 from kio.schema.errors import ErrorCode
 
 from broker.admin_forwarder import ControllerAdmin
+from broker.cluster_view import ClusterView
 from broker.groups.coordinator import GroupCoordinator
 from broker.groups.group_config import GroupConfig
 from broker.groups.group_records import StoredGroup
@@ -21,7 +22,6 @@ from broker.groups.offset_store import OffsetStore
 from broker.groups.offsets_config import OffsetsConfig
 from broker.groups.placement import OFFSETS_TOPIC, OffsetsTopic
 from broker.hosted_partitions import HostedPartitions
-from broker.kafka.cluster_view import ClusterView
 from broker.log import Log
 from tiered.api import TopicIdPartition
 from tiered.errors import TieredError

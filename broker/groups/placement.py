@@ -18,8 +18,8 @@ from collections.abc import Callable
 from kio.schema.errors import ErrorCode
 
 from broker.admin_forwarder import ControllerAdmin
+from broker.cluster_view import ClusterView, TopicPlacement
 from broker.groups.offsets_config import OffsetsConfig
-from broker.kafka.cluster_view import ClusterView, TopicPlacement
 from tiered.config import OFFSETS_TOPIC
 from tiered.errors import ErrorCode as TieredCode
 from tiered.errors import TieredError

@@ -29,11 +29,11 @@ from broker.kafka.config_entries import (
 )
 from broker.kafka.convert import NO_THROTTLE, KafkaError, ResourceType, kafka_error
 from broker.kafka.this_broker import ThisBroker
+from broker.listener.handler import RequestContext
 from tiered.cluster.serde import tiered_state_from_proto
 from tiered.config import ConfigOperation
 from tiered.errors import TieredError
-from tiered.kafka.handler import RequestContext, response_type_for
-from tiered.kafka.messages import build, nested
+from tiered.kafka.messages import build, nested, response_type_for
 from tiered.rpc.status import error_from_proto
 from tiered.rpc.v1 import controller_pb2 as pb
 

@@ -12,10 +12,10 @@ from typing import Any
 from kio.static.protocol import ResponsePayload
 
 from broker.admin_forwarder import ControllerAdmin, call_per_topic
-from broker.kafka.cluster_view import ClusterView
+from broker.cluster_view import ClusterView
 from broker.kafka.convert import NO_THROTTLE, KafkaError, duration_ms, kafka_error
-from tiered.kafka.handler import RequestContext, response_type_for
-from tiered.kafka.messages import build, nested
+from broker.listener.handler import RequestContext
+from tiered.kafka.messages import build, nested, response_type_for
 from tiered.rpc.status import error_from_proto
 from tiered.rpc.v1 import controller_pb2 as pb
 

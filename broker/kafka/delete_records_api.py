@@ -22,8 +22,8 @@ from kio.static.protocol import ResponsePayload
 from broker.hosted import HostedPartition
 from broker.kafka.convert import NO_THROTTLE, KafkaError
 from broker.kafka.partitions import PartitionLookup, guarded
-from tiered.kafka.handler import RequestContext, response_type_for
-from tiered.kafka.messages import build, nested
+from broker.listener.handler import RequestContext
+from tiered.kafka.messages import build, nested, response_type_for
 from tiered.security.acl import AclOperation
 
 __all__ = ["DeleteRecordsApi", "RecordDeleter"]

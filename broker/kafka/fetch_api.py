@@ -30,9 +30,9 @@ from broker.hosted import HostedPartition, PartitionKey
 from broker.kafka.convert import NO_THROTTLE, KafkaError
 from broker.kafka.fetch_waits import FetchWaits
 from broker.kafka.partitions import PartitionLookup, Resolved, guarded, leader_epoch_error
+from broker.listener.handler import HandlerResult, RequestContext
 from broker.log import BatchRead
-from tiered.kafka.handler import HandlerResult, RequestContext, response_type_for
-from tiered.kafka.messages import build, nested
+from tiered.kafka.messages import build, nested, response_type_for
 from tiered.security.acl import AclOperation
 
 __all__ = ["FetchApi"]

@@ -14,12 +14,12 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from broker.cluster_view import ClusterView
 from broker.groups.placement import OffsetsTopic, partition_for
-from broker.kafka.cluster_view import ClusterView
 from broker.kafka.convert import NO_THROTTLE
+from broker.listener.handler import RequestContext
 from tiered.errors import TieredError
-from tiered.kafka.handler import RequestContext, response_type_for
-from tiered.kafka.messages import build, nested
+from tiered.kafka.messages import build, nested, response_type_for
 from tiered.net import Listener
 from tiered.security.access import AccessControl
 from tiered.security.acl import AclOperation, ResourceType

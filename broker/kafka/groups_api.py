@@ -41,8 +41,8 @@ from broker.groups.group_messages import (
 )
 from broker.groups.group_state import GroupState
 from broker.kafka.convert import NO_THROTTLE, UNKNOWN_AUTHORIZED_OPERATIONS, duration_ms
-from tiered.kafka.handler import HandlerResult, RequestContext, response_type_for
-from tiered.kafka.messages import build, nested
+from broker.listener.handler import HandlerResult, RequestContext
+from tiered.kafka.messages import build, nested, response_type_for
 from tiered.security.access import AccessControl
 from tiered.security.acl import AclOperation, ResourceType
 

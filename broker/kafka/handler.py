@@ -1,4 +1,4 @@
-"""The broker's KafkaHandler (``tiered.kafka.handler``): one method per Kafka API, each handed to
+"""The broker's KafkaHandler (``broker.listener.handler``): one method per Kafka API, each handed to
 the module that answers it.
 
 - ``metadata_api``: Metadata, DescribeCluster (the cluster as the controller's image has it,
@@ -36,10 +36,10 @@ from typing import Any, Protocol
 from kio.static.protocol import ResponsePayload
 
 from broker.admin_forwarder import ControllerAdmin
+from broker.cluster_view import ClusterView
 from broker.config import TopicAutoCreation
 from broker.groups.consumer_groups import ConsumerGroups
 from broker.kafka.acls_api import AclsApi
-from broker.kafka.cluster_view import ClusterView
 from broker.kafka.config_api import ConfigApi
 from broker.kafka.create_partitions_api import CreatePartitionsApi
 from broker.kafka.delete_records_api import DeleteRecordsApi, RecordDeleter
@@ -58,7 +58,7 @@ from broker.kafka.scram_api import ScramApi
 from broker.kafka.this_broker import ThisBroker
 from broker.kafka.topic_auto_creation import TopicAutoCreator
 from broker.kafka.topics_api import TopicsApi
-from tiered.kafka.handler import HandlerResult, RequestContext
+from broker.listener.handler import HandlerResult, RequestContext
 from tiered.security.access import AccessControl
 from tiered.security.acl_index import AclIndex
 from tiered.security.authorizer import AuthorizerConfig, StandardAuthorizer

@@ -15,8 +15,8 @@ from kio.schema.errors import ErrorCode as KafkaErrorCode
 from kio.static.protocol import ResponsePayload
 
 from broker.kafka.convert import NO_THROTTLE
-from tiered.kafka.handler import RequestContext, response_type_for
-from tiered.kafka.messages import build, nested
+from broker.listener.handler import RequestContext
+from tiered.kafka.messages import build, nested, response_type_for
 from tiered.security.access import AccessControl
 from tiered.security.acl import AclOperation, ResourceType
 

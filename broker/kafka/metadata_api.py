@@ -22,14 +22,14 @@ from typing import Any
 from kio.schema.errors import ErrorCode as KafkaErrorCode
 from kio.static.protocol import ResponsePayload
 
-from broker.kafka.cluster_view import ClusterView, KafkaCluster, TopicPlacement, controller_id
+from broker.cluster_view import ClusterView, KafkaCluster, TopicPlacement, controller_id
 from broker.kafka.convert import NO_THROTTLE, UNKNOWN_AUTHORIZED_OPERATIONS, kafka_error
 from broker.kafka.this_broker import ThisBroker
 from broker.kafka.topic_auto_creation import TopicAutoCreator
+from broker.listener.handler import RequestContext
 from tiered.config import INTERNAL_TOPICS, validate_topic_name
 from tiered.errors import ErrorCode, TieredError
-from tiered.kafka.handler import RequestContext, response_type_for
-from tiered.kafka.messages import build, nested
+from tiered.kafka.messages import build, nested, response_type_for
 from tiered.net import Listener
 from tiered.security.access import AccessControl
 from tiered.security.acl import AclOperation, ResourceType

@@ -23,9 +23,9 @@ from kio.static.protocol import ResponsePayload
 from broker.hosted import HostedPartition
 from broker.kafka.convert import NO_THROTTLE, KafkaError
 from broker.kafka.partitions import PartitionLookup, guarded, leader_epoch_error
+from broker.listener.handler import RequestContext
 from broker.log import TimestampOffset
-from tiered.kafka.handler import RequestContext, response_type_for
-from tiered.kafka.messages import build, nested
+from tiered.kafka.messages import build, nested, response_type_for
 from tiered.security.acl import AclOperation
 
 __all__ = [

@@ -21,16 +21,16 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.protocol import ResponsePayload
 
+from broker.cluster_view import ClusterView, TopicPlacement
 from broker.groups.membership import GroupMembership
 from broker.groups.offset_records import CommittedOffset
 from broker.groups.offset_store import OffsetStore
 from broker.groups.offsets_partition import OffsetsPartition, TopicPartition
 from broker.groups.placement import OffsetsTopic
-from broker.kafka.cluster_view import ClusterView, TopicPlacement
 from broker.kafka.convert import NO_THROTTLE
+from broker.listener.handler import RequestContext
 from tiered.errors import TieredError
-from tiered.kafka.handler import RequestContext, response_type_for
-from tiered.kafka.messages import build, has_field, nested
+from tiered.kafka.messages import build, has_field, nested, response_type_for
 from tiered.security.access import AccessControl
 from tiered.security.acl import AclOperation, ResourceType
 from tiered.security.principal import RequestContext as Requester

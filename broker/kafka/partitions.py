@@ -17,8 +17,8 @@ from typing import Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode as KafkaErrorCode
 
+from broker.cluster_view import ClusterView, TopicPlacement
 from broker.hosted import HostedPartition
-from broker.kafka.cluster_view import ClusterView, TopicPlacement
 from broker.kafka.convert import KafkaError, kafka_error
 from tiered.errors import TieredError
 from tiered.security.access import AccessControl

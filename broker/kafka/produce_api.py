@@ -21,10 +21,10 @@ from kio.static.protocol import ResponsePayload
 from broker.hosted import HostedPartition
 from broker.kafka.convert import NO_THROTTLE, KafkaError
 from broker.kafka.partitions import PartitionLookup, guarded
+from broker.listener.handler import CloseConnectionError, RequestContext
 from broker.log import AppendInfo
 from tiered.config import INTERNAL_TOPICS
-from tiered.kafka.handler import CloseConnectionError, RequestContext, response_type_for
-from tiered.kafka.messages import build, nested
+from tiered.kafka.messages import build, nested, response_type_for
 from tiered.kafka.record_batch import RecordBatchError, parse_batch_header
 from tiered.security.acl import AclOperation
 

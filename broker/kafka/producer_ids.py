@@ -22,9 +22,9 @@ from kio.schema.errors import ErrorCode as KafkaErrorCode
 from kio.static.protocol import ResponsePayload
 
 from broker.kafka.convert import NO_THROTTLE
+from broker.listener.handler import RequestContext
 from tiered.durable import atomic_write
-from tiered.kafka.handler import RequestContext, response_type_for
-from tiered.kafka.messages import build
+from tiered.kafka.messages import build, response_type_for
 from tiered.security.access import AccessControl
 from tiered.security.acl import AclOperation, ResourceType
 

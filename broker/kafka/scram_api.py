@@ -16,9 +16,9 @@ from kio.static.protocol import ResponsePayload
 
 from broker.admin_forwarder import ControllerAdmin
 from broker.kafka.convert import NO_THROTTLE, kafka_error
+from broker.listener.handler import RequestContext
 from tiered.errors import TieredError
-from tiered.kafka.handler import RequestContext, response_type_for
-from tiered.kafka.messages import build, nested
+from tiered.kafka.messages import build, nested, response_type_for
 from tiered.rpc.status import error_from_proto
 from tiered.rpc.v1 import controller_pb2 as pb
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from broker.admin_forwarder import ControllerAdmin
+from broker.cluster_view import ClusterView
 from broker.config import TopicAutoCreation
-from broker.kafka.cluster_view import ClusterView
 from broker.kafka.topics_api import forward_create_topics
 from tiered.config import INTERNAL_TOPICS
 from tiered.errors import ErrorCode, TieredError

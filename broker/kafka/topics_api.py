@@ -18,14 +18,14 @@ from kio.schema.errors import ErrorCode as KafkaErrorCode
 from kio.static.protocol import ResponsePayload
 
 from broker.admin_forwarder import ControllerAdmin, call_per_topic
-from broker.kafka.cluster_view import ClusterView
+from broker.cluster_view import ClusterView
 from broker.kafka.config_entries import new_topic_entries
 from broker.kafka.convert import NO_THROTTLE, KafkaError, duration_ms, kafka_error
+from broker.listener.handler import RequestContext
 from tiered.cluster.serde import uuid_from_bytes
 from tiered.config import validate_topic_configs
 from tiered.errors import TieredError
-from tiered.kafka.handler import RequestContext, response_type_for
-from tiered.kafka.messages import build, has_field, nested
+from tiered.kafka.messages import build, has_field, nested, response_type_for
 from tiered.rpc.status import error_from_proto
 from tiered.rpc.v1 import controller_pb2 as pb
 

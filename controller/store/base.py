@@ -214,7 +214,7 @@ class MetadataStore(ABC):
     @abstractmethod
     def create_acls(self, acls: Sequence[StoredAcl]) -> None:
         """Persists new ACLs, atomically: KRaft, one AccessControlEntryRecord each (with its
-        id) in one batch; ZooKeeper, Kafka's layout (``tiered.security.acl_znodes``: each
+        id) in one batch; ZooKeeper, Kafka's layout (``tiered.cluster.zk_acl_znodes``: each
         pattern's znode rewritten with its new entries, and one change notification per pattern)
         in one multi, where the ids are derived from the bindings (``acl_id``) and ``load``
         returns those. The caller passes ACLs not stored yet; ``ValueError`` for a resource name

@@ -22,6 +22,7 @@ import grpc
 import pytest
 
 from broker.assignment_journal import read_entries
+from cli.launch.ports import free_port
 from tests.support.batches import batch as one_record
 from tests.support.batches import decode, offsets
 from tests.support.polling import poll_until
@@ -29,7 +30,6 @@ from tiered import rlmm, rsm
 from tiered.api import RemoteLogSegmentState, TopicIdPartition
 from tiered.kafka.compression import Codec
 from tiered.kafka.records import Record, build_batch
-from tiered.ports import free_port
 from tiered.rlmm.serde import topic_id_partition_to_proto
 from tiered.rpc.v1 import broker_pb2 as pb
 from tiered.rpc.v1 import broker_pb2_grpc as pb_grpc

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from broker.controller_link import KRaftControllerLink
+from cli.launch.ports import free_port
 from tests.support.polling import poll_until
 from tests.support.processes import DaemonProcess
 from tiered.admin import AdminClient
 from tiered.api import TopicIdPartition
 from tiered.cluster.model import BrokerRegistration
-from tiered.ports import free_port
 
 pytestmark = pytest.mark.processes
 

@@ -14,19 +14,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.fake_admin import FakeAdminServer, FakeAdminService
-from tiered.admin import AdminClient, ControllerRetry
-from tiered.cli import configs as configs_cli
-from tiered.cli import topics as topics_cli
-from tiered.cli.common import (
+from cli import configs as configs_cli
+from cli import topics as topics_cli
+from cli.common import (
     ProgressLine,
     parse_config_assignment,
     parse_config_list,
     parse_key_list,
 )
+from cli.launch.ports import free_port
+from tests.support.fake_admin import FakeAdminServer, FakeAdminService
+from tiered.admin import AdminClient, ControllerRetry
 from tiered.cluster.model import TieredState
 from tiered.errors import ErrorCode, TieredError
-from tiered.ports import free_port
 
 TIERED = {"remote.storage.enable": "true"}
 

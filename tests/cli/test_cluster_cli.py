@@ -18,16 +18,16 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient as KafkaAdmin
 
+from cli.cluster import START_TIMEOUT_S, ClusterRequest, LocalCluster, build_parser
+from cli.cluster.daemons import ClusterFiles
+from cli.launch import zookeeper
+from cli.launch.spark_standalone import master_state
 from tests.support.polling import poll_until
 from tests.support.processes import REPO
 from tests.support.zookeeper import ZooKeeperServer, is_serving, start_kazoo_client
-from tiered import zookeeper
 from tiered.admin import AdminClient
-from tiered.cli.cluster import START_TIMEOUT_S, ClusterRequest, LocalCluster, build_parser
-from tiered.cli.cluster.daemons import ClusterFiles
 from tiered.cluster import zk_paths
 from tiered.errors import TieredError
-from tiered.spark_standalone import master_state
 
 pytestmark = pytest.mark.processes
 
@@ -38,7 +38,7 @@ def cluster_cli(
     *args: str, env: Mapping[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tiered.cli.cluster", *args],
+        [sys.executable, "-m", "cli.cluster", *args],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -24,6 +24,9 @@ import pytest
 from confluent_kafka.admin import AdminClient as KafkaAdmin
 from confluent_kafka.admin import NewTopic
 
+from cli.cluster import LocalCluster
+from cli.launch.spark_standalone import master_state
+from cli.launch.zookeeper import FOLLOWER, LEADER, server_mode
 from tests.cli.test_cluster_cli import cluster_cli, metrics_text
 from tests.cli.test_demo import processes_of
 from tests.support.kafka_clients import SMALL_BATCHES, TIERED, confluent_produce, sample
@@ -31,9 +34,6 @@ from tests.support.kafka_cluster import QUIET
 from tests.support.polling import poll_until
 from tests.support.processes import REPO
 from tiered.admin import AdminClient
-from tiered.cli.cluster import LocalCluster
-from tiered.spark_standalone import master_state
-from tiered.zookeeper import FOLLOWER, LEADER, server_mode
 
 pytestmark = pytest.mark.processes
 
@@ -246,7 +246,7 @@ def test_a_tiered_topic_tiers_to_s3_and_its_delete_disable_is_a_spark_job(
 
     wait = subprocess.run(
         [
-            sys.executable, "-m", "tiered.cli.configs", "--bootstrap-server", cluster.bootstrap,
+            sys.executable, "-m", "cli.configs", "--bootstrap-server", cluster.bootstrap,
             "--alter", "--entity-type", "topics", "--entity-name", TOPIC,
             "--add-config", "remote.log.disable.policy=delete,remote.storage.enable=false",
             "--wait", "--timeout", "150",

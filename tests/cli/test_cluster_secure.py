@@ -24,15 +24,15 @@ from cryptography import x509
 from kazoo.exceptions import NoAuthError
 from kio.schema.errors import ErrorCode as KafkaErrorCode
 
+from cli.kafka_client.client import KafkaClient
+from cli.kafka_client.client_security import KafkaClientSecurity
+from cli.kafka_client.connection import KafkaConnection, open_connection
 from tests.support.group_requests import SYNC, group_request, join_member, subscription
 from tests.support.polling import poll_until
 from tests.support.processes import REPO
 from tests.support.secrets import assert_no_secrets
 from tests.support.zookeeper import start_kazoo_client
 from tiered.errors import ErrorCode, TieredError
-from tiered.kafka.client import KafkaClient
-from tiered.kafka.client_security import KafkaClientSecurity
-from tiered.kafka.connection import KafkaConnection, open_connection
 from tiered.properties import load_properties
 from tiered.security.zookeeper_auth import read_jaas_credentials
 
@@ -87,13 +87,13 @@ class SecureCluster:
 
 def _up(root: Path, *flags: str) -> Iterator[SecureCluster]:
     data = root / "cluster"
-    result = run_module("tiered.cli.cluster", "up", "--data-dir", str(data), "--secure", *flags)
+    result = run_module("cli.cluster", "up", "--data-dir", str(data), "--secure", *flags)
     try:
         assert result.returncode == 0, result.stderr
         layout = json.loads((data / "cluster.json").read_text())
         yield SecureCluster(data, result.stdout.strip().splitlines()[-1], layout)
     finally:
-        down = run_module("tiered.cli.cluster", "down", "--data-dir", str(data))
+        down = run_module("cli.cluster", "down", "--data-dir", str(data))
         assert down.returncode == 0, down.stderr
 
 
@@ -269,25 +269,25 @@ def test_the_clis_work_with_admin_properties_and_are_refused_without(
 ) -> None:
     admin = ["--bootstrap-server", kraft.bootstrap, "--command-config", kraft.admin_properties]
     created = run_module(
-        "tiered.cli.topics", *admin, "--create", "--topic", "cli-topic", "--partitions", "1"
+        "cli.topics", *admin, "--create", "--topic", "cli-topic", "--partitions", "1"
     )
     assert created.returncode == 0, created.stderr
-    described = run_module("tiered.cli.topics", *admin, "--describe", "--topic", "cli-topic")
+    described = run_module("cli.topics", *admin, "--describe", "--topic", "cli-topic")
     assert described.returncode == 0 and "cli-topic" in described.stdout, described.stderr
     granted = run_module(
-        "tiered.cli.acls", *admin, "--add", "--allow-principal", "User:alice",
+        "cli.acls", *admin, "--add", "--allow-principal", "User:alice",
         "--operation", "Describe", "--topic", "cli-topic",
     )  # fmt: skip
     assert granted.returncode == 0, granted.stderr
-    listed = run_module("tiered.cli.acls", *admin, "--list", "--topic", "cli-topic")
+    listed = run_module("cli.acls", *admin, "--list", "--topic", "cli-topic")
     assert "principal=User:alice" in listed.stdout, listed.stderr
     for module, args in (
-        ("tiered.cli.topics", ["--describe"]),
+        ("cli.topics", ["--describe"]),
         (
-            "tiered.cli.configs",
+            "cli.configs",
             ["--describe", "--entity-type", "topics", "--entity-name", "cli-topic"],
         ),
-        ("tiered.cli.acls", ["--list"]),
+        ("cli.acls", ["--list"]),
     ):
         refused = run_module(module, "--bootstrap-server", kraft.bootstrap, *args)
         assert refused.returncode == 1, (module, refused.stdout, refused.stderr)
@@ -326,14 +326,14 @@ def test_tiered_consumer_groups_over_sasl_ssl_and_ssl_with_the_admin_files(
     try:
         sasl = ["--bootstrap-server", sasl_listeners, "--command-config",
                 str(kraft.config / "admin-sasl.properties")]  # fmt: skip
-        state = run_module("tiered.cli.consumer_groups", *sasl, "--describe", "--group", group,
+        state = run_module("cli.consumer_groups", *sasl, "--describe", "--group", group,
                            "--state", "--format", "json")  # fmt: skip
         assert state.returncode == 0, state.stderr
         (described,) = json.loads(state.stdout)
         assert (described["state"], described["members"]) == ("Stable", 1)
         ssl = ["--bootstrap-server", kraft.layout["kafka_ssl_bootstrap_servers"],
                "--command-config", kraft.admin_properties]  # fmt: skip
-        listed = run_module("tiered.cli.consumer_groups", *ssl, "--list")
+        listed = run_module("cli.consumer_groups", *ssl, "--list")
         assert listed.returncode == 0, listed.stderr
         assert group in listed.stdout.splitlines()
         wrong = tmp_path / "wrong.properties"
@@ -341,21 +341,19 @@ def test_tiered_consumer_groups_over_sasl_ssl_and_ssl_with_the_admin_files(
             "".join(f"{k}={v}\n" for k, v in kraft.sasl().items() if k != "sasl.password")
             + "sasl.password=not-the-admin-password\n"
         )
-        refused = run_module("tiered.cli.consumer_groups", "--bootstrap-server", sasl_listeners,
+        refused = run_module("cli.consumer_groups", "--bootstrap-server", sasl_listeners,
                              "--command-config", str(wrong), "--list")  # fmt: skip
         assert refused.returncode == 1
         assert refused.stderr.startswith("SASL_AUTHENTICATION_FAILED: "), refused.stderr
         shown = refused.stdout + refused.stderr
         assert "not-the-admin-password" not in shown and kraft.sasl()["sasl.password"] not in shown
-        plain = run_module(
-            "tiered.cli.consumer_groups", "--bootstrap-server", sasl_listeners, "--list"
-        )
+        plain = run_module("cli.consumer_groups", "--bootstrap-server", sasl_listeners, "--list")
         assert plain.returncode == 1 and "BROKER_NOT_AVAILABLE" in plain.stderr, plain.stderr
         no_certificate = tmp_path / "no-certificate.properties"
         no_certificate.write_text(
             f"security.protocol=SSL\nssl.truststore.location={kraft.config / 'ca.pem'}\n"
         )
-        anonymous = run_module("tiered.cli.consumer_groups", *ssl[:2], "--command-config",
+        anonymous = run_module("cli.consumer_groups", *ssl[:2], "--command-config",
                                str(no_certificate), "--list")  # fmt: skip
         assert anonymous.returncode == 1
         assert "does it require a client certificate" in anonymous.stderr, anonymous.stderr
@@ -365,9 +363,7 @@ def test_tiered_consumer_groups_over_sasl_ssl_and_ssl_with_the_admin_files(
 
 
 def test_status_answers_on_a_secure_cluster(kraft: SecureCluster) -> None:
-    result = run_module(
-        "tiered.cli.cluster", "status", "--data-dir", str(kraft.dir), "--format", "json"
-    )
+    result = run_module("cli.cluster", "status", "--data-dir", str(kraft.dir), "--format", "json")
     assert result.returncode == 0, result.stdout + result.stderr
     status = json.loads(result.stdout)
     assert status["active_controller"] in ("controller-0", "controller-1")
@@ -397,7 +393,7 @@ def test_an_unauthenticated_zookeeper_client_cannot_change_the_cluster_znodes(
     admin = ["--bootstrap-server", zookeeper.bootstrap, "--command-config",
              zookeeper.admin_properties]  # fmt: skip
     created = run_module(
-        "tiered.cli.topics", *admin, "--create", "--topic", "zk-topic", "--partitions", "1"
+        "cli.topics", *admin, "--create", "--topic", "zk-topic", "--partitions", "1"
     )
     assert created.returncode == 0, created.stderr
     client = start_kazoo_client(hosts)
@@ -416,7 +412,7 @@ def test_an_unauthenticated_zookeeper_client_cannot_change_the_cluster_znodes(
     finally:
         client.stop()
         client.close()
-    status = run_module("tiered.cli.cluster", "status", "--data-dir", str(zookeeper.dir))
+    status = run_module("cli.cluster", "status", "--data-dir", str(zookeeper.dir))
     assert status.returncode == 0, status.stdout + status.stderr
     assert_no_secrets(zookeeper.secrets(), root=zookeeper.dir)
 
@@ -472,10 +468,10 @@ def test_a_certificate_without_cluster_action_may_not_disable_tiering_on_a_broke
     """The cluster's own CA signed it, so the TLS handshake succeeds: the authorizer refuses."""
     import grpc
 
+    from cli.security.certs import CertificateAuthority
     from tiered.rpc.v1 import broker_pb2 as broker_pb
     from tiered.rpc.v1 import broker_pb2_grpc as broker_grpc
     from tiered.rpc.v1 import records_pb2
-    from tiered.security.certs import CertificateAuthority
 
     ca = CertificateAuthority.load(kraft.config / "ca.pem", kraft.config / "ca.key")
     mallory = ca.issue("CN=mallory,OU=users,O=tiered")

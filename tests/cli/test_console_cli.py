@@ -16,15 +16,15 @@ from pathlib import Path
 
 import pytest
 
+from cli.consumer import parse_offset, resolve_offset
+from cli.launch.ports import free_port
+from cli.partition_client import Offsets
+from cli.producer import LineReader
 from tests.support.cluster import Cluster, grpc_address, running_cluster
 from tests.support.polling import poll_until
 from tests.support.processes import REPO
 from tiered.admin import PartitionDescription
-from tiered.cli.consumer import parse_offset, resolve_offset
-from tiered.cli.partition_client import Offsets
-from tiered.cli.producer import LineReader
 from tiered.errors import ErrorCode, TieredError
-from tiered.ports import free_port
 
 pytestmark = pytest.mark.processes
 
@@ -47,7 +47,7 @@ def cli(
     module: str, *argv: str, stdin: bytes = b"", timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
-        [sys.executable, "-m", f"tiered.cli.{module}", *argv],
+        [sys.executable, "-m", f"cli.{module}", *argv],
         check=False,
         input=stdin,
         capture_output=True,
@@ -219,7 +219,7 @@ def test_follow_waits_for_new_records(cluster: Cluster) -> None:
     ok(produce(cluster, "live", ["old"]))
     follower = subprocess.Popen(
         [
-            *(sys.executable, "-m", "tiered.cli.consumer", "--bootstrap-server", cluster.bootstrap),
+            *(sys.executable, "-m", "cli.consumer", "--bootstrap-server", cluster.bootstrap),
             *("--topic", "live", "--partition", "0", "--offset", "1", "--max-messages", "3"),
             *("--follow", "--poll-interval-ms", "50"),
         ],
@@ -270,7 +270,7 @@ def test_dead_leader_is_retried_then_reported_with_what_was_acknowledged(
         # With enough retries the producer outlasts the broker's restart.
         retrying = subprocess.Popen(
             [
-                *(sys.executable, "-m", "tiered.cli.producer"),
+                *(sys.executable, "-m", "cli.producer"),
                 *("--bootstrap-server", cluster.bootstrap, "--topic", "fragile"),
                 *("--partition", "1", "--retries", "40"),
             ],

@@ -53,7 +53,7 @@ def data_dir(tmp_path: Path) -> Iterator[Path]:
     if (data / "cluster.json").exists() and processes_of(data):
         # The demo failed to clean up (the test fails on that itself): do not leak daemons.
         subprocess.run(
-            [sys.executable, "-m", "tiered.cli.cluster", "down", "--data-dir", str(data)],
+            [sys.executable, "-m", "cli.cluster", "down", "--data-dir", str(data)],
             cwd=REPO,
             capture_output=True,
             timeout=60,

@@ -161,7 +161,7 @@ def test_cli_alter_with_wait_reports_progress(cluster: Cluster) -> None:
         [
             sys.executable,
             "-m",
-            "tiered.cli.configs",
+            "cli.configs",
             "--bootstrap-server",
             cluster.bootstrap,
             "--alter",
@@ -243,7 +243,7 @@ def test_cli_create_describe_and_errors_against_the_cluster(kraft_cluster: Clust
     cluster = kraft_cluster
     created = run_cli(
         cluster,
-        "tiered.cli.topics",
+        "cli.topics",
         "--create",
         "--topic",
         "cli",
@@ -253,7 +253,7 @@ def test_cli_create_describe_and_errors_against_the_cluster(kraft_cluster: Clust
         "remote.storage.enable=true",
     )
     assert created.returncode == 0, created.stderr
-    described = run_cli(cluster, "tiered.cli.topics", "--describe", "--format", "json")
+    described = run_cli(cluster, "cli.topics", "--describe", "--format", "json")
     assert described.returncode == 0, described.stderr
     [topic] = json.loads(described.stdout)
     assert topic["topic"] == "cli" and topic["tiered_state"] == "ENABLED"
@@ -272,7 +272,7 @@ def test_cli_create_describe_and_errors_against_the_cluster(kraft_cluster: Clust
     }
     bad = run_cli(
         cluster,
-        "tiered.cli.configs",
+        "cli.configs",
         "--alter",
         "--entity-type",
         "topics",
@@ -283,9 +283,7 @@ def test_cli_create_describe_and_errors_against_the_cluster(kraft_cluster: Clust
     )
     assert bad.returncode == 1
     assert bad.stderr.startswith("INVALID_REQUEST: ") and "retain, delete" in bad.stderr
-    unknown = run_cli(
-        cluster, "tiered.cli.topics", "--describe", "--topic", "nope", "--format", "json"
-    )
+    unknown = run_cli(cluster, "cli.topics", "--describe", "--topic", "nope", "--format", "json")
     assert unknown.returncode == 1 and unknown.stderr.startswith("UNKNOWN_TOPIC_OR_PARTITION")
 
 

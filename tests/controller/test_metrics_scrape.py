@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from cli.launch.ports import free_port
 from tests.support.cluster import Cluster, running_cluster
 from tests.support.metrics import (
     BULK_DELETE,
@@ -31,7 +32,6 @@ from tests.support.processes import REPO
 from tiered.admin import AdminClient
 from tiered.cluster.model import TieredState
 from tiered.errors import ErrorCode, TieredError
-from tiered.ports import free_port
 
 pytestmark = pytest.mark.processes
 

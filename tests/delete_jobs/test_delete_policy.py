@@ -65,7 +65,7 @@ def test_disable_with_delete_empties_older_epochs_then_reenable(cluster: Cluster
         [
             sys.executable,
             "-m",
-            "tiered.cli.topics",
+            "cli.topics",
             "--bootstrap-server",
             cluster.bootstrap,
             "--describe",
@@ -121,7 +121,7 @@ def test_the_job_runs_on_spark_and_wait_shows_its_progress(spark_cluster: Cluste
         [
             sys.executable,
             "-m",
-            "tiered.cli.configs",
+            "cli.configs",
             "--bootstrap-server",
             cluster.bootstrap,
             "--alter",

@@ -107,7 +107,7 @@ def two_epochs_topic(cluster: Cluster, name: str) -> TopicDescription:
 
 def topics_cli(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tiered.cli.topics", "--bootstrap-server", cluster.bootstrap, *args],
+        [sys.executable, "-m", "cli.topics", "--bootstrap-server", cluster.bootstrap, *args],
         cwd=REPO,
         capture_output=True,
         text=True,

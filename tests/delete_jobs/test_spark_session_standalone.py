@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from cli.launch.spark_standalone import SparkMaster, SparkStandaloneCluster, master_state
 from controller.config import ControllerConfig
 from controller.controller import Controller
 from controller.jobs import wiring
@@ -30,7 +31,6 @@ from controller.store.kraft import KRaftMetadataStore
 from tests.delete_jobs.test_delete_job_runner import Persisted, Remote
 from tests.support.polling import poll_until
 from tiered.cluster.model import DeleteJobState
-from tiered.spark_standalone import SparkMaster, SparkStandaloneCluster, master_state
 
 pytestmark = pytest.mark.processes
 

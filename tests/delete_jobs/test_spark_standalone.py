@@ -1,5 +1,5 @@
 """The bulk delete on a real Spark standalone cluster: a master and two workers started from
-pyspark's ``spark-class`` (tiered.spark_standalone), the controller's SparkSession on
+pyspark's ``spark-class`` (cli.launch.spark_standalone), the controller's SparkSession on
 ``spark://``, the delete-job runner with a real RLMM and the fsspec storage plugin on a local
 root (the workers share the host, so they reach the files).
 
@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from pyspark import cloudpickle
 
+from cli.launch.spark_standalone import SparkStandaloneCluster, master_state
 from controller.jobs.runner import DeleteJobRunner
 from controller.jobs.spark_delete import BulkObjectDeleter, SparkSessionProvider
 from tests.delete_jobs.test_delete_job_runner import Persisted, Remote
@@ -27,7 +28,6 @@ from tests.support.gated_deleter import GatedStorage, started
 from tests.support.polling import poll_until
 from tests.support.remote_tree import build_tree, remaining
 from tiered.cluster.model import DeleteJob, DeleteJobState
-from tiered.spark_standalone import SparkStandaloneCluster, master_state
 
 pytestmark = pytest.mark.processes
 

@@ -14,16 +14,16 @@ from pathlib import Path
 
 import pytest
 
+from broker.listener.api_versions import ApiVersionRegistry
+from broker.listener.sasl import SaslAuthentication
+from broker.listener.server import KafkaServer, ListenerSettings
+from cli.consumer_groups import main
+from cli.kafka_client.client import KafkaClient
+from cli.kafka_client.client_security import KafkaClientSecurity
+from cli.kafka_client.group_admin import GroupAdmin
+from cli.launch.ports import free_port
 from tests.support.group_admin_handler import REGISTRY, Group, GroupAdminHandler, Member
-from tiered.cli.consumer_groups import main
 from tiered.errors import ErrorCode, TieredError
-from tiered.kafka.api_versions import ApiVersionRegistry
-from tiered.kafka.client import KafkaClient
-from tiered.kafka.client_security import KafkaClientSecurity
-from tiered.kafka.group_admin import GroupAdmin
-from tiered.kafka.server import KafkaServer, ListenerSettings
-from tiered.ports import free_port
-from tiered.security.sasl import SaslAuthentication
 from tiered.security.scram import ScramCredential, ScramMechanism
 
 SHA512 = ScramMechanism.SCRAM_SHA_512

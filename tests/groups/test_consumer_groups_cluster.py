@@ -23,6 +23,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 from kio.schema.leave_group.v3.request import MemberIdentity
 
+from cli.kafka_client.client import KafkaClient
 from tests.support.cluster import Cluster
 from tests.support.group_requests import (
     HEARTBEAT,
@@ -38,7 +39,6 @@ from tests.support.kafka_cluster import MODES, shared_cluster
 from tests.support.kafka_wire import WireClient
 from tests.support.polling import poll_until
 from tests.support.processes import REPO
-from tiered.kafka.client import KafkaClient
 
 pytestmark = pytest.mark.processes
 MOVED = (
@@ -48,7 +48,7 @@ MOVED = (
 )
 PARTITIONS = 2
 RECORDS = 6  # three a partition
-TOOL = (sys.executable, "-m", "tiered.cli.consumer_groups")
+TOOL = (sys.executable, "-m", "cli.consumer_groups")
 
 
 @pytest.fixture(scope="module", params=MODES)

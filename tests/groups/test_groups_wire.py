@@ -18,6 +18,9 @@ from broker.groups.coordinator import GroupCoordinator
 from broker.groups.group_config import GroupConfig
 from broker.groups.group_state import GroupState
 from broker.kafka.groups_api import GroupsApi
+from broker.listener.api_versions import DEFAULT_API_VERSIONS, ApiVersionRegistry
+from broker.listener.handler import RequestContext
+from broker.listener.server import KafkaServer, ListenerSettings
 from tests.support.group_requests import (
     DESCRIBE,
     GROUP_KEYS,
@@ -31,10 +34,7 @@ from tests.support.group_requests import (
 )
 from tests.support.kafka_wire import WireClient
 from tests.support.polling import poll_until
-from tiered.kafka.api_versions import DEFAULT_API_VERSIONS, ApiVersionRegistry
-from tiered.kafka.handler import RequestContext
 from tiered.kafka.messages import build, nested
-from tiered.kafka.server import KafkaServer, ListenerSettings
 from tiered.security.access import AccessControl
 from tiered.security.acl import (
     AccessControlEntry,

@@ -13,6 +13,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from broker.admin_forwarder import ControllerAdmin
+from broker.cluster_view import ClusterView, KafkaCluster, TopicPlacement
 from broker.groups.membership import OffsetExpiry
 from broker.groups.offset_records import (
     CommittedOffset,
@@ -29,7 +30,6 @@ from broker.groups.offset_store import OffsetStore
 from broker.groups.offsets_config import OffsetsConfig
 from broker.groups.offsets_partition import OffsetsPartition
 from broker.groups.placement import OFFSETS_TOPIC, OffsetsTopic, java_string_hash, partition_for
-from broker.kafka.cluster_view import ClusterView, KafkaCluster, TopicPlacement
 from broker.log import Log, LogConfig
 from tests.support.group_fakes import NoMembers
 from tests.support.polling import poll_until

@@ -20,17 +20,17 @@ from kio.schema.request_header.v2.header import RequestHeader
 from kio.static.primitive import i16, i32
 from kio.static.protocol import RequestPayload
 
+from broker.cluster_view import ClusterView, KafkaCluster, TopicPlacement
 from broker.groups.group_state import GroupState
 from broker.groups.offset_store import OffsetStore
 from broker.groups.offsets_config import OffsetsConfig
 from broker.groups.placement import OffsetsTopic
-from broker.kafka.cluster_view import ClusterView, KafkaCluster, TopicPlacement
 from broker.kafka.offsets_commit_api import OffsetsApi
+from broker.listener.handler import RequestContext
 from broker.log import Log
 from tests.support.group_fakes import NoMembers
 from tiered.errors import ErrorCode as TieredCode
 from tiered.errors import TieredError
-from tiered.kafka.handler import RequestContext
 from tiered.security.access import AccessControl
 from tiered.security.acl import (
     AccessControlEntry,

@@ -1,4 +1,4 @@
-"""tiered.child_process.ChildProcess, the one way every local server (ZooKeeper, Spark, the S3
+"""cli.launch.child_process.ChildProcess, the one way every local server (ZooKeeper, Spark, the S3
 endpoint) is spawned, waited for and stopped: small Python children stand in for the servers."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from cli.launch.child_process import ChildProcess
 from tests.support.polling import poll_until
 from tests.support.processes import process_gone
-from tiered.child_process import ChildProcess
 
 pytestmark = pytest.mark.processes
 

@@ -23,13 +23,13 @@ from broker.assignment_journal import AssignmentJournal
 from broker.assignment_persister import PERSIST_DELAY_S, AssignmentPersister
 from broker.controller_link import KRaftControllerLink
 from broker.hosted_partitions import HostedPartitions
+from broker.listener.server import KafkaServer
+from broker.zk_registration import BrokerZkRegistration
 from controller.leadership import Leadership, Term
 from controller.store import MetadataStore, MetadataStoreError
 from controller.store.zookeeper.leadership import Leadership as ZkLeadership
 from controller.store.zookeeper.live_brokers import LiveBrokersWatch
 from tiered.cluster.model import BrokerRegistration, MetadataImage
-from tiered.cluster.zk_registration import BrokerZkRegistration
-from tiered.kafka.server import KafkaServer
 from tiered.retry import ExponentialBackoff, RetryPolicy
 from tiered.retry_policies import ZOOKEEPER_RLMM_READ_RETRY, zookeeper_connection_retry
 from tiered.rlmm.zookeeper_backend import ZooKeeperBackend
@@ -277,7 +277,7 @@ class _StopAcceptingError(Exception):
 def test_the_kafka_listener_backs_off_failed_accepts_and_starts_over_after_one(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("tiered.kafka.server.KAFKA_ACCEPT_BACKOFF", BACKOFF)
+    monkeypatch.setattr("broker.listener.server.KAFKA_ACCEPT_BACKOFF", BACKOFF)
     sleeps: list[float] = []
 
     async def no_sleep(delay: float) -> None:

@@ -1,4 +1,4 @@
-"""tiered.server_launcher.start_on_free_ports, how every launcher (ZooKeeper, an ensemble, the S3
+"""cli.launch.server_launcher.start_on_free_ports, how every launcher (ZooKeeper, an ensemble, the S3
 endpoint) copes with a port it cannot have: a real listening socket takes the port, the server's
 start is a recorded stand-in (no process is spawned)."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tiered.ports import free_port
-from tiered.server_launcher import ServerLauncher, start_on_free_ports
+from cli.launch.ports import free_port
+from cli.launch.server_launcher import ServerLauncher, start_on_free_ports
 
 
 class StartupError(RuntimeError):

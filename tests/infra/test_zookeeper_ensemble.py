@@ -1,4 +1,4 @@
-"""The three-server ZooKeeper ensemble launcher (``tiered.zookeeper.ensemble``): it forms with one
+"""The three-server ZooKeeper ensemble launcher (``cli.launch.zookeeper.ensemble``): it forms with one
 leader, keeps its leader and its clients' sessions when a follower dies, elects a new leader when
 the leader dies, takes a restarted member back, and leaves no JVM behind (or leaves them running,
 detached, for a daemon)."""
@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient, KazooState
 
+from cli.launch.zookeeper import FOLLOWER, LEADER, PeerPorts
 from tests.support.polling import poll_until
 from tests.support.zookeeper import ZooKeeperEnsemble, ZooKeeperError, start_kazoo_client
-from tiered.zookeeper import FOLLOWER, LEADER, PeerPorts
 
 pytestmark = pytest.mark.zookeeper
 
@@ -196,7 +196,7 @@ def _process_gone(pid: int) -> bool:
 
 _HELPER = (
     "import sys\n"
-    "from tiered.zookeeper import ZooKeeperEnsemble\n"
+    "from cli.launch.zookeeper import ZooKeeperEnsemble\n"
     "ensemble = ZooKeeperEnsemble(sys.argv[1], die_with_parent=sys.argv[2] == 'die')\n"
     "ensemble.start()\n"
     "pids = ensemble.pids if sys.argv[2] == 'die' else ensemble.detach()\n"

@@ -1,4 +1,4 @@
-"""The client side of SCRAM (``tiered.security.scram_client``) against the broker's server side,
+"""The client side of SCRAM (``cli.kafka_client.scram_client``) against the broker's server side,
 and the Kafka client properties ``--command-config`` takes (Java's keys and librdkafka's)."""
 
 from __future__ import annotations
@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from tiered.kafka.client_security import KafkaClientSecurity
+from cli.kafka_client.client_security import KafkaClientSecurity
+from cli.kafka_client.scram_client import ScramClientError, ScramSaslClient
 from tiered.security.scram import (
     ScramAuthenticationError,
     ScramCredential,
     ScramMechanism,
     ScramSaslServer,
 )
-from tiered.security.scram_client import ScramClientError, ScramSaslClient
 
 PASSWORD = "pa,ss=word"
 

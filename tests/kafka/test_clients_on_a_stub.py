@@ -19,10 +19,10 @@ from kafka.admin import ConfigResource as PythonConfigResource
 from kafka.admin import ConfigResourceType, KafkaAdminClient
 from kio.schema.errors import ErrorCode
 
+from broker.listener.api_versions import ApiVersionRegistry
+from broker.listener.handler import RequestContext
 from tests.support.kafka_wire import NO_THROTTLE, OneTopicHandler, serving
-from tiered.kafka.api_versions import ApiVersionRegistry
-from tiered.kafka.handler import RequestContext, response_type_for
-from tiered.kafka.messages import build, nested
+from tiered.kafka.messages import build, nested, response_type_for
 from tiered.kafka.records import Record
 
 # librdkafka derives features from ApiVersions: record batches v2 need Fetch v4+ advertised

@@ -1,4 +1,4 @@
-"""The Kafka APIs' view of the cluster (broker/kafka/cluster_view.py): a listing of every topic
+"""The Kafka APIs' view of the cluster (broker/cluster_view.py): a listing of every topic
 shared for ``max_age_s``, and named topics that the listing does not have asked for by name."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from broker.kafka.cluster_view import ClusterView, TopicPlacement
+from broker.cluster_view import ClusterView, TopicPlacement
 from tiered.errors import ErrorCode, TieredError
 from tiered.rpc.v1 import controller_pb2 as pb
 

@@ -38,6 +38,7 @@ from kio.schema.metadata.v3.request import MetadataRequestTopic as TopicV3
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.static.primitive import i32, i32Timedelta
 
+from cli import topics as topics_cli
 from tests.support.cluster import Cluster
 from tests.support.kafka_clients import (
     TIERED,
@@ -59,7 +60,6 @@ from tests.support.kafka_cluster import (
 )
 from tests.support.kafkajs import kafkajs
 from tests.support.polling import poll_until
-from tiered.cli import topics as topics_cli
 from tiered.cluster.model import TieredState
 from tiered.errors import TieredError
 

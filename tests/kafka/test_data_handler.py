@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from kio.schema.errors import ErrorCode
 
+from broker.listener.handler import CloseConnectionError
 from tests.support.kafka_local import NODE_ID, LocalBroker
 from tests.support.kafka_requests import (
     by_partition,
@@ -22,7 +23,6 @@ from tests.support.kafka_requests import (
     list_offsets,
     produce,
 )
-from tiered.kafka.handler import CloseConnectionError
 from tiered.kafka.record_batch import iter_batches
 from tiered.kafka.records import Record, build_batch, decode_batch
 from tiered.security.access import AccessControl

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from broker.config import BrokerConfig
+from cli.launch.ports import free_port
 from tests.support.certs import ClusterCertificates
 from tests.support.processes import REPO
 from tiered.cluster.model import BrokerRegistration
@@ -27,7 +28,6 @@ from tiered.net import (
     parse_listener,
     parse_listeners,
 )
-from tiered.ports import free_port
 from tiered.security.scram import ScramMechanism
 
 

@@ -13,6 +13,8 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient as ConfluentAdmin
 
+from cli import configs
+from cli.launch.ports import free_port
 from tests.support.certs import KEY_PASSWORD, ClusterCertificates
 from tests.support.cluster import Cluster
 from tests.support.kafka_clients import (
@@ -26,9 +28,7 @@ from tests.support.kafka_clients import (
 from tests.support.kafka_cluster import MODES, QUIET
 from tests.support.polling import poll_until
 from tests.support.zookeeper import fresh_chroot
-from tiered.cli import configs
 from tiered.net import PLAINTEXT, SASL_SSL, SSL, Listener
-from tiered.ports import free_port
 
 pytestmark = pytest.mark.processes
 

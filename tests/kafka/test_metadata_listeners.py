@@ -17,15 +17,15 @@ from kio.static.primitive import i8, i16, i32
 from kio.static.protocol import RequestPayload
 
 from broker.admin_forwarder import ControllerAdmin
+from broker.cluster_view import ClusterView
 from broker.groups.offsets_config import OffsetsConfig
 from broker.groups.placement import OFFSETS_TOPIC, OffsetsTopic, partition_for
-from broker.kafka.cluster_view import ClusterView
 from broker.kafka.find_coordinator_api import FindCoordinatorApi
 from broker.kafka.handler import ALLOW_ALL
 from broker.kafka.metadata_api import MetadataApi
 from broker.kafka.this_broker import ThisBroker
+from broker.listener.handler import RequestContext
 from tiered.errors import ErrorCode, TieredError
-from tiered.kafka.handler import RequestContext
 from tiered.net import PLAINTEXT, SSL, Listener
 from tiered.rpc.v1 import controller_pb2 as pb
 from tiered.rpc.v1 import metadata_pb2

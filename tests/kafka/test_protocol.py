@@ -16,11 +16,9 @@ from kio.schema.metadata.v12.response import MetadataResponse
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32
 
-from tests.support.kafka_wire import NO_THROTTLE, encode_request, sample_message
-from tiered.kafka.api_versions import DEFAULT_API_VERSIONS, ApiVersionRegistry
-from tiered.kafka.array_bounds import check_array_bounds
-from tiered.kafka.messages import build, has_field, nested
-from tiered.kafka.protocol import (
+from broker.listener.api_versions import DEFAULT_API_VERSIONS, ApiVersionRegistry
+from broker.listener.array_bounds import check_array_bounds
+from broker.listener.protocol import (
     BY_REFERENCE_BYTES,
     FrameTooLargeError,
     RequestDecodeError,
@@ -29,6 +27,8 @@ from tiered.kafka.protocol import (
     encode_response_chunks,
     frame_size,
 )
+from tests.support.kafka_wire import NO_THROTTLE, encode_request, sample_message
+from tiered.kafka.messages import build, has_field, nested
 
 REGISTRY = ApiVersionRegistry()
 

@@ -19,6 +19,9 @@ from kio.schema.metadata.v1.request import MetadataRequest as MetadataRequestV1
 from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.metadata.v12.response import MetadataResponse
 
+from broker.listener.api_versions import ApiVersionRegistry
+from broker.listener.handler import CloseConnectionError, RequestContext
+from broker.listener.server import KafkaServer
 from tests.support import kafka_wire
 from tests.support.kafka_wire import (
     OneTopicHandler,
@@ -27,10 +30,8 @@ from tests.support.kafka_wire import (
     sample_message,
 )
 from tests.support.polling import poll_until
-from tiered.kafka.api_versions import ApiVersionRegistry
-from tiered.kafka.handler import CloseConnectionError, RequestContext, response_type_for
+from tiered.kafka.messages import response_type_for
 from tiered.kafka.records import Record, build_batch
-from tiered.kafka.server import KafkaServer
 
 METADATA_AND_PRODUCE = ApiVersionRegistry({18: (0, 4), 3: (0, 12), 0: (3, 11)})
 API_VERSIONS = ApiVersionsRequest(client_software_name="wire", client_software_version="1")

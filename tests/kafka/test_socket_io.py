@@ -12,8 +12,8 @@ import tracemalloc
 
 import pytest
 
-from tiered.kafka.protocol import FrameTooLargeError
-from tiered.kafka.socket_io import FrameReader, send_ready
+from broker.listener.protocol import FrameTooLargeError
+from broker.listener.socket_io import FrameReader, send_ready
 
 MIB = 1024 * 1024
 

@@ -22,6 +22,7 @@ from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 
 from broker.groups.placement import OFFSETS_TOPIC
+from broker.listener.api_versions import ApiVersionRegistry
 from tests.support.cluster import Cluster
 from tests.support.kafka_cluster import (
     MAX_REQUEST_BYTES,
@@ -31,7 +32,6 @@ from tests.support.kafka_cluster import (
 )
 from tests.support.kafka_wire import WireClient, encode_request, sample_message
 from tests.support.polling import poll_until
-from tiered.kafka.api_versions import ApiVersionRegistry
 
 pytestmark = pytest.mark.processes
 

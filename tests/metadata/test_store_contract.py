@@ -87,8 +87,8 @@ class StoreFactory:
 
 
 def _zookeeper_factory(request: pytest.FixtureRequest) -> StoreFactory:
+    from broker.zk_registration import BrokerZkRegistration
     from controller.store.zookeeper import ZooKeeperMetadataStore
-    from tiered.cluster.zk_registration import BrokerZkRegistration
 
     connect: str = request.getfixturevalue("zk_connect")
     hosts = connect.partition("/")[0]

@@ -15,6 +15,11 @@ import pytest
 from kazoo.client import KazooClient, KazooState
 from kazoo.protocol.connection import _CONNECTION_DROP
 
+from broker.zk_registration import (
+    BrokerRegistrationError,
+    BrokerZkRegistration,
+    read_active_controller,
+)
 from controller.store.base import ControllerFencedError, MetadataStoreError
 from controller.store.zookeeper import ZooKeeperMetadataStore
 from tests.metadata.test_store_contract import expire_session
@@ -22,11 +27,6 @@ from tests.support.polling import poll_until
 from tests.support.zookeeper import ZooKeeperServer, start_kazoo_client
 from tiered.cluster import zk_paths
 from tiered.cluster.model import BrokerRegistration, TieredState, TopicMetadata
-from tiered.cluster.zk_registration import (
-    BrokerRegistrationError,
-    BrokerZkRegistration,
-    read_active_controller,
-)
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.processes]
 

@@ -14,6 +14,7 @@ import pytest
 
 from broker import main as broker_main
 from broker.kafka.config_entries import broker_entries
+from cli.launch.ports import free_port
 from controller import main as controller_main
 from tests.remote_storage.test_rsm_fsspec import LOG, TP, segment_data, segment_meta
 from tests.support.remote_tree import TOPIC, build_tree
@@ -21,7 +22,6 @@ from tests.support.s3 import TEST_CREDENTIALS, S3Store
 from tests.support.s3_fault_proxy import FaultPlan, S3FaultProxy
 from tiered import rsm
 from tiered.api import DeleteOutcome, RemoteStorageException, TopicIdPartition
-from tiered.ports import free_port
 from tiered.rsm import (
     FsspecRemoteStorageManager,
     S3Credentials,

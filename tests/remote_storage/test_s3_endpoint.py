@@ -1,4 +1,4 @@
-"""The S3 endpoint launcher (tiered.s3_endpoint): a moto server in its own process, as
+"""The S3 endpoint launcher (cli.launch.s3_endpoint): a moto server in its own process, as
 ``tiered-cluster up`` will run it, with a pid file, a log, a refusal of a port in use, and
 ``detach()`` for a daemon."""
 
@@ -10,17 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.remote_storage.test_rsm_fsspec import LOG, segment_data, segment_meta
-from tests.support.polling import poll_until
-from tiered import rsm
-from tiered.rsm.s3 import read_credentials_file
-from tiered.s3_endpoint import (
+from cli.launch.s3_endpoint import (
     ENDPOINT_CREDENTIALS,
     S3Endpoint,
     S3EndpointError,
     is_serving,
     write_credentials_file,
 )
+from tests.remote_storage.test_rsm_fsspec import LOG, segment_data, segment_meta
+from tests.support.polling import poll_until
+from tiered import rsm
+from tiered.rsm.s3 import read_credentials_file
 
 pytestmark = pytest.mark.s3
 

@@ -25,6 +25,7 @@ from kio.schema.errors import ErrorCode as KafkaErrorCode
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 
 from broker.groups.placement import partition_for
+from cli.launch.ports import free_port
 from tests.support.cluster import Cluster
 from tests.support.group_requests import (
     DESCRIBE,
@@ -46,7 +47,6 @@ from tests.support.processes import REPO, DaemonProcess
 from tiered.cluster.model import TieredState
 from tiered.config import OFFSETS_TOPIC
 from tiered.errors import ErrorCode, TieredError
-from tiered.ports import free_port
 from tiered.rpc.v1 import broker_pb2 as broker_pb
 from tiered.rpc.v1 import broker_pb2_grpc as broker_grpc
 from tiered.rpc.v1 import records_pb2
@@ -338,7 +338,7 @@ def test_group_acls_on_the_brokers(cluster: Cluster) -> None:
 
 def run_acls(cluster: Cluster, *argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tiered.cli.acls", "--bootstrap-server", cluster.bootstrap, *argv],
+        [sys.executable, "-m", "cli.acls", "--bootstrap-server", cluster.bootstrap, *argv],
         capture_output=True,
         text=True,
         timeout=60,

@@ -20,6 +20,7 @@ from tests.metadata.test_store_contract import (  # noqa: F401 - fixtures
 from tests.support.polling import poll_until
 from tiered.cluster import serde
 from tiered.cluster.model import MetadataImage
+from tiered.cluster.zk_acls import AclZkFollower
 from tiered.security.acl import (
     AccessControlEntry,
     AclBinding,
@@ -30,7 +31,6 @@ from tiered.security.acl import (
     ResourceType,
 )
 from tiered.security.acl_serde import acl_record, remove_acl_record
-from tiered.security.zk_acls import AclZkFollower
 from tiered.zk_client import ZkClient
 
 pytestmark = pytest.mark.zookeeper

@@ -11,11 +11,11 @@ from typing import Any
 import grpc
 import pytest
 
+from cli.security.client_config import channel_credentials
 from tests.support.certs import ADMIN_DN, ClusterCertificates
 from tiered.net import bind_grpc_port
 from tiered.rpc.v1 import controller_pb2 as pb
 from tiered.rpc.v1 import controller_pb2_grpc as pb_grpc
-from tiered.security.client_config import channel_credentials
 from tiered.security.grpc_context import grpc_request_context, use_principal_mapper
 from tiered.security.grpc_tls import GrpcSecurity
 from tiered.security.principal import ANONYMOUS, KafkaPrincipal, RequestContext

@@ -1,4 +1,4 @@
-"""The SASL layer of the Kafka listener (``tiered.security.sasl`` in ``tiered.kafka.server``): a
+"""The SASL layer of the Kafka listener (``broker.listener.sasl`` in ``broker.listener.server``): a
 listener in this process with a one-topic handler, logged into by confluent-kafka, kafka-python
 and a raw wire client. The process tests (``test_scram_cluster``) run the same on real brokers."""
 
@@ -15,13 +15,13 @@ from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
+from broker.listener.api_versions import ApiVersionRegistry
+from broker.listener.handler import RequestContext
+from broker.listener.sasl import AUTHENTICATION_FAILED, SaslAuthentication
+from broker.listener.server import KafkaServer, ListenerSettings
 from tests.support.kafka_wire import OneTopicHandler, WireClient
 from tests.support.sasl import scram_login
-from tiered.kafka.api_versions import ApiVersionRegistry
-from tiered.kafka.handler import RequestContext
-from tiered.kafka.server import KafkaServer, ListenerSettings
 from tiered.security.principal import ANONYMOUS, KafkaPrincipal
-from tiered.security.sasl import AUTHENTICATION_FAILED, SaslAuthentication
 from tiered.security.scram import ScramCredential, ScramMechanism
 
 SHA512 = ScramMechanism.SCRAM_SHA_512

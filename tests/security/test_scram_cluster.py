@@ -13,6 +13,8 @@ from kafka.admin import KafkaAdminClient
 from kafka.admin._users import UserScramCredentialDeletion, UserScramCredentialUpsertion
 from kio.schema.errors import ErrorCode
 
+from broker.listener.sasl import AUTHENTICATION_FAILED
+from cli import configs
 from tests.support.cluster import Cluster
 from tests.support.kafka_clients import (
     confluent_produce,
@@ -25,8 +27,6 @@ from tests.support.kafka_clients import (
 from tests.support.kafka_cluster import connected, kafka_bootstrap, shared_cluster
 from tests.support.polling import poll_until
 from tests.support.sasl import scram_login
-from tiered.cli import configs
-from tiered.security.sasl import AUTHENTICATION_FAILED
 
 pytestmark = pytest.mark.processes
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from cli.scram_users import parse_scram_additions, parse_scram_deletions
 from controller.leadership import Term
 from controller.scram_users import ScramDeletion, ScramUpsertion, ScramUsers
 from controller.store.kraft import KRaftMetadataStore
-from tiered.cli.scram_users import parse_scram_additions, parse_scram_deletions
 from tiered.errors import ErrorCode, TieredError
 from tiered.security.scram import ScramCredential, ScramFormatter, ScramMechanism
 

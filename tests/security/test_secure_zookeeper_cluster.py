@@ -14,13 +14,13 @@ from confluent_kafka.admin import AdminClient as KafkaAdminClient
 from confluent_kafka.admin import ConfigResource
 from kazoo.exceptions import NoAuthError
 
+from cli.launch.ports import free_port
 from tests.support.cluster import Cluster
 from tests.support.polling import poll_until
 from tests.support.processes import DaemonProcess
 from tests.support.secrets import assert_no_secrets
 from tests.support.zookeeper import ZooKeeperServer, fresh_chroot, start_kazoo_client
 from tiered.cluster.model import TieredState
-from tiered.ports import free_port
 from tiered.security.zookeeper_auth import ZooKeeperSecurity, jaas_client_file_text
 
 pytestmark = [pytest.mark.processes, pytest.mark.zookeeper]

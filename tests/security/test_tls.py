@@ -1,4 +1,4 @@
-"""TLS settings under Kafka's keys, the certificates ``tiered.security.certs`` writes, and the
+"""TLS settings under Kafka's keys, the certificates ``cli.security.certs`` writes, and the
 principal of a client certificate (DEFAULT and ``ssl.principal.mapping.rules``), over real
 handshakes between ``ssl`` contexts on a socket pair."""
 
@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
+from cli.security.certs import CertificateAuthority
 from tests.support.certs import (
     ADMIN_DN,
     BROKER_DN,
     KEY_PASSWORD,
     ClusterCertificates,
 )
-from tiered.security.certs import CertificateAuthority
 from tiered.security.principal import ANONYMOUS, KafkaPrincipal
 from tiered.security.ssl_principal import (
     NoMatchingRuleError,

@@ -20,6 +20,8 @@ from typing import Any
 import grpc
 import pytest
 
+from cli.security.certs import KeystoreFiles
+from cli.security.client_config import channel_credentials
 from tests.support.certs import KEY_PASSWORD, ClusterCertificates, write_properties
 from tests.support.cluster import Cluster, kafka_address
 from tests.support.kafka_clients import confluent_produce, consume, sample, wait_hosted
@@ -29,8 +31,6 @@ from tests.support.processes import REPO
 from tiered.admin import AdminClient
 from tiered.cluster.model import TieredState
 from tiered.errors import ErrorCode, TieredError
-from tiered.security.certs import KeystoreFiles
-from tiered.security.client_config import channel_credentials
 
 pytestmark = pytest.mark.processes
 
@@ -175,7 +175,7 @@ def _cli(cluster: Cluster, config: Path, *args: str) -> subprocess.CompletedProc
         [
             sys.executable,
             "-m",
-            "tiered.cli.topics",
+            "cli.topics",
             "--bootstrap-server",
             cluster.bootstrap,
             "--command-config",

@@ -12,16 +12,16 @@ import pytest
 from confluent_kafka import Producer
 from kio.schema.metadata.v12.request import MetadataRequest
 
+from broker.listener.api_versions import ApiVersionRegistry
+from broker.listener.handler import RequestContext
+from broker.listener.server import KafkaServer
+from broker.listener.tls_stream import TlsListener
+from cli.security.certs import KeystoreFiles
 from tests.support.certs import ADMIN_DN, KEY_PASSWORD, ClusterCertificates
 from tests.support.kafka_wire import OneTopicHandler, WireClient, serving
-from tiered.kafka.api_versions import ApiVersionRegistry
-from tiered.kafka.handler import RequestContext
-from tiered.kafka.server import KafkaServer
-from tiered.security.certs import KeystoreFiles
 from tiered.security.principal import ANONYMOUS, KafkaPrincipal
 from tiered.security.ssl_principal import SslPrincipalMapper
 from tiered.security.tls import TlsSettings
-from tiered.security.tls_stream import TlsListener
 
 REGISTRY = ApiVersionRegistry({18: (0, 4), 3: (0, 12), 0: (3, 11), 1: (4, 12), 10: (0, 6)})
 METADATA = MetadataRequest(
@@ -119,7 +119,7 @@ def test_a_refused_client_is_closed_with_one_info_line(
     reason: str,
 ) -> None:
     keystore = None if who == "nobody" else getattr(certificates, who)
-    caplog.set_level(logging.INFO, logger="tiered")
+    caplog.set_level(logging.INFO, logger="broker.listener")
     with _serve(handler, certificates, **{"ssl.client.auth": "required"}) as server:
         client = _connect(server, certificates, keystore)
         try:

@@ -15,11 +15,11 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError, NotEmptyError
 from kazoo.security import ACL, Id, Permissions
 
+from broker.zk_registration import BrokerRegistrationError, BrokerZkRegistration
 from controller.store import MetadataStoreError
 from controller.store.zookeeper import ZooKeeperMetadataStore
 from tests.support.zookeeper import ZooKeeperServer, fresh_chroot, start_kazoo_client
 from tiered.cluster.model import BrokerRegistration, TieredState, TopicMetadata
-from tiered.cluster.zk_registration import BrokerRegistrationError, BrokerZkRegistration
 from tiered.rlmm.backend import StorageBackendError
 from tiered.rlmm.zookeeper_backend import ZooKeeperBackend
 from tiered.security.zookeeper_acl import ZooKeeperAuthenticationError

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tiered.security.certs import CertificateAuthority, KeystoreFiles, ValidityWindow
+from cli.security.certs import CertificateAuthority, KeystoreFiles, ValidityWindow
 
 BROKER_DN = "CN=broker-1,OU=brokers,O=tiered"
 CONTROLLER_DN = "CN=controller,OU=controllers,O=tiered"

@@ -10,6 +10,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from cli.launch.ports import free_port
 from tests.support.batches import one_batch_each
 from tests.support.polling import poll_until
 from tests.support.processes import DaemonProcess
@@ -18,7 +19,6 @@ from tiered.admin import AdminClient, TopicDescription
 from tiered.api import RemoteLogSegmentMetadata, RemoteResourceNotFoundException, TopicIdPartition
 from tiered.cluster.model import TieredState
 from tiered.net import GRPC, KAFKA_LISTENER_NAMES, parse_listeners
-from tiered.ports import free_port
 from tiered.rpc.channels import open_channel
 from tiered.rpc.v1 import broker_pb2 as pb
 from tiered.rpc.v1 import broker_pb2_grpc as pb_grpc

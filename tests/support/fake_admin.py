@@ -20,8 +20,8 @@ from typing import Self
 
 import grpc
 
+from cli.launch.ports import free_port
 from tiered.errors import ErrorCode
-from tiered.ports import free_port
 from tiered.rpc.v1 import broker_pb2, metadata_pb2
 from tiered.rpc.v1 import controller_pb2 as pb
 from tiered.rpc.v1 import controller_pb2_grpc as pb_grpc

@@ -11,11 +11,11 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from broker.listener.api_versions import ApiVersionRegistry
+from broker.listener.handler import RequestContext
 from tests.support.group_requests import assignment
 from tests.support.kafka_wire import NO_THROTTLE, UNKNOWN_OPERATIONS
-from tiered.kafka.api_versions import ApiVersionRegistry
-from tiered.kafka.handler import RequestContext, response_type_for
-from tiered.kafka.messages import build, nested
+from tiered.kafka.messages import build, nested, response_type_for
 
 NODE_ID = 1
 EARLIEST, LATEST = -2, -1

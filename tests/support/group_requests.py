@@ -14,10 +14,10 @@ from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.schema.offset_fetch.v8.request import OffsetFetchRequest, OffsetFetchRequestGroup
 
+from cli.kafka_client.connection import KafkaConnection
 from tests.support.cluster import Cluster
 from tests.support.kafka_cluster import connected
 from tests.support.polling import poll_until
-from tiered.kafka.connection import KafkaConnection
 from tiered.kafka.messages import build, nested
 
 JOIN, HEARTBEAT, LEAVE, SYNC, DESCRIBE, LIST = 11, 12, 13, 14, 15, 16

@@ -19,8 +19,8 @@ from broker.broker import Broker
 from broker.config import BrokerConfig
 from broker.kafka.handler import ALLOW_ALL
 from broker.kafka.this_broker import ThisBroker
+from broker.listener.handler import RequestContext
 from tiered.api import TopicIdPartition
-from tiered.kafka.handler import RequestContext
 from tiered.net import PLAINTEXT, Listener
 from tiered.rpc.v1 import broker_pb2
 from tiered.rpc.v1 import controller_pb2 as pb

@@ -17,13 +17,13 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.protocol import ResponsePayload
 
-from tiered.kafka.api_versions import ApiVersionRegistry
-from tiered.kafka.connection import KafkaConnection, encode_request
-from tiered.kafka.handler import RequestContext, response_type_for
-from tiered.kafka.messages import build, nested
+from broker.listener.api_versions import ApiVersionRegistry
+from broker.listener.handler import RequestContext
+from broker.listener.server import KafkaServer, ListenerSettings
+from cli.kafka_client.connection import KafkaConnection, encode_request
+from tiered.kafka.messages import build, nested, response_type_for
 from tiered.kafka.record_batch import validate_produce_records
 from tiered.kafka.records import ConsumedRecord, decode_batch
-from tiered.kafka.server import KafkaServer, ListenerSettings
 
 __all__ = ["OneTopicHandler", "WireClient", "encode_request", "sample_message", "serving"]
 

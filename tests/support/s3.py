@@ -1,4 +1,4 @@
-"""A real S3 endpoint for tests: one moto server per test run (``tiered.s3_endpoint``), a fresh
+"""A real S3 endpoint for tests: one moto server per test run (``cli.launch.s3_endpoint``), a fresh
 bucket per test, the remote storage config that reaches it (directly or through the run's
 :class:`~tests.support.s3_fault_proxy.S3FaultProxy`, whose plan and counts each test starts
 afresh) with credentials from a credentials file.
@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
+from cli.launch.s3_endpoint import S3Endpoint, write_credentials_file
 from tests.support.s3_fault_proxy import FaultPlan, S3FaultProxy
 from tiered.rsm.s3 import S3Credentials, S3Settings, ensure_bucket
-from tiered.s3_endpoint import S3Endpoint, write_credentials_file
 
 __all__ = [
     "FAST_RETRIES",

@@ -7,9 +7,9 @@ from typing import Any
 
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
+from cli.kafka_client.client_security import ScramLogin
+from cli.kafka_client.connection import scram_login as product_scram_login
 from tests.support.kafka_wire import WireClient
-from tiered.kafka.client_security import ScramLogin
-from tiered.kafka.connection import scram_login as product_scram_login
 from tiered.security.scram import ScramMechanism
 
 

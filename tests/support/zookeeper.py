@@ -2,7 +2,7 @@
 helpers.
 
 The servers themselves (Debian's jars, the JVM command, the ``srvr`` readiness probe, start/stop)
-live in the ``tiered.zookeeper`` package, which ``tiered-cluster up`` uses as well. Its defaults
+live in the ``cli.launch.zookeeper`` package, which ``tiered-cluster up`` uses as well. Its defaults
 suit tests:
 the JVM dies with the thread that started it (``PR_SET_PDEATHSIG``, so a killed test run leaves no
 JVM behind; start servers from the main thread or another long-lived thread) and runs with
@@ -19,10 +19,7 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-from tiered.rlmm.zookeeper_backend import ZooKeeperBackend
-from tiered.security.zookeeper_auth import NO_SECURITY, ZooKeeperSecurity
-from tiered.zk_client import connection_retry
-from tiered.zookeeper import (
+from cli.launch.zookeeper import (
     DEFAULT_CLASSPATH,
     HOST,
     JAVA_DIR,
@@ -34,6 +31,9 @@ from tiered.zookeeper import (
     four_letter_word,
     is_serving,
 )
+from tiered.rlmm.zookeeper_backend import ZooKeeperBackend
+from tiered.security.zookeeper_auth import NO_SECURITY, ZooKeeperSecurity
+from tiered.zk_client import connection_retry
 
 __all__ = [
     "DEFAULT_CLASSPATH",

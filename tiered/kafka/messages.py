@@ -9,8 +9,12 @@ finds a struct class (``MetadataResponseTopic``, ...) of the same version as a m
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 from typing import Any, TypeVar
+
+from kio.index import load_response_schema
+from kio.static.protocol import RequestPayload, ResponsePayload
 
 __all__ = ["build", "has_field", "nested"]
 
@@ -48,3 +52,14 @@ def _field_names(entity_type: type[object]) -> frozenset[str]:
         fields = dataclasses.fields(entity_type)  # type: ignore[arg-type]
         names = _FIELD_NAMES[entity_type] = frozenset(field.name for field in fields)
     return names
+
+
+def response_type_for(request: RequestPayload) -> type[ResponsePayload]:
+    """kio's response class matching ``request``'s api key and version."""
+    return _response_type_of(type(request))
+
+
+@functools.cache
+def _response_type_of(request_type: type[RequestPayload]) -> type[ResponsePayload]:
+    # kio resolves it by module name on every call: a cost on each small request's path
+    return load_response_schema(request_type.__api_key__, request_type.__version__)

@@ -4,7 +4,7 @@ Keys (a listener's own ``listener.name.<name lowercased>.<key>`` wins over ``<ke
 
 - ``ssl.keystore.type``: ``PEM`` (the only type read here; also the default);
 - ``ssl.keystore.location``: a PEM file with the private key and the certificate chain, leaf first
-  (what ``tiered.security.certs`` writes); a server needs one, a client only for mutual TLS;
+  (what ``cli.security.certs`` writes); a server needs one, a client only for mutual TLS;
 - ``ssl.key.password``: the password of an encrypted (PKCS#8) key, if it is encrypted;
 - ``ssl.truststore.type``: ``PEM``; ``ssl.truststore.location``: the CA certificates (PEM) that
   peers' certificates must chain to (a client without one trusts the system's CAs);

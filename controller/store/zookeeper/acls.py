@@ -1,5 +1,5 @@
 """The ZooKeeper store's ACL writes: the ops that rewrite each changed pattern's znode (Kafka's
-layout, ``tiered.security.acl_znodes``) and announce it, and the purge of old notifications.
+layout, ``tiered.cluster.zk_acl_znodes``) and announce it, and the purge of old notifications.
 
 A pattern's znode holds all its ACLs, so a change reads it first and writes the whole new list
 (only the active controller writes, so nothing races the read; if something did, the fenced
@@ -13,8 +13,7 @@ from collections.abc import Sequence
 
 from controller.store.base import StoredAcl
 from controller.store.zookeeper.znodes import ZnodeOp
-from tiered.security.acl import AclBinding, ResourcePattern
-from tiered.security.acl_znodes import (
+from tiered.cluster.zk_acl_znodes import (
     ACL_CHANGE_PREFIX,
     CHANGE_PATHS,
     KEPT_NOTIFICATIONS,
@@ -22,7 +21,8 @@ from tiered.security.acl_znodes import (
     encode_acls,
     pattern_path,
 )
-from tiered.security.zk_acls import read_pattern, sequence_of
+from tiered.cluster.zk_acls import read_pattern, sequence_of
+from tiered.security.acl import AclBinding, ResourcePattern
 from tiered.zk_client import TRANSPORT_ERRORS, ZkClient
 
 __all__ = ["acl_change_ops", "purge_notifications"]

@@ -2,7 +2,7 @@
 
 ``load`` lists ``/brokers/topics``, ``/tiered/delete_jobs`` and ``/config/users`` and reads the
 four znodes of every topic, the znode of every delete job, every user's config and every ACL
-pattern's (``tiered.security.zk_acls``) in bulk (``tiered.zk_multi_read``: multiRead where the
+pattern's (``tiered.cluster.zk_acls``) in bulk (``tiered.zk_multi_read``: multiRead where the
 server has it). Topics are decoded as the answers arrive, while the next requests are in flight,
 and topics with the same config znode share one parsed config mapping.
 """
@@ -17,9 +17,9 @@ from controller.store.base import MetadataStoreError
 from controller.store.zookeeper.znodes import decode_delete_job, decode_topic, parse_int
 from tiered.cluster import zk_paths
 from tiered.cluster.model import BrokerRegistration, MetadataImage
+from tiered.cluster.zk_acls import read_all_acls
+from tiered.cluster.zk_scram_znodes import decode_user_config, scram_credentials_of
 from tiered.cluster.zk_znodes import decode_broker_registration, decode_controller
-from tiered.security.scram_znodes import decode_user_config, scram_credentials_of
-from tiered.security.zk_acls import read_all_acls
 from tiered.zk_client import TRANSPORT_ERRORS, ZkClient
 from tiered.zk_multi_read import BulkReader
 

@@ -27,8 +27,8 @@ from tiered.cluster.model import (
     ScramCredentialKey,
     TopicMetadata,
 )
+from tiered.cluster.zk_acl_znodes import ACL_PARENTS
 from tiered.properties import int_property
-from tiered.security.acl_znodes import ACL_PARENTS
 from tiered.security.scram import ScramCredential
 from tiered.security.zookeeper_acl import ZooKeeperAuthenticationError
 from tiered.security.zookeeper_auth import NO_SECURITY, ZooKeeperSecurity

@@ -40,12 +40,12 @@ from controller.store.zookeeper.znodes import (
 )
 from tiered.cluster import zk_paths
 from tiered.cluster.model import DeleteJob, ScramCredentialKey, TopicMetadata
-from tiered.security.scram import ScramCredential, ScramMechanism
-from tiered.security.scram_znodes import (
+from tiered.cluster.zk_scram_znodes import (
     decode_user_config,
     encode_user_config,
     with_scram_changes,
 )
+from tiered.security.scram import ScramCredential, ScramMechanism
 from tiered.zk_client import TRANSPORT_ERRORS, ZkClient, first_failure
 
 __all__ = ["UPDATE_TOPICS_PER_MULTI", "FencedWriter"]

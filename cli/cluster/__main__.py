@@ -1,0 +1,5 @@
+import sys
+
+from cli.cluster.command import main
+
+sys.exit(main())

@@ -1,0 +1,245 @@
+"""``tiered-cluster up --secure``: a cluster with TLS, authenticated principals, the authorizer
+and ZooKeeper ACLs (docs/operations/security.md), and the files it needs, all under ``DIR/config``:
+
+- ``ca.pem`` (the cluster CA, what clients trust) and ``ca.key`` (its key, to issue more client
+  certificates); ``NAME.pem``, ``NAME.key`` and ``NAME.keystore.pem`` per controller, broker and
+  admin user (subject ``CN=NAME,OU=<role>s,O=tiered``);
+- ``admin.properties``: the admin's ``--command-config`` (SSL with the admin's certificate);
+- ``admin-sasl.properties``: the SCRAM super user ``admin`` for Kafka clients (confluent-kafka's
+  keys), its password generated here and written nowhere else;
+- ``zookeeper.jaas``: the cluster's ZooKeeper digest identity, when it uses ZooKeeper.
+
+Every file holding a key or a password is readable by its owner only. Controllers and brokers
+speak gRPC over mutual TLS; their certificates' principals and the admin's are ``super.users``.
+Each broker has a SASL_SSL Kafka listener (``kafka_bootstrap_servers``) and an SSL one that
+requires a certificate from the cluster CA (``kafka_ssl_bootstrap_servers``). The S3 endpoint and
+Spark stay on loopback without TLS."""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+import grpc
+from cryptography import x509
+
+from cli.cluster import layout as layouts
+from cli.cluster.daemons import ClusterFiles
+from cli.cluster.layout import Layout
+from cli.cluster.spec import BROKER, CONTROLLER
+from cli.launch.ports import free_port
+from cli.security.certs import CertificateAuthority, write_private_file
+from cli.security.client_config import channel_credentials
+from tiered.admin import AdminClient
+from tiered.net import SASL_SSL, SSL
+from tiered.properties import load_properties
+from tiered.security.scram import ScramMechanism
+from tiered.security.scram_admin import UserScramCredentials, UserScramCredentialUpsertion
+from tiered.security.ssl_principal import distinguished_name
+from tiered.security.zookeeper_auth import jaas_client_file_text
+
+ADMIN = "admin"
+"""The admin user: a certificate (``CN=admin,OU=users,O=tiered``) and a SCRAM user, both super
+users."""
+ADMIN_SASL = "admin-sasl"
+ZOOKEEPER_USER = "tiered"
+SCRAM_MECHANISM = ScramMechanism.SCRAM_SHA_512
+_SECRET_BYTES = 24
+_ORGANIZATION = "tiered"
+
+
+def lay_out(layout: Layout) -> None:
+    """Makes a new cluster's layout secure: an SSL Kafka listener port per broker and, for a
+    managed ZooKeeper, a chroot (its znodes then carry the cluster's ACLs from the top)."""
+    layout["secure"] = True
+    layout["kafka_ssl_brokers"] = [free_port() for _ in layout["brokers"]]
+    layout["kafka_ssl_bootstrap_servers"] = ",".join(
+        layouts.address(port) for port in layout["kafka_ssl_brokers"]
+    )
+    if layout["zookeeper_managed"] and "/" not in layout["zookeeper"]:
+        layout["zookeeper"] += layouts.STORE_CHROOT
+
+
+def is_secure(layout: Layout) -> bool:
+    return bool(layout.get("secure", False))
+
+
+def uses_zookeeper(layout: Layout) -> bool:
+    return layout["metadata"] == "zookeeper" or "zookeeper_ensemble" in layout
+
+
+# --------------------------------------------------------------------------------- principals
+
+
+def subject(name: str) -> str:
+    """The certificate subject of process ``name`` (``controller-0``, ``broker-1``) or of the
+    admin user."""
+    unit = "users" if name == ADMIN else f"{name.rsplit('-', 1)[0]}s"
+    return f"CN={name},OU={unit},O={_ORGANIZATION}"
+
+
+def certificate_principal(name: str) -> str:
+    """``User:<subject in RFC 2253>``, as the listeners name a client presenting it."""
+    return f"User:{distinguished_name(x509.Name.from_rfc4514_string(subject(name)))}"
+
+
+def certificate_holders(layout: Layout) -> list[str]:
+    controllers = [f"{CONTROLLER}-{i}" for i in range(len(layout["controllers"]))]
+    brokers = [f"{BROKER}-{i}" for i in range(1, len(layout["brokers"]) + 1)]
+    return [*controllers, *brokers, ADMIN]
+
+
+def super_users(layout: Layout) -> str:
+    """Every process's and the admin's certificate principals, and the SCRAM admin."""
+    principals = [certificate_principal(name) for name in certificate_holders(layout)]
+    return ";".join([*principals, f"User:{ADMIN}"])
+
+
+# --------------------------------------------------------------------------------- files
+
+
+def ca_file(files: ClusterFiles) -> Path:
+    return files.config_file("ca", "pem")
+
+
+def keystore_file(files: ClusterFiles, name: str) -> Path:
+    return files.config_file(name, "keystore.pem")
+
+
+def admin_properties_file(files: ClusterFiles) -> Path:
+    return files.config_file(ADMIN)
+
+
+def admin_sasl_file(files: ClusterFiles) -> Path:
+    return files.config_file(ADMIN_SASL)
+
+
+def jaas_file(files: ClusterFiles) -> Path:
+    return files.config_file("zookeeper", "jaas")
+
+
+def _properties_text(properties: dict[str, str]) -> bytes:
+    return "".join(f"{key}={value}\n" for key, value in properties.items()).encode()
+
+
+def write_files(files: ClusterFiles, layout: Layout) -> None:
+    """The CA, the certificates, the admin's client configs and the JAAS file, each written
+    unless it is there already (a later ``up`` keeps the cluster's identities)."""
+    config = files.dir / "config"
+    ca_key = files.config_file("ca", "key")
+    if ca_file(files).exists() and ca_key.exists():
+        ca, fresh = CertificateAuthority.load(ca_file(files), ca_key), False
+    else:
+        ca, fresh = CertificateAuthority.create(f"CN=tiered-ca,O={_ORGANIZATION}"), True
+        ca.write_private_key(ca_key)
+        ca.write_certificate(ca_file(files))
+    for name in certificate_holders(layout):
+        if fresh or not keystore_file(files, name).exists():
+            ca.issue(subject(name)).write_pem_files(config, name)
+    write_private_file(
+        admin_properties_file(files),
+        _properties_text(
+            {
+                "security.protocol": SSL,
+                "ssl.truststore.location": str(ca_file(files)),
+                "ssl.keystore.type": "PEM",
+                "ssl.keystore.location": str(keystore_file(files, ADMIN)),
+            }
+        ),
+    )
+    if not admin_sasl_file(files).exists():
+        write_private_file(
+            admin_sasl_file(files),
+            _properties_text(
+                {
+                    "security.protocol": SASL_SSL,
+                    "sasl.mechanism": str(SCRAM_MECHANISM),
+                    "sasl.username": ADMIN,
+                    "sasl.password": secrets.token_urlsafe(_SECRET_BYTES),
+                    "ssl.ca.location": str(ca_file(files)),
+                }
+            ),
+        )
+    if uses_zookeeper(layout) and not jaas_file(files).exists():
+        text = jaas_client_file_text(ZOOKEEPER_USER, secrets.token_urlsafe(_SECRET_BYTES))
+        write_private_file(jaas_file(files), text.encode())
+
+
+# --------------------------------------------------------------------------------- properties
+
+
+def process_properties(files: ClusterFiles, layout: Layout, name: str) -> dict[str, str]:
+    """What a controller or broker adds in a secure cluster (nothing otherwise): mutual TLS on
+    gRPC with its own certificate, the authorizer and, with ZooKeeper, its digest identity and
+    znode ACLs."""
+    if not is_secure(layout):
+        return {}
+    properties = {
+        "listener.security.protocol.map": "GRPC:SSL",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(keystore_file(files, name)),
+        "ssl.truststore.location": str(ca_file(files)),
+        "authorizer.enabled": "true",
+        "super.users": super_users(layout),
+        "allow.everyone.if.no.acl.found": "false",
+    }
+    if uses_zookeeper(layout):
+        properties["zookeeper.jaas.config.file"] = str(jaas_file(files))
+        properties["zookeeper.set.acl"] = "true"
+    return properties
+
+
+def kafka_listeners(layout: Layout, broker_id: int) -> str:
+    """Broker ``broker_id``'s Kafka listeners, as ``listeners`` lists them."""
+    if not is_secure(layout):
+        return f"PLAINTEXT://{layouts.address(layout['kafka_brokers'][broker_id - 1])}"
+    sasl_ssl = layouts.address(layout["kafka_brokers"][broker_id - 1])
+    ssl = layouts.address(layout["kafka_ssl_brokers"][broker_id - 1])
+    return f"{SASL_SSL}://{sasl_ssl},{SSL}://{ssl}"
+
+
+def broker_ports(layout: Layout, broker_id: int) -> dict[str, int]:
+    """The SSL Kafka listener's port, as ``status`` shows it."""
+    if not is_secure(layout):
+        return {}
+    return {"kafka_ssl": layout["kafka_ssl_brokers"][broker_id - 1]}
+
+
+def broker_listener_properties(layout: Layout) -> dict[str, str]:
+    """A secure broker's Kafka listener settings: SCRAM on SASL_SSL (no client certificate
+    asked), a client certificate required on SSL."""
+    if not is_secure(layout):
+        return {}
+    return {
+        "sasl.enabled.mechanisms": str(SCRAM_MECHANISM),
+        f"listener.name.{SASL_SSL.lower()}.ssl.client.auth": "none",
+        f"listener.name.{SSL.lower()}.ssl.client.auth": "required",
+    }
+
+
+# --------------------------------------------------------------------------------- the admin
+
+
+def admin_credentials(files: ClusterFiles, layout: Layout) -> grpc.ChannelCredentials | None:
+    """The admin's gRPC credentials (``admin.properties``), None for a cluster without TLS."""
+    if not is_secure(layout):
+        return None
+    return channel_credentials(load_properties(admin_properties_file(files)))
+
+
+def ensure_admin_user(files: ClusterFiles, layout: Layout, bootstrap: str) -> None:
+    """Creates the SCRAM super user ``admin`` with the password of ``admin-sasl.properties``,
+    unless it has a SCRAM-SHA-512 credential already."""
+    if not is_secure(layout):
+        return
+    with AdminClient(bootstrap, credentials=admin_credentials(files, layout)) as admin:
+        (found,) = admin.describe_user_scram_credentials([ADMIN])
+        if isinstance(found, UserScramCredentials) and any(
+            mechanism is SCRAM_MECHANISM for mechanism, _ in found.credentials
+        ):
+            return
+        password = load_properties(admin_sasl_file(files))["sasl.password"]
+        upsertion = UserScramCredentialUpsertion(ADMIN, SCRAM_MECHANISM, password)
+        for _, error in admin.alter_user_scram_credentials([upsertion]):
+            if error is not None:
+                raise error

@@ -1,0 +1,2 @@
+"""A small Kafka protocol client for the tools (``tiered-consumer-groups``): connections with
+TLS and SCRAM, metadata and offsets, the group admin APIs."""

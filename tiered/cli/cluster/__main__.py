@@ -1,5 +1,0 @@
-import sys
-
-from tiered.cli.cluster.command import main
-
-sys.exit(main())
