@@ -4,7 +4,7 @@
 #   - Debian packages: zookeeper (jars in /usr/share/java), a headless JRE,
 #     libslf4j-java (slf4j-simple.jar, the logging binding the test server uses).
 #   - kcat, and node with npm (Debian's nodejs, npm) when node is missing: clients the
-#     Kafka protocol tests drive (tests/kafka/test_more_clients.py).
+#     Kafka protocol tests drive (tests/broker/kafka/test_more_clients.py).
 #   - .venv/ with `pip install -e '.[test]'`, redone only when pyproject.toml
 #     changes (its sha256 is stamped in .venv/.tiered-installed).
 #   - tests/js/node_modules/ (KafkaJS) with `npm ci`, redone only when

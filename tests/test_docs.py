@@ -89,3 +89,14 @@ def test_every_exported_metric_is_documented(tmp_path: Path) -> None:
     page = (ROOT / "docs" / "operations" / "metrics.md").read_text().lower()
     assert len(names) > 20
     assert sorted(n for n in names if n.lower() not in page) == []
+
+
+def test_test_folders_mirror_the_packages_they_test() -> None:
+    tests = ROOT / "tests"
+    folders = {p.parent for p in tests.rglob("test_*.py")} - {tests}
+    unmatched = sorted(
+        str(folder.relative_to(ROOT))
+        for folder in folders
+        if not (ROOT / folder.relative_to(tests)).is_dir()
+    )
+    assert unmatched == []

@@ -102,7 +102,8 @@ def test_disable_with_delete_raises_log_start(cluster: Cluster) -> None:
         d = cluster.log_dirs(partition.leader)[(topic.topic_id, p)]
         assert not d.copying and not d.remote_fetch_enabled
         assert d.offsets.log_start_offset == d.offsets.local_log_start_offset
-    # The broker marked each partition; the bulk delete (tests/delete_jobs/test_delete_policy.py) takes it on.
+    # The broker marked each partition; the bulk delete takes it on
+    # (tests/controller/jobs/test_delete_policy.py).
     for partition in cluster.admin.describe_topic("payments").partitions:
         assert partition.remote_delete_state.startswith("DELETE_PARTITION_")
 

@@ -42,7 +42,7 @@ from tiered.rlmm.backend import (
 )
 from tiered.rlmm.sqlite_backend import SqliteBackend
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 DEADLINE_S = 20.0
 T = TypeVar("T")
 

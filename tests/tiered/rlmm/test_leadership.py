@@ -40,7 +40,7 @@ from tiered.rlmm.manager import StoreRemoteLogMetadataManager
 
 __all__ = ["store"]
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_deposed_leader_is_fenced_and_sees_the_new_leaders_writes(store: Store) -> None:

@@ -22,7 +22,7 @@ from tests.support.zookeeper import ZooKeeperEnsemble, ZooKeeperError, start_kaz
 
 pytestmark = pytest.mark.zookeeper
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

@@ -17,8 +17,8 @@ from cli.launch.s3_endpoint import (
     is_serving,
     write_credentials_file,
 )
-from tests.remote_storage.test_rsm_fsspec import LOG, segment_data, segment_meta
 from tests.support.polling import poll_until
+from tests.tiered.rsm.test_rsm_fsspec import LOG, segment_data, segment_meta
 from tiered import rsm
 from tiered.rsm.s3 import read_credentials_file
 

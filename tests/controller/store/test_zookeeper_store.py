@@ -22,7 +22,7 @@ from broker.zk_registration import (
 )
 from controller.store.base import ControllerFencedError, MetadataStoreError
 from controller.store.zookeeper import ZooKeeperMetadataStore
-from tests.metadata.test_store_contract import expire_session
+from tests.controller.store.test_store_contract import expire_session
 from tests.support.polling import poll_until
 from tests.support.zookeeper import ZooKeeperServer, start_kazoo_client
 from tiered.cluster import zk_paths

@@ -45,7 +45,7 @@ from tiered.cluster.model import (
 )
 from tiered.rpc.v1 import metadata_pb2
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 Batch = metadata_pb2.MetadataRecordBatch
 Record = metadata_pb2.MetadataRecord

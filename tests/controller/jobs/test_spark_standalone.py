@@ -22,7 +22,7 @@ from pyspark import cloudpickle
 from cli.launch.spark_standalone import SparkStandaloneCluster, master_state
 from controller.jobs.runner import DeleteJobRunner
 from controller.jobs.spark_delete import BulkObjectDeleter, SparkSessionProvider
-from tests.delete_jobs.test_delete_job_runner import Persisted, Remote
+from tests.controller.jobs.test_delete_job_runner import Persisted, Remote
 from tests.support import gated_deleter
 from tests.support.gated_deleter import GatedStorage, started
 from tests.support.polling import poll_until

@@ -33,7 +33,7 @@ from tiered.errors import ErrorCode
 from tiered.kafka.record_batch import iter_batches
 from tiered.kafka.records import Record, build_batch
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 BIG = 1 << 30
 
 

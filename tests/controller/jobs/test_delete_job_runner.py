@@ -1,6 +1,6 @@
 """The delete-job runner in process: a real sqlite RLMM, a real remote directory tree behind the
 fsspec storage plugin, the real object deleter (fast path); faults injected around it. (On S3,
-through a fault-injecting proxy: tests/remote_storage/test_s3_faults.py.)"""
+through a fault-injecting proxy: tests/tiered/rsm/test_s3_faults.py.)"""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from broker.log import OffsetOutOfRangeError
-from tests.broker.test_rlm import Broker
+from tests.broker.rlm.test_rlm import Broker
 from tests.support.batches import append_record
 from tiered.api import RemoteLogSegmentMetadata, TopicIdPartition
 from tiered.config import RemoteLogDisablePolicy

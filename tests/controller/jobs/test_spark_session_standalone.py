@@ -28,7 +28,7 @@ from controller.controller import Controller
 from controller.jobs import wiring
 from controller.metrics import ControllerMetrics
 from controller.store.kraft import KRaftMetadataStore
-from tests.delete_jobs.test_delete_job_runner import Persisted, Remote
+from tests.controller.jobs.test_delete_job_runner import Persisted, Remote
 from tests.support.polling import poll_until
 from tiered.cluster.model import DeleteJobState
 

@@ -11,8 +11,8 @@ import pytest
 
 from controller.config import ControllerConfig
 from controller.jobs import wiring
-from tests.broker.test_rlm import Broker
-from tests.delete_jobs.test_delete_job_runner import GatedDeleter, Persisted, Remote, runner_for
+from tests.broker.rlm.test_rlm import Broker
+from tests.controller.jobs.test_delete_job_runner import GatedDeleter, Persisted, Remote, runner_for
 from tests.support.batches import decode
 from tests.support.polling import poll_until
 from tests.support.s3 import TEST_CREDENTIALS, S3Store

@@ -11,7 +11,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from controller.store.base import ControllerFencedError, MetadataStoreError
-from tests.metadata.test_store_contract import (  # noqa: F401 - fixtures
+from tests.controller.store.test_store_contract import (  # noqa: F401 - fixtures
     StoreFactory,
     elect,
     store_factory,

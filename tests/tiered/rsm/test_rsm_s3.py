@@ -16,10 +16,10 @@ from broker import main as broker_main
 from broker.kafka.config_entries import broker_entries
 from cli.launch.ports import free_port
 from controller import main as controller_main
-from tests.remote_storage.test_rsm_fsspec import LOG, TP, segment_data, segment_meta
 from tests.support.remote_tree import TOPIC, build_tree
 from tests.support.s3 import TEST_CREDENTIALS, S3Store
 from tests.support.s3_fault_proxy import FaultPlan, S3FaultProxy
+from tests.tiered.rsm.test_rsm_fsspec import LOG, TP, segment_data, segment_meta
 from tiered import rsm
 from tiered.api import DeleteOutcome, RemoteStorageException, TopicIdPartition
 from tiered.rsm import (

@@ -18,7 +18,7 @@ from tests.support.zookeeper import ZooKeeperError, ZooKeeperServer, start_kazoo
 
 pytestmark = [pytest.mark.zookeeper, pytest.mark.processes]
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 DEADLINE = 20.0
 
 
