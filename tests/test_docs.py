@@ -8,10 +8,9 @@ import re
 import uuid
 from pathlib import Path
 
-from broker.broker import Broker
-from broker.config import BrokerConfig
 from broker.metrics import TieredStorageCollector
 from controller.metrics import ControllerMetrics, ControllerSnapshot, ControllerStateCollector
+from tests.support.in_process_broker import in_process_broker
 from tests.support.processes import REPO
 from tiered.api import TopicIdPartition
 
@@ -70,22 +69,10 @@ def test_every_exported_metric_is_documented(tmp_path: Path) -> None:
     metrics = ControllerMetrics("kraft")
     names = _families(metrics.registry)
     names |= _families(ControllerStateCollector(lambda: 1, lambda _timeout: ControllerSnapshot()))
-    broker = Broker(
-        BrokerConfig.from_properties(
-            {
-                "node.id": "1",
-                "log.dirs": str(tmp_path / "logs"),
-                "rlmm.sqlite.path": str(tmp_path / "rlmm.db"),
-                "remote.storage.root": str(tmp_path / "remote"),
-            }
-        )
-    )
-    try:
+    with in_process_broker(tmp_path) as broker:
         broker.hosting.assign([(TopicIdPartition(uuid.uuid4(), "t", 0), {}, 0)])
         assert broker.rlm is not None
         names |= _families(TieredStorageCollector(broker.data, broker.rlm.metrics))
-    finally:
-        broker.close()
     page = (ROOT / "docs" / "operations" / "metrics.md").read_text().lower()
     assert len(names) > 20
     assert sorted(n for n in names if n.lower() not in page) == []

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from broker.broker import Broker
-from broker.config import BrokerConfig
 from controller.tiered_state import plan_config_change
+from tests.support.in_process_broker import in_process_broker
 from tests.support.processes import REPO
 from tiered.api import TopicIdPartition
 from tiered.cluster.model import TieredState, TopicMetadata
@@ -71,21 +71,8 @@ def _controller_answer(configs: dict[str, str]) -> ErrorCode | None:
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
-    root = tmp_path_factory.mktemp("agreement")
-    broker = Broker(
-        BrokerConfig.from_properties(
-            {
-                "node.id": "1",
-                "log.dirs": str(root / "logs"),
-                "rlmm.sqlite.path": str(root / "rlmm.db"),
-                "remote.storage.root": str(root / "remote"),
-            }
-        )
-    )
-    try:
+    with in_process_broker(tmp_path_factory.mktemp("agreement")) as broker:
         yield broker
-    finally:
-        broker.close()
 
 
 def _broker_answer(broker: Broker, configs: dict[str, str]) -> ErrorCode | None:

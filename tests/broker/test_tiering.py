@@ -15,12 +15,12 @@ import pytest
 
 from broker.assignment_journal import JOURNAL, SNAPSHOT, read_entries
 from broker.broker import Broker
-from broker.config import BrokerConfig
 from broker.data_plane import PartitionLogDir
 from broker.hosted import PartitionStop
 from broker.rlm.manager import RemoteLogManager
 from tests.rlmm_support import FailingCommit
 from tests.support.batches import offsets, one_batch_each
+from tests.support.in_process_broker import broker_config
 from tests.support.polling import poll_until
 from tiered.api import RemoteLogSegmentState, RemotePartitionDeleteState, TopicIdPartition
 from tiered.config import RemoteLogDisablePolicy
@@ -37,15 +37,7 @@ class Brokers:
 
     def __init__(self, tmp_path: Path) -> None:
         self.log_dir = tmp_path / "logs"
-        self.config = BrokerConfig.from_properties(
-            {
-                "node.id": "1",
-                "log.dirs": str(self.log_dir),
-                "rlmm.sqlite.path": str(tmp_path / "rlmm.db"),
-                "remote.storage.root": str(tmp_path / "remote"),
-                "remote.log.manager.task.interval.ms": "50",
-            }
-        )
+        self.config = broker_config(tmp_path, **{"remote.log.manager.task.interval.ms": "50"})
         self.open: list[Broker] = []
 
     def start(self) -> Broker:
