@@ -6,6 +6,10 @@ it. System tests, tests marked ``zookeeper`` or ``s3``, tests using their fixtur
 parametrized with the ``zookeeper`` backend or mode get it automatically; any other test that
 starts one needs ``pytestmark = pytest.mark.processes`` (or the decorator). A test without the
 marker that starts a process fails, naming the command, so the marker stays true.
+
+A test marked ``netns`` (network partitions, ``tests.support.network``) runs in a network
+namespace of its own: the test process runs it again, in a child pytest under ``unshare --net``,
+and takes that outcome; such a test starts processes, so it is ``processes`` too.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.support.network import in_test_namespace, run_in_fresh_namespace
 
 PROCESSES = "processes"
 _PROCESS_FIXTURES = frozenset(
@@ -31,6 +37,7 @@ _PROCESS_FIXTURES = frozenset(
     }
 )
 _SYSTEM_TESTS = Path(__file__).resolve().parent / "system_tests"
+_NETNS_TIMEOUT_S = 600.0
 
 _running: list[pytest.Item] = []  # the test whose setup, call or teardown is under way
 
@@ -42,8 +49,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         callspec = getattr(item, "callspec", None)
         on_zookeeper = callspec is not None and "zookeeper" in callspec.params.values()
         needs_server = any(item.get_closest_marker(m) for m in ("zookeeper", "s3"))
-        if in_system_tests or uses_processes or on_zookeeper or needs_server:
+        in_namespace = item.get_closest_marker("netns") is not None
+        if in_system_tests or uses_processes or on_zookeeper or needs_server or in_namespace:
             item.add_marker(PROCESSES)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """A ``netns`` test outside its namespace is run inside a fresh one instead."""
+    if pyfuncitem.get_closest_marker("netns") is None or in_test_namespace():
+        return None
+    run_in_fresh_namespace(pyfuncitem.nodeid, pyfuncitem.config.rootpath, _NETNS_TIMEOUT_S)
+    return True
 
 
 @pytest.hookimpl(wrapper=True)

@@ -3,6 +3,8 @@
 # there is nothing to do.
 #   - Debian packages: zookeeper (jars in /usr/share/java), a headless JRE,
 #     libslf4j-java (slf4j-simple.jar, the logging binding the test server uses).
+#   - nftables and util-linux's unshare: the network partition tests cut links inside a
+#     network namespace of their own (tests/support/network.py).
 #   - kcat, and node with npm (Debian's nodejs, npm) when node is missing: clients the
 #     Kafka protocol tests drive (tests/broker/kafka/test_more_clients.py).
 #   - .venv/ with `pip install -e '.[test]'`, redone only when pyproject.toml
@@ -48,6 +50,12 @@ if [ ! -x "$VENV/bin/python" ] && ! "$PYTHON" -c 'import ensurepip, venv' >/dev/
 fi
 if ! command -v kcat >/dev/null 2>&1; then
     packages+=(kcat)
+fi
+if ! command -v nft >/dev/null 2>&1; then
+    packages+=(nftables)
+fi
+if ! command -v unshare >/dev/null 2>&1; then
+    packages+=(util-linux)
 fi
 if ! command -v node >/dev/null 2>&1; then
     packages+=(nodejs npm)
