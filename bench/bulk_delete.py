@@ -272,7 +272,7 @@ def run_product(
         raise VerificationError("product: the bench's controller store was not elected")
 
     def persist(job: DeleteJob) -> None:
-        controller_store.put_delete_job(job)
+        controller_store.writes.put_delete_job(job)
         saved_at.append(time.perf_counter())
 
     engine_lines = _EngineLines()

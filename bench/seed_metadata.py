@@ -17,7 +17,7 @@ What is written (``make_topics``):
 
 KRaft (``seed_kraft``): the batches are those a controller writes (``tiered.cluster.serde``:
 ``controller_epoch_record`` of an earlier controller 1 at epoch 1, then ``topic_to_records`` of
-each topic, by default one batch per topic as ``create_topic`` commits them), framed by
+each topic, by default one batch per topic as ``writes.create_topic`` commits them), framed by
 ``kraft_log.encode_frame`` into segment files named and rolled as ``MetadataLog`` names and rolls
 them, with one fsync per file instead of one per batch. The directory is then opened with
 ``MetadataLog`` (which validates every frame, as a controller's recovery does) and, unless
@@ -28,7 +28,7 @@ TopicRecord with a DISABLING TieredStateRecord) rather than as a create followed
 ``update_kraft`` appends ``topic_update_records`` to an existing log through ``MetadataLog.append``
 (one fsync'd batch per ``topics_per_batch`` topics), e.g. to turn seeded topics DISABLING.
 
-ZooKeeper (``seed_zookeeper``): the znodes ``ZooKeeperMetadataStore.create_topic`` writes
+ZooKeeper (``seed_zookeeper``): the znodes ``ZooKeeperMetadataStore.writes.create_topic`` writes
 (``controller.store.zookeeper.topic_create_ops``: assignment, tieredstorage, tiered_epoch,
 state, config; five creates a topic) in transactions of ``topics_per_txn`` topics, with
 ``in_flight`` transactions pipelined on one kazoo session. ``update_zookeeper`` sets

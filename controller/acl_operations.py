@@ -50,7 +50,7 @@ class AclOperations:
             }
             if new:
                 created = list(new.items())
-                self._term.persist(lambda: self._store.create_acls(created))
+                self._term.persist(lambda: self._store.writes.create_acls(created))
                 for new_id, binding in created:
                     acls.put(new_id, binding)
         for binding in new.values():
@@ -80,7 +80,7 @@ class AclOperations:
                         mine.append(binding)
                 matched.append(mine)
             if doomed:
-                self._term.persist(lambda: self._store.delete_acls(doomed))
+                self._term.persist(lambda: self._store.writes.delete_acls(doomed))
                 for found_id, _ in doomed:
                     acls.remove(found_id)
         for _, binding in doomed:

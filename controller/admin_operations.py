@@ -181,7 +181,7 @@ class AdminOperations:
             topic = TopicMetadata(name, uuid.uuid4(), replicas, normalized, state, epoch)
             if validate_only:
                 return topic
-            self._term.persist(lambda: self._store.create_topic(topic))
+            self._term.persist(lambda: self._store.writes.create_topic(topic))
             self._term.image.put_topic(topic)
             self._work.topic_changed(topic, placed=range(partitions))
         log.info(
@@ -224,7 +224,7 @@ class AdminOperations:
                 growths.append((before, after))
             if validate_only or not growths:
                 return results
-            self._term.persist(lambda: self._store.add_partitions(growths))
+            self._term.persist(lambda: self._store.writes.add_partitions(growths))
             for before, after in growths:
                 self._term.image.put_topic(after)
                 self._work.topic_changed(
@@ -258,7 +258,7 @@ class AdminOperations:
             self._term.require_active()
             topic = self._current(name)
             job = DeleteJob.of_deleted_topic(topic) if was_ever_tiered(topic) else None
-            self._term.persist(lambda: self._store.delete_topic(topic, job))
+            self._term.persist(lambda: self._store.writes.delete_topic(topic, job))
             self._term.image.remove_topic(topic.topic_id)
             self._disablements.topic_deleted(name)
             self._work.topic_deleted(topic)

@@ -127,6 +127,6 @@ class DeleteJobSupervisor:
         """The runner's progress, written from its thread."""
         with self._term.lock:
             self._term.require_active()
-            self._term.persist(lambda: self._store.put_delete_job(job))
+            self._term.persist(lambda: self._store.writes.put_delete_job(job))
             self._term.image.delete_jobs[job.key] = job
             self.unfinished.saved(job)

@@ -137,7 +137,9 @@ class ScramUsers:
                 except TieredError as e:
                     errors[upsertion.user] = e
             if removed or upserted:
-                self._term.persist(lambda: self._store.alter_scram_credentials(upserted, removed))
+                self._term.persist(
+                    lambda: self._store.writes.alter_scram_credentials(upserted, removed)
+                )
                 for key in removed:
                     credentials.pop(key, None)
                 credentials.update(upserted)

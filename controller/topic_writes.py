@@ -78,9 +78,9 @@ class TopicWrites:
         applied: Callable[[], None] = lambda: None,
     ) -> None:
         """``write`` runs a store write as ``Term`` does (timed; a failure steps down and raises
-        NOT_CONTROLLER); a flush is one ``store.update_topics``; ``flushed(changes, queued)`` is told
-        each flush's size and what queued behind it (the metrics); ``applied`` is called, under
-        the lock, once a flush's committed changes are in the image."""
+        NOT_CONTROLLER); a flush is one ``store.writes.update_topics``; ``flushed(changes,
+        queued)`` is told each flush's size and what queued behind it (the metrics); ``applied``
+        is called, under the lock, once a flush's committed changes are in the image."""
         self._lock = lock
         self._changed = threading.Condition(lock)  # a write ended (``settle`` waits for it)
         self._image = image
@@ -184,7 +184,7 @@ class TopicWrites:
     def _write_changes(self, changes: Sequence[TopicChange]) -> None:
         if failpoints.hit("controller.topic_writes.flush"):
             raise MetadataStoreError("fail point controller.topic_writes.flush: write refused")
-        self._store.update_topics(changes)
+        self._store.writes.update_topics(changes)
 
     def _applied(self, flush: _Flush, committed: int, error: TieredError | None) -> None:
         left = committed

@@ -5,6 +5,11 @@ and tiered epoch; broker registrations; the controller epoch) and elects the act
 The controller is the only writer, so the store needs no per-topic compare-and-set: it fences
 whole controllers instead.
 
+The contract has two parts. ``MetadataStore`` is the store itself: leadership, reads, broker
+registration and liveness, lifecycle. ``FencedWrites`` (``MetadataStore.writes``) is every
+metadata write of the active term; each backend implements it in a writer of its own, and callers
+write through ``store.writes`` only.
+
 Contract:
 
 * **Leadership.** ``elect`` blocks until this process is the active controller, durably raises
@@ -15,7 +20,11 @@ Contract:
   held from election to exit.
 * **Loss of leadership** sets ``leadership_lost`` (ZooKeeper: session LOST, or SUSPENDED for longer
   than the grace period). The controller must stop acting and ``resign``; it may ``elect`` again.
-* **Atomicity.** Each write method commits all of its changes or none.
+* **Atomicity.** Each method of ``FencedWrites`` commits all of its changes or none, except
+  ``update_topics`` on a backend that splits it: there each change is atomic, and a failure after
+  some committed raises ``PartialWriteError`` naming how many.
+* **Refusals.** A write refuses an argument that breaks its documented precondition before
+  anything is written, with ``ValueError`` unless the method says otherwise.
 * **Failures.** A transport or storage failure raises ``MetadataStoreError``. The outcome of that
   write is then unknown, so the caller must not assume either: the controller resigns, and
   whoever is elected next reloads the truth with ``load``.
@@ -46,7 +55,7 @@ from tiered.security.scram import ScramCredential
 if TYPE_CHECKING:
     from tiered.rpc.v1.metadata_pb2 import MetadataRecordBatch
 
-# (before, after, delete job or None): one topic's change, as ``update_topic`` takes it.
+# (before, after, delete job or None): one topic's change, as ``update_topics`` takes it.
 TopicChange = tuple[TopicMetadata, TopicMetadata, DeleteJob | None]
 # (before, after): a topic grown by CreatePartitions, as ``add_partitions`` takes it.
 PartitionGrowth = tuple[TopicMetadata, TopicMetadata]
@@ -116,8 +125,99 @@ class ControllerFencedError(MetadataStoreError):
     """This process is no longer the active controller; nothing was written."""
 
 
+class FencedWrites(ABC):
+    """Every metadata write of the active term. Each commits only while this process is the
+    active controller of the epoch ``elect`` returned, else raises ``ControllerFencedError`` and
+    writes nothing. Each is atomic (``update_topics`` topic by topic where the backend splits
+    it), and a transport or storage failure raises ``MetadataStoreError`` with the outcome
+    unknown (the module's contract)."""
+
+    @abstractmethod
+    def create_topic(self, topic: TopicMetadata) -> None:
+        """Persists a new topic: assignment, configs, tiered state and epoch, atomically."""
+
+    def update_topic(
+        self, before: TopicMetadata, after: TopicMetadata, delete_job: DeleteJob | None = None
+    ) -> None:
+        """``update_topics`` of this one change: one atomic write."""
+        self.update_topics([(before, after, delete_job)])
+
+    @abstractmethod
+    def update_topics(self, changes: Sequence[TopicChange]) -> None:
+        """Persists each change's ``after``: its configs, tiered state and tiered epoch (the
+        replica assignment does not change), together with its delete job when given (a
+        disablement with the delete policy completes and its bulk delete is queued in the same
+        write). ``before`` is the controller's current view; a backend may use it to write only
+        what changed. The controller persists in one call every disablement that one broker
+        response completed: 10k topics acked at once must not cost 10k writes.
+
+        Each topic's change is atomic; the whole call is one atomic write where the backend
+        allows it (KRaft: one batch) and a few otherwise (ZooKeeper: one multi per bounded group
+        of topics, in order). A failure after some changes committed raises
+        ``PartialWriteError`` naming how many (the first groups); the rest have the unknown
+        outcome of any failed write. ``ValueError`` (:func:`check_delete_job_of`) for a delete
+        job that is not its topic's, before anything is written (ZooKeeper also refuses, with
+        ``ValueError``, a change of a topic's name, id or assignment)."""
+
+    @abstractmethod
+    def add_partitions(self, growths: Sequence[PartitionGrowth]) -> None:
+        """Persists the partitions each topic gains (CreatePartitions), all topics atomically:
+        KRaft, one batch of PartitionRecords (Kafka's); ZooKeeper, one multi setting each
+        topic's ``/brokers/topics/{topic}`` assignment, as Kafka's ``AdminZkClient`` does.
+        ``ValueError`` (:func:`check_partition_growth`) before anything is written."""
+
+    @abstractmethod
+    def put_delete_job(self, job: DeleteJob) -> None:
+        """Creates or replaces the job record keyed by (topic id, tiered epoch): its state and
+        progress. Jobs outlive their topic: ``delete_topic`` leaves them."""
+
+    @abstractmethod
+    def delete_topic(self, topic: TopicMetadata, delete_job: DeleteJob | None = None) -> None:
+        """Removes the topic and everything stored under it, atomically, together with the
+        creation of ``delete_job`` when given (the job of the topic's remote data: a deletion
+        persisted without its job would orphan that data). ``ValueError``
+        (:func:`check_delete_job_of`) for another topic's job, before anything is written."""
+
+    @abstractmethod
+    def alter_scram_credentials(
+        self,
+        upsertions: Mapping[ScramCredentialKey, ScramCredential],
+        deletions: Collection[ScramCredentialKey],
+    ) -> None:
+        """Creates or replaces each credential of ``upsertions`` and removes each of
+        ``deletions`` (keys ``(user, mechanism)``), atomically; a key in both is refused with
+        ValueError (:func:`check_scram_alteration`). Credentials are stored salted and hashed as
+        given, never a password. KRaft: one batch of UserScramCredential /
+        RemoveUserScramCredential records; ZooKeeper: one multi over Kafka's
+        ``/config/users/{name}`` znodes (other keys of a user's config are kept; a user whose
+        config becomes empty keeps an empty one, as Kafka leaves it). Removing a credential that
+        is not there is not an error."""
+
+    @abstractmethod
+    def create_acls(self, acls: Sequence[StoredAcl]) -> None:
+        """Persists new ACLs, atomically: KRaft, one AccessControlEntryRecord each (with its
+        id) in one batch; ZooKeeper, Kafka's layout (``tiered.cluster.zk_acl_znodes``: each
+        pattern's znode rewritten with its new entries, and one change notification per pattern)
+        in one multi, where the ids are derived from the bindings (``acl_id``) and ``load``
+        returns those. The caller passes ACLs not stored yet, with resource names the backend
+        can store: ZooKeeper refuses one that cannot be a znode's name (one with ``/``) with
+        ``MetadataStoreError``, before anything is written."""
+
+    @abstractmethod
+    def delete_acls(self, acls: Sequence[StoredAcl]) -> None:
+        """Removes these ACLs (as ``load`` returned them), atomically: KRaft, one
+        RemoveAccessControlEntryRecord each in one batch; ZooKeeper, each pattern's znode
+        rewritten without them (deleted when none is left) with its change notification, in
+        one multi."""
+
+
 class MetadataStore(ABC):
+    """A metadata store: leadership, reads, broker registration and liveness, lifecycle; its
+    writes are ``writes``."""
+
     mode: str  # "kraft" or "zookeeper"
+    writes: FencedWrites
+    """The fenced writes of the active term, set by each backend's constructor."""
 
     def __init__(self) -> None:
         self.leadership_lost = threading.Event()
@@ -146,86 +246,7 @@ class MetadataStore(ABC):
         """Everything committed: topics, registered brokers, delete jobs, SCRAM credentials,
         ACLs, the controller epoch."""
 
-    # ----------------------------------------------------------------------------- fenced writes
-
-    @abstractmethod
-    def create_topic(self, topic: TopicMetadata) -> None:
-        """Persists a new topic: assignment, configs, tiered state and epoch, atomically."""
-
-    @abstractmethod
-    def update_topic(
-        self, before: TopicMetadata, after: TopicMetadata, delete_job: DeleteJob | None = None
-    ) -> None:
-        """Persists ``after``'s configs, tiered state and tiered epoch atomically (the replica
-        assignment does not change), together with ``delete_job`` when given (a disablement
-        with the delete policy completes and its bulk delete is queued in the same write).
-        ``before`` is the controller's current view; a backend may use it to write only what
-        changed."""
-
-    def update_topics(self, changes: Sequence[TopicChange]) -> None:
-        """``update_topic`` for many topics (the controller persists in one call every
-        disablement that one broker response completed: 10k topics acked at once must not cost
-        10k writes). Each topic's change is atomic as with ``update_topic``; the whole call is
-        one atomic write where the backend allows it (KRaft: one batch) and a few otherwise
-        (ZooKeeper: one multi per bounded group of topics, in order). A failure after some
-        changes committed raises ``PartialWriteError`` naming how many (the first groups); the
-        rest have the unknown outcome of any failed write. This default calls ``update_topic``
-        for each change."""
-        for index, (before, after, delete_job) in enumerate(changes):
-            try:
-                self.update_topic(before, after, delete_job)
-            except MetadataStoreError as e:
-                if index == 0:
-                    raise
-                raise PartialWriteError(str(e), committed=index) from e
-
-    @abstractmethod
-    def add_partitions(self, growths: Sequence[PartitionGrowth]) -> None:
-        """Persists the partitions each topic gains (CreatePartitions), all topics atomically:
-        KRaft, one batch of PartitionRecords (Kafka's); ZooKeeper, one multi setting each
-        topic's ``/brokers/topics/{topic}`` assignment, as Kafka's ``AdminZkClient`` does.
-        ``ValueError`` (:func:`check_partition_growth`) before anything is written."""
-
-    @abstractmethod
-    def put_delete_job(self, job: DeleteJob) -> None:
-        """Creates or replaces the job record keyed by (topic id, tiered epoch): its state and
-        progress. Jobs outlive their topic: ``delete_topic`` leaves them."""
-
-    @abstractmethod
-    def delete_topic(self, topic: TopicMetadata, delete_job: DeleteJob | None = None) -> None:
-        """Removes the topic and everything stored under it, atomically, together with the
-        creation of ``delete_job`` when given (the job of the topic's remote data: a deletion
-        persisted without its job would orphan that data)."""
-
-    @abstractmethod
-    def alter_scram_credentials(
-        self,
-        upsertions: Mapping[ScramCredentialKey, ScramCredential],
-        deletions: Collection[ScramCredentialKey],
-    ) -> None:
-        """Creates or replaces each credential of ``upsertions`` and removes each of
-        ``deletions`` (keys ``(user, mechanism)``), atomically; a key in both is refused with
-        ValueError. Credentials are stored salted and hashed as given, never a password.
-        KRaft: one batch of UserScramCredential / RemoveUserScramCredential records; ZooKeeper:
-        one multi over Kafka's ``/config/users/{name}`` znodes (other keys of a user's config
-        are kept; a user whose config becomes empty keeps an empty one, as Kafka leaves it).
-        Removing a credential that is not there is not an error."""
-
-    @abstractmethod
-    def create_acls(self, acls: Sequence[StoredAcl]) -> None:
-        """Persists new ACLs, atomically: KRaft, one AccessControlEntryRecord each (with its
-        id) in one batch; ZooKeeper, Kafka's layout (``tiered.cluster.zk_acl_znodes``: each
-        pattern's znode rewritten with its new entries, and one change notification per pattern)
-        in one multi, where the ids are derived from the bindings (``acl_id``) and ``load``
-        returns those. The caller passes ACLs not stored yet; ``ValueError`` for a resource name
-        the backend cannot store (ZooKeeper: one with ``/``), before anything is written."""
-
-    @abstractmethod
-    def delete_acls(self, acls: Sequence[StoredAcl]) -> None:
-        """Removes these ACLs (as ``load`` returned them), atomically: KRaft, one
-        RemoveAccessControlEntryRecord each in one batch; ZooKeeper, each pattern's znode
-        rewritten without them (deleted when none is left) with its change notification, in
-        one multi."""
+    # ----------------------------------------------------------------------------- brokers
 
     @abstractmethod
     def register_broker(self, registration: BrokerRegistration) -> None:

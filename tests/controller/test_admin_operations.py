@@ -112,13 +112,13 @@ def test_deleting_a_tiered_topic_queues_the_delete_of_every_epoch_in_the_same_wr
     controller.admin.create_topic("plain", 1, {})  # never tiered: no remote data, no job
     old = controller.term.image.topics["t"]
     writes: list[tuple[str, DeleteJob | None]] = []
-    delete_topic = controller.store.delete_topic
+    delete_topic = controller.store.writes.delete_topic
 
     def recording(topic: TopicMetadata, delete_job: DeleteJob | None = None) -> None:
         writes.append((topic.name, delete_job))
         delete_topic(topic, delete_job)
 
-    monkeypatch.setattr(controller.store, "delete_topic", recording)
+    monkeypatch.setattr(controller.store.writes, "delete_topic", recording)
     controller.admin.delete_topic("t")
     controller.admin.delete_topic("plain")
     job = DeleteJob.of_deleted_topic(old)

@@ -38,13 +38,13 @@ def controller(tmp_path: Path) -> Iterator[Controller]:
 def writes(controller: Controller, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     """The topics of each ``update_topics`` call from now on."""
     calls: list[list[str]] = []
-    update_topics = controller.store.update_topics
+    update_topics = controller.store.writes.update_topics
 
     def counting(changes: list[TopicChange]) -> None:
         calls.append([after.name for _, after, _ in changes])
         update_topics(changes)
 
-    monkeypatch.setattr(controller.store, "update_topics", counting)
+    monkeypatch.setattr(controller.store.writes, "update_topics", counting)
     return calls
 
 

@@ -208,13 +208,13 @@ def test_one_response_completing_many_disablements_is_one_store_write(
     epoch = controller.active_epoch
     assert epoch is not None
     writes: list[int] = []
-    update_topics = controller.store.update_topics
+    update_topics = controller.store.writes.update_topics
 
     def counting(changes: list[TopicChange]) -> None:
         writes.append(len(changes))
         update_topics(changes)
 
-    monkeypatch.setattr(controller.store, "update_topics", counting)
+    monkeypatch.setattr(controller.store.writes, "update_topics", counting)
     entries = controller.disablements.owed_by(1, 100)
     assert len(entries) == 40
     controller.broker_work.on_disable_response(1, DisableWork(epoch, entries), [None] * 40)

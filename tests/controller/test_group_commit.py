@@ -34,7 +34,7 @@ class GatedWrites:
         self.gate = threading.Event()
         self.in_flight = threading.Event()
         self.failure: Callable[[Sequence[TopicChange]], Exception] | None = None
-        self._update_topics = controller.store.update_topics
+        self._update_topics = controller.store.writes.update_topics
 
     def __call__(self, changes: Sequence[TopicChange]) -> None:
         self.calls.append([after.name for _, after, _ in changes])
@@ -55,7 +55,7 @@ def controller(tmp_path: Path) -> Iterator[Controller]:
 @pytest.fixture
 def gated(controller: Controller, monkeypatch: pytest.MonkeyPatch) -> GatedWrites:
     writes = GatedWrites(controller)
-    monkeypatch.setattr(controller.store, "update_topics", writes)
+    monkeypatch.setattr(controller.store.writes, "update_topics", writes)
     return writes
 
 

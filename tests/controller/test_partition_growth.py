@@ -108,13 +108,13 @@ def controller(tmp_path: Path) -> Iterator[Controller]:
 def writes(controller: Controller, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     """The topics of each ``add_partitions`` call from now on."""
     calls: list[list[str]] = []
-    add_partitions = controller.store.add_partitions
+    add_partitions = controller.store.writes.add_partitions
 
     def counting(growths: list[PartitionGrowth]) -> None:
         calls.append([after.name for _, after in growths])
         add_partitions(growths)
 
-    monkeypatch.setattr(controller.store, "add_partitions", counting)
+    monkeypatch.setattr(controller.store.writes, "add_partitions", counting)
     return calls
 
 

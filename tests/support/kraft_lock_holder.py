@@ -34,7 +34,7 @@ def main() -> None:
     directory, controller_id, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     store = KRaftMetadataStore(directory, segment_bytes=4096, lock_poll_s=0.05)
     epoch = store.elect(controller_id, f"127.0.0.1:{9000 + controller_id}", threading.Event())
-    store.create_topic(held_topic(0))
+    store.writes.create_topic(held_topic(0))
     store.register_broker(BrokerRegistration(broker_id=7, host="127.0.0.1", port=9097))
     print(f"epoch {epoch}", flush=True)
     if mode == "wait":
@@ -42,7 +42,7 @@ def main() -> None:
         return
     i = 1
     while True:
-        store.create_topic(held_topic(i))
+        store.writes.create_topic(held_topic(i))
         print(f"topic held-{i}", flush=True)
         i += 1
 

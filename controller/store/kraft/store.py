@@ -5,16 +5,10 @@ snapshots, follower reads, replay)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
-from controller.store.base import (
-    MetadataLogSource,
-    MetadataStore,
-    PartitionGrowth,
-    StoredAcl,
-    TopicChange,
-)
+from controller.store.base import MetadataLogSource, MetadataStore
 from controller.store.kraft.active_log import ActiveLog
 from controller.store.kraft.follower_reads import (
     DEFAULT_MAX_BATCHES_PER_READ,
@@ -30,16 +24,9 @@ from controller.store.kraft.snapshots import (
 )
 from controller.store.kraft.writes import FencedWriter
 from controller.store.kraft_log import DEFAULT_SEGMENT_BYTES
-from tiered.cluster.model import (
-    BrokerRegistration,
-    DeleteJob,
-    MetadataImage,
-    ScramCredentialKey,
-    TopicMetadata,
-)
+from tiered.cluster.model import BrokerRegistration, MetadataImage
 from tiered.properties import int_property
 from tiered.rpc.v1 import metadata_pb2
-from tiered.security.scram import ScramCredential
 
 __all__ = ["KRaftMetadataStore"]
 
@@ -71,11 +58,11 @@ class KRaftMetadataStore(MetadataStore, MetadataLogSource):
         self._active = ActiveLog(self.directory)
         self._snapshotter = Snapshotter(self._active, snapshot_interval_records)
         cache = SnapshotCache()
-        self._writer = FencedWriter(self._active, self._snapshotter)
+        self.writes: FencedWriter = FencedWriter(self._active, self._snapshotter)
         self._follower_reads = FollowerReads(self._active, cache, snapshot_interval_records)
         self._leadership = Leadership(
             self._active,
-            self._writer,
+            self.writes,
             self._snapshotter,
             cache,
             self.leadership_lost,
@@ -148,46 +135,10 @@ class KRaftMetadataStore(MetadataStore, MetadataLogSource):
             from_offset, max_wait_s, max_batches=max_batches, max_bytes=max_bytes
         )
 
-    # ----------------------------------------------------------------------------- fenced writes
-
-    def create_topic(self, topic: TopicMetadata) -> None:
-        self._writer.create_topic(topic)
-
-    def update_topic(
-        self, before: TopicMetadata, after: TopicMetadata, delete_job: DeleteJob | None = None
-    ) -> None:
-        """One batch: ConfigRecord, TieredStateRecord and, with ``delete_job``, its
-        DeleteJobRecord."""
-        self._writer.update_topics([(before, after, delete_job)])
-
-    def update_topics(self, changes: Sequence[TopicChange]) -> None:
-        """One batch for all of them (one fsync), as ``update_topic`` writes each."""
-        self._writer.update_topics(changes)
-
-    def add_partitions(self, growths: Sequence[PartitionGrowth]) -> None:
-        self._writer.add_partitions(growths)
-
-    def put_delete_job(self, job: DeleteJob) -> None:
-        self._writer.put_delete_job(job)
-
-    def delete_topic(self, topic: TopicMetadata, delete_job: DeleteJob | None = None) -> None:
-        self._writer.delete_topic(topic, delete_job)
-
-    def alter_scram_credentials(
-        self,
-        upsertions: Mapping[ScramCredentialKey, ScramCredential],
-        deletions: Collection[ScramCredentialKey],
-    ) -> None:
-        self._writer.alter_scram_credentials(upsertions, deletions)
-
-    def create_acls(self, acls: Sequence[StoredAcl]) -> None:
-        self._writer.create_acls(acls)
-
-    def delete_acls(self, acls: Sequence[StoredAcl]) -> None:
-        self._writer.delete_acls(acls)
+    # ----------------------------------------------------------------------------- brokers
 
     def register_broker(self, registration: BrokerRegistration) -> None:
-        self._writer.register_broker(registration)
+        self.writes.register_broker(registration)
 
     # ----------------------------------------------------------------------------- snapshots
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 
 from controller.store.base import (
+    FencedWrites,
     MetadataStoreError,
     PartitionGrowth,
     StoredAcl,
@@ -27,9 +28,9 @@ from tiered.security.scram import ScramCredential
 __all__ = ["FencedWriter"]
 
 
-class FencedWriter:
-    """The writes of ``MetadataStore`` into ``active``'s log; ``snapshotter`` counts what each
-    commit adds."""
+class FencedWriter(FencedWrites):
+    """``FencedWrites`` into ``active``'s log, and the broker registrations of the store;
+    ``snapshotter`` counts what each commit adds."""
 
     def __init__(self, active: ActiveLog, snapshotter: Snapshotter) -> None:
         self._active = active
@@ -102,7 +103,7 @@ class FencedWriter:
             self._active.require_active()
             self.commit([record])
 
-    def delete_topic(self, topic: TopicMetadata, delete_job: DeleteJob | None) -> None:
+    def delete_topic(self, topic: TopicMetadata, delete_job: DeleteJob | None = None) -> None:
         """One batch: RemoveTopicRecord and, with ``delete_job``, its DeleteJobRecord."""
         records = [serde.remove_topic_record(topic.topic_id)]
         if delete_job is not None:

@@ -4,32 +4,19 @@ its parts (leadership, loading, fenced writes, the live-brokers watch)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping
 
 from kazoo.client import KazooClient
 
-from controller.store.base import (
-    MetadataStore,
-    MetadataStoreError,
-    PartitionGrowth,
-    StoredAcl,
-    TopicChange,
-)
+from controller.store.base import MetadataStore, MetadataStoreError
 from controller.store.zookeeper.leadership import Leadership
 from controller.store.zookeeper.live_brokers import LiveBrokersCallback, LiveBrokersWatch
 from controller.store.zookeeper.loading import Loader
 from controller.store.zookeeper.writes import FencedWriter
 from tiered.cluster import zk_paths
-from tiered.cluster.model import (
-    BrokerRegistration,
-    DeleteJob,
-    MetadataImage,
-    ScramCredentialKey,
-    TopicMetadata,
-)
+from tiered.cluster.model import BrokerRegistration, MetadataImage
 from tiered.cluster.zk_acl_znodes import ACL_PARENTS
 from tiered.properties import int_property
-from tiered.security.scram import ScramCredential
 from tiered.security.zookeeper_acl import ZooKeeperAuthenticationError
 from tiered.security.zookeeper_auth import NO_SECURITY, ZooKeeperSecurity
 from tiered.zk_client import TRANSPORT_ERRORS, ZkClient
@@ -70,7 +57,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._loader = Loader(
             self._zk, BulkReader(self._zk, multi_read=multi_read), self._check_open, name
         )
-        self._writer = FencedWriter(self._zk, self._leadership, self._check_open)
+        self.writes = FencedWriter(self._zk, self._leadership, self._check_open)
         self._watches_lock = threading.Lock()
         self._live_watches: list[LiveBrokersWatch] = []
         self._zk.kazoo.add_listener(self._leadership.on_state)
@@ -156,41 +143,6 @@ class ZooKeeperMetadataStore(MetadataStore):
             self._live_watches.append(watch)
         watch.start()
         return True
-
-    # ------------------------------------------------------------------------------- writes
-
-    def create_topic(self, topic: TopicMetadata) -> None:
-        self._writer.create_topic(topic)
-
-    def update_topic(
-        self, before: TopicMetadata, after: TopicMetadata, delete_job: DeleteJob | None = None
-    ) -> None:
-        self._writer.update_topic(before, after, delete_job)
-
-    def update_topics(self, changes: Sequence[TopicChange]) -> None:
-        self._writer.update_topics(changes)
-
-    def add_partitions(self, growths: Sequence[PartitionGrowth]) -> None:
-        self._writer.add_partitions(growths)
-
-    def put_delete_job(self, job: DeleteJob) -> None:
-        self._writer.put_delete_job(job)
-
-    def delete_topic(self, topic: TopicMetadata, delete_job: DeleteJob | None = None) -> None:
-        self._writer.delete_topic(topic, delete_job)
-
-    def alter_scram_credentials(
-        self,
-        upsertions: Mapping[ScramCredentialKey, ScramCredential],
-        deletions: Collection[ScramCredentialKey],
-    ) -> None:
-        self._writer.alter_scram_credentials(upsertions, deletions)
-
-    def create_acls(self, acls: Sequence[StoredAcl]) -> None:
-        self._writer.change_acls(acls, ())
-
-    def delete_acls(self, acls: Sequence[StoredAcl]) -> None:
-        self._writer.change_acls((), acls)
 
     # ------------------------------------------------------------------------------- lifecycle
 

@@ -19,6 +19,7 @@ from kazoo.exceptions import BadVersionError, NoNodeError
 
 from controller.store.base import (
     ControllerFencedError,
+    FencedWrites,
     MetadataStoreError,
     PartialWriteError,
     PartitionGrowth,
@@ -54,8 +55,8 @@ UPDATE_TOPICS_PER_MULTI = 200  # update_topics: 600+ ops, ~100 KB a multi
 _FENCE_OPS = 2  # every fenced multi starts with two checks
 
 
-class FencedWriter:
-    """The writes of ``MetadataStore``, each committed only while ``leadership`` holds."""
+class FencedWriter(FencedWrites):
+    """``FencedWrites``, each committed only while ``leadership`` holds."""
 
     def __init__(
         self, zk: ZkClient, leadership: Leadership, check_open: Callable[[], None]
@@ -67,22 +68,12 @@ class FencedWriter:
     def create_topic(self, topic: TopicMetadata) -> None:
         self._fenced_multi(f"create topic {topic.name}", topic_create_ops(topic))
 
-    def update_topic(
-        self, before: TopicMetadata, after: TopicMetadata, delete_job: DeleteJob | None = None
-    ) -> None:
-        """One multi: the topic's config, tiered state and tiered epoch znodes and, with
-        ``delete_job``, the creation or update of the job's znode."""
-        _check_change(before, after, delete_job)
-        what = f"update topic {after.name}"
-        ops = topic_update_ops(after)
-        if delete_job is not None:
-            ops.append(self._delete_job_op(what, delete_job))
-        self._fenced_multi(what, ops)
-
     def update_topics(self, changes: Sequence[TopicChange]) -> None:
         """One multi per ``UPDATE_TOPICS_PER_MULTI`` topics, in order (a multi of 10k topics
-        would pass ZooKeeper's 1 MB request limit); a failure after the first multi raises
-        ``PartialWriteError`` with what the earlier ones committed."""
+        would pass ZooKeeper's 1 MB request limit), setting each topic's config, tiered state
+        and tiered epoch znodes and, with a delete job, creating or setting the job's znode; a
+        failure after the first multi raises ``PartialWriteError`` with what the earlier ones
+        committed."""
         for before, after, delete_job in changes:
             _check_change(before, after, delete_job)
         for start in range(0, len(changes), UPDATE_TOPICS_PER_MULTI):
@@ -176,7 +167,13 @@ class FencedWriter:
             return None
         return ("create" if found is None else "set", path, encode_user_config(changed))
 
-    def change_acls(self, created: Sequence[StoredAcl], deleted: Sequence[StoredAcl]) -> None:
+    def create_acls(self, acls: Sequence[StoredAcl]) -> None:
+        self._change_acls(acls, ())
+
+    def delete_acls(self, acls: Sequence[StoredAcl]) -> None:
+        self._change_acls((), acls)
+
+    def _change_acls(self, created: Sequence[StoredAcl], deleted: Sequence[StoredAcl]) -> None:
         """One multi rewriting every pattern's znode the change touches, with their change
         notifications; then old notifications are purged."""
         what = f"change ACLs (+{len(created)} -{len(deleted)})"

@@ -90,8 +90,8 @@ def topic_assignment_op(topic: TopicMetadata) -> ZnodeOp:
 
 def topic_create_ops(topic: TopicMetadata) -> list[ZnodeOp]:
     """The znodes of a new topic (assignment, tiered storage state and epoch, configs), as the
-    store's ``create_topic`` commits them in one multi; paths are relative to the chroot. Bulk
-    loaders (``bench/seed_metadata.py``) write the same ops, many topics a transaction."""
+    store's ``writes.create_topic`` commits them in one multi; paths are relative to the chroot.
+    Bulk loaders (``bench/seed_metadata.py``) write the same ops, many topics a transaction."""
     check_topic_name(topic.name)
     return [
         ("create", zk_paths.topic(topic.name), _assignment_json(topic)),
@@ -103,7 +103,7 @@ def topic_create_ops(topic: TopicMetadata) -> list[ZnodeOp]:
 
 
 def topic_update_ops(topic: TopicMetadata) -> list[ZnodeOp]:
-    """The sets of a topic's configs, tiered state and tiered epoch (``update_topic``)."""
+    """The sets of a topic's configs, tiered state and tiered epoch (``update_topics``)."""
     check_topic_name(topic.name)
     return [
         ("set", zk_paths.topic_config(topic.name), _config_json(topic)),

@@ -606,16 +606,18 @@ def test_store_round_trip_through_a_new_instance(
     assert store.load() == MetadataImage()  # nothing written yet
     assert elect(store) == 1
     for i in range(6):
-        store.create_topic(topic(i))
+        store.writes.create_topic(topic(i))
     store.register_broker(broker(0))
     store.register_broker(broker(1))
     moved = BrokerRegistration(broker_id=1, host="10.0.0.1", port=1)
     store.register_broker(moved)  # replaces the previous registration
     t2 = topic(2)
-    store.update_topic(t2, t2.with_tiered_state(TieredState.DISABLING, 1).with_configs({"a": "b"}))
-    store.delete_topic(topic(4))
+    store.writes.update_topic(
+        t2, t2.with_tiered_state(TieredState.DISABLING, 1).with_configs({"a": "b"})
+    )
+    store.writes.delete_topic(topic(4))
     with pytest.raises(MetadataStoreError, match="exists"):
-        store.create_topic(topic(1))
+        store.writes.create_topic(topic(1))
     before = store.load()
     assert before.topics["topic-2"].tiered_state is TieredState.DISABLING
     assert before.topics["topic-2"].configs == {"a": "b"}
@@ -643,9 +645,9 @@ def test_update_topic_is_one_batch(store_dir: Path, stores: list[KRaftMetadataSt
     store = new_store(stores, store_dir)
     elect(store)
     t = topic(1)
-    store.create_topic(t)
+    store.writes.create_topic(t)
     end = store.end_offset
-    store.update_topic(t, t.with_tiered_state(TieredState.DISABLING, 1))
+    store.writes.update_topic(t, t.with_tiered_state(TieredState.DISABLING, 1))
     batches, is_snapshot = store.read_batches(end, 0)
     assert not is_snapshot and len(batches) == 1
     assert batches[0].base_offset == end
@@ -659,10 +661,10 @@ def test_update_topic_with_a_delete_job_is_one_batch(
     store = new_store(stores, store_dir)
     elect(store)
     t = topic(1).with_tiered_state(TieredState.DISABLING, 1)
-    store.create_topic(t)
+    store.writes.create_topic(t)
     end = store.end_offset
     disabled = t.with_tiered_state(TieredState.DISABLED, 2)
-    store.update_topic(t, disabled, job(disabled, 2))
+    store.writes.update_topic(t, disabled, job(disabled, 2))
     batches, is_snapshot = store.read_batches(end, 0)
     assert not is_snapshot and len(batches) == 1
     assert [r.WhichOneof("record") for r in batches[0].records] == [
@@ -672,10 +674,10 @@ def test_update_topic_with_a_delete_job_is_one_batch(
     ]
     assert store.load().delete_jobs == {(t.topic_id, 2): job(disabled, 2)}
     with pytest.raises(ValueError, match="delete job"):
-        store.update_topic(disabled, disabled, job(topic(2), 2))  # another topic's job
+        store.writes.update_topic(disabled, disabled, job(topic(2), 2))  # another topic's job
     assert store.end_offset == end + 3
 
-    store.put_delete_job(job(disabled, 2, DeleteJobState.RUNNING))
+    store.writes.put_delete_job(job(disabled, 2, DeleteJobState.RUNNING))
     batches, _ = store.read_batches(end + 3, 0)
     assert [[r.WhichOneof("record") for r in b.records] for b in batches] == [["delete_job"]]
 
@@ -686,9 +688,9 @@ def test_delete_topic_with_its_delete_job_is_one_batch(
     store = new_store(stores, store_dir)
     elect(store)
     t = topic(1).with_tiered_state(TieredState.ENABLED, 3)
-    store.create_topic(t)
+    store.writes.create_topic(t)
     end = store.end_offset
-    store.delete_topic(t, DeleteJob.of_deleted_topic(t))
+    store.writes.delete_topic(t, DeleteJob.of_deleted_topic(t))
     batches, is_snapshot = store.read_batches(end, 0)
     assert not is_snapshot and len(batches) == 1
     assert [r.WhichOneof("record") for r in batches[0].records] == ["remove_topic", "delete_job"]
@@ -701,18 +703,18 @@ def test_delete_jobs_survive_snapshots_and_reopening(
     store = new_store(stores, store_dir, segment_bytes=4 * 1024, snapshot_interval_records=50)
     elect(store)
     t = topic(1).with_tiered_state(TieredState.DISABLING, 1)
-    store.create_topic(t)
+    store.writes.create_topic(t)
     disabled = t.with_tiered_state(TieredState.DISABLED, 2)
-    store.update_topic(t, disabled, job(disabled, 2))
-    store.delete_topic(disabled)
-    store.put_delete_job(job(disabled, 2, DeleteJobState.RUNNING))
-    store.put_delete_job(job(topic(7), 4, DeleteJobState.DONE))  # never a topic here
+    store.writes.update_topic(t, disabled, job(disabled, 2))
+    store.writes.delete_topic(disabled)
+    store.writes.put_delete_job(job(disabled, 2, DeleteJobState.RUNNING))
+    store.writes.put_delete_job(job(topic(7), 4, DeleteJobState.DONE))  # never a topic here
     expected = {
         (t.topic_id, 2): job(disabled, 2, DeleteJobState.RUNNING),
         (topic(7).topic_id, 4): job(topic(7), 4, DeleteJobState.DONE),
     }
     for i in range(10, 60):  # 150 records: snapshots, and the old segments go
-        store.create_topic(topic(i))
+        store.writes.create_topic(topic(i))
     store.snapshot_now()
     assert not (store_dir / segment_file_name(0)).exists()
     assert store.load().delete_jobs == expected
@@ -734,18 +736,18 @@ def test_writes_without_the_lock_are_fenced(
     active = new_store(stores, store_dir)
     standby = new_store(stores, store_dir)
     with pytest.raises(ControllerFencedError):
-        standby.create_topic(topic(0))  # never elected
+        standby.writes.create_topic(topic(0))  # never elected
     elect(active)
-    active.create_topic(topic(0))
+    active.writes.create_topic(topic(0))
     end = active.end_offset
     segments = {p: p.stat().st_size for p in store_dir.glob("*.log")}
     for write in (
-        lambda: standby.create_topic(topic(1)),
-        lambda: standby.update_topic(topic(0), topic(0).with_configs({})),
-        lambda: standby.delete_topic(topic(0)),
+        lambda: standby.writes.create_topic(topic(1)),
+        lambda: standby.writes.update_topic(topic(0), topic(0).with_configs({})),
+        lambda: standby.writes.delete_topic(topic(0)),
         lambda: standby.register_broker(broker(1)),
-        lambda: standby.put_delete_job(job(topic(0), 1)),
-        lambda: standby.update_topic(topic(0), topic(0), job(topic(0), 1)),
+        lambda: standby.writes.put_delete_job(job(topic(0), 1)),
+        lambda: standby.writes.update_topic(topic(0), topic(0), job(topic(0), 1)),
     ):
         with pytest.raises(ControllerFencedError):
             write()
@@ -757,7 +759,7 @@ def test_writes_without_the_lock_are_fenced(
     active.resign()
     active.resign()  # idempotent
     with pytest.raises(ControllerFencedError):
-        active.create_topic(topic(1))
+        active.writes.create_topic(topic(1))
     assert standby.load().offset == end - 1
 
 
@@ -795,7 +797,7 @@ def test_store_snapshots_and_serves_them_below_the_log_start(
     store = new_store(stores, store_dir, segment_bytes=8 * 1024, snapshot_interval_records=300)
     elect(store)
     for i in range(400):  # 1201 records: snapshots start on their own every 300 records
-        store.create_topic(topic(i))
+        store.writes.create_topic(topic(i))
         if i % 100 == 0:
             store.wait_for_snapshot()
     store.wait_for_snapshot()
@@ -807,7 +809,7 @@ def test_store_snapshots_and_serves_them_below_the_log_start(
     follower = serde.image_from_snapshot(batches[0])
     assert follower == store.load()
     # The follower continues from the offset after the snapshot.
-    store.delete_topic(topic(3))
+    store.writes.delete_topic(topic(3))
     more, is_snapshot = store.read_batches(batches[0].base_offset + 1, 0)
     assert not is_snapshot
     assert replay(more, follower) == store.load()
@@ -830,7 +832,7 @@ def test_a_broker_that_starts_gets_the_image_however_short_the_history(
     store = new_store(stores, store_dir, snapshot_interval_records=1000)
     elect(store)
     for i in range(3):
-        store.create_topic(topic(i))
+        store.writes.create_topic(topic(i))
     end = store.end_offset
     batches, is_snapshot = store.read_batches(0, 0)
     assert is_snapshot and len(batches) == 1 and batches[0].base_offset == end - 1
@@ -844,7 +846,7 @@ def test_a_follower_far_behind_gets_the_image_not_the_history(
     store = new_store(stores, store_dir, snapshot_interval_records=30)
     elect(store)
     for i in range(12):
-        store.create_topic(topic(i))
+        store.writes.create_topic(topic(i))
     end = store.end_offset
     assert end == 37
     batches, is_snapshot = store.read_batches(end - 30, 0)  # 30 records behind: the history
@@ -853,7 +855,7 @@ def test_a_follower_far_behind_gets_the_image_not_the_history(
     assert is_snapshot and len(batches) == 1 and batches[0].base_offset == end - 1
     assert serde.image_from_snapshot(batches[0]) == store.load()
     assert store.read_batches(0, 0)[0][0] is batches[0]  # kept for followers starting together
-    store.create_topic(topic(50))
+    store.writes.create_topic(topic(50))
     batches, is_snapshot = store.read_batches(0, 0)
     assert is_snapshot and batches[0].base_offset == end + 2
     assert "topic-50" in serde.image_from_snapshot(batches[0]).topics
@@ -878,7 +880,7 @@ def test_read_batches_wakes_up_when_a_batch_is_appended(
     # White box: wait until the reader is waiting on the store's condition.
     poll_until(lambda: len(store._active.appended._waiters) == 1, what="the reader to wait")  # type: ignore[attr-defined]
     started = time.monotonic()
-    store.create_topic(topic(1))
+    store.writes.create_topic(topic(1))
     assert done.wait(30)
     woke_after = time.monotonic() - started
     thread.join()
@@ -990,7 +992,7 @@ def _elect_blocked_until_stopped(store: KRaftMetadataStore) -> None:
         timer.cancel()
     assert not store.is_active
     with pytest.raises(ControllerFencedError):
-        store.create_topic(topic(0))
+        store.writes.create_topic(topic(0))
 
 
 @pytest.mark.processes
@@ -999,7 +1001,7 @@ def test_a_standby_takes_over_when_the_holder_is_killed(
 ) -> None:
     store = new_store(stores, store_dir)
     elect(store)
-    store.create_topic(topic(0))
+    store.writes.create_topic(topic(0))
     store.close()  # the holder is elected second
 
     holder = Holder(store_dir, 2, "wait")
@@ -1043,7 +1045,7 @@ def test_kill_9_while_writing_loses_no_acknowledged_write(
     assert names == [f"held-{i}" for i in range(len(names))]  # no gap: every batch whole
     for name in names:
         assert image.topics[name] == held_topic(int(name.split("-")[1]))
-    standby.create_topic(topic(0))  # and the log goes on after the (possibly torn) tail
+    standby.writes.create_topic(topic(0))  # and the log goes on after the (possibly torn) tail
 
 
 # --------------------------------------------------------------------------------- figures

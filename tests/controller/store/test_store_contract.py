@@ -68,7 +68,7 @@ class StoreFactory:
     """Makes a broker registration present where the backend expects brokers to register
     themselves (ZooKeeper: a ``BrokerZkRegistration``); nothing elsewhere."""
     sabotage_create: Callable[[MetadataStore, TopicMetadata], TopicMetadata | None]
-    """Arranges for ``store.create_topic(topic)`` to fail partway and returns what ``load`` must
+    """Arranges for ``store.writes.create_topic(topic)`` to fail partway and returns what ``load`` must
     show under that name afterwards. ZooKeeper: the topic's config znode is created behind the
     store's back, so the multi fails at its last op. Elsewhere: a topic of that name exists."""
     opened: list[MetadataStore] = field(default_factory=list)
@@ -126,7 +126,7 @@ def _kraft_factory(tmp_path: Path) -> StoreFactory:
 
     def sabotage_create(store: MetadataStore, topic: TopicMetadata) -> TopicMetadata | None:
         existing = TopicMetadata(name=topic.name, topic_id=uuid.uuid4(), replicas=(7,))
-        store.create_topic(existing)
+        store.writes.create_topic(existing)
         return existing
 
     return StoreFactory(
@@ -260,15 +260,15 @@ def test_writes_need_leadership(store_factory: StoreFactory) -> None:
     store = store_factory.open()
     t = topic("never-written")
     with pytest.raises(ControllerFencedError):
-        store.create_topic(t)
+        store.writes.create_topic(t)
     with pytest.raises(ControllerFencedError):
-        store.put_delete_job(delete_job(t, 1))
+        store.writes.put_delete_job(delete_job(t, 1))
     elect(store)
     store.resign()
     with pytest.raises(ControllerFencedError):
-        store.create_topic(t)
+        store.writes.create_topic(t)
     with pytest.raises(ControllerFencedError):
-        store.put_delete_job(delete_job(t, 1))
+        store.writes.put_delete_job(delete_job(t, 1))
     image = store_factory.open().load()
     assert "never-written" not in image.topics
     assert image.delete_jobs == {}
@@ -300,7 +300,7 @@ def test_elect_with_stop_set_returns_none_while_another_leads(
     assert time.monotonic() - stopped_at < PROMPT_S
 
     # The leader was not disturbed.
-    leader.create_topic(topic("still-leading"))
+    leader.writes.create_topic(topic("still-leading"))
     assert leader.active_controller() == (1, "127.0.0.1:9001")
 
 
@@ -338,13 +338,13 @@ def test_topics_round_trip(store_factory: StoreFactory) -> None:
         tiered_epoch=3,
     )
     for t in (orders, clicks, audit):
-        writer.create_topic(t)
+        writer.writes.create_topic(t)
 
     disabling = orders.with_configs(
         {"remote.storage.enable": "false", "remote.log.disable.policy": "delete"}
     ).with_tiered_state(TieredState.DISABLING, 1)
-    writer.update_topic(orders, disabling)
-    writer.delete_topic(clicks)
+    writer.writes.update_topic(orders, disabling)
+    writer.writes.delete_topic(clicks)
 
     for reader in (writer, store_factory.open()):
         image = reader.load()
@@ -362,7 +362,7 @@ def test_topics_round_trip(store_factory: StoreFactory) -> None:
 
     # A deleted name can be created again, as a new topic.
     clicks_again = topic("clicks", partitions=2)
-    writer.create_topic(clicks_again)
+    writer.writes.create_topic(clicks_again)
     assert store_factory.open().load().topics["clicks"] == clicks_again
 
 
@@ -372,9 +372,9 @@ def test_create_of_an_existing_topic_fails_and_changes_nothing(
     store = store_factory.open()
     elect(store)
     original = topic("orders", configs={"retention.ms": "1"})
-    store.create_topic(original)
+    store.writes.create_topic(original)
     with pytest.raises(MetadataStoreError) as failure:
-        store.create_topic(topic("orders", partitions=5, configs={"retention.ms": "2"}))
+        store.writes.create_topic(topic("orders", partitions=5, configs={"retention.ms": "2"}))
     assert not isinstance(failure.value, ControllerFencedError)
     assert store_factory.open().load().topics == {"orders": original}
 
@@ -385,13 +385,13 @@ def test_a_failed_write_applies_nothing(store_factory: StoreFactory) -> None:
     doomed = topic("doomed", configs={"remote.storage.enable": "true"}, state=TieredState.ENABLED)
     expected = store_factory.sabotage_create(store, doomed)
     with pytest.raises(MetadataStoreError) as failure:
-        store.create_topic(doomed)
+        store.writes.create_topic(doomed)
     assert not isinstance(failure.value, ControllerFencedError)
     for reader in (store, store_factory.open()):
         assert reader.load().topics.get("doomed") == expected
     # The store is still the leader and writes on.
     fine = topic("fine")
-    store.create_topic(fine)
+    store.writes.create_topic(fine)
     assert store_factory.open().load().topics["fine"] == fine
 
 
@@ -402,14 +402,14 @@ def test_add_partitions_grows_topics_atomically(store_factory: StoreFactory) -> 
     orders = orders.with_tiered_state(TieredState.DISABLING, 2)
     clicks = topic("clicks", partitions=1)
     for t in (orders, clicks):
-        writer.create_topic(t)
+        writer.writes.create_topic(t)
     grown_orders = orders.with_replicas((*orders.replicas, 2, 1, 0))
     grown_clicks = clicks.with_replicas((*clicks.replicas, 1))
-    writer.add_partitions([(orders, grown_orders), (clicks, grown_clicks)])
-    writer.add_partitions([])
+    writer.writes.add_partitions([(orders, grown_orders), (clicks, grown_clicks)])
+    writer.writes.add_partitions([])
     # A later config change keeps the grown assignment.
     reconfigured = grown_clicks.with_configs({"retention.ms": "5"})
-    writer.update_topic(grown_clicks, reconfigured)
+    writer.writes.update_topic(grown_clicks, reconfigured)
     for reader in (writer, store_factory.open()):
         image = reader.load()
         assert image.topics == {"orders": grown_orders, "clicks": reconfigured}
@@ -420,7 +420,7 @@ def test_add_partitions_refuses_what_is_not_a_growth(store_factory: StoreFactory
     writer = store_factory.open()
     elect(writer)
     orders = topic("orders", partitions=2)
-    writer.create_topic(orders)
+    writer.writes.create_topic(orders)
     not_growths = [
         orders,  # the same count
         orders.with_replicas(orders.replicas[:1]),  # fewer
@@ -429,10 +429,10 @@ def test_add_partitions_refuses_what_is_not_a_growth(store_factory: StoreFactory
     ]
     for after in not_growths:
         with pytest.raises(ValueError):
-            writer.add_partitions([(orders, after)])
+            writer.writes.add_partitions([(orders, after)])
     ghost = topic("ghost")
     with pytest.raises(MetadataStoreError):
-        writer.add_partitions([(ghost, ghost.with_replicas((*ghost.replicas, 1)))])
+        writer.writes.add_partitions([(ghost, ghost.with_replicas((*ghost.replicas, 1)))])
     assert store_factory.open().load().topics == {"orders": orders}
 
 
@@ -440,12 +440,12 @@ def test_a_deposed_controller_cannot_add_partitions(store_factory: StoreFactory)
     first = store_factory.open()
     elect(first)
     orders = topic("orders", partitions=1)
-    first.create_topic(orders)
+    first.writes.create_topic(orders)
     store_factory.depose(first)
     second = store_factory.open()
     elect(second, controller_id=2)
     with pytest.raises(MetadataStoreError):
-        first.add_partitions([(orders, orders.with_replicas((*orders.replicas, 1)))])
+        first.writes.add_partitions([(orders, orders.with_replicas((*orders.replicas, 1)))])
     assert second.load().topics == {"orders": orders}
 
 
@@ -455,8 +455,8 @@ def test_zookeeper_add_partitions_rewrites_the_assignment_znode(
     store = zookeeper_factory.open()
     elect(store)
     orders = topic("orders", partitions=1)
-    store.create_topic(orders)
-    store.add_partitions([(orders, orders.with_replicas((0, 2)))])
+    store.writes.create_topic(orders)
+    store.writes.add_partitions([(orders, orders.with_replicas((0, 2)))])
     client = KazooClient(hosts=zk_connect)
     client.start(timeout=15)
     try:
@@ -479,14 +479,14 @@ def test_update_topic_with_a_delete_job_writes_both(store_factory: StoreFactory)
     elect(writer)
     orders = topic("orders", partitions=3, state=TieredState.DISABLING, tiered_epoch=4)
     other = topic("other", state=TieredState.ENABLED, tiered_epoch=1)
-    writer.create_topic(orders)
-    writer.create_topic(other)
+    writer.writes.create_topic(orders)
+    writer.writes.create_topic(other)
     assert writer.load().delete_jobs == {}
 
     disabled, job = disabled_with_delete(orders)
-    writer.update_topic(orders, disabled, job)
+    writer.writes.update_topic(orders, disabled, job)
     # Without a job, update_topic writes none (and leaves the existing ones).
-    writer.update_topic(other, other.with_configs({"retention.ms": "5"}))
+    writer.writes.update_topic(other, other.with_configs({"retention.ms": "5"}))
 
     for reader in (writer, store_factory.open()):
         image = reader.load()
@@ -509,7 +509,7 @@ def test_update_topics_writes_every_change(store_factory: StoreFactory) -> None:
         for i in range(450)
     ]
     for t in topics:
-        writer.create_topic(t)
+        writer.writes.create_topic(t)
     changes: list[TopicChange] = []
     for i, t in enumerate(topics):
         if i % 100 == 7:
@@ -517,24 +517,26 @@ def test_update_topics_writes_every_change(store_factory: StoreFactory) -> None:
             changes.append((t, after, job))
         else:
             changes.append((t, t.with_tiered_state(TieredState.DISABLED, t.tiered_epoch), None))
-    writer.update_topics(changes)
-    writer.update_topics([])
+    writer.writes.update_topics(changes)
+    writer.writes.update_topics([])
     for reader in (writer, store_factory.open()):
         image = reader.load()
         assert image.topics == {after.name: after for _, after, _ in changes}
         assert image.delete_jobs == {job.key: job for _, _, job in changes if job is not None}
     ghost = topic("ghost", state=TieredState.DISABLING, tiered_epoch=1)
     with pytest.raises(MetadataStoreError):
-        writer.update_topics([(ghost, ghost.with_tiered_state(TieredState.DISABLED, 1), None)])
+        writer.writes.update_topics(
+            [(ghost, ghost.with_tiered_state(TieredState.DISABLED, 1), None)]
+        )
 
 
 def test_put_delete_job_creates_and_replaces(store_factory: StoreFactory) -> None:
     writer = store_factory.open()
     elect(writer)
     orders = topic("orders", partitions=2, state=TieredState.DISABLING, tiered_epoch=1)
-    writer.create_topic(orders)
+    writer.writes.create_topic(orders)
     disabled, job = disabled_with_delete(orders)
-    writer.update_topic(orders, disabled, job)
+    writer.writes.update_topic(orders, disabled, job)
 
     running = job.with_state(
         DeleteJobState.RUNNING,
@@ -545,7 +547,7 @@ def test_put_delete_job_creates_and_replaces(store_factory: StoreFactory) -> Non
         attempts=1,
         last_error="SlowDown from the object store",
     )
-    writer.put_delete_job(running)
+    writer.writes.put_delete_job(running)
     assert store_factory.open().load().delete_jobs == {job.key: running}
 
     done = running.with_state(
@@ -560,10 +562,10 @@ def test_put_delete_job_creates_and_replaces(store_factory: StoreFactory) -> Non
         ),
         last_error="",
     )
-    writer.put_delete_job(done)
+    writer.writes.put_delete_job(done)
     # A job of another epoch of the same topic is another record; put_delete_job creates it.
     later = delete_job(disabled, 9, attempts=2)
-    writer.put_delete_job(later)
+    writer.writes.put_delete_job(later)
 
     for reader in (writer, store_factory.open()):
         assert reader.load().delete_jobs == {job.key: done, later.key: later}
@@ -573,18 +575,18 @@ def test_delete_jobs_outlive_their_topic(store_factory: StoreFactory) -> None:
     writer = store_factory.open()
     elect(writer)
     orders = topic("orders", state=TieredState.DISABLING, tiered_epoch=2)
-    writer.create_topic(orders)
+    writer.writes.create_topic(orders)
     disabled, job = disabled_with_delete(orders)
-    writer.update_topic(orders, disabled, job)
-    writer.delete_topic(disabled)
+    writer.writes.update_topic(orders, disabled, job)
+    writer.writes.delete_topic(disabled)
 
     image = store_factory.open().load()
     assert "orders" not in image.topics
     assert image.delete_jobs == {job.key: job}
     # ... and go on being written, and a topic of the same name has nothing to do with them.
     running = job.with_state(DeleteJobState.RUNNING, attempts=1)
-    writer.put_delete_job(running)
-    writer.create_topic(topic("orders"))
+    writer.writes.put_delete_job(running)
+    writer.writes.create_topic(topic("orders"))
     for reader in (writer, store_factory.open()):
         assert reader.load().delete_jobs == {job.key: running}
 
@@ -593,7 +595,7 @@ def test_delete_jobs_outlive_their_topic(store_factory: StoreFactory) -> None:
     successor = store_factory.open()
     elect(successor, controller_id=2)
     assert successor.load().delete_jobs == {job.key: running}
-    successor.put_delete_job(running.with_state(DeleteJobState.DONE))
+    successor.writes.put_delete_job(running.with_state(DeleteJobState.DONE))
     assert store_factory.open().load().delete_jobs[job.key].state is DeleteJobState.DONE
 
 
@@ -601,15 +603,15 @@ def test_delete_topic_with_its_delete_job_writes_both(store_factory: StoreFactor
     writer = store_factory.open()
     elect(writer)
     orders = topic("orders", state=TieredState.DISABLING, tiered_epoch=1)
-    writer.create_topic(orders)
+    writer.writes.create_topic(orders)
     disabled, pending = disabled_with_delete(orders)  # its delete-policy job, still pending
-    writer.update_topic(orders, disabled, pending)
+    writer.writes.update_topic(orders, disabled, pending)
     every_epoch = DeleteJob.of_deleted_topic(disabled)
     with pytest.raises(ValueError, match="delete job"):
-        writer.delete_topic(disabled, DeleteJob.of_deleted_topic(topic("other")))
+        writer.writes.delete_topic(disabled, DeleteJob.of_deleted_topic(topic("other")))
     assert store_factory.open().load().topics == {"orders": disabled}  # nothing written
 
-    writer.delete_topic(disabled, every_epoch)
+    writer.writes.delete_topic(disabled, every_epoch)
     image = store_factory.open().load()
     assert image.topics == {}
     assert image.delete_jobs == {pending.key: pending, every_epoch.key: every_epoch}
@@ -617,7 +619,7 @@ def test_delete_topic_with_its_delete_job_writes_both(store_factory: StoreFactor
     assert every_epoch.tiered_epoch == disabled.tiered_epoch + 1  # every epoch of it
     # A topic re-created under the name is another topic id: no job is its.
     again = topic("orders")
-    writer.create_topic(again)
+    writer.writes.create_topic(again)
     image = store_factory.open().load()
     assert image.topics == {"orders": again}
     assert {topic_id for topic_id, _ in image.delete_jobs} == {orders.topic_id}
@@ -627,21 +629,21 @@ def test_a_deposed_controller_cannot_write_delete_jobs(store_factory: StoreFacto
     old = store_factory.open()
     elect(old, controller_id=1)
     orders = topic("orders", state=TieredState.DISABLING, tiered_epoch=1)
-    old.create_topic(orders)
+    old.writes.create_topic(orders)
     disabled, job = disabled_with_delete(orders)
-    old.update_topic(orders, disabled, job)
+    old.writes.update_topic(orders, disabled, job)
 
     store_factory.depose(old)
     new = store_factory.open()
     elect(new, controller_id=2)
 
     with pytest.raises(ControllerFencedError):
-        old.put_delete_job(job.with_state(DeleteJobState.DONE))  # replacing
+        old.writes.put_delete_job(job.with_state(DeleteJobState.DONE))  # replacing
     with pytest.raises(ControllerFencedError):
-        old.put_delete_job(delete_job(disabled, 7))  # creating
+        old.writes.put_delete_job(delete_job(disabled, 7))  # creating
     again, second = disabled_with_delete(disabled.with_tiered_state(TieredState.DISABLING, 3))
     with pytest.raises(ControllerFencedError):
-        old.update_topic(disabled, again, second)
+        old.writes.update_topic(disabled, again, second)
 
     image = new.load()
     assert image.delete_jobs == {job.key: job}
@@ -680,9 +682,9 @@ def test_zookeeper_delete_job_znode(zookeeper_factory: StoreFactory, zk_connect:
     elect(store)
     assert isinstance(store, ZooKeeperMetadataStore)
     orders = topic("orders", partitions=2, state=TieredState.DISABLING, tiered_epoch=2)
-    store.create_topic(orders)
+    store.writes.create_topic(orders)
     disabled, job = disabled_with_delete(orders)
-    store.update_topic(orders, disabled, job)
+    store.writes.update_topic(orders, disabled, job)
     running = job.with_state(
         DeleteJobState.RUNNING,
         progress=(
@@ -692,7 +694,7 @@ def test_zookeeper_delete_job_znode(zookeeper_factory: StoreFactory, zk_connect:
         attempts=2,
         last_error="boom",
     )
-    store.put_delete_job(running)
+    store.writes.put_delete_job(running)
 
     path = store._p(f"/tiered/delete_jobs/{orders.topic_id}-3")
     assert store._p(zk_paths.delete_job(orders.topic_id, 3)) == path
@@ -789,13 +791,13 @@ def test_zookeeper_a_failed_job_create_leaves_the_topic_unchanged(
     assert isinstance(store, ZooKeeperMetadataStore)
     orders = topic("orders", configs={"remote.storage.enable": "true"})
     orders = orders.with_tiered_state(TieredState.DISABLING, 1)
-    store.create_topic(orders)
+    store.writes.create_topic(orders)
     disabled, job = disabled_with_delete(orders)
     planted = job.with_state(DeleteJobState.DONE, attempts=99, last_error="planted")
     _plant_after_the_store_looks(monkeypatch, store, job, encode_delete_job(planted))
 
     with pytest.raises(MetadataStoreError, match="NodeExistsError") as failure:
-        store.update_topic(orders, disabled, job)
+        store.writes.update_topic(orders, disabled, job)
     assert not isinstance(failure.value, ControllerFencedError)
     monkeypatch.undo()
     assert not store.leadership_lost.is_set()
@@ -805,7 +807,7 @@ def test_zookeeper_a_failed_job_create_leaves_the_topic_unchanged(
     assert image.delete_jobs == {job.key: planted}
 
     # The store still leads and writes on (the planted znode is now set, not created).
-    store.update_topic(orders, disabled, job)
+    store.writes.update_topic(orders, disabled, job)
     image = zookeeper_factory.open().load()
     assert image.topics == {"orders": disabled}
     assert image.delete_jobs == {job.key: job}
@@ -820,13 +822,13 @@ def test_zookeeper_a_failed_topic_change_writes_no_job(zookeeper_factory: StoreF
     assert isinstance(store, ZooKeeperMetadataStore)
     orders = topic("orders", configs={"retention.ms": "1"}, state=TieredState.DISABLING)
     orders = orders.with_tiered_state(TieredState.DISABLING, 1)
-    store.create_topic(orders)
+    store.writes.create_topic(orders)
     disabled, job = disabled_with_delete(orders)
     # The topic's config znode goes behind the store's back: the multi fails at its set.
     store.client.delete(store._p(zk_paths.topic_config("orders")))
 
     with pytest.raises(MetadataStoreError, match="NoNodeError") as failure:
-        store.update_topic(orders, disabled, job)
+        store.writes.update_topic(orders, disabled, job)
     assert not isinstance(failure.value, ControllerFencedError)
     image = zookeeper_factory.open().load()
     assert image.delete_jobs == {}
@@ -842,13 +844,13 @@ def test_zookeeper_a_failed_topic_delete_writes_no_job(zookeeper_factory: StoreF
     elect(store)
     assert isinstance(store, ZooKeeperMetadataStore)
     orders = topic("orders", configs={"remote.storage.enable": "true"}, state=TieredState.ENABLED)
-    store.create_topic(orders)
+    store.writes.create_topic(orders)
     job = DeleteJob.of_deleted_topic(orders)
     # The topic's config znode goes behind the store's back: the multi fails at its delete.
     store.client.delete(store._p(zk_paths.topic_config("orders")))
 
     with pytest.raises(MetadataStoreError, match="NoNodeError"):
-        store.delete_topic(orders, job)
+        store.writes.delete_topic(orders, job)
     image = zookeeper_factory.open().load()
     assert image.delete_jobs == {}
     assert set(image.topics) == {"orders"}  # the topic's other znodes are all there
@@ -862,24 +864,24 @@ def test_a_deposed_controller_is_fenced(store_factory: StoreFactory) -> None:
     old = store_factory.open()
     assert elect(old, controller_id=1) == 1
     kept = topic("kept", configs={"retention.ms": "1000"}, state=TieredState.ENABLED)
-    old.create_topic(kept)
+    old.writes.create_topic(kept)
 
     store_factory.depose(old)
     new = store_factory.open()
     assert elect(new, controller_id=2) == 2
 
     with pytest.raises(ControllerFencedError):
-        old.create_topic(topic("from-the-zombie"))
+        old.writes.create_topic(topic("from-the-zombie"))
     with pytest.raises(ControllerFencedError):
-        old.update_topic(kept, kept.with_tiered_state(TieredState.DISABLING, 1))
+        old.writes.update_topic(kept, kept.with_tiered_state(TieredState.DISABLING, 1))
     with pytest.raises(ControllerFencedError):
-        old.delete_topic(kept)
+        old.writes.delete_topic(kept)
 
     image = new.load()
     assert image.topics == {"kept": kept}
     assert (image.controller_id, image.controller_epoch) == (2, 2)
     # The new controller writes as usual.
-    new.update_topic(kept, kept.with_tiered_state(TieredState.DISABLING, 1))
+    new.writes.update_topic(kept, kept.with_tiered_state(TieredState.DISABLING, 1))
     assert store_factory.open().load().topics["kept"].tiered_state is TieredState.DISABLING
 
 
@@ -907,7 +909,7 @@ def test_scram_credentials_round_trip(store_factory: StoreFactory) -> None:
     alice_512 = ScramCredential.from_password(SHA512, "a", 4096)
     alice_256 = ScramCredential.from_password(SHA256, "a", 8192)
     bob = ScramCredential.from_password(SHA512, "b", 4096)
-    store.alter_scram_credentials(
+    store.writes.alter_scram_credentials(
         {("alice", SHA512): alice_512, ("alice", SHA256): alice_256, ("b,o=b", SHA512): bob}, []
     )
     assert store_factory.open().load().scram_credentials == {
@@ -916,7 +918,7 @@ def test_scram_credentials_round_trip(store_factory: StoreFactory) -> None:
         ("b,o=b", SHA512): bob,
     }
     new_bob = ScramCredential.from_password(SHA512, "b2", 4096)
-    store.alter_scram_credentials(
+    store.writes.alter_scram_credentials(
         {("b,o=b", SHA512): new_bob}, [("alice", SHA256), ("nobody", SHA512)]
     )
     assert store.load().scram_credentials == {
@@ -924,8 +926,8 @@ def test_scram_credentials_round_trip(store_factory: StoreFactory) -> None:
         ("b,o=b", SHA512): new_bob,
     }
     with pytest.raises(ValueError, match="both set and removed"):
-        store.alter_scram_credentials({("alice", SHA512): bob}, [("alice", SHA512)])
-    store.alter_scram_credentials({}, [("alice", SHA512), ("b,o=b", SHA512)])
+        store.writes.alter_scram_credentials({("alice", SHA512): bob}, [("alice", SHA512)])
+    store.writes.alter_scram_credentials({}, [("alice", SHA512), ("b,o=b", SHA512)])
     assert store_factory.open().load().scram_credentials == {}
 
 
@@ -936,7 +938,7 @@ def test_a_deposed_controller_cannot_alter_scram_credentials(store_factory: Stor
     new = store_factory.open()
     elect(new, controller_id=2)
     with pytest.raises(ControllerFencedError):
-        old.alter_scram_credentials(
+        old.writes.alter_scram_credentials(
             {("zombie", SHA512): ScramCredential.from_password(SHA512, "z")}, []
         )
     assert new.load().scram_credentials == {}
@@ -955,7 +957,7 @@ def test_zookeeper_user_config_znode_is_kafkas(zookeeper_factory: StoreFactory) 
     assert store._p(zk_paths.user_config("al ice*~")) == path
     store.client.create(path, b'{"version":1,"config":{"producer_byte_rate":"1024"}}')
     credential = ScramCredential(b"salt", b"stored", b"server", 4096)
-    store.alter_scram_credentials({("al ice*~", SHA512): credential}, [])
+    store.writes.alter_scram_credentials({("al ice*~", SHA512): credential}, [])
     assert json.loads(store.client.get(path)[0]) == {
         "version": 1,
         "config": {
@@ -964,7 +966,7 @@ def test_zookeeper_user_config_znode_is_kafkas(zookeeper_factory: StoreFactory) 
         },
     }
     assert zookeeper_factory.open().load().scram_credentials == {("al ice*~", SHA512): credential}
-    store.alter_scram_credentials({}, [("al ice*~", SHA512)])
+    store.writes.alter_scram_credentials({}, [("al ice*~", SHA512)])
     assert json.loads(store.client.get(path)[0]) == {
         "version": 1,
         "config": {"producer_byte_rate": "1024"},

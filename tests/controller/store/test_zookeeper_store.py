@@ -110,7 +110,7 @@ def test_znodes_follow_the_contract_layout(
     store = open_store()
     assert elect(store, controller_id=7) == 1
     orders = orders_topic()
-    store.create_topic(orders)
+    store.writes.create_topic(orders)
 
     assert json.loads(kazoo_client.get("/brokers/topics/orders")[0]) == {
         "version": 3,
@@ -145,7 +145,7 @@ def test_znodes_follow_the_contract_layout(
     disabling = orders.with_configs({"remote.log.disable.policy": "delete"}).with_tiered_state(
         TieredState.DISABLING, 3
     )
-    store.update_topic(orders, disabling)
+    store.writes.update_topic(orders, disabling)
     assert kazoo_client.get("/brokers/topics/orders/tieredstorage/tiered_epoch")[0] == b"3"
     assert kazoo_client.get("/brokers/topics/orders/tieredstorage/state")[0] == b"DISABLING"
     assert json.loads(kazoo_client.get("/config/topics/orders")[0]) == {
@@ -153,7 +153,7 @@ def test_znodes_follow_the_contract_layout(
         "config": {"remote.log.disable.policy": "delete"},
     }
 
-    store.delete_topic(disabling)
+    store.writes.delete_topic(disabling)
     assert kazoo_client.get_children("/brokers/topics") == []
     assert kazoo_client.get_children("/config/topics") == []
     assert read_active_controller(kazoo_client) == (7, ENDPOINT, 1)
@@ -189,7 +189,7 @@ def test_a_failed_multi_creates_no_znode(open_store: OpenStore, kazoo_client: Ka
     elect(store)
     kazoo_client.create("/config/topics/orders", b"planted behind the store's back")
     with pytest.raises(MetadataStoreError, match="config/topics/orders: NodeExistsError") as e:
-        store.create_topic(orders_topic())
+        store.writes.create_topic(orders_topic())
     assert not isinstance(e.value, ControllerFencedError)
     assert kazoo_client.exists("/brokers/topics/orders") is None
     assert kazoo_client.get_children("/brokers/topics") == []
@@ -221,7 +221,7 @@ def test_a_zombie_controller_is_fenced(
     zombie = open_store()
     assert elect(zombie, controller_id=1) == 1
     orders = orders_topic()
-    zombie.create_topic(orders)
+    zombie.writes.create_topic(orders)
     paths = topic_paths("orders") + topic_paths("fresh")
     before = snapshot(kazoo_client, paths)
 
@@ -233,11 +233,11 @@ def test_a_zombie_controller_is_fenced(
 
     fresh = TopicMetadata(name="fresh", topic_id=uuid.uuid4(), replicas=(0,))
     with pytest.raises(ControllerFencedError):
-        zombie.create_topic(fresh)
+        zombie.writes.create_topic(fresh)
     with pytest.raises(ControllerFencedError):
-        zombie.update_topic(orders, orders.with_tiered_state(TieredState.DISABLING, 3))
+        zombie.writes.update_topic(orders, orders.with_tiered_state(TieredState.DISABLING, 3))
     with pytest.raises(ControllerFencedError):
-        zombie.delete_topic(orders)
+        zombie.writes.delete_topic(orders)
     assert snapshot(kazoo_client, paths) == before
     assert read_active_controller(kazoo_client) == (2, ENDPOINT, 2)
 
@@ -250,7 +250,7 @@ def test_the_epoch_check_fences_a_controller_that_kept_its_session(
     old = open_store()
     assert elect(old, controller_id=1) == 1
     orders = orders_topic()
-    old.create_topic(orders)
+    old.writes.create_topic(orders)
     paths = topic_paths("orders") + topic_paths("late")
     before = snapshot(kazoo_client, paths)
 
@@ -261,11 +261,11 @@ def test_the_epoch_check_fences_a_controller_that_kept_its_session(
     assert kazoo_client.exists("/controller").version == 0  # as old's was: no help to fence
 
     with pytest.raises(ControllerFencedError, match="controller_epoch"):
-        old.create_topic(TopicMetadata(name="late", topic_id=uuid.uuid4(), replicas=(0,)))
+        old.writes.create_topic(TopicMetadata(name="late", topic_id=uuid.uuid4(), replicas=(0,)))
     with pytest.raises(ControllerFencedError, match="controller_epoch"):
-        old.update_topic(orders, orders.with_tiered_state(TieredState.DISABLING, 3))
+        old.writes.update_topic(orders, orders.with_tiered_state(TieredState.DISABLING, 3))
     with pytest.raises(ControllerFencedError, match="controller_epoch"):
-        old.delete_topic(orders)
+        old.writes.delete_topic(orders)
     assert snapshot(kazoo_client, paths) == before
 
 
@@ -299,7 +299,7 @@ def test_a_suspension_shorter_than_the_grace_keeps_leadership(open_store: OpenSt
     time.sleep(max(0.0, suspended_at + grace_s + 0.5 - time.monotonic()))
     assert not store.leadership_lost.is_set()
     assert store.client.client_id[0] == session
-    store.create_topic(orders_topic())  # still the controller: writes go through
+    store.writes.create_topic(orders_topic())  # still the controller: writes go through
     assert store.active_controller() == (1, ENDPOINT)
 
 
@@ -326,7 +326,7 @@ def test_a_zookeeper_restart_longer_than_the_grace_loses_leadership(
         store.resign()
         assert elect(store) == 2
         assert not store.leadership_lost.is_set()
-        store.create_topic(orders_topic())
+        store.writes.create_topic(orders_topic())
     finally:
         store.close()
 
@@ -463,7 +463,7 @@ def test_load_of_5000_topics(private_server: ZooKeeperServer) -> None:
         ]
         started = time.perf_counter()
         with ThreadPoolExecutor(max_workers=16) as pool:  # concurrent multis pipeline
-            list(pool.map(store.create_topic, topics))
+            list(pool.map(store.writes.create_topic, topics))
         created_s = time.perf_counter() - started
         expected = {t.name: t for t in topics}
 
@@ -496,7 +496,7 @@ def test_load_falls_back_when_the_server_refuses_multi_read(
     store = open_store()
     elect(store)
     orders = orders_topic()
-    store.create_topic(orders)
+    store.writes.create_topic(orders)
     reader = open_store()
     # An opcode the server does not know: it answers UNIMPLEMENTED, then drops the connection,
     # as a ZooKeeper older than 3.6 does with multiRead.

@@ -64,14 +64,14 @@ def test_acls_are_created_and_deleted_atomically_and_load_in_another_store(
 ) -> None:
     store = store_factory.open()
     elect(store)
-    store.create_acls([READ_ORDERS, WRITE_ORDERS, PREFIXED, CLUSTER])
+    store.writes.create_acls([READ_ORDERS, WRITE_ORDERS, PREFIXED, CLUSTER])
     store.resign()
     other = store_factory.open()
     elect(other, 2)
     loaded = other.load()
     assert bindings(loaded) == {READ_ORDERS[1], WRITE_ORDERS[1], PREFIXED[1], CLUSTER[1]}
     stored = [(i, b) for i, b in loaded.acls.items() if b in (READ_ORDERS[1], PREFIXED[1])]
-    other.delete_acls(stored)
+    other.writes.delete_acls(stored)
     assert bindings(other.load()) == {WRITE_ORDERS[1], CLUSTER[1]}
 
 
@@ -82,7 +82,7 @@ def test_a_deposed_store_writes_no_acl(store_factory: StoreFactory) -> None:  # 
     winner = store_factory.open()
     elect(winner, 2)
     with pytest.raises(ControllerFencedError):
-        store.create_acls([READ_ORDERS])
+        store.writes.create_acls([READ_ORDERS])
     assert bindings(winner.load()) == set()
 
 
@@ -92,7 +92,7 @@ def test_zookeeper_layout_is_kafkas(
 ) -> None:
     store = zookeeper_factory.open()
     elect(store)
-    store.create_acls([READ_ORDERS, WRITE_ORDERS, PREFIXED])
+    store.writes.create_acls([READ_ORDERS, WRITE_ORDERS, PREFIXED])
     data, _ = kazoo_client.get("/kafka-acl/Topic/orders")
     assert json.loads(data) == {
         "version": 1,
@@ -119,7 +119,9 @@ def test_zookeeper_layout_is_kafkas(
         "name": "ord",
         "patternType": "PREFIXED",
     }
-    store.delete_acls([(i, b) for i, b in store.load().acls.items() if b.pattern.name == "ord"])
+    store.writes.delete_acls(
+        [(i, b) for i, b in store.load().acls.items() if b.pattern.name == "ord"]
+    )
     assert kazoo_client.exists("/kafka-acl-extended/prefixed/Topic/ord") is None
 
 
@@ -129,7 +131,7 @@ def test_zookeeper_refuses_a_name_that_is_no_znode_name_and_writes_nothing(
     store = zookeeper_factory.open()
     elect(store)
     with pytest.raises(MetadataStoreError, match="cannot be a znode name"):
-        store.create_acls([READ_ORDERS, acl("a/b", pattern=PatternType.PREFIXED)])
+        store.writes.create_acls([READ_ORDERS, acl("a/b", pattern=PatternType.PREFIXED)])
     assert bindings(store.load()) == set()
 
 
@@ -139,16 +141,18 @@ def test_a_broker_follows_acl_changes_on_its_own_session(
 ) -> None:
     store = zookeeper_factory.open()
     elect(store)
-    store.create_acls([READ_ORDERS])
+    store.writes.create_acls([READ_ORDERS])
     zk = ZkClient(zk_connect, 6.0)
     zk.start(10.0)
     follower = AclZkFollower(zk)
     try:
         follower.start()
         assert {b for _, b in follower.acls.items()} == {READ_ORDERS[1]}
-        store.create_acls([PREFIXED, WRITE_ORDERS])
+        store.writes.create_acls([PREFIXED, WRITE_ORDERS])
         poll_until(lambda: len(follower.acls) == 3, what="the broker to see two new ACLs")
-        store.delete_acls([(i, b) for i, b in store.load().acls.items() if b == READ_ORDERS[1]])
+        store.writes.delete_acls(
+            [(i, b) for i, b in store.load().acls.items() if b == READ_ORDERS[1]]
+        )
         poll_until(
             lambda: {b for _, b in follower.acls.items()} == {PREFIXED[1], WRITE_ORDERS[1]},
             what="the broker to see the removal",

@@ -115,7 +115,7 @@ def test_only_the_cluster_identity_changes_its_znodes(
     chroot = "/" + base.partition("/")[2]
     try:
         assert store.elect(1, "127.0.0.1:9093", threading.Event()) == 1
-        store.create_topic(orders())
+        store.writes.create_topic(orders())
         broker.start()
         rlmm.create("partitions/p0/segments/s1", b"{}")
         # What the SCRAM credentials will be: created through the cluster's client, by path.
@@ -202,7 +202,7 @@ def test_without_set_acl_znodes_stay_open(base: str, secure_config: dict[str, st
     outsider = start_kazoo_client(base)
     try:
         assert store.elect(1, "127.0.0.1:9093", threading.Event()) == 1
-        store.create_topic(orders())
+        store.writes.create_topic(orders())
         outsider.set("/cluster/config/topics/orders", b"{}")  # anyone may: Kafka's default
         acls, _ = outsider.get_acls("/cluster/brokers/topics/orders")
         assert acls == [ACL(Permissions.ALL, Id("world", "anyone"))]
@@ -221,7 +221,7 @@ def test_the_migration_secures_existing_znodes_and_opens_them_again(
     )
     try:
         assert store.elect(1, "127.0.0.1:9093", threading.Event()) == 1
-        store.create_topic(orders())
+        store.writes.create_topic(orders())
         chroot = "/" + base.partition("/")[2]
         store.client.create(f"{chroot}/cluster/config/users/alice", b"salted", makepath=True)
     finally:
