@@ -148,12 +148,22 @@ def test_join_waits_for_the_others_without_holding_the_connection_pool(
         # A second member: the first must rejoin before the second gets its answer.
         b_first = second.call(group_request(JOIN, 5, group_id=group))
         second.send(group_request(JOIN, 5, group_id=group, member_id=b_first.member_id), 7)
-        beat = first.call(
-            group_request(
-                HEARTBEAT, 4, group_id=group, generation_id=a.generation_id, member_id=a.member_id
-            )
+        # The second join is on another connection: the rebalance starts once it is handled.
+        poll_until(
+            lambda: (
+                first.call(
+                    group_request(
+                        HEARTBEAT,
+                        4,
+                        group_id=group,
+                        generation_id=a.generation_id,
+                        member_id=a.member_id,
+                    )
+                ).error_code
+                == ErrorCode.rebalance_in_progress
+            ),
+            what="the first member's heartbeat answered REBALANCE_IN_PROGRESS",
         )
-        assert beat.error_code == ErrorCode.rebalance_in_progress
         again = first.call(group_request(JOIN, 5, group_id=group, member_id=a.member_id))
         _, b = second.receive(type(again))
         assert again.generation_id == b.generation_id == a.generation_id + 1
