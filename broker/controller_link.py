@@ -1,7 +1,8 @@
 """How a broker stays known to the controller and follows the cluster metadata.
 
 KRaft mode (``controller.quorum.bootstrap.servers``): find the active controller among the
-bootstrap addresses, RegisterBroker, heartbeat every ``broker.heartbeat.interval.ms``, and follow
+bootstrap addresses, RegisterBroker, heartbeat every ``broker.heartbeat.interval.ms`` (a silence
+from the controller is logged: ``broker.controller_contact``), and follow
 the metadata log through FetchMetadata, applying every change to a topic this broker hosts
 (configs, tiered epoch) as the controller's AssignPartitions would: configs for a hosted
 partition, the topic's tiering state for a new one. SCRAM credentials come with the image
@@ -23,6 +24,7 @@ from collections.abc import Callable, Sequence
 
 import grpc
 
+from broker.controller_contact import ControllerContact
 from tiered.api import TopicIdPartition
 from tiered.cluster.model import BrokerRegistration, MetadataImage, TopicMetadata
 from tiered.cluster.serde import apply_batch, broker_registration_to_proto, image_from_snapshot
@@ -60,6 +62,7 @@ class KRaftControllerLink:
         self._remove_partitions = remove_partitions
         self._heartbeat_interval_s = heartbeat_interval_s
         self._backoff = backoff
+        self.contact = ControllerContact(heartbeat_interval_s)
         self._closed = threading.Event()
         self.controller_endpoint: str | None = None
         self.image = MetadataImage()
@@ -118,6 +121,7 @@ class KRaftControllerLink:
             finally:
                 channel.close()
             if response.error.code == 0:
+                self.contact.heard(endpoint)
                 self._on_controller_epoch(response.controller_epoch)
                 if endpoint != self.controller_endpoint:
                     log.info(
@@ -134,6 +138,7 @@ class KRaftControllerLink:
         while not self._closed.is_set():
             endpoint = self._register()
             if endpoint is None:
+                self.contact.check()
                 self._closed.wait(backoff.next_delay())
                 continue
             backoff.reset()
@@ -154,12 +159,15 @@ class KRaftControllerLink:
                     response = stub.BrokerHeartbeat(request, timeout=self._heartbeat_interval_s * 2)
                 except grpc.RpcError as e:
                     log.warning("Heartbeat to the controller at %s failed: %s", endpoint, e.code())
+                    self.contact.check()
                     return
                 if response.error.code != 0:
                     log.info(
                         "Controller at %s: %s; registering again", endpoint, response.error.name
                     )
+                    self.contact.check()
                     return
+                self.contact.heard(endpoint)
                 self._on_controller_epoch(response.controller_epoch)
         finally:
             channel.close()
@@ -192,6 +200,7 @@ class KRaftControllerLink:
                             self.controller_endpoint = None
                         log.info("FetchMetadata from %s: %s", endpoint, response.error.name)
                         break
+                    self.contact.heard(endpoint)
                     self._apply(response.batch, response.is_snapshot)
                     self._next_offset = response.next_offset
                     backoff.reset()

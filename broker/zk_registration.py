@@ -89,6 +89,7 @@ class BrokerZkRegistration:
         security: ZooKeeperSecurity = NO_SECURITY,
     ) -> None:
         self._zk = ZkClient(connect, session_timeout_s, security)
+        self._session_timeout_s = session_timeout_s
         self._backoff = backoff
         self.registration = registration
         self._path = self._zk.path(zk_paths.broker(registration.broker_id))
@@ -102,6 +103,7 @@ class BrokerZkRegistration:
         self._closed = threading.Event()
         self._worker: threading.Thread | None = None
         self._on_close: list[Callable[[], None]] = []
+        self._state: str | None = None  # the session's last state kazoo reported (its thread's)
         self.registrations = 0  # how many times the znode was created (1 + re-registrations)
 
     def __repr__(self) -> str:
@@ -199,10 +201,44 @@ class BrokerZkRegistration:
     # ------------------------------------------------------------------------------- internals
 
     def _on_state(self, state: str) -> None:
-        # kazoo's connection thread: only signal. A new session (after LOST) lacks the znode, and
-        # a resumed one is checked too, which costs one read.
-        if state == KazooState.CONNECTED and not self._closed.is_set():
+        # kazoo's connection thread: only log and signal. A new session (after LOST) lacks the
+        # znode, and a resumed one is checked too, which costs one read.
+        if self._closed.is_set():
+            return
+        self._log_state(state)
+        if state == KazooState.CONNECTED:
             self._wake.set()
+
+    def _log_state(self, state: str) -> None:
+        """What a change of the session means for the broker: ZooKeeper is how the controller
+        hears of it, so a lost session is a broker the controller sends nothing."""
+        previous, self._state = self._state, state
+        if state == previous:
+            return
+        if state == KazooState.SUSPENDED:
+            log.warning(
+                "%r: connection to ZooKeeper lost; the registration holds until the session "
+                "expires (%.1fs without a connection), and the controller's requests still come "
+                "meanwhile",
+                self,
+                self._session_timeout_s,
+            )
+        elif state == KazooState.LOST:
+            log.warning(
+                "%r: ZooKeeper session expired: %s is gone, so the active controller counts this "
+                "broker as not live and sends it nothing (what it owes waits) until it registers "
+                "again on a new session",
+                self,
+                self._path,
+            )
+        elif previous is not None:
+            log.info(
+                "%r: connected to ZooKeeper again (%s)",
+                self,
+                "a new session: registering again"
+                if previous == KazooState.LOST
+                else "the session resumed: still registered",
+            )
 
     def _run(self) -> None:
         while not self._closed.is_set():

@@ -22,6 +22,7 @@ from controller.disablements import Disablements
 from controller.leadership import Term
 from controller.log_dirs import LogDirsClient, ReportedPartition
 from controller.partition_growth import PartitionIncrease, grown_topic, place_partitions
+from controller.reachability import Reach
 from controller.store import MetadataStore, TopicChange
 from controller.tiered_state import (
     DISABLE,
@@ -69,6 +70,7 @@ class ClusterView:
     controller_endpoint: str
     metadata_mode: str
     brokers: Sequence[tuple[BrokerRegistration, bool]]  # (registration, fenced)
+    reach: Mapping[int, Reach] = field(default_factory=dict)  # by broker id
 
 
 @dataclass(frozen=True)
@@ -482,6 +484,7 @@ class AdminOperations:
                 self._endpoint,
                 self._store.mode,
                 self._brokers.registrations(),
+                self._brokers.reach(),
             )
 
     def active_controller(self) -> tuple[int, str] | None:

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 from controller.admin_operations import TopicAlteration, TopicView
 from controller.partition_growth import PartitionIncrease
+from controller.reachability import Reach
 from tiered.cluster.model import (
     BrokerRegistration,
     DeleteJob,
@@ -124,15 +125,20 @@ def alter_response_to_proto(topic: TopicMetadata) -> pb.AlterConfigsResponse:
 
 
 def broker_description_to_proto(
-    registration: BrokerRegistration, fenced: bool
+    registration: BrokerRegistration, fenced: bool, reach: Reach | None = None
 ) -> pb.BrokerDescription:
-    return pb.BrokerDescription(
+    """``reach``: DescribeCluster's (DescribeMetadata leaves it unset)."""
+    description = pb.BrokerDescription(
         broker_id=registration.broker_id,
         host=registration.host,
         port=registration.port,
         fenced=fenced,
         kafka_endpoints=broker_endpoints_to_proto(registration.kafka_endpoints),
     )
+    if reach is not None:
+        description.last_reached_ms = round(reach.since_reached_s * 1000)
+        description.reachable = reach.reachable
+    return description
 
 
 def placement_to_proto(

@@ -356,7 +356,10 @@ class AdminServicer(AclMethods, pb_grpc.AdminServiceServicer):
                 controller_epoch=view.controller_epoch,
                 controller_endpoint=view.controller_endpoint,
                 metadata_mode=view.metadata_mode,
-                brokers=[broker_description_to_proto(r, fenced) for r, fenced in view.brokers],
+                brokers=[
+                    broker_description_to_proto(r, fenced, view.reach.get(r.broker_id))
+                    for r, fenced in view.brokers
+                ],
                 error=error_to_proto(None),
             )
 

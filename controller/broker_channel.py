@@ -1,21 +1,22 @@
 """One sender per broker, like Kafka's ControllerChannelManager: a thread that asks its owner
 (the controller's broker registry) what the broker is owed, sends it, and reports the outcome;
 failures back off (capped exponential with jitter) and retry. Protobuf conversion happens here,
-at the edge."""
+at the edge, and so does recording whether each call got through (``BrokerReachability``)."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import grpc
 
 from controller.disablements import DisableEntry
 from controller.metrics import ControllerMetrics
+from controller.reachability import BrokerReachability
 from tiered.cluster.model import TopicMetadata
 from tiered.errors import ErrorCode, TieredError
 from tiered.retry import Backoff, ExponentialBackoff
@@ -26,6 +27,13 @@ from tiered.rpc.v1 import broker_pb2_grpc as pb_grpc
 from tiered.rpc.v1 import records_pb2
 
 log = logging.getLogger(__name__)
+
+Request = TypeVar("Request")
+Response = TypeVar("Response")
+
+# The codes of a call that did not get through, or whose answer did not come back in time; any
+# other outcome (an answer, errors included, or an abort by the broker) means the broker got it.
+UNANSWERED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 
 
 @dataclass(frozen=True)
@@ -111,10 +119,12 @@ class BrokerChannel:
         request_timeout_s: float,
         metrics: ControllerMetrics | None = None,
         credentials: grpc.ChannelCredentials | None = None,  # TLS to the broker
+        reachability: BrokerReachability | None = None,
     ) -> None:
         self.broker_id = broker_id
         self._owner = owner
         self._metrics = metrics
+        self._reachability = reachability
         self._timeout_s = request_timeout_s
         self._wake = threading.Event()
         self._closed = threading.Event()
@@ -185,16 +195,37 @@ class BrokerChannel:
             self._owner.on_stale_controller_epoch(self.broker_id, error.message)
             raise error
 
+    def _call(self, method: Callable[..., Response], request: Request) -> Response:
+        """One call to the broker, within the request timeout, recording whether it was
+        answered."""
+        try:
+            response = method(request, timeout=self._timeout_s)
+        except grpc.RpcError as e:
+            self._record_call(answered=e.code() not in UNANSWERED)
+            raise
+        self._record_call(answered=True)
+        return response
+
+    def _record_call(self, answered: bool) -> None:
+        if self._reachability is None:
+            return
+        if answered:
+            self._reachability.answered(self.broker_id)
+        else:
+            self._reachability.unanswered(self.broker_id)
+
     def _send_next(self) -> bool:
         found = self._owner.next_work(self.broker_id)
         if found is None:
+            if self._reachability is not None:
+                self._reachability.nothing_owed(self.broker_id)
             return False
         endpoint, work = found
         if self._failed_since_success and self._metrics is not None:
             self._metrics.request_retried(self.broker_id)
         stub = self.stub(endpoint)
         if isinstance(work, DisableWork):
-            response = stub.DisableRemoteTopic(disable_request(work), timeout=self._timeout_s)
+            response = self._call(stub.DisableRemoteTopic, disable_request(work))
             self._raise_if_stale(error_from_proto(response.error))
             errors = [error_from_proto(e) for e in response.errors]
             if len(errors) != len(work.entries):
@@ -208,19 +239,18 @@ class BrokerChannel:
                     f"{next(e for e in errors if e)}"
                 )
         elif isinstance(work, RemoveWork):
-            removed = stub.RemovePartitions(
+            removed = self._call(
+                stub.RemovePartitions,
                 pb.RemovePartitionsRequest(
                     controller_epoch=work.controller_epoch,
                     partitions=[_tp(t, i, p) for t, i, p in work.partitions],
                 ),
-                timeout=self._timeout_s,
             )
             errors = [error_from_proto(e) for e in removed.errors]
             self._raise_if_stale(errors[0] if errors else None)
             self._owner.on_remove_response(self.broker_id, work, errors)
         else:
-            request = assign_request(work)
-            response = stub.AssignPartitions(request, timeout=self._timeout_s)
+            response = self._call(stub.AssignPartitions, assign_request(work))
             errors = [error_from_proto(e) for e in response.errors]
             self._raise_if_stale(errors[0] if errors else None)
             self._owner.on_assign_response(self.broker_id, work, errors)

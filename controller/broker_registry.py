@@ -4,8 +4,9 @@ Liveness comes from RegisterBroker and heartbeats, or, for a store whose brokers
 themselves (``MetadataStore.watch_live_brokers``), from the store's live set. Each registered
 broker gets a ``BrokerChannel``, which pulls what the broker is owed from ``BrokerWork``; this
 wakes the channels when there may be something to send (a broker registered or came back, work
-was owed) and tells ``BrokerWork`` of a broker's new incarnation. Every method takes the term's
-lock.
+was owed) and tells ``BrokerWork`` of a broker's new incarnation. When each broker was last reached
+is kept by ``BrokerReachability``: the channels record their calls, this records what the brokers
+say (registrations, heartbeats, the store's live set). Every method takes the term's lock.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from controller.brokers import BrokerLiveness
 from controller.config import ControllerConfig
 from controller.leadership import Term
 from controller.metrics import ControllerMetrics
+from controller.reachability import BrokerReachability, Reach
 from controller.store import MetadataStore
 from tiered.cluster.model import BrokerRegistration, MetadataImage
 from tiered.errors import ErrorCode, TieredError
@@ -41,6 +43,7 @@ class BrokerRegistry:
         self._store = store
         self._term = term
         self.liveness = BrokerLiveness(config.broker_session_timeout_s)
+        self.reachability = BrokerReachability()
         self._channels: dict[int, BrokerChannel] = {}
         # Whether the store's brokers register themselves: learnt once, from the watch it sets.
         self._self_registering: bool | None = None
@@ -52,6 +55,7 @@ class BrokerRegistry:
     def take_over(self, image: MetadataImage) -> None:
         """As a term begins (under the lock): every registered broker is presumed alive for a
         session (or, where brokers register themselves, the store's live set will say)."""
+        self.reachability.begin_term()
         if self._self_registering is None:
             # The store's watch calls back from a thread of its own, which waits for the lock.
             self._self_registering = self._store.watch_live_brokers(self._on_live_brokers)
@@ -93,6 +97,7 @@ class BrokerRegistry:
             if image.brokers.get(registration.broker_id) != registration:
                 self._term.persist(lambda: self._store.register_broker(registration))
                 image.brokers[registration.broker_id] = registration
+            self.reachability.heard(registration.broker_id)
             if self.liveness.register(registration):
                 log.info(
                     "Broker %d registered at %s (incarnation %s)",
@@ -113,6 +118,7 @@ class BrokerRegistry:
                     ErrorCode.STALE_BROKER_EPOCH,
                     f"broker {broker_id} incarnation {incarnation_id} is not registered; register",
                 )
+            self.reachability.heard(broker_id)
             if not was_live:
                 log.info("Broker %d is alive again (unfenced)", broker_id)
                 self._channel(broker_id).wake()
@@ -125,6 +131,7 @@ class BrokerRegistry:
             if self._term.active_epoch is None:
                 return
             changed = self.liveness.replace_live(live)
+            self.reachability.hold(live)
             self._term.image.brokers = dict(live)
             for broker_id in changed:
                 log.info("Broker %d is registered at %s", broker_id, live[broker_id].endpoint)
@@ -152,6 +159,13 @@ class BrokerRegistry:
         with self._term.lock:
             live = self.liveness.live()
             return [(r, b not in live) for b, r in sorted(self.liveness.registrations.items())]
+
+    def reach(self) -> dict[int, Reach]:
+        """When each registered broker was last reached, and whether it is reachable: reached
+        within ``controller.request.timeout.ms`` (``BrokerReachability``)."""
+        with self._term.lock:
+            timeout_s = self._config.request_timeout_s
+            return {b: self.reachability.reach(b, timeout_s) for b in self.liveness.registrations}
 
     def live_endpoint(self, broker_id: int) -> str | None:
         """Where a live broker is reached; None for one that is fenced or unknown."""
@@ -181,6 +195,7 @@ class BrokerRegistry:
                 self._config.request_timeout_s,
                 self._metrics,
                 credentials=self._config.grpc_security.channel_credentials,
+                reachability=self.reachability,
             )
             self._channels[broker_id] = channel
         return channel

@@ -123,6 +123,7 @@ class Controller:
                 topics_by_state={s: image.topic_count(s) for s in TieredState},
                 disable_backlogs=self.disablements.backlogs(),
                 unfinished_jobs=self.delete_jobs.unfinished.jobs(),
+                since_reached_s={b: r.since_reached_s for b, r in self.brokers.reach().items()},
             )
         finally:
             self.term.lock.release()

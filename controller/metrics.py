@@ -10,9 +10,10 @@ Two kinds of figures:
 - events (requests to brokers that failed or were retried, metadata-store writes, admin requests,
   objects the bulk delete removed) update prometheus_client's counters and histograms where they
   happen: ``ControllerMetrics``;
-- state (active or not, the controller epoch, topics per tiered state, what brokers owe, delete
-  jobs) is read when scraped from figures the controller keeps up to date as it changes, so a
-  scrape costs O(brokers + unfinished jobs), not O(topics): ``ControllerStateCollector``.
+- state (active or not, the controller epoch, topics per tiered state, what brokers owe, when
+  each broker was last reached, delete jobs) is read when scraped from figures the controller
+  keeps up to date as it changes, so a scrape costs O(brokers + unfinished jobs), not O(topics):
+  ``ControllerStateCollector``.
 
 A standby serves the endpoint too: active 0, epoch 0, no topics, no backlog, no jobs (the
 active controller reports them; summing over controllers gives the cluster's figures).
@@ -218,6 +219,8 @@ class ControllerSnapshot:
     )
     disable_backlogs: Mapping[int, BrokerBacklog] = field(default_factory=dict)
     unfinished_jobs: Sequence[DeleteJob] = ()
+    # Registered broker -> seconds since this controller last reached it (controller.reachability).
+    since_reached_s: Mapping[int, float] = field(default_factory=dict)
 
 
 class ControllerStateCollector:
@@ -289,6 +292,17 @@ class ControllerStateCollector:
             oldest.add_metric([str(broker_id)], round(backlog.oldest_age_s * 1000))
         yield entries
         yield oldest
+
+        reached = GaugeMetricFamily(
+            CONTROLLER + "timesincelastreachedms",
+            "TimeSinceLastReachedMs: how long since this controller last reached a registered "
+            "broker: a call to it answered, or its heartbeat or ZooKeeper session heard (not "
+            "while what it is owed goes unanswered); since the term began if not yet",
+            labels=["broker_id"],
+        )
+        for broker_id, since_s in sorted(snapshot.since_reached_s.items()):
+            reached.add_metric([str(broker_id)], round(since_s * 1000))
+        yield reached
 
         job_count = GaugeMetricFamily(
             BULK_DELETE + "jobcount",

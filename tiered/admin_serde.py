@@ -125,10 +125,17 @@ class AlterResult:
 
 @dataclass(frozen=True)
 class BrokerDescription:
+    """A broker as the active controller describes it. ``last_reached_ms``: milliseconds since
+    the controller last reached it (a call answered, or its heartbeat or ZooKeeper session heard:
+    ``controller.reachability``); ``reachable``: whether that is within the controller's
+    ``controller.request.timeout.ms``. Both None from a controller that does not say."""
+
     broker_id: int
     host: str
     port: int
     fenced: bool
+    last_reached_ms: int | None = None
+    reachable: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -252,9 +259,18 @@ def cluster_from_proto(response: pb.DescribeClusterResponse) -> ClusterDescripti
         controller_epoch=response.controller_epoch,
         controller_endpoint=response.controller_endpoint,
         metadata_mode=response.metadata_mode,
-        brokers=[
-            BrokerDescription(b.broker_id, b.host, b.port, b.fenced) for b in response.brokers
-        ],
+        brokers=[_broker_from_proto(b) for b in response.brokers],
+    )
+
+
+def _broker_from_proto(broker: pb.BrokerDescription) -> BrokerDescription:
+    return BrokerDescription(
+        broker.broker_id,
+        broker.host,
+        broker.port,
+        broker.fenced,
+        broker.last_reached_ms if broker.HasField("last_reached_ms") else None,
+        broker.reachable if broker.HasField("reachable") else None,
     )
 
 

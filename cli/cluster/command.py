@@ -11,7 +11,7 @@ from cli.cluster import layout as layouts
 from cli.cluster import secure
 from cli.cluster.layout import ClusterRequest
 from cli.cluster.local import LocalCluster
-from cli.cluster.status import all_alive, cluster_status, status_table
+from cli.cluster.status import all_alive, all_reachable, cluster_status, status_table
 from cli.common import print_json, run
 from tiered.errors import ErrorCode, TieredError
 
@@ -125,7 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
         "status",
         help="show every process, whether it is alive, its ports and the active controller",
         description="Show every process with its role, pid, whether it is alive and its ports, "
-        "and the active controller. Exit status 0 when every process is alive, 1 otherwise.",
+        "the active controller, and each broker it has not reached within its "
+        "controller.request.timeout.ms. Exit status 0 when every process is alive and no broker "
+        "is unreachable, 1 otherwise.",
     )
     _data_dir(status)
     status.add_argument(
@@ -220,4 +222,4 @@ def _status(cluster: LocalCluster, output_format: str) -> int:
         print_json(status)
     else:
         print(status_table(status))
-    return 0 if all_alive(status) else 1
+    return 0 if all_alive(status) and all_reachable(status) else 1

@@ -462,6 +462,60 @@ def test_spark_daemons_are_started_recorded_reported_restarted_and_stopped(
         local.down()
 
 
+def test_status_marks_a_frozen_broker_unreachable_until_it_runs_again(tmp_path: Path) -> None:
+    data = tmp_path / "cluster"
+    local = LocalCluster(data)
+
+    def reachability() -> tuple[int, dict[str, tuple[bool, bool | None, int | None]]]:
+        code, status = _status(data)
+        return code, {
+            p["name"]: (p["alive"], p["reachable"], p["last_reached_ms"])
+            for p in status["processes"]
+            if p["role"] == "broker"
+        }
+
+    try:
+        # Heartbeats (KRaft) well inside the request timeout, which is short so the test is.
+        up = cluster_cli(
+            "up", "--data-dir", str(data), "--brokers", "2",
+            "--controller-config", "controller.request.timeout.ms=3000",
+            "--broker-config", "broker.heartbeat.interval.ms=500",
+        )  # fmt: skip
+        assert up.returncode == 0, up.stderr
+        code, brokers = reachability()
+        assert code == 0 and all(reachable for _, reachable, _ in brokers.values()), brokers
+
+        frozen = local.running("broker-2")
+        assert frozen is not None
+        os.kill(frozen, signal.SIGSTOP)
+        try:
+            seen: list[tuple[int, dict[str, tuple[bool, bool | None, int | None]]]] = []
+
+            def broker_2_unreachable() -> bool:
+                seen.append(reachability())
+                return seen[-1][1]["broker-2"][1] is False
+
+            poll_until(broker_2_unreachable, timeout=60, what="broker-2 to be unreachable")
+            code, brokers = seen[-1]
+            assert code == 1
+            alive, _, last_reached_ms = brokers["broker-2"]
+            assert alive and last_reached_ms is not None and last_reached_ms > 3000
+            assert brokers["broker-1"][:2] == (True, True)
+            text = cluster_cli("status", "--data-dir", str(data))
+            assert text.returncode == 1
+            assert "unreachable: broker-2, last reached by the active controller" in text.stdout
+        finally:
+            os.kill(frozen, signal.SIGCONT)
+
+        def all_reachable_again() -> bool:
+            code, brokers = reachability()
+            return code == 0 and brokers["broker-2"][1] is True
+
+        poll_until(all_reachable_again, timeout=60, what="broker-2 reachable again")
+    finally:
+        local.down()
+
+
 def test_status_of_a_directory_without_a_cluster_is_an_error(tmp_path: Path) -> None:
     result = cluster_cli("status", "--data-dir", str(tmp_path))
     assert result.returncode == 1

@@ -141,7 +141,9 @@ def test_status_lists_every_role_alive_with_its_ports(cluster: Distributed) -> N
     assert set(status) == {"active_controller", "processes"}
     assert status["active_controller"] in ("controller-0", "controller-1")
     for p in status["processes"]:
-        assert set(p) == {"name", "role", "pid", "alive", "ports"}
+        reach = {"reachable", "last_reached_ms"} if p["role"] == "broker" else set()
+        assert set(p) == {"name", "role", "pid", "alive", "ports"} | reach
+        assert p.get("reachable", True) is True, p
         assert p["ports"] and all(type(port) is int for port in p["ports"].values()), p
 
     def port(url: str) -> int:

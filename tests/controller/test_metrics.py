@@ -151,6 +151,14 @@ def test_the_active_controller_reports_its_state_and_events(controller: Controll
 
     # A retry is counted when it is scheduled, its failure when it fails: wait for both.
     poll_until(retried_and_failed_again, what="a retried request to broker 1 failing again")
+    # Broker 1 was reached by its registration, and by nothing since: its calls go unanswered.
+    reached = CONTROLLER + "timesincelastreachedms"
+    first = figure(of(controller), reached, broker_id="1")
+    assert first is not None
+    poll_until(
+        lambda: (figure(of(controller), reached, broker_id="1") or 0) > first,
+        what="the time since broker 1 was reached to grow",
+    )
 
 
 def test_a_standby_reports_itself_inactive_and_nothing_else(tmp_path: Path) -> None:

@@ -95,6 +95,8 @@ class FakeAdminService(pb_grpc.AdminServiceServicer):
     def __init__(self, *, brokers: int = 3, controller_id: int = 1) -> None:
         self.brokers = brokers
         self.controller_id = controller_id
+        # broker id -> (last_reached_ms, reachable) DescribeCluster reports; unset: (0, True)
+        self.reach: dict[int, tuple[int, bool]] = {}
         self.address = ""  # set by FakeAdminServer
         self.topics: dict[str, FakeTopic] = {}
         self.calls: list[str] = []  # every RPC received, by method name
@@ -430,7 +432,14 @@ class FakeAdminService(pb_grpc.AdminServiceServicer):
             self.calls.append("DescribeCluster")
             standby = self._standby_error()
             brokers = [
-                pb.BrokerDescription(broker_id=b, host=HOST, port=9092 + b, fenced=False)
+                pb.BrokerDescription(
+                    broker_id=b,
+                    host=HOST,
+                    port=9092 + b,
+                    fenced=False,
+                    last_reached_ms=self.reach.get(b, (0, True))[0],
+                    reachable=self.reach.get(b, (0, True))[1],
+                )
                 for b in range(1, self.brokers + 1)
             ]
             if standby is not None:

@@ -343,18 +343,22 @@ class DescribeClusterRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class BrokerDescription(_message.Message):
-    __slots__ = ("broker_id", "host", "port", "fenced", "kafka_endpoints")
+    __slots__ = ("broker_id", "host", "port", "fenced", "kafka_endpoints", "last_reached_ms", "reachable")
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
     PORT_FIELD_NUMBER: _ClassVar[int]
     FENCED_FIELD_NUMBER: _ClassVar[int]
     KAFKA_ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
+    LAST_REACHED_MS_FIELD_NUMBER: _ClassVar[int]
+    REACHABLE_FIELD_NUMBER: _ClassVar[int]
     broker_id: int
     host: str
     port: int
     fenced: bool
     kafka_endpoints: _containers.RepeatedCompositeFieldContainer[_metadata_pb2.BrokerEndpoint]
-    def __init__(self, broker_id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., fenced: _Optional[bool] = ..., kafka_endpoints: _Optional[_Iterable[_Union[_metadata_pb2.BrokerEndpoint, _Mapping]]] = ...) -> None: ...
+    last_reached_ms: int
+    reachable: bool
+    def __init__(self, broker_id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., fenced: _Optional[bool] = ..., kafka_endpoints: _Optional[_Iterable[_Union[_metadata_pb2.BrokerEndpoint, _Mapping]]] = ..., last_reached_ms: _Optional[int] = ..., reachable: _Optional[bool] = ...) -> None: ...
 
 class DescribeClusterResponse(_message.Message):
     __slots__ = ("controller_id", "controller_epoch", "controller_endpoint", "metadata_mode", "brokers", "error")
