@@ -14,6 +14,7 @@ and takes that outcome; such a test starts processes, so it is ``processes`` too
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from cli.launch.ports import PORT_SHARE_ENV
 from tests.support.network import in_test_namespace, run_in_fresh_namespace
 
 PROCESSES = "processes"
@@ -73,6 +75,11 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    worker = os.environ.get("PYTEST_XDIST_WORKER")  # gw0, gw1, ... under pytest-xdist
+    if worker is not None:
+        # Parallel runners pick ports from disjoint shares (their servers and daemons too).
+        count = os.environ["PYTEST_XDIST_WORKER_COUNT"]
+        os.environ[PORT_SHARE_ENV] = f"{worker.removeprefix('gw')}/{count}"
     original_init = subprocess.Popen.__init__
 
     def checked_init(self: subprocess.Popen[Any], args: Any, *rest: Any, **kwargs: Any) -> None:

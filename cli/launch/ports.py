@@ -3,6 +3,7 @@ something listens on one."""
 
 from __future__ import annotations
 
+import os
 import random
 import socket
 import threading
@@ -14,6 +15,9 @@ LOOPBACK = "127.0.0.1"
 EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 LOWEST_PORT = 10_000
 _ATTEMPTS = 200
+PORT_SHARE_ENV = "TIERED_PORT_SHARE"
+"""``I/N``: this process and its children take ports from the I-th of N equal shares of the
+range only (0-based), so that N test runners side by side never pick the same port."""
 
 _handed_out: set[tuple[str, int]] = set()
 _handed_out_lock = threading.Lock()
@@ -24,7 +28,13 @@ def _below_ephemeral_range() -> range:
         first_ephemeral = int(EPHEMERAL_RANGE_FILE.read_text().split()[0])
     except (OSError, ValueError, IndexError):
         first_ephemeral = 32768  # Linux's default range starts there
-    return range(LOWEST_PORT, max(first_ephemeral, LOWEST_PORT + 1000))
+    ports = range(LOWEST_PORT, max(first_ephemeral, LOWEST_PORT + 1000))
+    share = os.environ.get(PORT_SHARE_ENV)
+    if not share:
+        return ports
+    index, count = (int(part) for part in share.split("/"))
+    size = len(ports) // count
+    return ports[index * size : (index + 1) * size]
 
 
 def free_port(host: str = LOOPBACK) -> int:
