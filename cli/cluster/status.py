@@ -1,6 +1,7 @@
 """``tiered-cluster status``: every process of a local cluster with its role, pid, whether it is
-alive and its ports, and which controller is active (docs/operations/distributed-profile.md: the
-JSON shape is a contract)."""
+alive, its ports and, in a cluster made with ``--loopback-hosts``, its own address (``host``), and
+which controller is active (docs/operations/distributed-profile.md: the JSON shape is a
+contract)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import grpc
 from cli.cluster import layout as layouts
 from cli.cluster.daemons import ClusterFiles
 from cli.cluster.spec import CONTROLLER, ProcessSpec
+from cli.launch.ports import LOOPBACK
 from tiered.admin import AdminClient
 from tiered.errors import TieredError
 
@@ -27,6 +29,7 @@ def process_status(files: ClusterFiles, specs: Sequence[ProcessSpec]) -> list[di
             "role": spec.role,
             "pid": files.recorded_pid(spec.name),
             "alive": files.running(spec.name, spec.marker) is not None,
+            **({} if spec.host is None else {"host": spec.host}),
             "ports": dict(spec.ports),
         }
         for spec in specs
@@ -39,11 +42,13 @@ def active_controller(
     """The name of the active controller, as the live controllers tell (asked with the admin's
     ``credentials`` in a secure cluster); None if none answers."""
     controllers = {
-        p["ports"]["client"]: p["name"] for p in processes if p["role"] == CONTROLLER and p["alive"]
+        layouts.address(p.get("host", LOOPBACK), p["ports"]["client"]): p["name"]
+        for p in processes
+        if p["role"] == CONTROLLER and p["alive"]
     }
     if not controllers:
         return None
-    addresses = ",".join(layouts.address(port) for port in controllers)
+    addresses = ",".join(controllers)
     try:
         with AdminClient(
             addresses,
@@ -54,8 +59,7 @@ def active_controller(
             endpoint = admin.describe_cluster().controller_endpoint
     except TieredError:
         return None
-    _, _, port = endpoint.rpartition(":")
-    return controllers.get(int(port)) if port.isdigit() else None
+    return controllers.get(endpoint)
 
 
 def cluster_status(
@@ -71,12 +75,15 @@ def cluster_status(
 
 
 def status_table(status: dict[str, Any]) -> str:
-    """The status as an aligned table, then the active controller."""
-    rows = [("NAME", "ROLE", "PID", "ALIVE", "PORTS")]
+    """The status as an aligned table (a HOST column when the processes have their own
+    addresses), then the active controller."""
+    hosts = any("host" in p for p in status["processes"])
+    rows = [("NAME", "ROLE", "PID", "ALIVE", *(("HOST",) if hosts else ()), "PORTS")]
     for p in status["processes"]:
         ports = " ".join(f"{kind}={port}" for kind, port in p["ports"].items())
         pid = "-" if p["pid"] is None else str(p["pid"])
-        rows.append((p["name"], p["role"], pid, "yes" if p["alive"] else "NO", ports))
+        host = (p.get("host", "-"),) if hosts else ()
+        rows.append((p["name"], p["role"], pid, "yes" if p["alive"] else "NO", *host, ports))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     lines = [
         "  ".join([*(cell.ljust(w) for cell, w in zip(row, widths, strict=False)), row[-1]])
