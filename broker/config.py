@@ -33,6 +33,7 @@ from tiered.security.scram import ScramMechanism
 from tiered.security.ssl_principal import SslPrincipalMapper
 from tiered.security.tls import TlsSettings
 from tiered.security.zookeeper_auth import NO_SECURITY, ZooKeeperSecurity, security_properties
+from tiered.source_address import parse as parse_source_address
 
 DEFAULT_LISTENERS = "GRPC://127.0.0.1:9091,PLAINTEXT://127.0.0.1:9092"
 
@@ -164,6 +165,8 @@ class BrokerConfig:
     rsm: dict[str, str] = field(default_factory=dict)
     metrics_port: int | None = None  # None: no metrics endpoint; 0: any free port
     metrics_host: str = DEFAULT_METRICS_HOST
+    # Where its ZooKeeper and S3 connections come from (source.address): None, the kernel picks.
+    source_address: str | None = None
     controller_bootstrap: tuple[str, ...] = ()  # KRaft mode: controller.quorum.bootstrap.servers
     zookeeper_connect: str | None = None  # ZooKeeper mode: where brokers register
     # The process's ZooKeeper identity and znode ACLs (registration and a ZooKeeper RLMM).
@@ -220,6 +223,7 @@ class BrokerConfig:
                 else None
             ),
             metrics_host=metrics_host(values),
+            source_address=parse_source_address(values),
             controller_bootstrap=tuple(
                 a.strip()
                 for a in values.get("controller.quorum.bootstrap.servers", "").split(",")

@@ -16,7 +16,7 @@ import threading
 
 from broker.broker import GRACE_S, Broker
 from broker.config import BrokerConfig
-from tiered import failpoints, signals
+from tiered import failpoints, signals, source_address
 from tiered.daemon_logging import announce, configure_daemon_logging
 from tiered.properties import load_properties
 from tiered.rlmm.backend import StorageBackendError
@@ -33,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         failpoints.configure_from_environment()
         config = BrokerConfig.from_properties(load_properties(args.config))
+        source_address.choose(config.source_address)
         authorizer_config = AuthorizerConfig.from_properties(config.properties)
     except (OSError, ValueError) as e:
         print(f"INVALID_CONFIG: {e}", file=sys.stderr)

@@ -19,6 +19,7 @@ from tiered.rsm import config_from_properties as rsm_config_from_properties
 from tiered.security.authorizer import AuthorizerConfig
 from tiered.security.grpc_tls import GrpcSecurity
 from tiered.security.zookeeper_auth import security_properties
+from tiered.source_address import parse as parse_source_address
 
 SPARK_IDLE_TIMEOUT_KEY = "bulk.delete.spark.idle.timeout.ms"
 DEFAULT_SPARK_IDLE_TIMEOUT_MS = 600_000
@@ -64,6 +65,8 @@ class ControllerConfig:
     # The Prometheus endpoint: none without ``metrics.port``; port 0 is any free port.
     metrics_port: int | None = None
     metrics_host: str = DEFAULT_METRICS_HOST
+    # Where its ZooKeeper and S3 connections come from (source.address): None, the kernel picks.
+    source_address: str | None = None
     # TLS on the gRPC listener and on the channels to the brokers (listener.security.protocol.map)
     grpc_security: GrpcSecurity = field(default_factory=GrpcSecurity)
     authorizer: AuthorizerConfig = field(default_factory=AuthorizerConfig)
@@ -136,6 +139,7 @@ class ControllerConfig:
             },
             metrics_port=_metrics_port(values),
             metrics_host=metrics_host(values),
+            source_address=parse_source_address(values),
             grpc_security=GrpcSecurity.from_properties(values),
             authorizer=AuthorizerConfig.from_properties(values),
         )

@@ -25,7 +25,7 @@ from controller.jobs import wiring as jobs_wiring
 from controller.metrics import ControllerMetrics, serve_metrics
 from controller.request_metrics import AdminRequestMetrics
 from controller.store import MetadataStore, MetadataStoreError
-from tiered import failpoints, signals
+from tiered import failpoints, signals, source_address
 from tiered.daemon_logging import announce, configure_daemon_logging
 from tiered.metrics_endpoint import MetricsEndpointError
 from tiered.net import GRPC_EXCLUSIVE_PORT, bind_grpc_port
@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         failpoints.configure_from_environment()
         config = ControllerConfig.from_properties(load_properties(args.config))
+        source_address.choose(config.source_address)
         store = store_factory.create(config.store)
     except (OSError, ValueError, MetadataStoreError) as e:
         print(f"INVALID_CONFIG: {e}", file=sys.stderr)

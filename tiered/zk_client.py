@@ -3,8 +3,9 @@ registration, the RLMM backend): the connect string, the transport errors, a kaz
 every request waits at most the session timeout, and the reading of a failed transaction.
 
 Every znode is created with the ACL ``tiered.security.zookeeper_acl.znode_acl`` gives its path
-(kazoo's ``create``, ``ensure_path`` and transactions alike), and the client authenticates with the
-digest credentials of its ``ZooKeeperSecurity``.
+(kazoo's ``create``, ``ensure_path`` and transactions alike), the client authenticates with the
+digest credentials of its ``ZooKeeperSecurity``, and its connections come from the process's
+``source.address`` (``tiered.source_address``) when it has one.
 
 kazoo notes: a request made while disconnected is queued until the connection is back, however
 long, so ``ZkClient.wait`` gives up after the session timeout; a failed transaction returns a
@@ -14,6 +15,7 @@ here rather than by kazoo, so that a missing chroot can be created.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -27,11 +29,13 @@ from kazoo.exceptions import (
     RolledBackError,
     RuntimeInconsistency,
 )
-from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.handlers.threading import KazooTimeoutError, SequentialThreadingHandler
+from kazoo.handlers.utils import create_tcp_connection
 from kazoo.protocol.states import WatchedEvent, ZnodeStat
 from kazoo.retry import KazooRetry
 from kazoo.security import ACL
 
+from tiered import source_address
 from tiered.retry import RetryPolicy
 from tiered.retry_policies import zookeeper_connection_retry
 from tiered.security.zookeeper_acl import (
@@ -101,6 +105,36 @@ def first_failure(results: Sequence[Any]) -> tuple[int, Exception] | None:
     return None
 
 
+class _SourceBoundSocketModule:
+    """The ``socket`` module as kazoo's ``create_tcp_connection`` uses it, except that the
+    sockets it makes come from the process's source address: kazoo has no option for it, and
+    its connection code takes the module as an argument."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(socket, name)
+
+    @staticmethod
+    def create_connection(address: tuple[str, int], timeout: float | None = None) -> socket.socket:
+        return source_address.connect(address, timeout)
+
+    @staticmethod
+    def socket(
+        family: int = socket.AF_INET, type_: int = socket.SOCK_STREAM, proto: int = 0
+    ) -> socket.socket:
+        return source_address.bound_socket(family, type_, proto)
+
+
+class _SourceBoundHandler(SequentialThreadingHandler):  # type: ignore[misc] # kazoo is untyped
+    """kazoo's threading handler whose connections to ZooKeeper come from the process's source
+    address (its plain and TLS connections alike)."""
+
+    def create_connection(self, *args: Any, **kwargs: Any) -> socket.socket:
+        connection: socket.socket = create_tcp_connection(
+            _SourceBoundSocketModule(), *args, **kwargs
+        )
+        return connection
+
+
 class _ClusterKazooClient(KazooClient):  # type: ignore[misc] # kazoo is untyped
     """A KazooClient that creates every znode with the ACL its path calls for: kazoo's
     ``default_acl`` is one ACL for every path, and a sensitive znode needs another."""
@@ -146,6 +180,7 @@ class ZkClient:
             timeout=session_timeout_s,
             connection_retry=connection_retry(session_timeout_s),
             auth_data=security.auth_data(),
+            handler=_SourceBoundHandler(),
         )
 
     def __repr__(self) -> str:

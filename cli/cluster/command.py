@@ -25,7 +25,8 @@ has its config in DIR/config, its output in DIR/logs and its pid in DIR/pids; DI
 lists the addresses (kafka_bootstrap_servers for Kafka clients, the metrics ports, zookeeper,
 s3_endpoint, spark_master). Every controller and broker serves Prometheus metrics. With --secure
 the Kafka listeners are SASL_SSL (SCRAM-SHA-512) and the CLIs need
---command-config DIR/config/admin.properties.
+--command-config DIR/config/admin.properties. With --loopback-hosts every process binds and
+advertises its own loopback address (127.0.0.11, 127.0.0.12 and on, in the order of status).
 
 profiles:
   local        (default) the processes share the host's shortcuts: remote storage in DIR/remote,
@@ -40,6 +41,7 @@ examples:
   tiered-cluster up --data-dir /tmp/tiered --metadata zookeeper --brokers 2
   tiered-cluster up --data-dir /tmp/tiered --spark-workers 2
   tiered-cluster up --data-dir /tmp/tiered --secure
+  tiered-cluster up --data-dir /tmp/tiered --loopback-hosts
   tiered-cluster up --data-dir /tmp/tiered --controller-config bulk.delete.fast.path.max.objects=0
   tiered-cluster status --data-dir /tmp/tiered --format json
   tiered-cluster down --data-dir /tmp/tiered
@@ -106,6 +108,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="TLS, authenticated principals, the authorizer and ZooKeeper ACLs: a CA and "
         "certificates, the admin's DIR/config/admin.properties (for --command-config) and "
         "admin-sasl.properties (SCRAM, for Kafka clients); chosen on the first up",
+    )
+    up.add_argument(
+        "--loopback-hosts",
+        action="store_const",
+        const=True,
+        help="every process binds and advertises its own loopback address (127.0.0.11, "
+        "127.0.0.12 and on, in the order of status; not with --zookeeper); chosen on the first up",
     )
     for role in ("controller", "broker"):
         up.add_argument(
@@ -187,6 +196,7 @@ def _request(args: argparse.Namespace) -> ClusterRequest:
         controller_config=_settings("--controller-config", args.controller_config),
         broker_config=_settings("--broker-config", args.broker_config),
         secure=args.secure,
+        loopback_hosts=args.loopback_hosts,
     )
 
 

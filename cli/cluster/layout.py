@@ -4,7 +4,9 @@ contract (docs/kafka-compatibility.md, docs/operations/security.md,
 docs/operations/distributed-profile.md): ``kafka_bootstrap_servers``, ``zookeeper``,
 ``s3_endpoint``, ``spark_master`` and ``spark_master_web``; the metrics ports are
 ``controller_metrics_ports`` and ``broker_metrics_ports`` (in the order of ``controllers`` and
-``brokers``)."""
+``brokers``); with ``--loopback-hosts``, ``loopback_hosts`` is true and ``hosts`` maps each
+process's name to its own loopback address (127.0.0.11, 127.0.0.12, ... in the order ``status``
+lists the processes), which every address above then names."""
 
 from __future__ import annotations
 
@@ -14,6 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cli.cluster.spec import (
+    S3,
+    SPARK_MASTER,
+    ZOOKEEPER,
+    broker_name,
+    controller_name,
+    spark_worker_name,
+    zookeeper_member_name,
+)
 from cli.launch.ports import LOOPBACK, free_port
 from tiered.errors import ErrorCode, TieredError
 
@@ -25,6 +36,9 @@ LOCAL, DISTRIBUTED = "local", "distributed"
 PROFILES = (LOCAL, DISTRIBUTED)
 DISTRIBUTED_SPARK_WORKERS = 2
 ENSEMBLE_SIZE = 3
+CONTROLLERS = 2
+FIRST_LOOPBACK_HOST, LAST_LOOPBACK_HOST = 11, 254
+"""The last octets of the addresses ``--loopback-hosts`` gives: 127.0.0.11 to 127.0.0.254."""
 STORE_CHROOT = "/tiered"
 """The distributed profile's controller store and RLMM each have their own chroot."""
 RLMM_CHROOT = "/tiered-rlmm"
@@ -45,6 +59,7 @@ class ClusterRequest:
     controller_config: Mapping[str, str] | None = None
     broker_config: Mapping[str, str] | None = None
     secure: bool | None = None
+    loopback_hosts: bool | None = None
 
     @property
     def chosen_profile(self) -> str:
@@ -56,6 +71,28 @@ class ClusterRequest:
             return self.metadata
         return "zookeeper" if self.chosen_profile == DISTRIBUTED else "kraft"
 
+    @property
+    def chosen_spark_workers(self) -> int:
+        if self.spark_workers is None and self.chosen_profile == DISTRIBUTED:
+            return DISTRIBUTED_SPARK_WORKERS
+        return self.spark_workers or 0
+
+    def process_names(self) -> list[str]:
+        """The processes of a new cluster of this request, in the order ``status`` lists them
+        (``profile.cluster_profile``'s): ZooKeeper, S3, Spark, controllers, brokers."""
+        names = []
+        if self.chosen_profile == DISTRIBUTED:
+            names += [zookeeper_member_name(i) for i in range(1, ENSEMBLE_SIZE + 1)]
+            names.append(S3)
+        elif managed_zookeeper(self):
+            names.append(ZOOKEEPER)
+        if self.chosen_spark_workers:
+            names.append(SPARK_MASTER)
+            names += [spark_worker_name(i) for i in range(1, self.chosen_spark_workers + 1)]
+        names += [controller_name(i) for i in range(CONTROLLERS)]
+        names += [broker_name(i) for i in range(1, self.brokers + 1)]
+        return names
+
     def check(self) -> None:
         """INVALID_REQUEST, naming the flags and the valid values, for a request no cluster
         can meet."""
@@ -65,6 +102,8 @@ class ClusterRequest:
             raise TieredError(
                 ErrorCode.INVALID_REQUEST, "--spark-workers must be 0 or more (0: no Spark cluster)"
             )
+        if self.loopback_hosts:
+            self._check_loopback_hosts()
         if self.chosen_profile != DISTRIBUTED:
             return
         if self.chosen_metadata != "zookeeper":
@@ -89,9 +128,54 @@ class ClusterRequest:
                 f"{DISTRIBUTED_SPARK_WORKERS})",
             )
 
+    def _check_loopback_hosts(self) -> None:
+        if self.zookeeper is not None:
+            raise TieredError(
+                ErrorCode.INVALID_REQUEST,
+                "--loopback-hosts cannot be used with --zookeeper: an external ZooKeeper is not a "
+                "process of the cluster and has no loopback address of its own; leave "
+                "--zookeeper out (--metadata zookeeper then starts the cluster's own ZooKeeper) "
+                "or leave --loopback-hosts out",
+            )
+        available = LAST_LOOPBACK_HOST - FIRST_LOOPBACK_HOST + 1
+        processes = len(self.process_names())
+        if processes > available:
+            raise TieredError(
+                ErrorCode.INVALID_REQUEST,
+                f"--loopback-hosts gives each process one address of {loopback_host(0)}.."
+                f"{loopback_host(available - 1)}: at most {available} processes, and this "
+                f"cluster has {processes} (--brokers {self.brokers}, --spark-workers "
+                f"{self.chosen_spark_workers})",
+            )
 
-def address(port: int) -> str:
-    return f"{LOOPBACK}:{port}"
+
+def loopback_host(position: int) -> str:
+    """The address ``--loopback-hosts`` gives the process at ``position`` (from 0) in the order
+    of ``status``."""
+    return f"127.0.0.{FIRST_LOOPBACK_HOST + position}"
+
+
+def host_of(layout: Layout, name: str) -> str:
+    """The address process ``name`` binds and is reached at: its own with ``--loopback-hosts``,
+    else 127.0.0.1."""
+    return own_host(layout, name) or LOOPBACK
+
+
+def own_host(layout: Layout, name: str) -> str | None:
+    """Process ``name``'s own loopback address, None in a cluster without ``--loopback-hosts``
+    (its processes share 127.0.0.1)."""
+    host = layout.get("hosts", {}).get(name)
+    return None if host is None else str(host)
+
+
+def address(host: str, port: int) -> str:
+    return f"{host}:{port}"
+
+
+def free_address(layout: Layout, name: str) -> str:
+    """``HOST:PORT``: a free port on process ``name``'s address."""
+    host = host_of(layout, name)
+    return address(host, free_port(host))
 
 
 def managed_zookeeper(request: ClusterRequest) -> bool:
@@ -100,33 +184,38 @@ def managed_zookeeper(request: ClusterRequest) -> bool:
 
 
 def create(request: ClusterRequest) -> Layout:
-    """A new cluster's layout, every port a free one."""
-    distributed = request.chosen_profile == DISTRIBUTED
+    """A new cluster's layout, every port a free one on its process's address."""
     layout: Layout = {
         "profile": request.chosen_profile,
         "metadata": request.chosen_metadata,
         "zookeeper_managed": managed_zookeeper(request),
     }
-    if distributed:
+    if request.loopback_hosts:
+        layout["loopback_hosts"] = True
+        layout["hosts"] = {
+            name: loopback_host(position) for position, name in enumerate(request.process_names())
+        }
+
+    def port(name: str) -> int:
+        return free_port(host_of(layout, name))
+
+    if request.chosen_profile == DISTRIBUTED:
         layout["zookeeper_ensemble"] = [
-            {"client": free_port(), "quorum": free_port(), "election": free_port()}
-            for _ in range(ENSEMBLE_SIZE)
+            {"client": port(member), "quorum": port(member), "election": port(member)}
+            for member in map(zookeeper_member_name, range(1, ENSEMBLE_SIZE + 1))
         ]
         layout["zookeeper"] = zookeeper_hosts(layout) + STORE_CHROOT
-        layout["s3_endpoint"] = f"http://{address(free_port())}"
+        layout["s3_endpoint"] = f"http://{free_address(layout, S3)}"
     else:
         layout["zookeeper"] = (
-            address(free_port()) if layout["zookeeper_managed"] else request.zookeeper
+            free_address(layout, ZOOKEEPER) if layout["zookeeper_managed"] else request.zookeeper
         )
-    layout["controllers"] = [free_port(), free_port()]
-    layout["brokers"] = [free_port() for _ in range(request.brokers)]
+    layout["controllers"] = [port(controller_name(i)) for i in range(CONTROLLERS)]
+    layout["brokers"] = [port(broker_name(i)) for i in range(1, request.brokers + 1)]
     add_kafka_listeners(layout)
     add_metrics(layout)
-    spark_workers = request.spark_workers
-    if spark_workers is None and distributed:
-        spark_workers = DISTRIBUTED_SPARK_WORKERS
-    if spark_workers:
-        add_spark(layout, spark_workers)
+    if request.chosen_spark_workers:
+        add_spark(layout, request.chosen_spark_workers)
     for key in ("controller_config", "broker_config"):
         given = getattr(request, key)
         if given:
@@ -160,19 +249,33 @@ def save(path: Path, layout: Layout) -> None:
 def add_kafka_listeners(layout: Layout) -> None:
     """A Kafka listener port per broker, and ``kafka_bootstrap_servers``
     (docs/kafka-compatibility.md: ``HOST:PORT,...`` in broker-id order)."""
-    layout["kafka_brokers"] = [free_port() for _ in layout["brokers"]]
-    layout["kafka_bootstrap_servers"] = ",".join(address(p) for p in layout["kafka_brokers"])
+    brokers = [broker_name(i) for i in range(1, len(layout["brokers"]) + 1)]
+    layout["kafka_brokers"] = [free_port(host_of(layout, name)) for name in brokers]
+    layout["kafka_bootstrap_servers"] = addresses(layout, brokers, layout["kafka_brokers"])
+
+
+def addresses(layout: Layout, names: list[str], ports: list[int]) -> str:
+    """``HOST:PORT,...``: each named process's address with its port."""
+    return ",".join(
+        address(host_of(layout, name), port) for name, port in zip(names, ports, strict=True)
+    )
 
 
 def add_metrics(layout: Layout) -> None:
     """A Prometheus port (``metrics.port``) per controller and per broker."""
-    layout["controller_metrics_ports"] = [free_port() for _ in layout["controllers"]]
-    layout["broker_metrics_ports"] = [free_port() for _ in layout["brokers"]]
+    layout["controller_metrics_ports"] = [
+        free_port(host_of(layout, controller_name(i))) for i in range(len(layout["controllers"]))
+    ]
+    layout["broker_metrics_ports"] = [
+        free_port(host_of(layout, broker_name(i))) for i in range(1, len(layout["brokers"]) + 1)
+    ]
 
 
 def zookeeper_hosts(layout: Layout) -> str:
     """The ensemble's members as ``H:P,H:P,H:P`` (client ports), without a chroot."""
-    return ",".join(address(member["client"]) for member in layout["zookeeper_ensemble"])
+    members = layout["zookeeper_ensemble"]
+    names = [zookeeper_member_name(i) for i in range(1, len(members) + 1)]
+    return addresses(layout, names, [member["client"] for member in members])
 
 
 def remote_storage_root() -> str:
@@ -188,10 +291,11 @@ def add_spark(layout: Layout, workers: int) -> None:
     """A Spark master (``spark_master``, ``spark_master_web``:
     docs/operations/distributed-profile.md) and
     ``workers`` workers, each with its own port and web UI port."""
-    layout["spark_master"] = f"spark://{address(free_port())}"
-    layout["spark_master_web"] = f"http://{address(free_port())}"
+    layout["spark_master"] = f"spark://{free_address(layout, SPARK_MASTER)}"
+    layout["spark_master_web"] = f"http://{free_address(layout, SPARK_MASTER)}"
+    hosts = [host_of(layout, spark_worker_name(i)) for i in range(1, workers + 1)]
     layout["spark_workers"] = [
-        {"port": free_port(), "web_port": free_port()} for _ in range(workers)
+        {"port": free_port(host), "web_port": free_port(host)} for host in hosts
     ]
 
 
@@ -200,14 +304,16 @@ def spark_workers(layout: Layout) -> int:
 
 
 def check_request(layout: Layout, request: ClusterRequest) -> None:
-    """A cluster's profile, Spark workers, config overrides and security are chosen on its first ``up``:
-    asking for others later is an error (its processes were configured for them)."""
+    """A cluster's profile, Spark workers, config overrides, security and addresses are chosen on
+    its first ``up``: asking for others later is an error (its processes were configured for
+    them)."""
     recorded = {
         "--profile": profile_of(layout),
         "--spark-workers": spark_workers(layout),
         "--controller-config": layout.get("controller_config", {}),
         "--broker-config": layout.get("broker_config", {}),
         "--secure": bool(layout.get("secure", False)),
+        "--loopback-hosts": bool(layout.get("loopback_hosts", False)),
     }
     requested = {
         "--profile": request.profile,
@@ -215,6 +321,7 @@ def check_request(layout: Layout, request: ClusterRequest) -> None:
         "--controller-config": request.controller_config,
         "--broker-config": request.broker_config,
         "--secure": request.secure,
+        "--loopback-hosts": request.loopback_hosts,
     }
     for flag, asked in requested.items():
         if asked is not None and asked != recorded[flag]:

@@ -20,9 +20,11 @@ from cli.cluster import layout as layouts
 from cli.cluster import secure, services
 from cli.cluster.daemons import ClusterFiles
 from cli.cluster.layout import Layout
-from cli.cluster.spec import BROKER, CONTROLLER, ProcessSpec
+from cli.cluster.spec import BROKER, CONTROLLER, ProcessSpec, broker_name, controller_name
+from tiered import source_address
 from tiered.admin import AdminClient
 from tiered.errors import ErrorCode, TieredError
+from tiered.metrics_endpoint import HOST_KEY as METRICS_HOST_KEY
 
 CONTROLLER_NODE_ID_BASE = 1000
 DAEMON_STAGE = 3
@@ -71,7 +73,8 @@ class ControllerProbe:
 
 
 def bootstrap(layout: Layout) -> str:
-    return ",".join(layouts.address(p) for p in layout["controllers"])
+    names = [controller_name(i) for i in range(len(layout["controllers"]))]
+    return layouts.addresses(layout, names, layout["controllers"])
 
 
 def cluster_profile(
@@ -107,6 +110,15 @@ def check_overrides(files: ClusterFiles, layout: Layout) -> None:
             )
 
 
+def _own_address(layout: Layout, name: str) -> dict[str, str]:
+    """With ``--loopback-hosts``, a controller's or broker's metrics endpoint and outgoing
+    connections on its own address (its listeners name it too)."""
+    host = layouts.own_host(layout, name)
+    if host is None:
+        return {}
+    return {METRICS_HOST_KEY: host, source_address.KEY: host}
+
+
 # --------------------------------------------------------------------------------- controllers
 
 
@@ -118,16 +130,17 @@ def _metadata(files: ClusterFiles, layout: Layout) -> dict[str, str]:
 
 def controller_properties(files: ClusterFiles, layout: Layout, index: int) -> dict[str, str]:
     """Controller ``index``'s properties, without the operator's overrides."""
-    name = f"{CONTROLLER}-{index}"
+    name = controller_name(index)
     remote = services.remote_storage(files, layout, name)
     return {
         "node.id": str(CONTROLLER_NODE_ID_BASE + index),
-        "listeners": layouts.address(layout["controllers"][index]),
+        "listeners": layouts.address(layouts.host_of(layout, name), layout["controllers"][index]),
         "metrics.port": str(layout["controller_metrics_ports"][index]),
+        **_own_address(layout, name),
         **_metadata(files, layout),
         **remote,
         **services.rlmm_properties(files, layout),
-        **services.spark_properties(layout),
+        **services.spark_properties(layout, name),
         **secure.process_properties(files, layout, name),
     }
 
@@ -135,7 +148,7 @@ def controller_properties(files: ClusterFiles, layout: Layout, index: int) -> di
 def _controllers(files: ClusterFiles, layout: Layout, probe: ControllerProbe) -> list[ProcessSpec]:
     specs = []
     for i, port in enumerate(layout["controllers"]):
-        name = f"{CONTROLLER}-{i}"
+        name = controller_name(i)
         properties = {
             **controller_properties(files, layout, i),
             **layout.get("controller_config", {}),
@@ -151,8 +164,9 @@ def _controllers(files: ClusterFiles, layout: Layout, probe: ControllerProbe) ->
 
 def broker_properties(files: ClusterFiles, layout: Layout, broker_id: int) -> dict[str, str]:
     """Broker ``broker_id``'s properties (ids from 1), without the operator's overrides."""
-    name = f"{BROKER}-{broker_id}"
+    name = broker_name(broker_id)
     port = layout["brokers"][broker_id - 1]
+    grpc_address = layouts.address(layouts.host_of(layout, name), port)
     link = (
         {"controller.quorum.bootstrap.servers": bootstrap(layout)}
         if layout["metadata"] == "kraft"
@@ -161,8 +175,9 @@ def broker_properties(files: ClusterFiles, layout: Layout, broker_id: int) -> di
     remote = services.remote_storage(files, layout, name)
     return {
         "node.id": str(broker_id),
-        "listeners": f"GRPC://{layouts.address(port)},{secure.kafka_listeners(layout, broker_id)}",
+        "listeners": f"GRPC://{grpc_address},{secure.kafka_listeners(layout, broker_id)}",
         "metrics.port": str(layout["broker_metrics_ports"][broker_id - 1]),
+        **_own_address(layout, name),
         "log.dirs": str(files.dir / name),
         "remote.log.manager.task.interval.ms": "1000",  # retention within a second
         **remote,
@@ -178,7 +193,7 @@ def _brokers(files: ClusterFiles, layout: Layout, probe: ControllerProbe) -> lis
     ports = zip(layout["brokers"], layout["kafka_brokers"], layout["broker_metrics_ports"],
                 strict=True)  # fmt: skip
     for broker_id, (port, kafka_port, metrics_port) in enumerate(ports, start=1):
-        name = f"{BROKER}-{broker_id}"
+        name = broker_name(broker_id)
         properties = {
             **broker_properties(files, layout, broker_id),
             **layout.get("broker_config", {}),
@@ -219,4 +234,5 @@ def _python_daemon(
         launch=launch,
         serving=serving,
         properties=properties,
+        host=layouts.own_host(layout, name),
     )

@@ -3,7 +3,8 @@ and ZooKeeper ACLs (docs/operations/security.md), and the files it needs, all un
 
 - ``ca.pem`` (the cluster CA, what clients trust) and ``ca.key`` (its key, to issue more client
   certificates); ``NAME.pem``, ``NAME.key`` and ``NAME.keystore.pem`` per controller, broker and
-  admin user (subject ``CN=NAME,OU=<role>s,O=tiered``);
+  admin user (subject ``CN=NAME,OU=<role>s,O=tiered``; subject alternative names 127.0.0.1,
+  localhost and, with ``--loopback-hosts``, the process's own address, which clients verify);
 - ``admin.properties``: the admin's ``--command-config`` (SSL with the admin's certificate);
 - ``admin-sasl.properties``: the SCRAM super user ``admin`` for Kafka clients (confluent-kafka's
   keys), its password generated here and written nowhere else;
@@ -17,6 +18,7 @@ Spark stay on loopback without TLS."""
 
 from __future__ import annotations
 
+import ipaddress
 import secrets
 from pathlib import Path
 
@@ -26,9 +28,14 @@ from cryptography import x509
 from cli.cluster import layout as layouts
 from cli.cluster.daemons import ClusterFiles
 from cli.cluster.layout import Layout
-from cli.cluster.spec import BROKER, CONTROLLER
+from cli.cluster.spec import broker_name, controller_name
 from cli.launch.ports import free_port
-from cli.security.certs import CertificateAuthority, write_private_file
+from cli.security.certs import (
+    DEFAULT_SUBJECT_ALTERNATIVE_NAMES,
+    CertificateAuthority,
+    IssuedCertificate,
+    write_private_file,
+)
 from cli.security.client_config import channel_credentials
 from tiered.admin import AdminClient
 from tiered.net import SASL_SSL, SSL
@@ -52,9 +59,10 @@ def lay_out(layout: Layout) -> None:
     """Makes a new cluster's layout secure: an SSL Kafka listener port per broker and, for a
     managed ZooKeeper, a chroot (its znodes then carry the cluster's ACLs from the top)."""
     layout["secure"] = True
-    layout["kafka_ssl_brokers"] = [free_port() for _ in layout["brokers"]]
-    layout["kafka_ssl_bootstrap_servers"] = ",".join(
-        layouts.address(port) for port in layout["kafka_ssl_brokers"]
+    brokers = [broker_name(i) for i in range(1, len(layout["brokers"]) + 1)]
+    layout["kafka_ssl_brokers"] = [free_port(layouts.host_of(layout, name)) for name in brokers]
+    layout["kafka_ssl_bootstrap_servers"] = layouts.addresses(
+        layout, brokers, layout["kafka_ssl_brokers"]
     )
     if layout["zookeeper_managed"] and "/" not in layout["zookeeper"]:
         layout["zookeeper"] += layouts.STORE_CHROOT
@@ -84,9 +92,20 @@ def certificate_principal(name: str) -> str:
 
 
 def certificate_holders(layout: Layout) -> list[str]:
-    controllers = [f"{CONTROLLER}-{i}" for i in range(len(layout["controllers"]))]
-    brokers = [f"{BROKER}-{i}" for i in range(1, len(layout["brokers"]) + 1)]
+    controllers = [controller_name(i) for i in range(len(layout["controllers"]))]
+    brokers = [broker_name(i) for i in range(1, len(layout["brokers"]) + 1)]
     return [*controllers, *brokers, ADMIN]
+
+
+def issue_certificate(ca: CertificateAuthority, layout: Layout, name: str) -> IssuedCertificate:
+    """The certificate of process ``name`` (or of the admin user): its subject, and as subject
+    alternative names 127.0.0.1, localhost and, with ``--loopback-hosts``, its own address (a
+    client reaching it there verifies that the certificate names it)."""
+    names = list(DEFAULT_SUBJECT_ALTERNATIVE_NAMES)
+    own = layouts.own_host(layout, name)
+    if own is not None:
+        names.append(x509.IPAddress(ipaddress.ip_address(own)))
+    return ca.issue(subject(name), subject_alternative_names=names)
 
 
 def super_users(layout: Layout) -> str:
@@ -135,7 +154,7 @@ def write_files(files: ClusterFiles, layout: Layout) -> None:
         ca.write_certificate(ca_file(files))
     for name in certificate_holders(layout):
         if fresh or not keystore_file(files, name).exists():
-            ca.issue(subject(name)).write_pem_files(config, name)
+            issue_certificate(ca, layout, name).write_pem_files(config, name)
     write_private_file(
         admin_properties_file(files),
         _properties_text(
@@ -191,10 +210,11 @@ def process_properties(files: ClusterFiles, layout: Layout, name: str) -> dict[s
 
 def kafka_listeners(layout: Layout, broker_id: int) -> str:
     """Broker ``broker_id``'s Kafka listeners, as ``listeners`` lists them."""
+    host = layouts.host_of(layout, broker_name(broker_id))
     if not is_secure(layout):
-        return f"PLAINTEXT://{layouts.address(layout['kafka_brokers'][broker_id - 1])}"
-    sasl_ssl = layouts.address(layout["kafka_brokers"][broker_id - 1])
-    ssl = layouts.address(layout["kafka_ssl_brokers"][broker_id - 1])
+        return f"PLAINTEXT://{layouts.address(host, layout['kafka_brokers'][broker_id - 1])}"
+    sasl_ssl = layouts.address(host, layout["kafka_brokers"][broker_id - 1])
+    ssl = layouts.address(host, layout["kafka_ssl_brokers"][broker_id - 1])
     return f"{SASL_SSL}://{sasl_ssl},{SSL}://{ssl}"
 
 

@@ -11,9 +11,16 @@ from typing import TypedDict
 from cli.cluster import layout as layouts
 from cli.cluster.daemons import ClusterFiles
 from cli.cluster.layout import Layout
-from cli.cluster.spec import S3, SPARK_MASTER, SPARK_WORKER, ZOOKEEPER, ProcessSpec
+from cli.cluster.spec import (
+    S3,
+    SPARK_MASTER,
+    SPARK_WORKER,
+    ZOOKEEPER,
+    ProcessSpec,
+    spark_worker_name,
+    zookeeper_member_name,
+)
 from cli.launch import zookeeper
-from cli.launch.ports import LOOPBACK
 from cli.launch.s3_endpoint import (
     ENDPOINT_CREDENTIALS,
     S3Endpoint,
@@ -91,6 +98,7 @@ def managed_zookeeper(files: ClusterFiles, layout: Layout) -> ZooKeeperServer:
         config_path=files.config_file(ZOOKEEPER, "cfg"),
         log_path=files.log_file(ZOOKEEPER),
         pid_file=files.pid_file(ZOOKEEPER),
+        host=layouts.host_of(layout, ZOOKEEPER),
         **ZOOKEEPER_OPTIONS,
     )
 
@@ -120,12 +128,9 @@ def zookeeper_specs(files: ClusterFiles, layout: Layout) -> list[ProcessSpec]:
             marker=_zoo_cfg(files, ZOOKEEPER),
             launch=launch,
             serving=lambda: server.is_serving(timeout=0.5),
+            host=layouts.own_host(layout, ZOOKEEPER),
         )
     ]
-
-
-def member_name(server_id: int) -> str:
-    return f"{ZOOKEEPER}-{server_id}"
 
 
 def ensemble(files: ClusterFiles, layout: Layout) -> ZooKeeperEnsemble:
@@ -133,7 +138,7 @@ def ensemble(files: ClusterFiles, layout: Layout) -> ZooKeeperEnsemble:
     ``DIR/zookeeper/server-N``, config ``DIR/config/zookeeper-N.cfg``, output
     ``DIR/logs/zookeeper-N.log`` and pid ``DIR/pids/zookeeper-N.pid``."""
     ports = [PeerPorts(**member) for member in layout["zookeeper_ensemble"]]
-    names = [member_name(server_id) for server_id in range(1, len(ports) + 1)]
+    names = [zookeeper_member_name(server_id) for server_id in range(1, len(ports) + 1)]
     return ZooKeeperEnsemble(
         files.dir / ZOOKEEPER,
         size=len(ports),
@@ -141,6 +146,7 @@ def ensemble(files: ClusterFiles, layout: Layout) -> ZooKeeperEnsemble:
         config_paths=[files.config_file(name, "cfg") for name in names],
         log_paths=[files.log_file(name) for name in names],
         pid_files=[files.pid_file(name) for name in names],
+        hosts=[layouts.host_of(layout, name) for name in names],
         **ZOOKEEPER_OPTIONS,
     )
 
@@ -179,7 +185,7 @@ def _zoo_cfg(files: ClusterFiles, name: str) -> str:
 
 def _member_files(files: ClusterFiles, server_id: int) -> tuple[str, str]:
     """An ensemble member's name and marker."""
-    name = member_name(server_id)
+    name = zookeeper_member_name(server_id)
     return name, _zoo_cfg(files, name)
 
 
@@ -188,7 +194,7 @@ def _ensemble_specs(files: ClusterFiles, layout: Layout) -> list[ProcessSpec]:
     launcher = _EnsembleLauncher(files, servers)
     return [
         ProcessSpec(
-            member_name(member.server_id),
+            zookeeper_member_name(member.server_id),
             ZOOKEEPER,
             stage=0,
             ports={
@@ -196,9 +202,10 @@ def _ensemble_specs(files: ClusterFiles, layout: Layout) -> list[ProcessSpec]:
                 "quorum": member.ports.quorum,
                 "election": member.ports.election,
             },
-            marker=_zoo_cfg(files, member_name(member.server_id)),
+            marker=_zoo_cfg(files, zookeeper_member_name(member.server_id)),
             launch=lambda server_id=member.server_id: launcher.launch(server_id),  # type: ignore[misc]
             serving=lambda member=member: member.is_serving(timeout=0.5),  # type: ignore[misc]
+            host=layouts.own_host(layout, zookeeper_member_name(member.server_id)),
         )
         for member in servers.members
     ]
@@ -226,6 +233,7 @@ def s3_endpoint(files: ClusterFiles, layout: Layout) -> S3Endpoint:
         die_with_parent=False,
         log_path=files.log_file(S3),
         pid_file=files.pid_file(S3),
+        host=layouts.host_of(layout, S3),
     )
 
 
@@ -261,6 +269,7 @@ def s3_specs(files: ClusterFiles, layout: Layout) -> list[ProcessSpec]:
             marker=S3_MODULE,
             launch=launch,
             serving=lambda: s3_is_serving(endpoint.url, timeout_s=0.5),
+            host=layouts.own_host(layout, S3),
         )
     ]
 
@@ -303,10 +312,11 @@ def spark_specs(files: ClusterFiles, layout: Layout) -> list[ProcessSpec]:
         pid_file=files.pid_file(SPARK_MASTER),
         start_timeout=SPARK_START_TIMEOUT_S,
         die_with_parent=False,
+        host=layouts.host_of(layout, SPARK_MASTER),
     )
-    specs = [_spark_spec(SPARK_MASTER, SPARK_MASTER, 1, MASTER_CLASS, master)]
+    specs = [_spark_spec(layout, SPARK_MASTER, SPARK_MASTER, 1, MASTER_CLASS, master)]
     for i, ports in enumerate(layout["spark_workers"], start=1):
-        name = f"{SPARK_WORKER}-{i}"
+        name = spark_worker_name(i)
         worker = SparkWorker(
             master_url=master.url,
             master_web_url=master.web_url,
@@ -319,13 +329,19 @@ def spark_specs(files: ClusterFiles, layout: Layout) -> list[ProcessSpec]:
             pid_file=files.pid_file(name),
             start_timeout=SPARK_START_TIMEOUT_S,
             die_with_parent=False,
+            host=layouts.host_of(layout, name),
         )
-        specs.append(_spark_spec(name, SPARK_WORKER, 2, WORKER_CLASS, worker))
+        specs.append(_spark_spec(layout, name, SPARK_WORKER, 2, WORKER_CLASS, worker))
     return specs
 
 
 def _spark_spec(
-    name: str, role: str, stage: int, marker: str, daemon: SparkMaster | SparkWorker
+    layout: Layout,
+    name: str,
+    role: str,
+    stage: int,
+    marker: str,
+    daemon: SparkMaster | SparkWorker,
 ) -> ProcessSpec:
     def launch() -> None:
         try:
@@ -342,18 +358,22 @@ def _spark_spec(
         marker=marker,
         launch=launch,
         serving=daemon.is_serving,
+        host=layouts.own_host(layout, name),
     )
 
 
-def spark_properties(layout: Layout) -> dict[str, str]:
-    """The controllers' settings for the bulk delete on the cluster's Spark master: an executor
-    of one core per worker, small, and the driver reachable on loopback."""
+def spark_properties(layout: Layout, name: str) -> dict[str, str]:
+    """Controller ``name``'s settings for the bulk delete: on the cluster's Spark master, an
+    executor of one core per worker, small, and the driver reachable on the controller's
+    address; with ``--loopback-hosts``, its Spark driver on that address in the local profile's
+    in-process Spark too."""
+    driver = {"spark.driver.host": layouts.host_of(layout, name)}
     if "spark_master" not in layout:
-        return {}
+        return driver if layouts.own_host(layout, name) is not None else {}
     return {
         "spark.master": layout["spark_master"],
         "spark.cores.max": str(SPARK_WORKER_CORES * layouts.spark_workers(layout)),
         "spark.executor.cores": str(SPARK_WORKER_CORES),
         "spark.executor.memory": SPARK_EXECUTOR_MEMORY,
-        "spark.driver.host": LOOPBACK,
+        **driver,
     }

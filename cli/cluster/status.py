@@ -1,5 +1,6 @@
 """``tiered-cluster status``: every process of a local cluster with its role, pid, whether it is
-alive and its ports, which controller is active, and whether it reaches each broker
+alive, its ports and, in a cluster made with ``--loopback-hosts``, its own address (``host``),
+which controller is active, and whether it reaches each broker
 (docs/operations/distributed-profile.md: the JSON shape is a contract)."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import grpc
 from cli.cluster import layout as layouts
 from cli.cluster.daemons import ClusterFiles
 from cli.cluster.spec import BROKER, CONTROLLER, ProcessSpec
+from cli.launch.ports import LOOPBACK
 from tiered.admin import AdminClient, ClusterDescription
 from tiered.errors import TieredError
 
@@ -27,6 +29,7 @@ def process_status(files: ClusterFiles, specs: Sequence[ProcessSpec]) -> list[di
             "role": spec.role,
             "pid": files.recorded_pid(spec.name),
             "alive": files.running(spec.name, spec.marker) is not None,
+            **({} if spec.host is None else {"host": spec.host}),
             "ports": dict(spec.ports),
         }
         for spec in specs
@@ -39,7 +42,7 @@ def describe_cluster(
     """The cluster as the active controller describes it, asked of the live controllers (with the
     admin's ``credentials`` in a secure cluster); None if none answers."""
     addresses = [
-        layouts.address(p["ports"]["client"])
+        layouts.address(p.get("host", LOOPBACK), p["ports"]["client"])
         for p in processes
         if p["role"] == CONTROLLER and p["alive"]
     ]
@@ -63,11 +66,12 @@ def active_controller(
     """The name of the live controller that described ``cluster`` (None if none did)."""
     if cluster is None:
         return None
-    _, _, port = cluster.controller_endpoint.rpartition(":")
     controllers = {
-        p["ports"]["client"]: p["name"] for p in processes if p["role"] == CONTROLLER and p["alive"]
+        layouts.address(p.get("host", LOOPBACK), p["ports"]["client"]): p["name"]
+        for p in processes
+        if p["role"] == CONTROLLER and p["alive"]
     }
-    return controllers.get(int(port)) if port.isdigit() else None
+    return controllers.get(cluster.controller_endpoint)
 
 
 def add_reachability(
@@ -113,12 +117,15 @@ def cluster_status(
 
 
 def status_table(status: dict[str, Any]) -> str:
-    """The status as an aligned table, then the active controller."""
-    rows = [("NAME", "ROLE", "PID", "ALIVE", "PORTS")]
+    """The status as an aligned table (a HOST column when the processes have their own
+    addresses), then the active controller."""
+    hosts = any("host" in p for p in status["processes"])
+    rows = [("NAME", "ROLE", "PID", "ALIVE", *(("HOST",) if hosts else ()), "PORTS")]
     for p in status["processes"]:
         ports = " ".join(f"{kind}={port}" for kind, port in p["ports"].items())
         pid = "-" if p["pid"] is None else str(p["pid"])
-        rows.append((p["name"], p["role"], pid, "yes" if p["alive"] else "NO", ports))
+        host = (p.get("host", "-"),) if hosts else ()
+        rows.append((p["name"], p["role"], pid, "yes" if p["alive"] else "NO", *host, ports))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     lines = [
         "  ".join([*(cell.ljust(w) for cell, w in zip(row, widths, strict=False)), row[-1]])

@@ -5,12 +5,13 @@ Moto keeps buckets and objects in memory: they are gone once the process stops. 
 credentials (it does not check signatures), so the brokers' and controllers' credentials files
 only need to be well formed; :data:`ENDPOINT_CREDENTIALS` are what this module itself uses.
 
-An endpoint listens on ``127.0.0.1`` on a port chosen once (a free one unless given); its output
-goes to ``log_path`` (default ``BASE_DIR/s3.log``) and its pid to ``pid_file`` if given. It counts
-as started once ``GET /`` answers (ListBuckets). As with :mod:`cli.launch.zookeeper`, the child dies
-with the thread that started it unless ``die_with_parent=False``, ``start()`` refuses a port
-something listens on (a port chosen here is replaced instead), and ``detach()`` leaves it running
-as a daemon (:mod:`cli.launch.server_launcher`).
+An endpoint listens on ``127.0.0.1`` (or the loopback address ``host``) on a port chosen once (a
+free one unless given); its output goes to ``log_path`` (default ``BASE_DIR/s3.log``) and its pid
+to ``pid_file`` if given. It counts as started once ``GET /`` answers (ListBuckets). As with
+:mod:`cli.launch.zookeeper`, the child dies with the thread that started it unless
+``die_with_parent=False``, ``start()`` refuses a port something listens on (a port chosen here is
+replaced instead), and ``detach()`` leaves it running as a daemon
+(:mod:`cli.launch.server_launcher`).
 """
 
 from __future__ import annotations
@@ -93,6 +94,7 @@ class S3Endpoint(ServerLauncher):
         log_path: Path | str | None = None,
         pid_file: Path | str | None = None,
         python: str = sys.executable,
+        host: str = LOOPBACK,
     ) -> None:
         self.base_dir = base_directory(base_dir, "tiered-s3-")
         super().__init__(
@@ -103,6 +105,7 @@ class S3Endpoint(ServerLauncher):
             stop_timeout=stop_timeout_s,
             die_with_parent=die_with_parent,
             owned_dir=self.base_dir if base_dir is None else None,
+            host=host,
         )
         self._python = python
 
@@ -111,8 +114,8 @@ class S3Endpoint(ServerLauncher):
 
     @property
     def url(self) -> str:
-        """``http://127.0.0.1:PORT``: ``remote.storage.s3.endpoint.url``."""
-        return f"http://{LOOPBACK}:{self.port}"
+        """``http://HOST:PORT``: ``remote.storage.s3.endpoint.url``."""
+        return f"http://{self.host}:{self.port}"
 
     def create_bucket(self, bucket: str, region: str | None = None) -> S3Settings:
         """Creates ``bucket`` (if missing) and returns settings that reach it here."""
@@ -122,7 +125,7 @@ class S3Endpoint(ServerLauncher):
 
     def _spawn(self) -> None:
         self.base_dir.mkdir(parents=True, exist_ok=True)
-        command = [self._python, "-m", "moto.server", "-H", LOOPBACK, "-p", str(self.port)]
+        command = [self._python, "-m", "moto.server", "-H", self.host, "-p", str(self.port)]
         self._spawn_child(command, cwd=self.base_dir)
 
     def _serves_now(self) -> bool:

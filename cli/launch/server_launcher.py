@@ -79,7 +79,8 @@ class ServerContext(ABC):
 
 
 class ServerLauncher(ServerContext):
-    """One server run as a child process on ``127.0.0.1:port``; see the module docstring."""
+    """One server run as a child process on ``host:port`` (``host`` a loopback address,
+    ``127.0.0.1`` unless given); see the module docstring."""
 
     error: ClassVar[type[Exception]]
     """What its failures raise."""
@@ -100,8 +101,10 @@ class ServerLauncher(ServerContext):
         stop_timeout: float,
         die_with_parent: bool,
         owned_dir: Path | None = None,
+        host: str = LOOPBACK,
     ) -> None:
-        self.port = port if port is not None else free_port()
+        self.host = host
+        self.port = port if port is not None else free_port(host)
         self._port_settled = port is not None
         self.log_path = log_path
         self.pid_file = Path(pid_file).resolve() if pid_file is not None else None
@@ -133,10 +136,6 @@ class ServerLauncher(ServerContext):
         return f"{self.server_name} on port {self.port}"
 
     # -- state -----------------------------------------------------------------
-
-    @property
-    def host(self) -> str:
-        return LOOPBACK
 
     @property
     def pid(self) -> int | None:
@@ -250,7 +249,7 @@ class ServerLauncher(ServerContext):
             raise
 
     def _choose_port(self) -> None:
-        self.port = free_port()
+        self.port = free_port(self.host)
 
     def _port_in_use_message(self) -> str | None:
         """Why this server cannot start on its port (None: nothing listens there)."""

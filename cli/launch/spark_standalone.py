@@ -4,9 +4,11 @@ for tests and for ``tiered-cluster up``. The bulk delete job submits to its mast
 
 ``SPARK_HOME`` is pyspark's install directory: its wheel ships ``bin/spark-class`` and the jars,
 so nothing beyond pyspark and a JRE is needed. Each daemon is one JVM (``spark-class`` execs
-it) listening on ``127.0.0.1`` on ports chosen once, with its output in a log file and, if asked,
-its pid in a pid file. A master counts as started once its web UI's ``/json/`` page answers
-``ALIVE``; a worker once that page lists it as an ALIVE worker (registered).
+it) listening on ``127.0.0.1`` (or the loopback address ``host`` given: ``--host`` and
+``SPARK_LOCAL_IP``, which its web UI and a worker's executors bind as well) on ports chosen once,
+with its output in a log file and, if asked, its pid in a pid file. A master counts as started
+once its web UI's ``/json/`` page answers ``ALIVE``; a worker once that page lists it as an ALIVE
+worker (registered).
 
 As for :class:`cli.launch.zookeeper.ZooKeeperServer`: ``die_with_parent`` (default on) has the
 kernel SIGTERM the JVM when the thread that started it dies, so a killed test run leaves no JVM
@@ -23,8 +25,9 @@ import json
 import os
 import time
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from cli.launch.ports import LOOPBACK, free_port
 from cli.launch.server_launcher import ServerLauncher
@@ -82,6 +85,8 @@ class SparkDaemon(ServerLauncher):
     server_name = "Spark"
     kills_group = True  # a worker's executors and their Python workers die with it
     poll_interval_s = 0.1
+    environment: ClassVar[Mapping[str, str]] = {}
+    """What the JVM's environment adds (``spark-class`` reads a daemon's options there)."""
 
     def __init__(
         self,
@@ -92,8 +97,10 @@ class SparkDaemon(ServerLauncher):
         stop_timeout: float = 10.0,
         die_with_parent: bool = True,
         port: int | None = None,
+        host: str = LOOPBACK,
     ) -> None:
         super().__init__(
+            host=host,
             port=port,
             log_path=Path(log_path).resolve(),
             pid_file=pid_file,
@@ -131,8 +138,9 @@ class SparkDaemon(ServerLauncher):
         environment = {
             **os.environ,
             "SPARK_HOME": str(spark_home()),
-            "SPARK_LOCAL_IP": LOOPBACK,
+            "SPARK_LOCAL_IP": self.host,
             "SPARK_DAEMON_MEMORY": DAEMON_MEMORY,
+            **self.environment,
         }
         self._spawn_child(self.command(), env=environment)
 
@@ -149,10 +157,15 @@ class SparkDaemon(ServerLauncher):
 
 
 class SparkMaster(SparkDaemon):
-    """The standalone master: ``spark://127.0.0.1:PORT`` for applications and workers, its web UI
+    """The standalone master: ``spark://HOST:PORT`` for applications and workers, its web UI
     (``/json/``: workers and applications) on ``web_port``."""
 
     main_class = MASTER_CLASS
+    # No REST submission server: it would listen on Spark's fixed port 6066, the same for every
+    # master on the host, and jobs are submitted to the master's own port.
+    environment: ClassVar[Mapping[str, str]] = {
+        "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false"
+    }
 
     def __init__(
         self,
@@ -163,18 +176,18 @@ class SparkMaster(SparkDaemon):
         **options: Any,
     ) -> None:
         super().__init__(log_path=log_path, port=port, **options)
-        self.web_port = web_port if web_port is not None else free_port()
+        self.web_port = web_port if web_port is not None else free_port(self.host)
 
     @property
     def url(self) -> str:
-        return f"spark://{LOOPBACK}:{self.port}"
+        return f"spark://{self.host}:{self.port}"
 
     @property
     def web_url(self) -> str:
-        return f"http://{LOOPBACK}:{self.web_port}"
+        return f"http://{self.host}:{self.web_port}"
 
     def arguments(self) -> list[str]:
-        return ["--host", LOOPBACK, "--port", str(self.port), "--webui-port", str(self.web_port)]
+        return ["--host", self.host, "--port", str(self.port), "--webui-port", str(self.web_port)]
 
     def is_serving(self) -> bool:
         state = master_state(self.web_url, timeout_s=1.0)
@@ -208,13 +221,13 @@ class SparkWorker(SparkDaemon):
         self.master_url = master_url
         self.master_web_url = master_web_url
         self.work_dir = Path(work_dir).resolve()
-        self.web_port = web_port if web_port is not None else free_port()
+        self.web_port = web_port if web_port is not None else free_port(self.host)
         self.cores = cores
         self.memory = memory
 
     def arguments(self) -> list[str]:
         return [
-            "--host", LOOPBACK,
+            "--host", self.host,
             "--port", str(self.port),
             "--webui-port", str(self.web_port),
             "--cores", str(self.cores),
@@ -225,7 +238,7 @@ class SparkWorker(SparkDaemon):
 
     @property
     def web_url(self) -> str:
-        return f"http://{LOOPBACK}:{self.web_port}"
+        return f"http://{self.host}:{self.web_port}"
 
     def is_serving(self) -> bool:
         """Registered: the master lists this worker's id (from the worker's own ``/json/``;
@@ -242,7 +255,7 @@ class SparkWorker(SparkDaemon):
         )
 
     def describe(self) -> str:
-        return f"the Spark worker on {LOOPBACK}:{self.port} (master {self.master_url})"
+        return f"the Spark worker on {self.host}:{self.port} (master {self.master_url})"
 
 
 class SparkStandaloneCluster:

@@ -26,6 +26,9 @@ underneath; both are set to a single attempt here (s3fs's ``retries`` attribute,
 their :class:`~tiered.retry.RetryPolicy`. Below them aiohttp resends an idempotent request (GET,
 PUT, DELETE) once, at once, when its connection breaks before the answer: that is how a client
 recovers a pooled connection the server had closed, not a backoff, and it stays.
+
+A filesystem's connections come from the process's ``source.address`` (``tiered.source_address``)
+when it has one: a daemon's, set by its ``main``; an executor of the bulk delete has none.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import asyncio
 import configparser
 import os
 import re
+import socket
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -41,6 +45,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from tiered import source_address
 from tiered.rsm.settings import ROOT_CONFIG
 
 __all__ = [
@@ -161,12 +166,28 @@ class S3Settings:
                 # botocore's retries: one attempt in all ("total_max_attempts" counts the first).
                 "retries": {"total_max_attempts": 1, "mode": "standard"},
                 "max_pool_connections": pool_connections,
+                **_connector_args(),
             },
             use_listings_cache=False,
             skip_instance_cache=True,  # this instance alone gets the setting below
         )
         fs.retries = 1  # s3fs's own retry loop (several tries, its own backoff) runs once
         return fs
+
+
+def _connector_args() -> dict[str, Any]:
+    """aiohttp's connector settings under aiobotocore: its sockets from the process's source
+    address, when it has one."""
+    if source_address.chosen() is None:
+        return {}
+    return {"connector_args": {"socket_factory": _source_bound_socket}}
+
+
+def _source_bound_socket(addr_info: tuple[Any, ...]) -> socket.socket:
+    """aiohttp's ``socket_factory``: a socket for one of the endpoint's addresses
+    (``getaddrinfo``'s family, type, protocol, ...), bound to the process's source address."""
+    family, type_, proto = addr_info[:3]
+    return source_address.bound_socket(family, type_, proto)
 
 
 _sessions: dict[int, Any] = {}

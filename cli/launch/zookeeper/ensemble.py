@@ -3,8 +3,10 @@
 
 Each member (``QuorumPeer``, server id 1..n) is its own JVM with its own config file, data
 directory (with its ``myid``), client port, log and pid file; the config names every member as
-``server.N=127.0.0.1:quorumPort:electionPort``. A member serves once ``srvr`` answers
-``Mode: leader`` or ``Mode: follower``, which needs a quorum: members are started together.
+``server.N=HOST:quorumPort:electionPort``, HOST the member's own loopback address (``127.0.0.1``
+unless ``hosts`` gives each its own), on which it listens for clients, followers and votes. A
+member serves once ``srvr`` answers ``Mode: leader`` or ``Mode: follower``, which needs a quorum:
+members are started together.
 The ensemble is formed when exactly one running member leads and the others follow.
 
 Its settings are fast ones (``tickTime`` 500 ms, small ``initLimit`` and ``syncLimit``), so that a
@@ -51,13 +53,14 @@ class PeerPorts:
     election: int
 
     @classmethod
-    def free(cls) -> PeerPorts:
-        return cls(free_port(HOST), free_port(HOST), free_port(HOST))
+    def free(cls, host: str = HOST) -> PeerPorts:
+        return cls(free_port(host), free_port(host), free_port(host))
 
 
 class QuorumPeer(ZooKeeperProcess):
     """One member of a ``ZooKeeperEnsemble`` (which creates them): server ``server_id`` of
-    ``servers`` (every member's ports, shared with the ensemble)."""
+    ``servers`` (every member's ports, shared with the ensemble) on ``hosts`` (every member's
+    address)."""
 
     main_class = QUORUM_MAIN_CLASS
     serving_modes = frozenset({LEADER, FOLLOWER})
@@ -68,13 +71,15 @@ class QuorumPeer(ZooKeeperProcess):
         *,
         server_id: int,
         servers: dict[int, PeerPorts],
+        hosts: dict[int, str],
         init_limit: int,
         sync_limit: int,
         **options: Unpack[ProcessOptions],
     ) -> None:
-        super().__init__(base_dir, port=servers[server_id].client, **options)
+        super().__init__(base_dir, port=servers[server_id].client, host=hosts[server_id], **options)
         self.server_id = server_id
         self._servers = servers
+        self._hosts = hosts
         self.init_limit = init_limit
         self.sync_limit = sync_limit
 
@@ -95,7 +100,9 @@ class QuorumPeer(ZooKeeperProcess):
             standaloneEnabled="false",
         )
         for server_id, ports in sorted(self._servers.items()):
-            settings[f"server.{server_id}"] = f"{HOST}:{ports.quorum}:{ports.election}"
+            settings[f"server.{server_id}"] = (
+                f"{self._hosts[server_id]}:{ports.quorum}:{ports.election}"
+            )
         return settings
 
     def _prepare_data_dir(self) -> None:
@@ -109,7 +116,8 @@ class ZooKeeperEnsemble(ServerContext):
     ``base_dir`` holds ``server-N/`` for member N (its ``data/`` and, unless ``config_paths`` /
     ``log_paths`` say otherwise, ``zoo.cfg`` and ``zookeeper.log``). ``ports`` (one ``PeerPorts``
     per member, server ids 1..size in order) defaults to free ports, which may be replaced until
-    the first successful start if one turns out to be taken. ``pid_files`` (one per member)
+    the first successful start if one turns out to be taken. ``hosts`` (one loopback address per
+    member, default ``127.0.0.1`` for all) are where each listens. ``pid_files`` (one per member)
     receive each JVM's pid. ``die_with_parent`` and ``force_sync`` are as for a single server
     (``cli.launch.zookeeper.process``); ``start_timeout`` bounds each ``start``.
     """
@@ -134,6 +142,7 @@ class ZooKeeperEnsemble(ServerContext):
         config_paths: Sequence[Path | str] | None = None,
         log_paths: Sequence[Path | str] | None = None,
         pid_files: Sequence[Path | str] | None = None,
+        hosts: Sequence[str] | None = None,
     ) -> None:
         if size < 1:
             raise ValueError(f"size={size}: an ensemble needs at least one member")
@@ -142,14 +151,21 @@ class ZooKeeperEnsemble(ServerContext):
             ("config_paths", config_paths),
             ("log_paths", log_paths),
             ("pid_files", pid_files),
+            ("hosts", hosts),
         ):
             if given is not None and len(given) != size:
                 raise ValueError(f"{key}: {len(given)} given for an ensemble of {size} members")
         self.base_dir = Path(base_dir).resolve()
         self.start_timeout = start_timeout
         self._ports_settled = ports is not None
+        self._hosts = {
+            server_id: hosts[server_id - 1] if hosts is not None else HOST
+            for server_id in range(1, size + 1)
+        }
         self._servers = {
-            server_id: ports[server_id - 1] if ports is not None else PeerPorts.free()
+            server_id: ports[server_id - 1]
+            if ports is not None
+            else PeerPorts.free(self._hosts[server_id])
             for server_id in range(1, size + 1)
         }
         self.members = [
@@ -157,6 +173,7 @@ class ZooKeeperEnsemble(ServerContext):
                 self.base_dir / f"server-{server_id}",
                 server_id=server_id,
                 servers=self._servers,
+                hosts=self._hosts,
                 init_limit=init_limit,
                 sync_limit=sync_limit,
                 start_timeout=start_timeout,
@@ -182,7 +199,7 @@ class ZooKeeperEnsemble(ServerContext):
 
     @property
     def connect_string(self) -> str:
-        """``127.0.0.1:P1,127.0.0.1:P2,...``, for KazooClient(hosts=...) and
+        """``HOST1:P1,HOST2:P2,...``, for KazooClient(hosts=...) and
         ``zookeeper.connect``."""
         return ",".join(member.connect_string for member in self.members)
 
@@ -287,7 +304,7 @@ class ZooKeeperEnsemble(ServerContext):
 
     def _choose_ports(self) -> None:
         for member in self.members:
-            ports = PeerPorts.free()
+            ports = PeerPorts.free(member.host)
             self._servers[member.server_id] = ports
             member.port = ports.client
 

@@ -110,8 +110,9 @@ class ProcessOptions(TypedDict, total=False):
 
 
 class ZooKeeperProcess(ServerLauncher):
-    """One ZooKeeper JVM serving clients on ``127.0.0.1:port`` (a free one if None, which may be
-    replaced until the first successful start if it turns out to be taken).
+    """One ZooKeeper JVM serving clients on ``host:port`` (``host`` a loopback address, ``HOST``
+    unless given; ``port`` a free one if None, which may be replaced until the first successful
+    start if it turns out to be taken).
 
     ``base_dir`` holds ``data/`` and, unless ``config_path`` / ``log_path`` say otherwise,
     ``zoo.cfg`` and ``zookeeper.log``; without it a temporary directory is made (and removed by
@@ -146,6 +147,7 @@ class ZooKeeperProcess(ServerLauncher):
         config_path: Path | str | None = None,
         log_path: Path | str | None = None,
         pid_file: Path | str | None = None,
+        host: str = HOST,
     ) -> None:
         self.base_dir = base_directory(base_dir, "tiered-zk-")
         default_log = self.base_dir / "zookeeper.log"
@@ -157,6 +159,7 @@ class ZooKeeperProcess(ServerLauncher):
             stop_timeout=stop_timeout,
             die_with_parent=die_with_parent,
             owned_dir=self.base_dir if base_dir is None else None,
+            host=host,
         )
         self._java = java
         self.classpath = tuple(Path(p) for p in classpath)
@@ -171,8 +174,8 @@ class ZooKeeperProcess(ServerLauncher):
 
     @property
     def connect_string(self) -> str:
-        """``127.0.0.1:PORT``, for KazooClient(hosts=...) and ``zookeeper.connect``."""
-        return f"{HOST}:{self.port}"
+        """``HOST:PORT``, for KazooClient(hosts=...) and ``zookeeper.connect``."""
+        return f"{self.host}:{self.port}"
 
     @property
     def data_dir(self) -> Path:
@@ -198,11 +201,11 @@ class ZooKeeperProcess(ServerLauncher):
     # -- introspection ---------------------------------------------------------
 
     def four_letter_word(self, command: str, timeout: float = 1.0) -> str:
-        return four_letter_word(HOST, self.port, command, timeout)
+        return four_letter_word(self.host, self.port, command, timeout)
 
     def mode(self, timeout: float = 1.0) -> str | None:
         """What ``srvr`` says this port's server is (see ``server_mode``)."""
-        return server_mode(HOST, self.port, timeout)
+        return server_mode(self.host, self.port, timeout)
 
     def is_serving(self, timeout: float = 1.0) -> bool:
         """Whether a server of this kind serves on this port (ours or not)."""
@@ -218,7 +221,7 @@ class ZooKeeperProcess(ServerLauncher):
             "maxSessionTimeout": self.max_session_timeout_ms,
             "dataDir": self.data_dir,
             "clientPort": self.port,
-            "clientPortAddress": HOST,
+            "clientPortAddress": self.host,
             "admin.enableServer": "false",
             "4lw.commands.whitelist": "ruok,srvr,stat,mntr",
             "maxClientCnxns": 0,

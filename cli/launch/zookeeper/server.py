@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Unpack
 
-from cli.launch.zookeeper.process import ProcessOptions, ZooKeeperProcess, server_mode
+from cli.launch.zookeeper.process import HOST, ProcessOptions, ZooKeeperProcess, server_mode
 
 __all__ = ["MAIN_CLASS", "STANDALONE", "ZooKeeperServer", "is_serving"]
 
@@ -20,8 +20,8 @@ def is_serving(host: str, port: int, timeout: float = 1.0) -> bool:
 
 
 class ZooKeeperServer(ZooKeeperProcess):
-    """One standalone ZooKeeper server on a loopback port (a free one unless given), with the
-    paths and options of ``ZooKeeperProcess``.
+    """One standalone ZooKeeper server on a loopback port (a free one unless given) of ``host``,
+    with the paths and options of ``ZooKeeperProcess``.
 
     ``start()`` raises ``ZooKeeperError`` if java or a jar is missing, the port is taken (a port
     chosen here is replaced by another free one, until the first successful start), or the
@@ -38,6 +38,7 @@ class ZooKeeperServer(ZooKeeperProcess):
         base_dir: Path | str | None = None,
         *,
         port: int | None = None,
+        host: str = HOST,
         **options: Unpack[ProcessOptions],
     ) -> None:
-        super().__init__(base_dir, port=port, **options)
+        super().__init__(base_dir, port=port, host=host, **options)
