@@ -3,6 +3,8 @@
 #   scripts/test.sh                         everything
 #   scripts/test.sh tests/test_x.py::test_y  static checks + that test (args go to pytest)
 #   TIERED_FAST=1 scripts/test.sh ...        skip the static checks
+#   TIERED_TEST_WORKERS=N scripts/test.sh     pytest-xdist workers (default 2, whole files each;
+#                                             0: one process)
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -16,9 +18,17 @@ if [ "${TIERED_FAST:-0}" != 1 ]; then
     bash scripts/lint.sh
 fi
 
-printf '==> %s\n' "pytest${*:+ $*}"
+# Tests spend much of their time waiting on the processes they start: two workers, each taking
+# whole files (module fixtures stay in one process; ports come from disjoint shares).
+workers="${TIERED_TEST_WORKERS:-2}"
+parallel=()
+if [ "$workers" != 0 ]; then
+    parallel=(-n "$workers" --dist loadfile)
+fi
+
+printf '==> %s\n' "pytest ${parallel[*]}${*:+ $*}"
 status=0
-pytest "$@" || status=$?
+pytest "${parallel[@]}" "$@" || status=$?
 if [ "$status" -eq 5 ]; then
     printf 'test.sh: pytest collected no tests (exit 5): failing\n' >&2
 fi

@@ -11,6 +11,8 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from cli.launch.cgroups import in_own_cgroup
+
 
 def alive(pid: int) -> bool:
     try:
@@ -85,7 +87,7 @@ class ClusterFiles:
         log_file.parent.mkdir(parents=True, exist_ok=True)
         with log_file.open("ab") as out:
             process = subprocess.Popen(
-                [sys.executable, "-m", module, "--config", str(config)],
+                in_own_cgroup([sys.executable, "-m", module, "--config", str(config)], name),
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

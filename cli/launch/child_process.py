@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
+from cli.launch.cgroups import in_own_cgroup
 from tiered.daemon_logging import log_tail
 
 __all__ = ["LOG_TAIL_LINES", "ChildProcess", "with_death_signal"]
@@ -77,6 +78,7 @@ class ChildProcess:
         self.started_at = time.monotonic()
         """When it was spawned (``time.monotonic()``)."""
         try:
+            command = in_own_cgroup(command, log_path.stem)
             self._process: subprocess.Popen[bytes] | None = subprocess.Popen(
                 with_death_signal(command) if die_with_parent else list(command),
                 stdin=subprocess.DEVNULL,
