@@ -214,12 +214,14 @@ class TopicConfig:
     def disable_policy(self) -> RemoteLogDisablePolicy:
         """The policy a disablement follows: DELETE when ``remote.log.disable.policy`` is delete
         or ``remote.log.delete.on.disable`` is true, else RETAIN."""
-        if (
-            self.remote_log_disable_policy is RemoteLogDisablePolicy.DELETE
-            or self.remote_log_delete_on_disable
-        ):
-            return RemoteLogDisablePolicy.DELETE
-        return RemoteLogDisablePolicy.RETAIN
+        return _effective_policy(self.remote_log_disable_policy, self.remote_log_delete_on_disable)
+
+
+def _effective_policy(
+    policy: RemoteLogDisablePolicy, delete_on_disable: bool
+) -> RemoteLogDisablePolicy:
+    """Kafka 3.9's ``remote.log.delete.on.disable=true`` is the delete policy by another name."""
+    return RemoteLogDisablePolicy.DELETE if delete_on_disable else policy
 
 
 # ----------------------------------------------------------------------------- validation
@@ -319,11 +321,10 @@ def remote_storage_enabled(configs: Mapping[str, str]) -> bool:
 
 def disable_policy(configs: Mapping[str, str]) -> RemoteLogDisablePolicy:
     """The policy a disablement of this topic follows (:attr:`TopicConfig.disable_policy`)."""
-    policy: RemoteLogDisablePolicy = TOPIC_CONFIG_DEF[REMOTE_LOG_DISABLE_POLICY].value_in(configs)
-    delete_on_disable: bool = TOPIC_CONFIG_DEF[REMOTE_LOG_DELETE_ON_DISABLE].value_in(configs)
-    if policy is RemoteLogDisablePolicy.DELETE or delete_on_disable:
-        return RemoteLogDisablePolicy.DELETE
-    return RemoteLogDisablePolicy.RETAIN
+    return _effective_policy(
+        TOPIC_CONFIG_DEF[REMOTE_LOG_DISABLE_POLICY].value_in(configs),
+        TOPIC_CONFIG_DEF[REMOTE_LOG_DELETE_ON_DISABLE].value_in(configs),
+    )
 
 
 # ----------------------------------------------------------------------------- alterations
