@@ -8,10 +8,6 @@ disable's epoch for each of its partitions, acked no earlier than it was applied
 
 from __future__ import annotations
 
-import json
-import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +15,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from broker.assignment_journal import read_entries
-from cli.cluster import LocalCluster
-from cli.launch.cgroups import CGROUP_ROOT_ENV
-from tests.cli.test_cluster_cli import cluster_cli
-from tests.support.network import Network
+from system_tests.partitions import broker_id, client_address, cluster_status, partitioned_cluster
 from tests.support.polling import poll_until
 from tiered.admin import AdminClient
 from tiered.cluster.model import TieredState
@@ -32,38 +25,6 @@ pytestmark = [pytest.mark.netns, pytest.mark.timeout(600)]
 REQUEST_TIMEOUT_MS = 3000
 TOPIC = "orders"
 PARTITIONS = 4
-
-
-@contextmanager
-def partitioned_cluster(data: Path, metadata: str) -> Iterator[tuple[Network, dict[str, Any]]]:
-    """A local cluster of two brokers, each process on its own address and in its own cgroup."""
-    network = Network.create({})
-    os.environ[CGROUP_ROOT_ENV] = str(network.cgroup_root)
-    local = LocalCluster(data)
-    try:
-        up = cluster_cli(
-            "up", "--data-dir", str(data), "--brokers", "2", "--metadata", metadata,
-            "--loopback-hosts",
-            "--controller-config", f"controller.request.timeout.ms={REQUEST_TIMEOUT_MS}",
-            "--broker-config", "broker.heartbeat.interval.ms=500",
-        )  # fmt: skip
-        assert up.returncode == 0, up.stderr
-        layout = json.loads((data / "cluster.json").read_text())
-        network.hosts.update(layout["hosts"])
-        yield network, layout
-    finally:
-        os.environ.pop(CGROUP_ROOT_ENV, None)
-        local.down()
-        network.close()
-
-
-def _status(data: Path) -> tuple[int, dict[str, Any]]:
-    result = cluster_cli("status", "--data-dir", str(data), "--format", "json")
-    return result.returncode, json.loads(result.stdout)
-
-
-def _broker_id(name: str) -> int:
-    return int(name.rpartition("-")[2])
 
 
 def _produce(bootstrap: str, partitions: list[int], tag: str) -> dict[int, int]:
@@ -104,20 +65,20 @@ def test_a_broker_cut_off_from_the_active_controller_mid_disabling(
     tmp_path: Path, metadata: str
 ) -> None:
     data = tmp_path / "cluster"
-    with partitioned_cluster(data, metadata) as (network, layout):
-        code, status = _status(data)
+    up_args = (
+        "--brokers", "2", "--metadata", metadata,
+        "--controller-config", f"controller.request.timeout.ms={REQUEST_TIMEOUT_MS}",
+        "--broker-config", "broker.heartbeat.interval.ms=500",
+    )  # fmt: skip
+    with partitioned_cluster(data, *up_args) as (network, layout):
+        code, status = cluster_status(data)
         assert code == 0, status
         active = status["active_controller"]
-        bootstrap = next(
-            f"{p['host']}:{p['ports']['client']}"
-            for p in status["processes"]
-            if p["name"] == active
-        )
-        admin = AdminClient(bootstrap)
+        admin = AdminClient(client_address(status, active))
         admin.create_topic(TOPIC, PARTITIONS, {"remote.storage.enable": "true"})
         topic = admin.describe_topic(TOPIC)
         victim = "broker-2"
-        cut_off = [p.partition for p in topic.partitions if p.leader == _broker_id(victim)]
+        cut_off = [p.partition for p in topic.partitions if p.leader == broker_id(victim)]
         assert cut_off and len(cut_off) < PARTITIONS, topic.partitions
         kafka = layout["kafka_bootstrap_servers"]
         _read_back(kafka, _produce(kafka, cut_off, "before"), "before")
@@ -132,7 +93,7 @@ def test_a_broker_cut_off_from_the_active_controller_mid_disabling(
         poll_until(only_the_victim_owes, timeout=60, what="every broker but the cut one acked")
 
         def victim_unreachable() -> bool:
-            code, status = _status(data)
+            code, status = cluster_status(data)
             entry = next(p for p in status["processes"] if p["name"] == victim)
             return code == 1 and entry["alive"] and entry["reachable"] is False
 
@@ -170,4 +131,6 @@ def test_a_broker_cut_off_from_the_active_controller_mid_disabling(
         for partition in cut_off:
             assert journal[partition]["tiered_epoch"] == 1, journal[partition]
             assert journal[partition]["stopped_policy"] == "retain", journal[partition]
-        poll_until(lambda: _status(data)[0] == 0, timeout=60, what="status all reachable again")
+        poll_until(
+            lambda: cluster_status(data)[0] == 0, timeout=60, what="status all reachable again"
+        )
