@@ -425,6 +425,7 @@ class AdminServicer(AclMethods, pb_grpc.AdminServiceServicer):
         self, request: pb.AlterUserScramCredentialsRequest, context: grpc.ServicerContext
     ) -> pb.AlterUserScramCredentialsResponse:
         def call() -> pb.AlterUserScramCredentialsResponse:
+            self.requester(context).require_cluster(AclOperation.ALTER, audit=True)
             results = self._scram_users.alter(
                 [ScramDeletion(d.name, d.mechanism) for d in request.deletions],
                 [
@@ -445,6 +446,7 @@ class AdminServicer(AclMethods, pb_grpc.AdminServiceServicer):
         self, request: pb.DescribeUserScramCredentialsRequest, context: grpc.ServicerContext
     ) -> pb.DescribeUserScramCredentialsResponse:
         def call() -> pb.DescribeUserScramCredentialsResponse:
+            self.requester(context).require_cluster(AclOperation.DESCRIBE)
             results = []
             for user, found in self._scram_users.describe(list(request.users)):
                 if isinstance(found, TieredError):

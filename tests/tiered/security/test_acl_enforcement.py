@@ -6,6 +6,8 @@ cluster runs with ``allow.everyone.if.no.acl.found=true`` and a super user nobod
 without ACLs is open, and an ACL on a resource closes it to every principal it does not allow
 (ANONYMOUS holds ClusterAction, Alter and Describe on the cluster: brokers register, and the
 tests manage ACLs). Denials must change nothing: configs, tiered state, epoch, remote objects.
+The controller's audit line of every create, alter, delete and ACL change names the principal,
+the operation, the resource and the outcome (``AuditTrail``).
 """
 
 from __future__ import annotations
@@ -15,10 +17,11 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
-from confluent_kafka import KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka import admin as kafka
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 from kio.schema.errors import ErrorCode as KafkaErrorCode
@@ -33,6 +36,7 @@ from tests.support.group_requests import (
     join_member,
     serving_coordinator,
 )
+from tests.support.kafka_clients import wait_hosted
 from tests.support.kafka_cluster import (
     MODES,
     QUIET,
@@ -42,6 +46,7 @@ from tests.support.kafka_cluster import (
     result_error,
     shared_cluster,
 )
+from tests.support.kafka_requests import by_partition, fetch
 from tests.support.polling import poll_until
 from tests.support.processes import REPO, DaemonProcess
 from tiered.cluster.model import TieredState
@@ -63,6 +68,8 @@ from tiered.security.acl import (
     ResourcePatternFilter,
     ResourceType,
 )
+from tiered.security.scram import ScramMechanism
+from tiered.security.scram_admin import UserScramCredentialUpsertion
 
 pytestmark = pytest.mark.processes
 
@@ -127,6 +134,35 @@ def denied(code: ErrorCode, call: object) -> None:
     with pytest.raises(TieredError) as failure:
         call()  # type: ignore[operator]
     assert failure.value.code is code, failure.value
+
+
+class AuditTrail:
+    """The controllers' audit lines (logger ``tiered.audit``) written after it was made."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self._controllers = list(cluster.controllers)
+        self._marks = [len(c.output) for c in self._controllers]
+
+    def lines(self) -> list[str]:
+        return [
+            line.rstrip()
+            for controller, mark in zip(self._controllers, self._marks, strict=True)
+            for line in controller.output[mark:]
+            if " tiered.audit: " in line
+        ]
+
+    def expect(self, operation: str, resource: str, result: str, count: int = 1) -> None:
+        """Until ``count`` lines name ANONYMOUS from 127.0.0.1 (the test and the brokers'
+        Kafka clients), ``operation`` on ``resource`` (``Type:name``) and ``result``."""
+        line = (
+            f"principal={ANONYMOUS} host=127.0.0.1 operation={operation} resource={resource} "
+            f"result={result}"
+        )
+        poll_until(
+            lambda: sum(seen.endswith(f"tiered.audit: {line}") for seen in self.lines()) >= count,
+            timeout=15,
+            what=f"{count} audit line(s) {line!r}; seen {self.lines()}",
+        )
 
 
 def test_a_delete_policy_disable_needs_delete_however_spelled(cluster: Cluster) -> None:
@@ -239,6 +275,61 @@ def test_kafka_clients_are_denied_and_allowed(cluster: Cluster) -> None:
     admin.delete_topic("secret")
 
 
+def test_a_fetch_without_read_is_refused_and_returns_no_records(cluster: Cluster) -> None:
+    """The topic holds records and the principal may Describe and Write it, not Read: the
+    leader answers every Fetch TOPIC_AUTHORIZATION_FAILED (29) with no records, to the raw wire
+    and to confluent-kafka's consumer alike."""
+    admin = cluster.admin
+    admin.create_topic("unreadable", 1)
+    wait_hosted(cluster, "unreadable")
+    for _ in range(3):
+        assert _produce(cluster, "unreadable") is None
+    leader = admin.describe_topic("unreadable", include_partition_state=False).partitions[0].leader
+
+    def fetched() -> Any:
+        with connected(cluster, leader) as wire:
+            return by_partition(wire.call(fetch({("unreadable", 0): 0})))[("unreadable", 0)]
+
+    readable = fetched()
+    assert readable.error_code == KafkaErrorCode.none and readable.records
+    admin.create_acls(deny("unreadable", Op.READ) + acl("unreadable", Op.DESCRIBE, Op.WRITE))
+    # Brokers learn the ACLs from the metadata log or ZooKeeper, a moment later.
+    poll_until(
+        lambda: fetched().error_code == KafkaErrorCode.topic_authorization_failed,
+        timeout=30,
+        what="Fetch to be refused",
+    )
+    refused = fetched()
+    assert not refused.records and refused.high_watermark == -1, refused
+    consumer = Consumer(
+        {
+            "bootstrap.servers": kafka_bootstrap(cluster),
+            "group.id": f"unreadable-{uuid.uuid4().hex[:6]}",
+            "enable.auto.commit": False,
+            **QUIET,
+        }
+    )
+    records: list[bytes | None] = []
+    errors: list[int] = []
+
+    def told() -> bool:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            records.append(message.value())
+        elif message is not None:
+            errors.append(message.error().code())
+        return KafkaError.TOPIC_AUTHORIZATION_FAILED in errors
+
+    try:
+        consumer.assign([TopicPartition("unreadable", 0, 0)])
+        poll_until(told, timeout=30, what="the consumer to be told TOPIC_AUTHORIZATION_FAILED")
+    finally:
+        consumer.close()
+    assert records == []
+    # Writing stays allowed: only Read was taken away.
+    assert _produce(cluster, "unreadable") is None
+
+
 def test_create_partitions_needs_alter_and_auto_creation_create(cluster: Cluster) -> None:
     admin = cluster.admin
     admin.create_topic("grow-closed", 1)
@@ -287,6 +378,68 @@ def test_metadata_and_describe_leave_out_what_the_client_may_not_see(cluster: Cl
     denied(ErrorCode.TOPIC_AUTHORIZATION_FAILED, lambda: admin.describe_topic("hidden"))
     admin.create_acls(deny("shown", Op.DESCRIBE_CONFIGS))
     denied(ErrorCode.TOPIC_AUTHORIZATION_FAILED, lambda: admin.describe_configs("shown"))
+
+
+def test_creates_are_audited_allowed_and_denied(cluster: Cluster) -> None:
+    admin = cluster.admin
+    admin.create_acls(deny("audited-closed", Op.CREATE))
+    trail = AuditTrail(cluster)
+    admin.create_topic("audited-create", 1)
+    denied(ErrorCode.TOPIC_AUTHORIZATION_FAILED, lambda: admin.create_topic("audited-closed", 1))
+    # The Kafka protocol: judged and audited as the client, whose request the broker forwards.
+    kafka_admin = confluent_admin(cluster)
+    [future] = kafka_admin.create_topics([NewTopic("audited-kafka", 1, 1)]).values()
+    assert result_error(future) is None
+    trail.expect("Create", "Topic:audited-create", "ALLOWED")
+    trail.expect("Create", "Topic:audited-closed", "DENIED")
+    trail.expect("Create", "Topic:audited-kafka", "ALLOWED")
+
+
+def test_alters_are_audited_allowed_and_denied(cluster: Cluster) -> None:
+    """Config alters (AlterConfigs on the topic), partition growth (Alter on the topic) and a
+    SCRAM credential change (Alter on the cluster)."""
+    admin = cluster.admin
+    admin.create_topic("audited-alter", 1)
+    admin.create_topic("audited-frozen", 1)
+    admin.create_acls(
+        deny("audited-frozen", Op.ALTER_CONFIGS, Op.ALTER) + acl("audited-frozen", Op.DESCRIBE)
+    )
+    trail = AuditTrail(cluster)
+    admin.incremental_alter_configs("audited-alter", {"retention.ms": "86400000"})
+    denied(
+        ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+        lambda: admin.incremental_alter_configs("audited-frozen", {"retention.ms": "86400000"}),
+    )
+    admin.create_partitions("audited-alter", 2)
+    denied(
+        ErrorCode.TOPIC_AUTHORIZATION_FAILED, lambda: admin.create_partitions("audited-frozen", 2)
+    )
+    upsertion = UserScramCredentialUpsertion(
+        "audited-user", ScramMechanism.SCRAM_SHA_512, "audited-Pw-1c9e"
+    )
+    assert admin.alter_user_scram_credentials([upsertion]) == [("audited-user", None)]
+    trail.expect("AlterConfigs", "Topic:audited-alter", "ALLOWED")
+    trail.expect("AlterConfigs", "Topic:audited-frozen", "DENIED")
+    trail.expect("Alter", "Topic:audited-alter", "ALLOWED")
+    trail.expect("Alter", "Topic:audited-frozen", "DENIED")
+    trail.expect("Alter", f"Cluster:{CLUSTER_NAME}", "ALLOWED")
+    frozen = admin.describe_topic("audited-frozen", include_partition_state=False)
+    assert len(frozen.partitions) == 1 and "retention.ms" not in frozen.configs
+
+
+def test_deletes_are_audited_allowed_and_denied(cluster: Cluster) -> None:
+    admin = cluster.admin
+    admin.create_topic("audited-delete", 1)
+    admin.create_topic("audited-kept", 1)
+    admin.create_acls(deny("audited-kept", Op.DELETE) + acl("audited-kept", Op.DESCRIBE))
+    trail = AuditTrail(cluster)
+    admin.delete_topic("audited-delete")
+    denied(ErrorCode.TOPIC_AUTHORIZATION_FAILED, lambda: admin.delete_topic("audited-kept"))
+    trail.expect("Delete", "Topic:audited-delete", "ALLOWED")
+    trail.expect("Delete", "Topic:audited-kept", "DENIED")
+    assert "audited-kept" in {
+        t.name for t in admin.describe_topic_listing(include_partition_state=False).topics
+    }
 
 
 def test_group_acls_on_the_brokers(cluster: Cluster) -> None:
@@ -448,16 +601,44 @@ def test_kafka_protocol_acl_apis(cluster: Cluster) -> None:
     assert kafka_admin.describe_acls(any_carol).result(30) == []
 
 
-def test_acl_changes_need_alter_on_the_cluster(cluster: Cluster) -> None:
-    """Last in the module: once ANONYMOUS may not Alter the cluster, no ACL changes any more."""
-    cluster.admin.create_acls(deny(CLUSTER_NAME, Op.ALTER, resource_type=ResourceType.CLUSTER))
+def test_acl_and_credential_changes_need_alter_on_the_cluster_and_are_audited(
+    cluster: Cluster,
+) -> None:
+    """Last in the module: once ANONYMOUS may not Alter the cluster, no ACL or SCRAM credential
+    changes any more. Each change, allowed or denied, is an audit line."""
+    admin = cluster.admin
+    trail = AuditTrail(cluster)
+    temporary = acl("audited-acl", Op.READ)
+    admin.create_acls(temporary)
+    mine = AclBindingFilter(
+        ResourcePatternFilter(ResourceType.TOPIC, "audited-acl"),
+        AccessControlEntryFilter(principal=ANONYMOUS),
+    )
+    assert admin.delete_acls([mine]) == temporary
+    admin.create_acls(deny(CLUSTER_NAME, Op.ALTER, resource_type=ResourceType.CLUSTER))
+    trail.expect("Alter", f"Cluster:{CLUSTER_NAME}", "ALLOWED", count=3)
     refused = run_acls(cluster, "--add", "--allow-principal", "User:x", "--topic", "t")
     assert refused.returncode == 1
     assert refused.stderr.startswith("CLUSTER_AUTHORIZATION_FAILED: "), refused.stderr
-    found = cluster.admin.describe_acls(
+    found = admin.describe_acls(
         AclBindingFilter(entry=AccessControlEntryFilter(principal="User:x"))
     )
     assert found == []
+    denied(
+        ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+        lambda: admin.delete_acls([AclBindingFilter(ResourcePatternFilter(ResourceType.TOPIC))]),
+    )
+    assert admin.describe_acls(AclBindingFilter(ResourcePatternFilter(ResourceType.TOPIC)))
+    upsertion = UserScramCredentialUpsertion(
+        "refused-user", ScramMechanism.SCRAM_SHA_512, "refused-Pw-7a2b"
+    )
+    denied(
+        ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+        lambda: admin.alter_user_scram_credentials([upsertion]),
+    )
+    [missing] = admin.describe_user_scram_credentials(["refused-user"])
+    assert isinstance(missing, TieredError) and missing.code is ErrorCode.RESOURCE_NOT_FOUND
+    trail.expect("Alter", f"Cluster:{CLUSTER_NAME}", "DENIED", count=3)
 
 
 def test_disable_remote_topic_on_a_broker_needs_cluster_action(tmp_path: Path) -> None:
