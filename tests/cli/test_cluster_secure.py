@@ -2,7 +2,9 @@
 writes (and their modes), confluent-kafka over SASL_SSL with the generated SCRAM admin and over
 SSL with the admin's certificate, clients without credentials or with a wrong password refused,
 the CLIs with and without ``admin.properties``, ``status``, ZooKeeper znodes an unauthenticated
-client cannot change, and no secret in any log. One cluster per mode for the module."""
+client cannot change, the daemons' calls refused to a certificate without ClusterAction, and no
+secret in any log. One cluster per mode for the module; the clients' tests run on both
+(``secure``)."""
 
 from __future__ import annotations
 
@@ -11,11 +13,12 @@ import stat
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient as KafkaAdmin
@@ -27,13 +30,22 @@ from kio.schema.errors import ErrorCode as KafkaErrorCode
 from cli.kafka_client.client import KafkaClient
 from cli.kafka_client.client_security import KafkaClientSecurity
 from cli.kafka_client.connection import KafkaConnection, open_connection
+from cli.security.certs import CertificateAuthority
+from cli.security.client_config import channel_credentials
 from tests.support.group_requests import SYNC, group_request, join_member, subscription
 from tests.support.polling import poll_until
 from tests.support.processes import REPO
 from tests.support.secrets import assert_no_secrets
 from tests.support.zookeeper import start_kazoo_client
+from tiered.admin import AdminClient
 from tiered.errors import ErrorCode, TieredError
 from tiered.properties import load_properties
+from tiered.rpc.v1 import broker_pb2 as broker_pb
+from tiered.rpc.v1 import broker_pb2_grpc as broker_grpc
+from tiered.rpc.v1 import controller_pb2 as controller_pb
+from tiered.rpc.v1 import controller_pb2_grpc as controller_grpc
+from tiered.rpc.v1 import metadata_pb2 as metadata_pb
+from tiered.rpc.v1 import records_pb2
 from tiered.security.zookeeper_auth import read_jaas_credentials
 
 pytestmark = pytest.mark.processes
@@ -109,6 +121,15 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureCluste
     )
 
 
+@pytest.fixture(
+    scope="module", params=["kraft", pytest.param("zookeeper", marks=pytest.mark.zookeeper)]
+)
+def secure(request: pytest.FixtureRequest) -> SecureCluster:
+    """Each mode's cluster in turn, for the tests of what clients see (the same in both)."""
+    cluster: SecureCluster = request.getfixturevalue(request.param)
+    return cluster
+
+
 def addresses(value: str, count: int) -> list[str]:
     parts = value.split(",")
     assert len(parts) == count and all(p.startswith("127.0.0.1:") for p in parts), value
@@ -175,8 +196,8 @@ def test_up_writes_the_ca_certificates_and_client_configs_readable_by_the_owner_
 # --------------------------------------------------------------------------------- Kafka clients
 
 
-def test_the_scram_admin_produces_and_reads_over_sasl_ssl(kraft: SecureCluster) -> None:
-    bootstrap = {"bootstrap.servers": kraft.layout["kafka_bootstrap_servers"], **kraft.sasl()}
+def test_the_scram_admin_produces_and_reads_over_sasl_ssl(secure: SecureCluster) -> None:
+    bootstrap = {"bootstrap.servers": secure.layout["kafka_bootstrap_servers"], **secure.sasl()}
     topic = "secure-records"
     admin = KafkaAdmin(bootstrap)
 
@@ -225,15 +246,15 @@ def consume(config: dict[str, Any], topic: str, count: int) -> list[bytes]:
 
 @pytest.mark.parametrize("who", ["no credentials", "a wrong password"])
 def test_a_client_without_credentials_or_with_a_wrong_password_is_refused(
-    kraft: SecureCluster, who: str
+    secure: SecureCluster, who: str
 ) -> None:
-    config: dict[str, Any] = {"bootstrap.servers": kraft.layout["kafka_bootstrap_servers"]}
+    config: dict[str, Any] = {"bootstrap.servers": secure.layout["kafka_bootstrap_servers"]}
     if who == "no credentials":
         config.update(
-            {"security.protocol": "SSL", "ssl.ca.location": kraft.sasl()["ssl.ca.location"]}
+            {"security.protocol": "SSL", "ssl.ca.location": secure.sasl()["ssl.ca.location"]}
         )
     else:
-        config.update({**kraft.sasl(), "sasl.password": "not-the-admin-password"})
+        config.update({**secure.sasl(), "sasl.password": "not-the-admin-password"})
     errors: list[KafkaError] = []
     admin = KafkaAdmin({**config, "error_cb": errors.append})
     with pytest.raises(KafkaException):
@@ -248,13 +269,13 @@ def test_a_client_without_credentials_or_with_a_wrong_password_is_refused(
 
 
 def test_the_ssl_listener_takes_the_admin_certificate_and_refuses_a_client_without_one(
-    kraft: SecureCluster,
+    secure: SecureCluster,
 ) -> None:
-    ssl = {"bootstrap.servers": kraft.layout["kafka_ssl_bootstrap_servers"], **kraft.ssl()}
+    ssl = {"bootstrap.servers": secure.layout["kafka_ssl_bootstrap_servers"], **secure.ssl()}
     brokers = KafkaAdmin(ssl).list_topics(timeout=30).brokers
     # Metadata over SSL names the brokers by their SSL listeners.
     assert {f"{b.host}:{b.port}" for b in brokers.values()} == set(
-        kraft.layout["kafka_ssl_bootstrap_servers"].split(",")
+        secure.layout["kafka_ssl_bootstrap_servers"].split(",")
     )
     anonymous = {k: v for k, v in ssl.items() if "certificate" not in k and "key" not in k}
     with pytest.raises(KafkaException):
@@ -265,9 +286,9 @@ def test_the_ssl_listener_takes_the_admin_certificate_and_refuses_a_client_witho
 
 
 def test_the_clis_work_with_admin_properties_and_are_refused_without(
-    kraft: SecureCluster,
+    secure: SecureCluster,
 ) -> None:
-    admin = ["--bootstrap-server", kraft.bootstrap, "--command-config", kraft.admin_properties]
+    admin = ["--bootstrap-server", secure.bootstrap, "--command-config", secure.admin_properties]
     created = run_module(
         "cli.topics", *admin, "--create", "--topic", "cli-topic", "--partitions", "1"
     )
@@ -289,18 +310,18 @@ def test_the_clis_work_with_admin_properties_and_are_refused_without(
         ),
         ("cli.acls", ["--list"]),
     ):
-        refused = run_module(module, "--bootstrap-server", kraft.bootstrap, *args)
+        refused = run_module(module, "--bootstrap-server", secure.bootstrap, *args)
         assert refused.returncode == 1, (module, refused.stdout, refused.stderr)
         assert "BROKER_NOT_AVAILABLE" in refused.stderr, (module, refused.stderr)
 
 
 def test_tiered_consumer_groups_over_sasl_ssl_and_ssl_with_the_admin_files(
-    kraft: SecureCluster, tmp_path: Path
+    secure: SecureCluster, tmp_path: Path
 ) -> None:
     """A member logged in over SASL_SSL (the product's client), seen by the tool with
     admin-sasl.properties on the SASL_SSL listeners and admin.properties on the SSL ones."""
-    sasl_listeners = kraft.layout["kafka_bootstrap_servers"]
-    security = KafkaClientSecurity.from_properties(kraft.sasl())
+    sasl_listeners = secure.layout["kafka_bootstrap_servers"]
+    security = KafkaClientSecurity.from_properties(secure.sasl())
     group = f"secure-{uuid.uuid4().hex[:6]}"
     members: list[KafkaConnection] = []
 
@@ -325,20 +346,20 @@ def test_tiered_consumer_groups_over_sasl_ssl_and_ssl_with_the_admin_files(
     poll_until(joined, timeout=30, what="a member logged in over SASL_SSL")
     try:
         sasl = ["--bootstrap-server", sasl_listeners, "--command-config",
-                str(kraft.config / "admin-sasl.properties")]  # fmt: skip
+                str(secure.config / "admin-sasl.properties")]  # fmt: skip
         state = run_module("cli.consumer_groups", *sasl, "--describe", "--group", group,
                            "--state", "--format", "json")  # fmt: skip
         assert state.returncode == 0, state.stderr
         (described,) = json.loads(state.stdout)
         assert (described["state"], described["members"]) == ("Stable", 1)
-        ssl = ["--bootstrap-server", kraft.layout["kafka_ssl_bootstrap_servers"],
-               "--command-config", kraft.admin_properties]  # fmt: skip
+        ssl = ["--bootstrap-server", secure.layout["kafka_ssl_bootstrap_servers"],
+               "--command-config", secure.admin_properties]  # fmt: skip
         listed = run_module("cli.consumer_groups", *ssl, "--list")
         assert listed.returncode == 0, listed.stderr
         assert group in listed.stdout.splitlines()
         wrong = tmp_path / "wrong.properties"
         wrong.write_text(
-            "".join(f"{k}={v}\n" for k, v in kraft.sasl().items() if k != "sasl.password")
+            "".join(f"{k}={v}\n" for k, v in secure.sasl().items() if k != "sasl.password")
             + "sasl.password=not-the-admin-password\n"
         )
         refused = run_module("cli.consumer_groups", "--bootstrap-server", sasl_listeners,
@@ -346,12 +367,12 @@ def test_tiered_consumer_groups_over_sasl_ssl_and_ssl_with_the_admin_files(
         assert refused.returncode == 1
         assert refused.stderr.startswith("SASL_AUTHENTICATION_FAILED: "), refused.stderr
         shown = refused.stdout + refused.stderr
-        assert "not-the-admin-password" not in shown and kraft.sasl()["sasl.password"] not in shown
+        assert "not-the-admin-password" not in shown and secure.sasl()["sasl.password"] not in shown
         plain = run_module("cli.consumer_groups", "--bootstrap-server", sasl_listeners, "--list")
         assert plain.returncode == 1 and "BROKER_NOT_AVAILABLE" in plain.stderr, plain.stderr
         no_certificate = tmp_path / "no-certificate.properties"
         no_certificate.write_text(
-            f"security.protocol=SSL\nssl.truststore.location={kraft.config / 'ca.pem'}\n"
+            f"security.protocol=SSL\nssl.truststore.location={secure.config / 'ca.pem'}\n"
         )
         anonymous = run_module("cli.consumer_groups", *ssl[:2], "--command-config",
                                str(no_certificate), "--list")  # fmt: skip
@@ -420,14 +441,14 @@ def test_an_unauthenticated_zookeeper_client_cannot_change_the_cluster_znodes(
 # --------------------------------------------------------------------------------- more clients
 
 
-def test_kafka_python_produces_and_reads_over_sasl_ssl(kraft: SecureCluster) -> None:
+def test_kafka_python_produces_and_reads_over_sasl_ssl(secure: SecureCluster) -> None:
     """An independent client (kafka-python's own SCRAM and TLS) as the SCRAM admin."""
     from kafka import KafkaConsumer, KafkaProducer
     from kafka import TopicPartition as KafkaPythonPartition
 
-    sasl = kraft.sasl()
+    sasl = secure.sasl()
     config: dict[str, Any] = {
-        "bootstrap_servers": kraft.layout["kafka_bootstrap_servers"].split(","),
+        "bootstrap_servers": secure.layout["kafka_bootstrap_servers"].split(","),
         "security_protocol": "SASL_SSL",
         "sasl_mechanism": "SCRAM-SHA-512",
         "sasl_plain_username": sasl["sasl.username"],
@@ -435,7 +456,7 @@ def test_kafka_python_produces_and_reads_over_sasl_ssl(kraft: SecureCluster) -> 
         "ssl_cafile": sasl["ssl.ca.location"],
     }
     topic = "kafka-python-secure"
-    admin = KafkaAdmin({"bootstrap.servers": kraft.layout["kafka_bootstrap_servers"], **sasl})
+    admin = KafkaAdmin({"bootstrap.servers": secure.layout["kafka_bootstrap_servers"], **sasl})
     poll_until(lambda: _listed(admin), timeout=30, what="a SASL_SSL login as the admin")
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
     producer = KafkaProducer(**config)
@@ -462,45 +483,104 @@ def _listed(admin: KafkaAdmin) -> bool:
     return True
 
 
-def test_a_certificate_without_cluster_action_may_not_disable_tiering_on_a_broker(
-    kraft: SecureCluster,
-) -> None:
-    """The cluster's own CA signed it, so the TLS handshake succeeds: the authorizer refuses."""
-    import grpc
-
-    from cli.security.certs import CertificateAuthority
-    from tiered.rpc.v1 import broker_pb2 as broker_pb
-    from tiered.rpc.v1 import broker_pb2_grpc as broker_grpc
-    from tiered.rpc.v1 import records_pb2
-
-    ca = CertificateAuthority.load(kraft.config / "ca.pem", kraft.config / "ca.key")
+def _mallory(cluster: SecureCluster) -> grpc.ChannelCredentials:
+    """Credentials of a certificate the cluster's own CA signed, so that the TLS handshake
+    succeeds and the authorizer decides: its principal holds no ACL."""
+    ca = CertificateAuthority.load(cluster.config / "ca.pem", cluster.config / "ca.key")
     mallory = ca.issue("CN=mallory,OU=users,O=tiered")
-    credentials = grpc.ssl_channel_credentials(
-        root_certificates=(kraft.config / "ca.pem").read_bytes(),
+    return grpc.ssl_channel_credentials(
+        root_certificates=(cluster.config / "ca.pem").read_bytes(),
         private_key=mallory.private_key_pem(),
         certificate_chain=mallory.certificate_pem,
     )
-    entry = broker_pb.DisableRemoteTopicEntry(
-        partition=records_pb2.TopicIdPartition(topic_id=uuid.uuid4().bytes, partition=0),
-        tiered_epoch=1,
-        policy="delete",
-    )
-    channel = grpc.secure_channel(f"127.0.0.1:{kraft.layout['brokers'][0]}", credentials)
-    try:
-        stub = broker_grpc.BrokerServiceStub(channel)  # type: ignore[no-untyped-call]
-        with pytest.raises(grpc.RpcError) as refused:
-            stub.DisableRemoteTopic(
-                broker_pb.DisableRemoteTopicRequest(controller_epoch=1, entries=[entry]),
+
+
+def _refused(call: Callable[[], object]) -> None:
+    with pytest.raises(grpc.RpcError) as refused:
+        call()
+    assert refused.value.code() is grpc.StatusCode.PERMISSION_DENIED, refused.value
+    details = str(refused.value.details())
+    assert details.startswith("CLUSTER_AUTHORIZATION_FAILED: User:CN=mallory,OU=users,O=tiered")
+
+
+def test_a_certificate_without_cluster_action_may_make_none_of_the_daemons_calls(
+    secure: SecureCluster,
+) -> None:
+    """The controller refuses RegisterBroker, BrokerHeartbeat and FetchMetadata, a broker
+    RemovePartitions and DisableRemoteTopic, each PERMISSION_DENIED, and nothing changes: the
+    registered brokers, their addresses and the partition the call named."""
+    admin_credentials = channel_credentials(load_properties(secure.admin_properties))
+    with AdminClient(secure.bootstrap, timeout_s=30, credentials=admin_credentials) as admin:
+        topic = f"kept-{uuid.uuid4().hex[:6]}"
+        topic_id = admin.create_topic(topic, 1, wait_hosted=True)
+        leader = admin.describe_topic(topic, include_partition_state=False).partitions[0].leader
+        before = admin.describe_cluster()
+        active = before.controller_endpoint.rpartition("://")[2]
+    mallory = _mallory(secure)
+    hijacked = before.brokers[0].broker_id
+    incarnation = uuid.uuid4().bytes
+    with grpc.secure_channel(active, mallory) as channel:
+        controller = controller_grpc.ControllerServiceStub(channel)  # type: ignore[no-untyped-call]
+        for broker_id in (hijacked, 99):  # a registered broker taken over, a new one added
+            registration = metadata_pb.RegisterBrokerRecord(
+                broker_id=broker_id, host="127.0.0.66", port=1, incarnation_id=incarnation
+            )
+            _refused(
+                lambda r=registration: controller.RegisterBroker(
+                    controller_pb.RegisterBrokerRequest(registration=r), timeout=30
+                )
+            )
+        _refused(
+            lambda: controller.BrokerHeartbeat(
+                controller_pb.BrokerHeartbeatRequest(
+                    broker_id=hijacked, incarnation_id=incarnation
+                ),
                 timeout=30,
             )
-        assert refused.value.code() is grpc.StatusCode.PERMISSION_DENIED
-        assert "CLUSTER_AUTHORIZATION_FAILED" in str(refused.value.details())
-        assert "User:CN=mallory,OU=users,O=tiered" in str(refused.value.details())
-    finally:
-        channel.close()
+        )
+        received: list[controller_pb.FetchMetadataResponse] = []
+        stream = controller.FetchMetadata(
+            controller_pb.FetchMetadataRequest(broker_id=hijacked, from_offset=0), timeout=30
+        )
+        _refused(lambda: received.extend(stream))
+        assert received == []  # not one batch of the metadata log: ACLs, SCRAM keys
+    partition = records_pb2.TopicIdPartition(topic_id=topic_id.bytes, partition=0)
+    broker_address = f"127.0.0.1:{secure.layout['brokers'][leader - 1]}"
+    with grpc.secure_channel(broker_address, mallory) as channel:
+        broker = broker_grpc.BrokerServiceStub(channel)  # type: ignore[no-untyped-call]
+        _refused(
+            lambda: broker.RemovePartitions(
+                broker_pb.RemovePartitionsRequest(
+                    controller_epoch=before.controller_epoch, partitions=[partition]
+                ),
+                timeout=30,
+            )
+        )
+        entry = broker_pb.DisableRemoteTopicEntry(
+            partition=partition, tiered_epoch=1, policy="delete"
+        )
+        _refused(
+            lambda: broker.DisableRemoteTopic(
+                broker_pb.DisableRemoteTopicRequest(
+                    controller_epoch=before.controller_epoch, entries=[entry]
+                ),
+                timeout=30,
+            )
+        )
+    with AdminClient(secure.bootstrap, timeout_s=30, credentials=admin_credentials) as admin:
+        after = admin.describe_cluster()
+    assert [(b.broker_id, b.host, b.port, b.fenced) for b in after.brokers] == [
+        (b.broker_id, b.host, b.port, b.fenced) for b in before.brokers
+    ]
+    with grpc.secure_channel(broker_address, admin_credentials) as channel:
+        broker = broker_grpc.BrokerServiceStub(channel)  # type: ignore[no-untyped-call]
+        hosted = broker.DescribeLogDirs(broker_pb.DescribeLogDirsRequest(), timeout=30)
+    assert (topic_id.bytes, 0) in {
+        (d.partition.topic_id, d.partition.partition) for d in hosted.partitions
+    }
 
 
-def test_an_idempotent_producer_needs_write_on_some_topic(kraft: SecureCluster) -> None:
+def test_an_idempotent_producer_needs_write_on_some_topic(secure: SecureCluster) -> None:
     """InitProducerId as Kafka authorizes it: IdempotentWrite on the cluster, or Write on any
     topic. A SCRAM user who may only Describe the topic is refused a producer id; with Write on
     it she gets one."""
@@ -515,8 +595,8 @@ def test_an_idempotent_producer_needs_write_on_some_topic(kraft: SecureCluster) 
         UserScramCredentialUpsertion,
     )
 
-    bootstrap = kraft.layout["kafka_bootstrap_servers"]
-    admin = KafkaAdmin({"bootstrap.servers": bootstrap, **kraft.sasl()})
+    bootstrap = secure.layout["kafka_bootstrap_servers"]
+    admin = KafkaAdmin({"bootstrap.servers": bootstrap, **secure.sasl()})
     poll_until(lambda: _listed(admin), timeout=30, what="a SASL_SSL login as the admin")
     topic, password = "idempotent-orders", uuid.uuid4().hex
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=30)
@@ -525,7 +605,7 @@ def test_an_idempotent_producer_needs_write_on_some_topic(kraft: SecureCluster) 
     )
     admin.alter_user_scram_credentials([upsertion])["carol"].result(timeout=30)
     carol = {
-        **kraft.sasl(),
+        **secure.sasl(),
         "bootstrap.servers": bootstrap,
         "sasl.username": "carol",
         "sasl.password": password,
