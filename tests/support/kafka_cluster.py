@@ -8,6 +8,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 from confluent_kafka.admin import AdminClient as ConfluentAdmin
 
@@ -28,11 +29,13 @@ def shared_cluster(
     controller_overrides: Mapping[str, str] | None = None,
     kafka_listener: str = "PLAINTEXT",
     brokers: int = 2,
+    credentials: grpc.ChannelCredentials | None = None,
 ) -> Iterator[Cluster]:
     """A started cluster of ``brokers`` brokers in ``request.param``'s metadata mode, for a
     module-scoped fixture (``broker_overrides``: more properties of a broker, by id;
     ``controller_overrides``: of both controllers; ``kafka_listener``: the name of the brokers'
-    Kafka listener); the processes' logs are printed if a test of the module failed."""
+    Kafka listener; ``credentials``: the test's gRPC channels', for a cluster whose gRPC is
+    TLS); the processes' logs are printed if a test of the module failed."""
     mode = request.param
     with contextlib.ExitStack() as stack:
         zk_connect = None
@@ -46,6 +49,7 @@ def shared_cluster(
             brokers=brokers,
             broker_extra={"socket.request.max.bytes": str(MAX_REQUEST_BYTES)},
             controller_extra=dict(controller_overrides or {}),
+            credentials=credentials,
         )
         for broker in cluster.brokers.values():
             listeners = broker.properties["listeners"]

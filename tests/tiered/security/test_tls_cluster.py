@@ -3,8 +3,8 @@ the brokers and the test (``listener.security.protocol.map=GRPC:SSL``), and brok
 listener is SSL with a required client certificate. A disable completes over mutual TLS,
 confluent-kafka produces and consumes over SSL, the admin CLI describes with ``--command-config``;
 clients without a certificate, with one from another CA or an expired one are refused on both
-listeners, and no key password shows in any log. KRaft only: TLS does not involve the metadata
-store."""
+listeners, and no key password shows in any log. In both metadata modes (one cluster each): the
+brokers join the cluster, and learn what they host, by a different route in each."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from cli.security.client_config import channel_credentials
 from tests.support.certs import KEY_PASSWORD, ClusterCertificates, write_properties
 from tests.support.cluster import Cluster, kafka_address
 from tests.support.kafka_clients import confluent_produce, consume, sample, wait_hosted
-from tests.support.kafka_cluster import MAX_REQUEST_BYTES
+from tests.support.kafka_cluster import MODES, shared_cluster
 from tests.support.polling import poll_until
 from tests.support.processes import REPO
 from tiered.admin import AdminClient
@@ -48,42 +48,33 @@ def _credentials(certificates: ClusterCertificates, who: str) -> grpc.ChannelCre
     return credentials
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=MODES)
 def cluster(
     request: pytest.FixtureRequest,
     tmp_path_factory: pytest.TempPathFactory,
     certificates: ClusterCertificates,
 ) -> Iterator[Cluster]:
-    c = Cluster(
-        tmp_path_factory.mktemp("tls-cluster"),
-        "kraft",
-        controller_extra={**GRPC_TLS, **certificates.server_properties(certificates.controller)},
-        broker_extra={
+    broker = {
+        **GRPC_TLS,
+        **certificates.server_properties(certificates.broker, **{"ssl.client.auth": "required"}),
+    }
+    with shared_cluster(
+        request,
+        tmp_path_factory.mktemp(f"tls-cluster-{request.param}"),
+        broker_overrides={1: broker, 2: broker},
+        controller_overrides={
             **GRPC_TLS,
-            **certificates.server_properties(
-                certificates.broker, **{"ssl.client.auth": "required"}
-            ),
-            "socket.request.max.bytes": str(MAX_REQUEST_BYTES),
+            **certificates.server_properties(certificates.controller),
         },
+        kafka_listener="SSL",
         credentials=_credentials(certificates, "admin"),
-    )
-    for broker in c.brokers.values():
-        broker.properties["listeners"] = broker.properties["listeners"].replace(
-            "PLAINTEXT://", "SSL://"
-        )
-    failed_before = request.session.testsfailed
-    try:
-        c.start()
+    ) as c:
         yield c
-    finally:
-        if request.session.testsfailed > failed_before:
-            print(c.dump_logs())
-        c.close()
 
 
 def test_a_disable_completes_over_mutual_tls(cluster: Cluster) -> None:
-    """Registration, heartbeats, the metadata stream, AssignPartitions and DisableRemoteTopic all
-    ran between processes that only speak mutual TLS."""
+    """Registration and heartbeats (KRaft: with the metadata stream), AssignPartitions and
+    DisableRemoteTopic all ran between processes that only speak mutual TLS."""
     topic = cluster.tiered_topic(
         "secured", 1, {"remote.storage.enable": "true", "segment.bytes": "2000"}
     )
