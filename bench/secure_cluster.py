@@ -10,6 +10,9 @@ Create, Describe, DescribeConfigs and AlterConfigs on the topics prefixed ``TOPI
 Describe on the cluster (``DescribeLogDirs``), and the Kafka producer (the SCRAM user
 ``PRODUCER_USER``) holds Write on those topics, so every request of theirs goes through the ACL
 index rather than the super-user shortcut. ``allow.everyone.if.no.acl.found`` stays false.
+
+``add_ssl_listener`` gives the plaintext cluster's brokers an SSL listener beside their PLAINTEXT
+one (a client certificate required, no authorizer): TLS alone, on the same broker.
 """
 
 from __future__ import annotations
@@ -19,11 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cli.launch.ports import free_port
 from cli.security.certs import CertificateAuthority, KeystoreFiles
 from cli.security.client_config import channel_credentials
 from tests.support.cluster import Cluster
 from tiered.admin import AdminClient
 from tiered.errors import ErrorCode, TieredError
+from tiered.net import SSL, parse_listeners
 from tiered.security.acl import (
     CLUSTER_NAME,
     AccessControlEntry,
@@ -76,6 +81,15 @@ class Identities:
 
     def client_properties(self, keystore: KeystoreFiles) -> dict[str, str]:
         return {"security.protocol": "SSL", **self.server_properties(keystore)}
+
+    def ssl_producer_config(self) -> dict[str, Any]:
+        """confluent-kafka's settings for an SSL listener, with the bench client's certificate."""
+        return {
+            "security.protocol": "SSL",
+            "ssl.ca.location": str(self.ca),
+            "ssl.certificate.location": str(self.client.certificate),
+            "ssl.key.location": str(self.client.private_key),
+        }
 
     def producer_config(self) -> dict[str, Any]:
         """confluent-kafka's settings for the SCRAM user over SASL_SSL."""
@@ -144,6 +158,23 @@ def secure_cluster(
             "PLAINTEXT://", "SASL_SSL://"
         )
     return cluster
+
+
+def add_ssl_listener(cluster: Cluster, identities: Identities) -> None:
+    """An SSL Kafka listener on each broker of a cluster not yet started, beside its first one,
+    requiring a client certificate from the bench's CA (``Identities.ssl_producer_config``)."""
+    for broker_id, broker in cluster.brokers.items():
+        broker.properties.update(identities.server_properties(identities.brokers[broker_id]))
+        broker.properties["listener.name.ssl.ssl.client.auth"] = "required"
+        broker.properties["listeners"] += f",SSL://127.0.0.1:{free_port()}"
+
+
+def ssl_bootstrap(cluster: Cluster) -> str:
+    """The brokers' SSL listeners, ``host:port,...`` in broker-id order."""
+    return ",".join(
+        parse_listeners(b.properties["listeners"])[SSL].address
+        for _, b in sorted(cluster.brokers.items())
+    )
 
 
 def client_acls() -> list[AclBinding]:

@@ -6,7 +6,8 @@ KRaft mode: an active controller, a standby and ``--brokers`` (3) brokers, each 
 process), with the product's defaults for timeouts and backoff and brokers' tiering tasks every
 30 s (as ``bench/disable_throughput.py``):
 
-- *plaintext*: gRPC without TLS, no authorizer, a PLAINTEXT Kafka listener;
+- *plaintext*: gRPC without TLS, no authorizer, a PLAINTEXT Kafka listener (and, for phase 4
+  alone, an SSL listener beside it: ``bench/secure_cluster.add_ssl_listener``);
 - *secure* (``bench/secure_cluster.py``): gRPC mutual TLS between every process and from the
   bench's clients (certificates from ``cli.security.certs``), ``authorizer.enabled=true``
   with the controllers, brokers and an admin as super users and the bench's clients as ordinary
@@ -27,6 +28,11 @@ the cluster-wide disable runs once each, plaintext first):
 3. *all at once*: ``--topics`` (1000) topics of ``--partitions`` (10) partitions, the same alter
    for all of them in one request; the time until a watch over them shows the last one
    DISABLED.
+4. *TLS alone* (``listener``): on the plaintext cluster, the same produce as 1 to one broker
+   through its PLAINTEXT listener and through its SSL listener (the bench client's certificate
+   required), ``--listener-rounds`` (5) rounds each, the order alternating, every topic led by
+   the same broker; the median round's MB/s. TLS is the only difference: same broker, same
+   process, same run, no SASL and no authorizer.
 
 Every phase records the CPU seconds each process of the cluster used (and, for the produce, the
 producer's own, librdkafka's threads included, and the leader broker's busiest threads: its
@@ -43,11 +49,11 @@ DISABLED at tiered epoch 1 with ``remote.storage.enable=false`` and, on its brok
 partition at epoch 1 and not copying.
 
 ratio = secure / plaintext: seconds for the disables (goal <= 1.3), MB/s for the produce (goal
->= 0.7).
+>= 0.7); for phase 4, SSL / PLAINTEXT MB/s (goal >= 0.7).
 
-Usage: ``python bench/security_cost.py [--quick] [--phases produce,single,batched]
+Usage: ``python bench/security_cost.py [--quick] [--phases produce,single,batched,listener]
 [--topics 1000] [--partitions 10] [--brokers 3] [--repeat 20] [--size-mb 256] [--rounds 3]
-[--workdir DIR] [--out PATH]`` (results default to ``bench/results/security_cost.json``;
+[--listener-rounds 5] [--workdir DIR] [--out PATH]`` (results default to ``bench/results/security_cost.json``;
 ``--quick`` is 50 topics, 10 repeats, 32 MiB and one round; ``--phases`` runs only those phases,
 e.g. the produce alone, several times over, on a busy machine).
 """
@@ -97,10 +103,12 @@ from bench.kafka_floor import Partition, Workload, build_workload, value
 from bench.secure_cluster import (
     TOPIC_PREFIX,
     Identities,
+    add_ssl_listener,
     grant_clients,
     issue_identities,
     refusals,
     secure_cluster,
+    ssl_bootstrap,
 )
 from tests.support.cluster import Cluster
 from tests.support.polling import poll_until
@@ -110,7 +118,8 @@ DEFAULT_OUT = RESULTS_DIR / "security_cost.json"
 VARIANTS = ("plaintext", "secure")
 RETAIN_DISABLE = {"remote.storage.enable": "false", "remote.log.disable.policy": "retain"}
 QUICK = {"topics": 50, "repeat": 10, "size_mb": 32, "rounds": 1}
-PHASES = ("produce", "single", "batched")
+PHASES = ("produce", "single", "batched", "listener")
+LISTENERS = ("PLAINTEXT", "SSL")
 GOALS = {"disable": 1.3, "produce": 0.7}  # secure / plaintext: at most, at least
 MIB = 1024 * 1024
 PROBE_TIMEOUT_S = 60.0
@@ -153,6 +162,7 @@ def make_variants(root: Path, identities: Identities, brokers: int) -> dict[str,
         controller_extra=dict(CONTROLLER_DEFAULTS),
         broker_extra=dict(BROKER_EXTRA),
     )
+    add_ssl_listener(plaintext, identities)
     secure = secure_cluster(
         root / "secure", identities, brokers, dict(CONTROLLER_DEFAULTS), dict(BROKER_EXTRA)
     )
@@ -225,6 +235,17 @@ def wait_producer_accepted(variant: Variant, topic: str) -> float:
     return time.perf_counter() - begin
 
 
+def median_round(found: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median round's figures (the lower of an even count), every round's MB/s, and every
+    round's problems."""
+    ranked = sorted(found, key=lambda f: float(f["mb_per_s"]))
+    return {
+        **ranked[(len(ranked) - 1) // 2],
+        "rounds_mb_per_s": [f["mb_per_s"] for f in found],
+        "problems": [p for f in found for p in f["problems"]],
+    }
+
+
 def produce_phase(
     variants: dict[str, Variant], workload: Workload, rounds: int, log: Log
 ) -> dict[str, Any]:
@@ -250,15 +271,64 @@ def produce_phase(
                 f"CPU s {figures['cpu_s']}, producer {figures['producer_cpu_s']}, leader's "
                 f"busiest threads {figures['leader_busiest_threads_cpu_s']}"
             )
-    result: dict[str, Any] = {}
-    for name, found in runs.items():
-        ranked = sorted(found, key=lambda f: float(f["mb_per_s"]))
-        result[name] = {
-            **ranked[(len(ranked) - 1) // 2],  # the median round (the lower of an even count)
-            "rounds_mb_per_s": [f["mb_per_s"] for f in found],
-            "problems": [p for f in found for p in f["problems"]],
-        }
-    return result
+    return {name: median_round(found) for name, found in runs.items()}
+
+
+def topic_led_by(variant: Variant, name: str, leader: int | None) -> tuple[Partition, Any, int]:
+    """``produce_topic``'s topic, led by broker ``leader`` (any when None): placement starts at a
+    random broker, so topics are made until one lands there (the others stay, empty)."""
+    for attempt in range(20 * len(variant.cluster.brokers)):
+        made = produce_topic(variant, f"{name}-{attempt}")
+        if (
+            leader is None
+            or variant.cluster.admin.describe_topic(made[0].name, include_partition_state=False)
+            .partitions[0]
+            .leader
+            == leader
+        ):
+            return made
+    raise RuntimeError(f"{variant.name}: no topic of {name} landed on broker {leader}")
+
+
+def listener_phase(
+    variant: Variant, identities: Identities, workload: Workload, rounds: int, log: Log
+) -> dict[str, Any]:
+    """The same produce through one broker's PLAINTEXT and SSL listeners, alternating."""
+    clients = {
+        "PLAINTEXT": (variant.cluster.kafka_bootstrap, {}),
+        "SSL": (ssl_bootstrap(variant.cluster), identities.ssl_producer_config()),
+    }
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in LISTENERS}
+    leader: int | None = None
+    for r in range(rounds):
+        for listener in LISTENERS if r % 2 == 0 else LISTENERS[::-1]:
+            partition, stub, leader_pid = topic_led_by(
+                variant, f"{TOPIC_PREFIX}listener-{listener.lower()}-{r}", leader
+            )
+            if leader is None:
+                leader = (
+                    variant.cluster.admin.describe_topic(
+                        partition.name, include_partition_state=False
+                    )
+                    .partitions[0]
+                    .leader
+                )
+            bootstrap, security = clients[listener]
+            threads_before, own_before = thread_cpu_seconds(leader_pid), own_cpu_seconds()
+            figures, check = kafka_produce(bootstrap, stub, partition, workload, security)
+            figures["leader_busiest_threads_cpu_s"] = busiest_threads(
+                threads_before, thread_cpu_seconds(leader_pid)
+            )
+            figures["producer_cpu_s"] = round(own_cpu_seconds() - own_before, 3)
+            figures["load_average_after"] = load_average()
+            figures["problems"] = check()
+            runs[listener].append(figures)
+            log(
+                f"  listener round {r + 1}, {listener} to broker {leader}: "
+                f"{figures['mb_per_s']:.1f} MB/s; producer CPU s {figures['producer_cpu_s']}, "
+                f"leader's busiest threads {figures['leader_busiest_threads_cpu_s']}"
+            )
+    return {name: median_round(found) for name, found in runs.items()} | {"broker": leader}
 
 
 # ----------------------------------------------------------------------------- disables
@@ -331,6 +401,13 @@ def run(args: argparse.Namespace, workdir: Path, log: Log) -> tuple[dict[str, An
             results["produce"] = produce_phase(variants, workload, args.rounds, log)
             failures += [p for v in VARIANTS for p in results["produce"][v]["problems"]]
 
+        if "listener" in args.phases:
+            workload = build_workload(int(args.size_mb * MIB))
+            results["listener"] = listener_phase(
+                variants["plaintext"], identities, workload, args.listener_rounds, log
+            )
+            failures += [p for name in LISTENERS for p in results["listener"][name]["problems"]]
+
         single = [f"{TOPIC_PREFIX}single-{i:03d}" for i in range(args.repeat)]
         if "single" not in args.phases:
             single = []
@@ -394,14 +471,18 @@ def ratios(results: dict[str, Any]) -> dict[str, float]:
         found["produce"] = (
             results["produce"]["secure"]["mb_per_s"] / results["produce"]["plaintext"]["mb_per_s"]
         )
+    if "listener" in results:
+        found["produce_ssl_listener"] = (
+            results["listener"]["SSL"]["mb_per_s"] / results["listener"]["PLAINTEXT"]["mb_per_s"]
+        )
     return found
 
 
 def goals_met(found: dict[str, float]) -> dict[str, bool]:
-    met = {k: v <= GOALS["disable"] for k, v in found.items() if k != "produce"}
-    if "produce" in found:
-        met["produce"] = found["produce"] >= GOALS["produce"]
-    return met
+    return {
+        k: v >= GOALS["produce"] if k.startswith("produce") else v <= GOALS["disable"]
+        for k, v in found.items()
+    }
 
 
 def summary_rows(results: dict[str, Any], args: argparse.Namespace) -> list[Any]:
@@ -445,6 +526,21 @@ def summary_rows(results: dict[str, Any], args: argparse.Namespace) -> list[Any]
             )
         )
         rows += cpu_rows(results["produce"], cluster, args.size_mb)
+    if "listener" in results:
+        rows.append(
+            summary_row(
+                f"{cluster}: Kafka produce to one broker, {args.size_mb:g} MiB of 1 KiB records "
+                "(confluent-kafka)",
+                "SSL listener, client certificate, no SASL or authorizer, MB/s (median of "
+                f"{args.listener_rounds} rounds; ratio: share of the baseline's MB/s, goal >= "
+                f"{GOALS['produce']})",
+                results["listener"]["SSL"]["mb_per_s"],
+                "MB/s",
+                f"PLAINTEXT listener of the same broker, same run (median of "
+                f"{args.listener_rounds} rounds)",
+                results["listener"]["PLAINTEXT"]["mb_per_s"],
+            )
+        )
     return rows
 
 
@@ -506,6 +602,16 @@ def print_table(results: dict[str, Any], log: Log) -> None:
                 "yes" if met["produce"] else "NO",
             ]
         )
+    if "produce_ssl_listener" in found:
+        rows.append(
+            [
+                "produce MB/s, one broker: PLAINTEXT vs SSL listener",
+                f"{results['listener']['PLAINTEXT']['mb_per_s']:.1f}",
+                f"{results['listener']['SSL']['mb_per_s']:.1f}",
+                f"{found['produce_ssl_listener']:.2f}",
+                "yes" if met["produce_ssl_listener"] else "NO",
+            ]
+        )
     if rows:
         log(format_table(["figure", "plaintext", "secure", "ratio", "goal met"], rows))
 
@@ -532,6 +638,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-partitions", type=int, default=3)
     parser.add_argument("--size-mb", type=float, help="MiB produced per round (256)")
     parser.add_argument("--rounds", type=int, help="produce rounds per cluster (3)")
+    parser.add_argument(
+        "--listener-rounds", type=int, default=5, help="produce rounds per listener (5)"
+    )
     parser.add_argument("--quick", action="store_true", help=f"small sizes: {QUICK}")
     parser.add_argument(
         "--phases",
@@ -546,10 +655,17 @@ def main(argv: list[str] | None = None) -> int:
     args.repeat = args.repeat or (QUICK["repeat"] if args.quick else 20)
     args.size_mb = args.size_mb or (QUICK["size_mb"] if args.quick else 256)
     args.rounds = args.rounds or (QUICK["rounds"] if args.quick else 3)
-    sizes = (args.topics, args.partitions, args.brokers, args.repeat, args.rounds)
+    sizes = (
+        args.topics,
+        args.partitions,
+        args.brokers,
+        args.repeat,
+        args.rounds,
+        args.listener_rounds,
+    )
     if min(*sizes, args.latency_partitions) < 1 or args.size_mb <= 0:
         parser.error(
-            "--topics, --partitions, --brokers, --repeat, --rounds, "
+            "--topics, --partitions, --brokers, --repeat, --rounds, --listener-rounds, "
             "--latency-partitions and --size-mb must be positive"
         )
 
@@ -578,8 +694,10 @@ def main(argv: list[str] | None = None) -> int:
             "The same work on a secure cluster (gRPC mutual TLS between every process, the "
             "authorizer on with the bench's clients as non-super users holding ACLs, Kafka over "
             "SASL_SSL SCRAM-SHA-512) and on a plaintext one, both up at once, alternating, in "
-            "one run: one disable, --topics topics disabled at once, Kafka produce MB/s. "
-            "ratio = secure / plaintext (goals: disables <= 1.3, produce >= 0.7)."
+            "one run: one disable, --topics topics disabled at once, Kafka produce MB/s; and "
+            "on one broker of the plaintext cluster, produce MB/s through its SSL listener "
+            "against its PLAINTEXT one. ratio = secure / plaintext, SSL / PLAINTEXT (goals: "
+            "disables <= 1.3, produce >= 0.7)."
         ),
         "started_at": started_at,
         "finished_at": utc_now(),
@@ -596,6 +714,7 @@ def main(argv: list[str] | None = None) -> int:
             "latency_partitions": args.latency_partitions,
             "size_mb": args.size_mb,
             "rounds": args.rounds,
+            "listener_rounds": args.listener_rounds,
             "quick": args.quick,
             "phases": list(args.phases),
             "disable": RETAIN_DISABLE,
