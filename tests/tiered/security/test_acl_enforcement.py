@@ -608,8 +608,8 @@ def test_acl_and_credential_changes_need_alter_on_the_cluster_and_are_audited(
     changes any more. Each change, allowed or denied, is an audit line."""
     admin = cluster.admin
     trail = AuditTrail(cluster)
-    temporary = acl("audited-acl", Op.READ)
-    admin.create_acls(temporary)
+    temporary, kept = acl("audited-acl", Op.READ), acl("audited-acl-kept", Op.READ)
+    admin.create_acls(temporary + kept)
     mine = AclBindingFilter(
         ResourcePatternFilter(ResourceType.TOPIC, "audited-acl"),
         AccessControlEntryFilter(principal=ANONYMOUS),
@@ -628,7 +628,8 @@ def test_acl_and_credential_changes_need_alter_on_the_cluster_and_are_audited(
         ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
         lambda: admin.delete_acls([AclBindingFilter(ResourcePatternFilter(ResourceType.TOPIC))]),
     )
-    assert admin.describe_acls(AclBindingFilter(ResourcePatternFilter(ResourceType.TOPIC)))
+    still = ResourcePatternFilter(ResourceType.TOPIC, "audited-acl-kept")
+    assert admin.describe_acls(AclBindingFilter(still)) == kept
     upsertion = UserScramCredentialUpsertion(
         "refused-user", ScramMechanism.SCRAM_SHA_512, "refused-Pw-7a2b"
     )
