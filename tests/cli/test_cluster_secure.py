@@ -32,6 +32,7 @@ from tests.support.group_requests import SYNC, group_request, join_member, subsc
 from tests.support.polling import poll_until
 from tests.support.processes import REPO
 from tests.support.secrets import assert_no_secrets
+from tests.support.sockets import listening_addresses
 from tests.support.zookeeper import start_kazoo_client
 from tiered.errors import ErrorCode, TieredError
 from tiered.properties import load_properties
@@ -466,6 +467,9 @@ def test_the_managed_zookeeper_serves_tls_only_and_every_daemon_connects_with_tl
     assert "clientPort=" not in (zookeeper.config / "zookeeper.cfg").read_text().replace(
         "secureClientPort=", ""
     )
+    pid = int((zookeeper.dir / "pids" / "zookeeper.pid").read_text())
+    host, port = hosts.rsplit(":", 1)
+    assert listening_addresses(pid) == {(host, int(port))}
 
 
 # --------------------------------------------------------------------------------- more clients

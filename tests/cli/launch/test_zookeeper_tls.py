@@ -18,6 +18,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from cli.launch.zookeeper import FOLLOWER, LEADER, ServerTls, server_mode
 from cli.security.certs import CertificateAuthority
 from tests.support.polling import poll_until
+from tests.support.sockets import listening_addresses
 from tests.support.zookeeper import ZooKeeperEnsemble, ZooKeeperServer, running_ensemble
 from tiered.security.zookeeper_auth import ZooKeeperSecurity
 from tiered.zk_client import ZkClient
@@ -121,6 +122,9 @@ def test_a_client_without_a_certificate_or_with_a_strangers_is_refused(
 
 
 def test_only_the_tls_port_is_open(tls_server: ZooKeeperServer) -> None:
+    """The JVM listens on the TLS port and nowhere else: no plaintext port beside it."""
+    assert tls_server.pid is not None
+    assert listening_addresses(tls_server.pid) == {(tls_server.host, tls_server.port)}
     config = tls_server.config_path.read_text()
     assert f"secureClientPort={tls_server.port}\n" in config
     assert "clientPort=" not in config.replace("secureClientPort=", "")
