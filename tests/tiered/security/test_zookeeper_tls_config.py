@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from broker.config import BrokerConfig
 from cli.security.certs import CertificateAuthority
+from controller.config import ControllerConfig
 from tiered.security.sensitive_configs import is_sensitive_config
 from tiered.security.zookeeper_auth import SECURITY_KEYS, ZooKeeperSecurity, security_properties
 from tiered.security.zookeeper_tls import TLS_KEYS, ZooKeeperTls
@@ -131,3 +133,28 @@ def test_a_component_given_a_subset_gets_the_tls_keys_too(files: dict[str, Path]
     assert set(TLS_KEYS) <= set(SECURITY_KEYS)
     values = {**config(files), "rlmm.backend": "zookeeper", "listeners": "GRPC://x:1"}
     assert security_properties(values) == config(files)
+
+
+def test_the_daemons_give_tls_to_the_store_the_registration_and_the_rlmm(
+    files: dict[str, Path], tmp_path: Path
+) -> None:
+    tls = config(files)
+    broker = BrokerConfig.from_properties(
+        {"node.id": "1", "log.dirs": str(tmp_path), "zookeeper.connect": "h:1", **tls}
+    )
+    assert broker.zookeeper_security.kazoo_tls_options()["use_ssl"] is True
+    assert ZooKeeperSecurity.from_config(broker.rlmm).tls == broker.zookeeper_security.tls
+    controller = ControllerConfig.from_properties(
+        {"node.id": "1", "metadata.store": "zookeeper", "zookeeper.connect": "h:1", **tls}
+    )
+    # What ZooKeeperMetadataStore.from_config reads its security from.
+    assert ZooKeeperSecurity.from_config(controller.store).tls == broker.zookeeper_security.tls
+    assert ZooKeeperSecurity.from_config(controller.remote).tls is not None  # the RLMM's
+    with pytest.raises(ValueError, match=r"zookeeper\.ssl\.keystore\.type='JKS'"):
+        BrokerConfig.from_properties(
+            {
+                "node.id": "1",
+                "log.dirs": str(tmp_path),
+                **config(files, zookeeper_ssl_keystore_type="JKS"),
+            }
+        )
