@@ -26,6 +26,7 @@ from tests.cli.test_demo import processes_of
 from tests.support.kafka_clients import SMALL_BATCHES, TIERED, confluent_produce, sample
 from tests.support.kafka_cluster import QUIET
 from tests.support.polling import poll_until
+from tests.support.sockets import listening_addresses
 from tiered.admin import AdminClient
 from tiered.properties import load_properties
 from tiered.security.zookeeper_auth import ZooKeeperSecurity
@@ -58,6 +59,12 @@ def test_the_ensemble_serves_tls_only_over_tls_quorum_links(cluster: Distributed
         # Without TLS, nothing answers.
         assert server_mode("127.0.0.1", member["client"], timeout=2.0) is None
     assert sorted(modes, key=str) == [FOLLOWER, FOLLOWER, LEADER], modes
+    # Each member listens on its TLS client port and its quorum links' ports, nothing else.
+    _, status = cluster.status()
+    pids = {p["name"]: p["pid"] for p in status["processes"]}
+    for name, member in zip(MEMBERS, layout["zookeeper_ensemble"], strict=True):
+        ports = {port for _, port in listening_addresses(pids[name])}
+        assert member["client"] in ports and ports <= set(member.values()), (name, ports)
     for name in ("controller-0", "broker-1"):
         properties = cluster.properties(name)
         assert properties["zookeeper.ssl.client.enable"] == "true"
