@@ -4,7 +4,8 @@ every request waits at most the session timeout, and the reading of a failed tra
 
 Every znode is created with the ACL ``tiered.security.zookeeper_acl.znode_acl`` gives its path
 (kazoo's ``create``, ``ensure_path`` and transactions alike), the client authenticates with the
-digest credentials of its ``ZooKeeperSecurity``, and its connections come from the process's
+digest credentials of its ``ZooKeeperSecurity``, over TLS when it says so (``zookeeper.ssl.*``),
+and its connections come from the process's
 ``source.address`` (``tiered.source_address``) when it has one.
 
 kazoo notes: a request made while disconnected is queued until the connection is back, however
@@ -181,6 +182,7 @@ class ZkClient:
             connection_retry=connection_retry(session_timeout_s),
             auth_data=security.auth_data(),
             handler=_SourceBoundHandler(),
+            **security.kazoo_tls_options(),
         )
 
     def __repr__(self) -> str:

@@ -43,7 +43,7 @@ class LocalCluster:
             check_zookeeper_requirements()  # before anything is written
         layout = layouts.create(request)
         if request.secure:
-            secure.lay_out(layout)
+            secure.lay_out(self.files, layout)
         check_overrides(self.files, layout)
         layouts.save(self.layout_file, layout)
         return layout

@@ -8,13 +8,22 @@ and ZooKeeper ACLs (docs/operations/security.md), and the files it needs, all un
 - ``admin.properties``: the admin's ``--command-config`` (SSL with the admin's certificate);
 - ``admin-sasl.properties``: the SCRAM super user ``admin`` for Kafka clients (confluent-kafka's
   keys), its password generated here and written nowhere else;
-- ``zookeeper.jaas``: the cluster's ZooKeeper digest identity, when it uses ZooKeeper.
+- ``zookeeper.jaas``: the cluster's ZooKeeper digest identity, when it uses ZooKeeper;
+- with a managed ZooKeeper (the local profile's server, the distributed profile's ensemble): a
+  certificate per ZooKeeper server (``zookeeper``, ``zookeeper-N``; subject
+  ``CN=NAME,OU=zookeepers,O=tiered``, not a Kafka principal), which serves TLS only, clients with
+  a certificate from the cluster CA, and its quorum links over TLS; and
+  ``zookeeper-client.properties``, the admin's ZooKeeper client config (``zookeeper.ssl.*`` with
+  the admin's certificate, and the digest identity), which ``cluster.json`` names as
+  ``zookeeper_client_config`` beside ``zookeeper_tls: true``.
 
 Every file holding a key or a password is readable by its owner only. Controllers and brokers
 speak gRPC over mutual TLS; their certificates' principals and the admin's are ``super.users``.
 Each broker has a SASL_SSL Kafka listener (``kafka_bootstrap_servers``) and an SSL one that
-requires a certificate from the cluster CA (``kafka_ssl_bootstrap_servers``). The S3 endpoint and
-Spark stay on loopback without TLS."""
+requires a certificate from the cluster CA (``kafka_ssl_bootstrap_servers``). Every ZooKeeper
+client of a controller or broker (store, registration, RLMM) connects to a managed ZooKeeper over
+TLS with the process's own certificate. The S3 endpoint and Spark stay on loopback without
+TLS."""
 
 from __future__ import annotations
 
@@ -28,8 +37,9 @@ from cryptography import x509
 from cli.cluster import layout as layouts
 from cli.cluster.daemons import ClusterFiles
 from cli.cluster.layout import Layout
-from cli.cluster.spec import broker_name, controller_name
+from cli.cluster.spec import ZOOKEEPER, broker_name, controller_name, zookeeper_member_name
 from cli.launch.ports import free_port
+from cli.launch.zookeeper import ServerTls
 from cli.security.certs import (
     DEFAULT_SUBJECT_ALTERNATIVE_NAMES,
     CertificateAuthority,
@@ -43,21 +53,30 @@ from tiered.properties import load_properties
 from tiered.security.scram import ScramMechanism
 from tiered.security.scram_admin import UserScramCredentials, UserScramCredentialUpsertion
 from tiered.security.ssl_principal import distinguished_name
-from tiered.security.zookeeper_auth import jaas_client_file_text
+from tiered.security.zookeeper_auth import JAAS_CONFIG_FILE_KEY, jaas_client_file_text
+from tiered.security.zookeeper_tls import (
+    CLIENT_ENABLE_KEY,
+    KEYSTORE_LOCATION_KEY,
+    KEYSTORE_TYPE_KEY,
+    TRUSTSTORE_LOCATION_KEY,
+    TRUSTSTORE_TYPE_KEY,
+)
 
 ADMIN = "admin"
 """The admin user: a certificate (``CN=admin,OU=users,O=tiered``) and a SCRAM user, both super
 users."""
 ADMIN_SASL = "admin-sasl"
+ZOOKEEPER_CLIENT = "zookeeper-client"
 ZOOKEEPER_USER = "tiered"
 SCRAM_MECHANISM = ScramMechanism.SCRAM_SHA_512
 _SECRET_BYTES = 24
 _ORGANIZATION = "tiered"
 
 
-def lay_out(layout: Layout) -> None:
+def lay_out(files: ClusterFiles, layout: Layout) -> None:
     """Makes a new cluster's layout secure: an SSL Kafka listener port per broker and, for a
-    managed ZooKeeper, a chroot (its znodes then carry the cluster's ACLs from the top)."""
+    managed ZooKeeper, a chroot (its znodes then carry the cluster's ACLs from the top) and TLS
+    (``zookeeper_tls``, with the client config a tool connects with)."""
     layout["secure"] = True
     brokers = [broker_name(i) for i in range(1, len(layout["brokers"]) + 1)]
     layout["kafka_ssl_brokers"] = [free_port(layouts.host_of(layout, name)) for name in brokers]
@@ -66,6 +85,9 @@ def lay_out(layout: Layout) -> None:
     )
     if layout["zookeeper_managed"] and "/" not in layout["zookeeper"]:
         layout["zookeeper"] += layouts.STORE_CHROOT
+    if zookeeper_servers(layout):
+        layout["zookeeper_tls"] = True
+        layout["zookeeper_client_config"] = str(zookeeper_client_file(files))
 
 
 def is_secure(layout: Layout) -> bool:
@@ -74,6 +96,19 @@ def is_secure(layout: Layout) -> bool:
 
 def uses_zookeeper(layout: Layout) -> bool:
     return layout["metadata"] == "zookeeper" or "zookeeper_ensemble" in layout
+
+
+def zookeeper_servers(layout: Layout) -> list[str]:
+    """The managed ZooKeeper servers, each with its certificate: the ensemble's members, the
+    local profile's one server, or none (an external ZooKeeper keeps its own transport)."""
+    if "zookeeper_ensemble" in layout:
+        return [zookeeper_member_name(i) for i in range(1, len(layout["zookeeper_ensemble"]) + 1)]
+    return [ZOOKEEPER] if layout["zookeeper_managed"] else []
+
+
+def zookeeper_tls(layout: Layout) -> bool:
+    """Whether the cluster's ZooKeeper serves TLS only (a secure cluster's managed one)."""
+    return bool(layout.get("zookeeper_tls", False))
 
 
 # --------------------------------------------------------------------------------- principals
@@ -137,6 +172,10 @@ def jaas_file(files: ClusterFiles) -> Path:
     return files.config_file("zookeeper", "jaas")
 
 
+def zookeeper_client_file(files: ClusterFiles) -> Path:
+    return files.config_file(ZOOKEEPER_CLIENT)
+
+
 def _properties_text(properties: dict[str, str]) -> bytes:
     return "".join(f"{key}={value}\n" for key, value in properties.items()).encode()
 
@@ -152,7 +191,7 @@ def write_files(files: ClusterFiles, layout: Layout) -> None:
         ca, fresh = CertificateAuthority.create(f"CN=tiered-ca,O={_ORGANIZATION}"), True
         ca.write_private_key(ca_key)
         ca.write_certificate(ca_file(files))
-    for name in certificate_holders(layout):
+    for name in [*certificate_holders(layout), *zookeeper_servers(layout)]:
         if fresh or not keystore_file(files, name).exists():
             issue_certificate(ca, layout, name).write_pem_files(config, name)
     write_private_file(
@@ -182,6 +221,16 @@ def write_files(files: ClusterFiles, layout: Layout) -> None:
     if uses_zookeeper(layout) and not jaas_file(files).exists():
         text = jaas_client_file_text(ZOOKEEPER_USER, secrets.token_urlsafe(_SECRET_BYTES))
         write_private_file(jaas_file(files), text.encode())
+    if zookeeper_tls(layout):
+        write_private_file(
+            zookeeper_client_file(files),
+            _properties_text(
+                {
+                    **zookeeper_tls_properties(files, layout, ADMIN),
+                    JAAS_CONFIG_FILE_KEY: str(jaas_file(files)),
+                }
+            ),
+        )
 
 
 # --------------------------------------------------------------------------------- properties
@@ -205,7 +254,30 @@ def process_properties(files: ClusterFiles, layout: Layout, name: str) -> dict[s
     if uses_zookeeper(layout):
         properties["zookeeper.jaas.config.file"] = str(jaas_file(files))
         properties["zookeeper.set.acl"] = "true"
+    properties.update(zookeeper_tls_properties(files, layout, name))
     return properties
+
+
+def zookeeper_tls_properties(files: ClusterFiles, layout: Layout, name: str) -> dict[str, str]:
+    """A ZooKeeper client's TLS keys with ``name``'s certificate (nothing unless the cluster's
+    ZooKeeper serves TLS)."""
+    if not zookeeper_tls(layout):
+        return {}
+    return {
+        CLIENT_ENABLE_KEY: "true",
+        KEYSTORE_TYPE_KEY: "PEM",
+        KEYSTORE_LOCATION_KEY: str(keystore_file(files, name)),
+        TRUSTSTORE_TYPE_KEY: "PEM",
+        TRUSTSTORE_LOCATION_KEY: str(ca_file(files)),
+    }
+
+
+def zookeeper_server_tls(files: ClusterFiles, layout: Layout, name: str) -> ServerTls | None:
+    """Managed ZooKeeper server ``name``'s TLS (None unless the cluster's ZooKeeper serves
+    TLS): its own certificate, the cluster CA for its clients and peers."""
+    if not zookeeper_tls(layout):
+        return None
+    return ServerTls(keystore_file(files, name), ca_file(files))
 
 
 def kafka_listeners(layout: Layout, broker_id: int) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from cli.cluster import layout as layouts
+from cli.cluster import secure
 from cli.cluster.daemons import ClusterFiles
 from cli.cluster.layout import Layout
 from cli.cluster.spec import (
@@ -37,6 +38,7 @@ from cli.launch.spark_standalone import (
 )
 from cli.launch.zookeeper import (
     PeerPorts,
+    ServerTls,
     ZooKeeperEnsemble,
     ZooKeeperError,
     ZooKeeperServer,
@@ -99,6 +101,7 @@ def managed_zookeeper(files: ClusterFiles, layout: Layout) -> ZooKeeperServer:
         log_path=files.log_file(ZOOKEEPER),
         pid_file=files.pid_file(ZOOKEEPER),
         host=layouts.host_of(layout, ZOOKEEPER),
+        tls=secure.zookeeper_server_tls(files, layout, ZOOKEEPER),
         **ZOOKEEPER_OPTIONS,
     )
 
@@ -136,7 +139,8 @@ def zookeeper_specs(files: ClusterFiles, layout: Layout) -> list[ProcessSpec]:
 def ensemble(files: ClusterFiles, layout: Layout) -> ZooKeeperEnsemble:
     """The distributed profile's ensemble as configured in ``layout``: member N has its data in
     ``DIR/zookeeper/server-N``, config ``DIR/config/zookeeper-N.cfg``, output
-    ``DIR/logs/zookeeper-N.log`` and pid ``DIR/pids/zookeeper-N.pid``."""
+    ``DIR/logs/zookeeper-N.log`` and pid ``DIR/pids/zookeeper-N.pid``; in a secure cluster,
+    TLS only, each member with its own certificate."""
     ports = [PeerPorts(**member) for member in layout["zookeeper_ensemble"]]
     names = [zookeeper_member_name(server_id) for server_id in range(1, len(ports) + 1)]
     return ZooKeeperEnsemble(
@@ -147,8 +151,14 @@ def ensemble(files: ClusterFiles, layout: Layout) -> ZooKeeperEnsemble:
         log_paths=[files.log_file(name) for name in names],
         pid_files=[files.pid_file(name) for name in names],
         hosts=[layouts.host_of(layout, name) for name in names],
+        tls=_members_tls(files, layout, names),
         **ZOOKEEPER_OPTIONS,
     )
+
+
+def _members_tls(files: ClusterFiles, layout: Layout, names: list[str]) -> list[ServerTls] | None:
+    tls = [secure.zookeeper_server_tls(files, layout, name) for name in names]
+    return None if None in tls else [member for member in tls if member is not None]
 
 
 class _EnsembleLauncher:

@@ -293,3 +293,14 @@ def test_security_cost_bench_small(tmp_path: Path) -> None:
         assert len(results["single"][variant]["samples_s"]) == 2, variant
         assert results["batched"][variant]["topics"] == 6, variant
     assert set(document["goals_met"]) == {"one_disable", "all_at_once", "produce"}
+
+
+def test_zookeeper_tls_bench_quick(tmp_path: Path) -> None:
+    document = run_quick(
+        "zookeeper_tls.py", tmp_path / "z.json", "--runs", "2", "--ops", "20", timeout_s=180
+    )
+    assert document["ok"] is True and document["failures"] == []
+    check_summary(document, rows=2)  # setData and create, TLS against plaintext
+    assert set(document["ratios"]) == {"setData", "create"}
+    samples = document["results"]["samples_s"]
+    assert all(len(samples[v][f]) == 2 for v in ("plaintext", "tls") for f in ("setData", "create"))

@@ -117,10 +117,14 @@ def test_status_text_shows_each_process_address() -> None:
     assert "HOST" not in status_table(status)
 
 
-def test_each_certificate_names_its_process_address(tmp_path: Path) -> None:
+@pytest.mark.parametrize("metadata", ["kraft", "zookeeper"])
+def test_each_certificate_names_its_process_address(tmp_path: Path, metadata: str) -> None:
+    """The managed ZooKeeper's certificate too: its TLS clients verify its address."""
     local = LocalCluster(tmp_path)
-    layout = layouts.create(ClusterRequest(brokers=2, secure=True, loopback_hosts=True))
-    secure.lay_out(layout)
+    layout = layouts.create(
+        ClusterRequest(brokers=2, secure=True, loopback_hosts=True, metadata=metadata)
+    )
+    secure.lay_out(local.files, layout)
     secure.write_files(local.files, layout)
 
     def ip_names(name: str) -> list[Any]:

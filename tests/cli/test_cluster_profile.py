@@ -105,15 +105,14 @@ class Distributed:
         return [key for key in self.s3_keys() if f"/te={epoch}/" in key]
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Distributed]:
-    data = tmp_path_factory.mktemp("distributed") / "cluster"
+def up_distributed(data: Path, *flags: str) -> Iterator[Distributed]:
+    """A distributed cluster of ``BROKERS`` brokers in ``data`` (``flags``: more of ``up``'s),
+    every bulk delete a Spark job however small; down afterwards."""
     local = LocalCluster(data)
     try:
         up = cluster_cli(
-            "up", "--data-dir", str(data), "--profile", "distributed",
+            "up", "--data-dir", str(data), "--profile", "distributed", *flags,
             "--brokers", str(BROKERS),
-            # Every bulk delete a Spark job, however small.
             "--controller-config", "bulk.delete.fast.path.max.objects=0",
         )  # fmt: skip
         assert up.returncode == 0, up.stderr
@@ -121,6 +120,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Distributed]:
         yield Distributed(data, up.stdout.strip().splitlines()[-1], local)
     finally:
         local.down(timeout_s=10)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Distributed]:
+    yield from up_distributed(tmp_path_factory.mktemp("distributed") / "cluster")
 
 
 def test_status_lists_every_role_alive_with_its_ports(cluster: Distributed) -> None:
@@ -223,6 +227,27 @@ def test_no_file_or_directory_is_shared_between_processes(cluster: Distributed) 
     assert not (cluster.dir / "metadata").exists()  # no KRaft log either
 
 
+def disable_with_delete_policy(
+    bootstrap: str, topic: str, *options: str
+) -> subprocess.CompletedProcess[str]:
+    """``tiered-configs --alter`` turning ``topic``'s tiering off with the delete policy, waited
+    for until DISABLED (``options``: ``--command-config FILE`` for a secure cluster)."""
+    wait = subprocess.run(
+        [
+            sys.executable, "-m", "cli.configs", "--bootstrap-server", bootstrap, *options,
+            "--alter", "--entity-type", "topics", "--entity-name", topic,
+            "--add-config", "remote.log.disable.policy=delete,remote.storage.enable=false",
+            "--wait", "--timeout", "150",
+        ],
+        cwd=REPO, capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    assert wait.returncode == 0, wait.stderr
+    assert wait.stdout.strip().endswith(
+        f"Topic {topic}: tiered_state=DISABLED tiered_epoch=1 policy=delete"
+    ), wait.stdout
+    return wait
+
+
 def test_a_tiered_topic_tiers_to_s3_and_its_delete_disable_is_a_spark_job(
     cluster: Distributed,
 ) -> None:
@@ -246,19 +271,7 @@ def test_a_tiered_topic_tiers_to_s3_and_its_delete_disable_is_a_spark_job(
     before = cluster.epoch_keys(0)
     assert before and all(key.startswith("cluster/") for key in before), before
 
-    wait = subprocess.run(
-        [
-            sys.executable, "-m", "cli.configs", "--bootstrap-server", cluster.bootstrap,
-            "--alter", "--entity-type", "topics", "--entity-name", TOPIC,
-            "--add-config", "remote.log.disable.policy=delete,remote.storage.enable=false",
-            "--wait", "--timeout", "150",
-        ],
-        cwd=REPO, capture_output=True, text=True, timeout=180, check=False,
-    )  # fmt: skip
-    assert wait.returncode == 0, wait.stderr
-    assert wait.stdout.strip().endswith(
-        f"Topic {TOPIC}: tiered_state=DISABLED tiered_epoch=1 policy=delete"
-    ), wait.stdout
+    wait = disable_with_delete_policy(cluster.bootstrap, TOPIC)
     # --wait shows the job's progress while it runs (its Spark session alone takes seconds).
     progress = re.findall(r"deleting remote data below epoch 1 .* (\d+)/(\d+) objects", wait.stderr)
     assert progress, wait.stderr

@@ -25,6 +25,7 @@ from confluent_kafka.admin import AdminClient as KafkaAdmin
 from confluent_kafka.admin import NewTopic
 from cryptography import x509
 from kazoo.exceptions import NoAuthError
+from kazoo.handlers.threading import KazooTimeoutError
 from kio.schema.errors import ErrorCode as KafkaErrorCode
 
 from cli.kafka_client.client import KafkaClient
@@ -36,6 +37,7 @@ from tests.support.group_requests import SYNC, group_request, join_member, subsc
 from tests.support.polling import poll_until
 from tests.support.processes import REPO
 from tests.support.secrets import assert_no_secrets
+from tests.support.sockets import listening_addresses
 from tests.support.zookeeper import start_kazoo_client
 from tiered.admin import AdminClient
 from tiered.errors import ErrorCode, TieredError
@@ -46,7 +48,8 @@ from tiered.rpc.v1 import controller_pb2 as controller_pb
 from tiered.rpc.v1 import controller_pb2_grpc as controller_grpc
 from tiered.rpc.v1 import metadata_pb2 as metadata_pb
 from tiered.rpc.v1 import records_pb2
-from tiered.security.zookeeper_auth import read_jaas_credentials
+from tiered.security.zookeeper_auth import ZooKeeperSecurity, read_jaas_credentials
+from tiered.zk_client import ZkClient
 
 pytestmark = pytest.mark.processes
 
@@ -417,7 +420,8 @@ def test_an_unauthenticated_zookeeper_client_cannot_change_the_cluster_znodes(
         "cli.topics", *admin, "--create", "--topic", "zk-topic", "--partitions", "1"
     )
     assert created.returncode == 0, created.stderr
-    client = start_kazoo_client(hosts)
+    # Over TLS with a certificate from the cluster CA, but without the digest identity.
+    client = start_kazoo_client(hosts, **zookeeper_tls_only(zookeeper))
     try:
         children = client.get_children("/tiered")
         assert {"brokers", "config"} <= set(children), children
@@ -436,6 +440,57 @@ def test_an_unauthenticated_zookeeper_client_cannot_change_the_cluster_znodes(
     status = run_module("cli.cluster", "status", "--data-dir", str(zookeeper.dir))
     assert status.returncode == 0, status.stdout + status.stderr
     assert_no_secrets(zookeeper.secrets(), root=zookeeper.dir)
+
+
+def zookeeper_tls_only(cluster: SecureCluster) -> dict[str, Any]:
+    """kazoo's TLS options from the cluster's ZooKeeper client config, without its identity."""
+    config = load_properties(cluster.layout["zookeeper_client_config"])
+    del config["zookeeper.jaas.config.file"]
+    return ZooKeeperSecurity.from_config(config).kazoo_tls_options()
+
+
+@pytest.mark.zookeeper
+def test_the_managed_zookeeper_serves_tls_only_and_every_daemon_connects_with_tls(
+    zookeeper: SecureCluster,
+) -> None:
+    assert zookeeper.layout["zookeeper_tls"] is True
+    client_config = Path(zookeeper.layout["zookeeper_client_config"])
+    assert stat.S_IMODE(client_config.stat().st_mode) == PRIVATE
+    for name in ("controller-0", "controller-1", "broker-1"):
+        properties = load_properties(zookeeper.config / f"{name}.properties")
+        assert properties["zookeeper.ssl.client.enable"] == "true"
+        assert properties["zookeeper.ssl.keystore.location"] == str(
+            zookeeper.config / f"{name}.keystore.pem"
+        )
+    hosts = zookeeper.layout["zookeeper"].partition("/")[0]
+    # The cluster's own client config connects (the TLS link and the cluster's identity).
+    security = ZooKeeperSecurity.from_config(load_properties(client_config))
+    owner = ZkClient(zookeeper.layout["zookeeper"], 10.0, security)
+    try:
+        owner.start(15.0)
+        assert "brokers" in owner.kazoo.get_children(owner.chroot)
+    finally:
+        owner.close()
+    # A CLI that touches ZooKeeper, with that config: the znode ACL migration.
+    migrated = run_module(
+        "tiered.security.zookeeper_migration", "--zookeeper.connect",
+        zookeeper.layout["zookeeper"], "--config", str(client_config), "--zookeeper.acl", "secure",
+    )  # fmt: skip
+    assert migrated.returncode == 0, migrated.stderr
+    assert migrated.stdout.startswith("secure: set the ACL of "), migrated.stdout
+    # A plaintext client gets no session: no plaintext port is open.
+    plaintext = ZkClient(hosts, 2.0)
+    try:
+        with pytest.raises(KazooTimeoutError):
+            plaintext.kazoo.start(timeout=4.0)
+    finally:
+        plaintext.close()
+    assert "clientPort=" not in (zookeeper.config / "zookeeper.cfg").read_text().replace(
+        "secureClientPort=", ""
+    )
+    pid = int((zookeeper.dir / "pids" / "zookeeper.pid").read_text())
+    host, port = hosts.rsplit(":", 1)
+    assert listening_addresses(pid) == {(host, int(port))}
 
 
 # --------------------------------------------------------------------------------- more clients

@@ -31,7 +31,7 @@ import grpc
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-__all__ = ["ClientAuth", "TlsSettings", "listener_property"]
+__all__ = ["ClientAuth", "TlsSettings", "listener_property", "readable_file"]
 
 KEYSTORE_TYPE = "ssl.keystore.type"
 KEYSTORE_LOCATION = "ssl.keystore.location"
@@ -115,9 +115,9 @@ class TlsSettings:
         algorithm = _HTTPS if algorithm is None else algorithm.lower()
         _one_of(ENDPOINT_IDENTIFICATION, algorithm, (_HTTPS, ""))
         settings = cls(
-            keystore_location=_readable(KEYSTORE_LOCATION, get(KEYSTORE_LOCATION)),
+            keystore_location=readable_file(KEYSTORE_LOCATION, get(KEYSTORE_LOCATION)),
             key_password=get(KEY_PASSWORD) or None,
-            truststore_location=_readable(TRUSTSTORE_LOCATION, get(TRUSTSTORE_LOCATION)),
+            truststore_location=readable_file(TRUSTSTORE_LOCATION, get(TRUSTSTORE_LOCATION)),
             client_auth=ClientAuth(client_auth),
             enabled_protocols=protocols,
             verify_hostname=algorithm == _HTTPS,
@@ -236,7 +236,8 @@ class TlsSettings:
         )
 
 
-def _readable(key: str, value: str | None) -> Path | None:
+def readable_file(key: str, value: str | None) -> Path | None:
+    """The file ``key`` names (None when unset); ValueError naming the key if it cannot be read."""
     if not value:
         return None
     path = Path(value)

@@ -1,5 +1,6 @@
-"""The cluster's ZooKeeper identity: digest credentials from a JAAS file, and whether the znodes
-the cluster creates carry ACLs.
+"""The cluster's ZooKeeper identity: digest credentials from a JAAS file, whether the znodes
+the cluster creates carry ACLs, and whether the link is TLS (``tiered.security.zookeeper_tls``,
+the ``zookeeper.ssl.*`` keys).
 
 ===============================  ================================================================
 ``zookeeper.jaas.config.file``   a JAAS file whose ``Client`` section is
@@ -28,6 +29,7 @@ from pathlib import Path
 
 from tiered.properties import bool_property
 from tiered.security.jaas import JaasSyntaxError, parse_jaas_file
+from tiered.security.zookeeper_tls import TLS_KEYS, ZooKeeperTls
 
 __all__ = [
     "CLIENT_SECTION",
@@ -45,7 +47,7 @@ __all__ = [
 
 JAAS_CONFIG_FILE_KEY = "zookeeper.jaas.config.file"
 SET_ACL_KEY = "zookeeper.set.acl"
-SECURITY_KEYS = (JAAS_CONFIG_FILE_KEY, SET_ACL_KEY)
+SECURITY_KEYS = (JAAS_CONFIG_FILE_KEY, SET_ACL_KEY, *TLS_KEYS)
 CLIENT_SECTION = "Client"
 DIGEST_LOGIN_MODULE = "org.apache.zookeeper.server.auth.DigestLoginModule"
 _EXPECTED = f'{CLIENT_SECTION} {{ {DIGEST_LOGIN_MODULE} required username="..." password="..."; }};'
@@ -126,15 +128,18 @@ def read_jaas_credentials(path: str) -> ZooKeeperCredentials:
 
 @dataclass(frozen=True)
 class ZooKeeperSecurity:
-    """How one process's ZooKeeper clients authenticate and protect what they create."""
+    """How one process's ZooKeeper clients authenticate, protect what they create and reach the
+    server (``tls``: None for plaintext)."""
 
     credentials: ZooKeeperCredentials | None = None
     set_acl: bool = False
+    tls: ZooKeeperTls | None = None
 
     @classmethod
     def from_config(cls, config: Mapping[str, str]) -> ZooKeeperSecurity:
-        """From ``zookeeper.jaas.config.file`` and ``zookeeper.set.acl``; ValueError naming the
-        key when the file is missing or malformed, or ACLs are asked for without credentials."""
+        """From ``zookeeper.jaas.config.file``, ``zookeeper.set.acl`` and the ``zookeeper.ssl.*``
+        keys; ValueError naming the key when a file is missing or malformed, a value is not
+        valid, or ACLs are asked for without credentials."""
         path = str(config.get(JAAS_CONFIG_FILE_KEY) or "").strip()
         credentials = read_jaas_credentials(path) if path else None
         set_acl = bool_property(config, SET_ACL_KEY, False)
@@ -143,11 +148,15 @@ class ZooKeeperSecurity:
                 f"{SET_ACL_KEY}=true needs {JAAS_CONFIG_FILE_KEY} (the cluster's ZooKeeper "
                 f"identity, which the ACLs grant); expected a file with {_EXPECTED}"
             )
-        return cls(credentials, set_acl)
+        return cls(credentials, set_acl, ZooKeeperTls.from_config(config))
 
     def auth_data(self) -> list[tuple[str, str]]:
         """kazoo's ``auth_data``: the digest credentials, if any."""
         return [] if self.credentials is None else [("digest", self.credentials.auth)]
+
+    def kazoo_tls_options(self) -> dict[str, object]:
+        """kazoo's TLS arguments (none for a plaintext link)."""
+        return {} if self.tls is None else self.tls.kazoo_options()
 
 
 NO_SECURITY = ZooKeeperSecurity()

@@ -3,7 +3,7 @@ chroot by the cluster's rule (Kafka's ``zookeeper-security-migration.sh``), for 
 turns ``zookeeper.set.acl`` on (``--zookeeper.acl secure``) or off (``unsecure``) after its znodes
 were created. Run it with the daemons stopped, once per chroot (``zookeeper.connect``,
 ``rlmm.zookeeper.connect``), as the cluster's identity (``zookeeper.jaas.config.file`` in
-``--config``).
+``--config``, with its ``zookeeper.ssl.*`` keys for a ZooKeeper that serves TLS only).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 
 from kazoo.security import OPEN_ACL_UNSAFE
 
@@ -30,7 +31,7 @@ def migrate(
 ) -> int:
     """Sets the ACL of the chroot of ``connect`` and of every znode below it; returns how many.
     Raises kazoo's errors (``ZooKeeperAuthenticationError`` when ``security`` is not the owner)."""
-    zk = ZkClient(connect, timeout_s, ZooKeeperSecurity(security.credentials, set_acl=secure))
+    zk = ZkClient(connect, timeout_s, replace(security, set_acl=secure))
     zk.kazoo.start(timeout=timeout_s)
     try:
         root = zk.chroot or "/"
@@ -66,7 +67,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--zookeeper.connect", dest="connect", required=True)
     parser.add_argument(
-        "--config", required=True, help="properties with zookeeper.jaas.config.file"
+        "--config",
+        required=True,
+        help="properties with zookeeper.jaas.config.file (and zookeeper.ssl.* for TLS)",
     )
     parser.add_argument("--zookeeper.acl", dest="acl", choices=(SECURE, UNSECURE), required=True)
     args = parser.parse_args(argv)

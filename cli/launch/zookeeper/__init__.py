@@ -32,6 +32,7 @@ from cli.launch.zookeeper.requirements import (
     missing_requirements,
 )
 from cli.launch.zookeeper.server import MAIN_CLASS, STANDALONE, ZooKeeperServer, is_serving
+from cli.launch.zookeeper.tls import ServerTls
 
 __all__ = [
     "DEFAULT_CLASSPATH",
@@ -45,6 +46,7 @@ __all__ = [
     "STANDALONE",
     "PeerPorts",
     "QuorumPeer",
+    "ServerTls",
     "ZooKeeperEnsemble",
     "ZooKeeperError",
     "ZooKeeperProcess",

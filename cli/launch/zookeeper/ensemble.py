@@ -27,6 +27,7 @@ from cli.launch.ports import free_port
 from cli.launch.server_launcher import PORT_ATTEMPTS, ServerContext, start_on_free_ports
 from cli.launch.zookeeper.process import HOST, ProcessOptions, ZooKeeperProcess
 from cli.launch.zookeeper.requirements import DEFAULT_CLASSPATH, ZooKeeperError
+from cli.launch.zookeeper.tls import ServerTls
 
 __all__ = [
     "FOLLOWER",
@@ -92,6 +93,8 @@ class QuorumPeer(ZooKeeperProcess):
 
     def _settings(self) -> dict[str, object]:
         settings = super()._settings()
+        if self.tls is not None:
+            settings.update(self.tls.quorum_settings())
         settings.update(
             initLimit=self.init_limit,
             syncLimit=self.sync_limit,
@@ -119,7 +122,9 @@ class ZooKeeperEnsemble(ServerContext):
     the first successful start if one turns out to be taken. ``hosts`` (one loopback address per
     member, default ``127.0.0.1`` for all) are where each listens. ``pid_files`` (one per member)
     receive each JVM's pid. ``die_with_parent`` and ``force_sync`` are as for a single server
-    (``cli.launch.zookeeper.process``); ``start_timeout`` bounds each ``start``.
+    (``cli.launch.zookeeper.process``); ``start_timeout`` bounds each ``start``. ``tls`` (one for
+    all, or one per member: each its own certificate) makes every member TLS-only: clients,
+    followers and votes (``cli.launch.zookeeper.tls``).
     """
 
     def __init__(
@@ -143,6 +148,7 @@ class ZooKeeperEnsemble(ServerContext):
         log_paths: Sequence[Path | str] | None = None,
         pid_files: Sequence[Path | str] | None = None,
         hosts: Sequence[str] | None = None,
+        tls: ServerTls | Sequence[ServerTls] | None = None,
     ) -> None:
         if size < 1:
             raise ValueError(f"size={size}: an ensemble needs at least one member")
@@ -152,6 +158,7 @@ class ZooKeeperEnsemble(ServerContext):
             ("log_paths", log_paths),
             ("pid_files", pid_files),
             ("hosts", hosts),
+            ("tls", tls if isinstance(tls, Sequence) else None),
         ):
             if given is not None and len(given) != size:
                 raise ValueError(f"{key}: {len(given)} given for an ensemble of {size} members")
@@ -188,6 +195,7 @@ class ZooKeeperEnsemble(ServerContext):
                 config_path=None if config_paths is None else config_paths[server_id - 1],
                 log_path=None if log_paths is None else log_paths[server_id - 1],
                 pid_file=None if pid_files is None else pid_files[server_id - 1],
+                tls=tls[server_id - 1] if isinstance(tls, Sequence) else tls,
             )
             for server_id in self._servers
         ]

@@ -17,6 +17,10 @@ Two options tell a test's throwaway server from a daemon:
   acknowledgement (durable across a power loss, as production ZooKeeper runs); off, a write
   survives a kill of the JVM (the page cache keeps the log) but not a crash of the machine.
 
+``tls`` (a ``cli.launch.zookeeper.tls.ServerTls``) makes the client port TLS-only
+(``secureClientPort``, a client certificate required; no plaintext port is opened); the ``srvr``
+probe then speaks TLS with the server's own certificate.
+
 The JVM always runs in its own session, so a terminal's Ctrl-C does not reach it. Its process
 (spawn, pid file, readiness wait, stop, kill, detach) is run as every local server's is
 (:mod:`cli.launch.server_launcher`).
@@ -39,6 +43,7 @@ from cli.launch.zookeeper.requirements import (
     check_requirements,
     find_java,
 )
+from cli.launch.zookeeper.tls import NETTY_CLASSPATH, ServerTls
 
 __all__ = [
     "HOST",
@@ -60,11 +65,19 @@ HOST = "127.0.0.1"
 _MODE_PREFIX = "Mode: "
 
 
-def four_letter_word(host: str, port: int, command: str, timeout: float = 1.0) -> str:
-    """Send a ZooKeeper four-letter command and return the whole reply.
+def four_letter_word(
+    host: str, port: int, command: str, timeout: float = 1.0, tls: ServerTls | None = None
+) -> str:
+    """Send a ZooKeeper four-letter command (over TLS with ``tls``'s certificate, to a TLS-only
+    server) and return the whole reply.
 
-    Raises ``OSError`` when nothing answers on ``host:port``."""
-    with socket.create_connection((host, port), timeout=timeout) as sock:
+    Raises ``OSError`` (``ssl.SSLError`` included) when nothing answers on ``host:port``."""
+    connection = (
+        socket.create_connection((host, port), timeout=timeout)
+        if tls is None
+        else tls.connect(host, port, timeout)
+    )
+    with connection as sock:
         sock.sendall(command.encode("ascii"))
         chunks: list[bytes] = []
         while True:
@@ -82,12 +95,14 @@ def _mode_in(reply: str) -> str | None:
     return None
 
 
-def server_mode(host: str, port: int, timeout: float = 1.0) -> str | None:
+def server_mode(
+    host: str, port: int, timeout: float = 1.0, tls: ServerTls | None = None
+) -> str | None:
     """What ``srvr`` says the server on ``host:port`` is (``standalone``, ``leader``,
     ``follower``, ``observer``); None when nothing answers or it does not serve (a member of an
     ensemble without a quorum)."""
     try:
-        return _mode_in(four_letter_word(host, port, "srvr", timeout))
+        return _mode_in(four_letter_word(host, port, "srvr", timeout, tls))
     except OSError:
         return None
 
@@ -107,6 +122,7 @@ class ProcessOptions(TypedDict, total=False):
     config_path: Path | str | None
     log_path: Path | str | None
     pid_file: Path | str | None
+    tls: ServerTls | None
 
 
 class ZooKeeperProcess(ServerLauncher):
@@ -148,6 +164,7 @@ class ZooKeeperProcess(ServerLauncher):
         log_path: Path | str | None = None,
         pid_file: Path | str | None = None,
         host: str = HOST,
+        tls: ServerTls | None = None,
     ) -> None:
         self.base_dir = base_directory(base_dir, "tiered-zk-")
         default_log = self.base_dir / "zookeeper.log"
@@ -162,7 +179,10 @@ class ZooKeeperProcess(ServerLauncher):
             host=host,
         )
         self._java = java
-        self.classpath = tuple(Path(p) for p in classpath)
+        self.tls = tls
+        self.classpath = tuple(Path(p) for p in classpath) + (
+            NETTY_CLASSPATH if tls is not None else ()
+        )
         self.tick_time_ms = tick_time_ms
         self.min_session_timeout_ms = min_session_timeout_ms
         self.max_session_timeout_ms = max_session_timeout_ms
@@ -201,11 +221,11 @@ class ZooKeeperProcess(ServerLauncher):
     # -- introspection ---------------------------------------------------------
 
     def four_letter_word(self, command: str, timeout: float = 1.0) -> str:
-        return four_letter_word(self.host, self.port, command, timeout)
+        return four_letter_word(self.host, self.port, command, timeout, self.tls)
 
     def mode(self, timeout: float = 1.0) -> str | None:
         """What ``srvr`` says this port's server is (see ``server_mode``)."""
-        return server_mode(self.host, self.port, timeout)
+        return server_mode(self.host, self.port, timeout, self.tls)
 
     def is_serving(self, timeout: float = 1.0) -> bool:
         """Whether a server of this kind serves on this port (ours or not)."""
@@ -215,13 +235,17 @@ class ZooKeeperProcess(ServerLauncher):
 
     def _settings(self) -> dict[str, object]:
         """The config file's settings (a subclass adds its own)."""
+        client_port: dict[str, object] = (
+            {"clientPort": self.port, "clientPortAddress": self.host}
+            if self.tls is None
+            else self.tls.client_port_settings(self.host, self.port)
+        )
         return {
             "tickTime": self.tick_time_ms,
             "minSessionTimeout": self.min_session_timeout_ms,
             "maxSessionTimeout": self.max_session_timeout_ms,
             "dataDir": self.data_dir,
-            "clientPort": self.port,
-            "clientPortAddress": self.host,
+            **client_port,
             "admin.enableServer": "false",
             "4lw.commands.whitelist": "ruok,srvr,stat,mntr",
             "maxClientCnxns": 0,
