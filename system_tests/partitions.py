@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -19,12 +19,16 @@ from tests.support.network import Network
 
 
 @contextmanager
-def partitioned_cluster(data: Path, *up_args: str) -> Iterator[tuple[Network, dict[str, Any]]]:
+def partitioned_cluster(
+    data: Path, *up_args: str, environment: Mapping[str, str] | None = None
+) -> Iterator[tuple[Network, dict[str, Any]]]:
     """A cluster started by ``tiered-cluster up --data-dir DATA --loopback-hosts *UP_ARGS``,
     every process on its own address and in its own cgroup, and the network that cuts between
-    them: ``(network, cluster.json)``. Stopped, and the network closed, on exit."""
+    them: ``(network, cluster.json)``. ``environment`` is added to every process's (e.g.
+    ``TIERED_FAILPOINTS``). Stopped, and the network closed, on exit."""
     network = Network.create({})
-    os.environ[CGROUP_ROOT_ENV] = str(network.cgroup_root)
+    extra = {CGROUP_ROOT_ENV: str(network.cgroup_root), **(environment or {})}
+    os.environ.update(extra)
     local = LocalCluster(data)
     try:
         up = cluster_cli("up", "--data-dir", str(data), "--loopback-hosts", *up_args)
@@ -33,7 +37,8 @@ def partitioned_cluster(data: Path, *up_args: str) -> Iterator[tuple[Network, di
         network.hosts.update(layout["hosts"])
         yield network, layout
     finally:
-        os.environ.pop(CGROUP_ROOT_ENV, None)
+        for name in extra:
+            os.environ.pop(name, None)
         local.down()
         network.close()
 

@@ -17,7 +17,8 @@ Actions:
     ``hit`` returns True, and the caller fails there as its I/O would (a store write raises
     its store's error): what a full disk or a lost connection does at that line.
 
-Each point fires the first time it is reached and never again in that process. Without the
+Each point fires the first time it is reached and never again in that process; ``NAME=ACTION*N``
+fires it the first N times (e.g. a pause at the same step of N jobs in turn). Without the
 variable, ``hit`` is one dict lookup in an empty dict: the points cost nothing in production.
 The same idea as TiKV's ``fail-rs`` and FreeBSD's ``fail(9)``; the point names are listed in
 ``POINTS`` so that a typo in a test fails loudly instead of never firing.
@@ -63,16 +64,20 @@ ACTIONS = ("crash", "pause", "fail")
 
 log = logging.getLogger(__name__)
 _armed: dict[str, str] = {}
+_times_left: dict[str, int] = {}  # fires left of each armed point
 _lock = threading.Lock()
 _continued = threading.Event()
 
 
 def configure(spec: str) -> dict[str, str]:
-    """Arms the points of ``spec`` (``name=action;...``), replacing any armed before. Raises
-    ``ValueError`` naming the bad entry and the valid names or actions; arms nothing then."""
+    """Arms the points of ``spec`` (``name=action[*times];...``), replacing any armed before.
+    Raises ``ValueError`` naming the bad entry and the valid names, actions or times; arms
+    nothing then."""
     armed: dict[str, str] = {}
+    times_left: dict[str, int] = {}
     for entry in filter(None, (part.strip() for part in spec.split(";"))):
         name, sep, action = (text.strip() for text in entry.partition("="))
+        action, star, times = (text.strip() for text in action.partition("*"))
         if not sep or name not in POINTS:
             raise ValueError(
                 f"{ENVIRONMENT_VARIABLE}: bad entry {entry!r}; expected NAME=ACTION with NAME one "
@@ -83,10 +88,18 @@ def configure(spec: str) -> dict[str, str]:
                 f"{ENVIRONMENT_VARIABLE}: bad action {action!r} for {name}; valid actions: "
                 f"{', '.join(ACTIONS)}"
             )
+        if star and not (times.isdigit() and int(times) >= 1):
+            raise ValueError(
+                f"{ENVIRONMENT_VARIABLE}: bad times {times!r} for {name}; expected ACTION*N with "
+                "N a whole number >= 1"
+            )
         armed[name] = action
+        times_left[name] = int(times) if star else 1
     with _lock:
         _armed.clear()
         _armed.update(armed)
+        _times_left.clear()
+        _times_left.update(times_left)
     if "pause" in armed.values():
         signals.notify_on([signal.SIGCONT], _continued)
     return armed
@@ -96,18 +109,28 @@ def configure_from_environment() -> dict[str, str]:
     """Arms what ``TIERED_FAILPOINTS`` names (nothing when it is unset or empty)."""
     armed = configure(os.environ.get(ENVIRONMENT_VARIABLE, ""))
     if armed:
-        log.warning("Fail points armed: %s", ", ".join(f"{k}={v}" for k, v in armed.items()))
+        with _lock:
+            times = dict(_times_left)
+        described = (
+            f"{k}={v}" + (f"*{times[k]}" if times.get(k, 1) > 1 else "") for k, v in armed.items()
+        )
+        log.warning("Fail points armed: %s", ", ".join(described))
     return armed
 
 
 def hit(name: str) -> bool:
-    """Fires the point ``name`` if it is armed (once); True when its action is ``fail`` (the
+    """Fires the point ``name`` if it is armed (the times it was armed for); True when its
+    action is ``fail`` (the
     caller then fails as its I/O would). The daemon's log says so first, flushed, so that a
     test can tell which point fired."""
     if not _armed:
         return False
     with _lock:
-        action = _armed.pop(name, None)
+        action = _armed.get(name)
+        if action is not None:
+            _times_left[name] -= 1
+            if _times_left[name] == 0:
+                del _armed[name], _times_left[name]
     if action is None:
         return False
     log.warning("Fail point %s: %s (%s)", name, action, POINTS[name])

@@ -123,7 +123,9 @@ def _s3_session_proxy(s3_endpoint: S3Endpoint) -> Iterator[S3FaultProxy]:
 
 @pytest.fixture
 def s3_proxy(_s3_session_proxy: S3FaultProxy) -> S3FaultProxy:
-    """The fault proxy in front of the shared endpoint, with no faults and zero counts."""
+    """The fault proxy in front of the shared endpoint, with no faults, zero counts and its
+    random draws from the start of its seed's sequence."""
     _s3_session_proxy.set_plan(FaultPlan())
     _s3_session_proxy.reset_counts()
+    _s3_session_proxy.reseed()
     return _s3_session_proxy

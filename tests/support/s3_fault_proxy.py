@@ -140,6 +140,7 @@ class S3FaultProxy:
             raise ValueError(f"upstream must be http://HOST:PORT, not {upstream!r}")
         self.upstream = (parts.hostname, parts.port)
         self._plan = plan or FaultPlan()
+        self._seed = seed
         self._random = random.Random(seed)
         self._queued: collections.deque[str] = collections.deque()
         self._lock = threading.Lock()
@@ -180,6 +181,12 @@ class S3FaultProxy:
             raise ValueError(f"unknown faults {sorted(unknown)}")
         with self._lock:
             self._queued.extend(faults)
+
+    def reseed(self) -> None:
+        """Draws from the start of the seed's sequence again: a test's faults then do not
+        depend on how many requests the tests before it made."""
+        with self._lock:
+            self._random.seed(self._seed)
 
     def reset_counts(self) -> None:
         with self._lock:

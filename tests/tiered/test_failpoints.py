@@ -39,6 +39,23 @@ def test_bad_specs_name_the_entry_and_valid_values_and_arm_nothing() -> None:
     assert failpoints._armed == {"controller.disable.persisted": "pause"}
 
 
+def test_a_point_armed_n_times_fires_the_first_n_times_only() -> None:
+    failpoints.configure("controller.delete_job.listed=fail*2; controller.disable.persisted=fail")
+    assert [failpoints.hit("controller.delete_job.listed") for _ in range(3)] == [True, True, False]
+    assert [failpoints.hit("controller.disable.persisted") for _ in range(2)] == [True, False]
+    assert failpoints._armed == {}
+
+
+@pytest.mark.parametrize("times", ["0", "-1", "two", ""])
+def test_bad_times_name_the_point_and_arm_nothing(times: str) -> None:
+    failpoints.configure("controller.disable.persisted=pause")
+    with pytest.raises(
+        ValueError, match=rf"bad times '{times}' for controller\.delete_job\.listed"
+    ):
+        failpoints.configure(f"controller.delete_job.listed=fail*{times}")
+    assert failpoints._armed == {"controller.disable.persisted": "pause"}
+
+
 def test_an_unarmed_point_returns() -> None:
     failpoints.configure("controller.disable.persisted=crash")
     failpoints.hit("controller.disable.all_acked")  # armed elsewhere: not this one

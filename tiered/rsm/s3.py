@@ -11,6 +11,10 @@
                                            ``aws_access_key_id``, ``aws_secret_access_key`` and
                                            optionally ``aws_session_token``
 ``remote.storage.s3.credentials.profile``  the section to read (default ``default``)
+``remote.storage.s3.connect.timeout.ms``    how long one connection attempt may take (default
+                                           10000)
+``remote.storage.s3.request.timeout.ms``    how long one read of an answer may wait for bytes
+                                           (default 30000)
 =========================================  ===================================================
 
 Without a credentials file, ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` (and
@@ -26,6 +30,11 @@ underneath; both are set to a single attempt here (s3fs's ``retries`` attribute,
 their :class:`~tiered.retry.RetryPolicy`. Below them aiohttp resends an idempotent request (GET,
 PUT, DELETE) once, at once, when its connection breaks before the answer: that is how a client
 recovers a pooled connection the server had closed, not a backoff, and it stays.
+
+Both timeouts bound one attempt (an upload's body is sent without waiting for a ``100 Continue``,
+which nothing times out), so that an endpoint that stops answering (a network partition
+drops packets: no error comes back) fails the call after the retry policy's attempts instead of
+holding the copier, a remote read or a bulk delete for botocore's minute per attempt.
 
 A filesystem's connections come from the process's ``source.address`` (``tiered.source_address``)
 when it has one: a daemon's, set by its ``main``; an executor of the bulk delete has none.
@@ -49,10 +58,12 @@ from tiered import source_address
 from tiered.rsm.settings import ROOT_CONFIG
 
 __all__ = [
+    "CONNECT_TIMEOUT_CONFIG",
     "CREDENTIALS_FILE_CONFIG",
     "CREDENTIALS_PROFILE_CONFIG",
     "ENDPOINT_URL_CONFIG",
     "REGION_CONFIG",
+    "REQUEST_TIMEOUT_CONFIG",
     "TRANSIENT_ERROR_CODES",
     "S3Credentials",
     "S3Settings",
@@ -69,6 +80,10 @@ ENDPOINT_URL_CONFIG = "remote.storage.s3.endpoint.url"
 REGION_CONFIG = "remote.storage.s3.region"
 CREDENTIALS_FILE_CONFIG = "remote.storage.s3.credentials.file"
 CREDENTIALS_PROFILE_CONFIG = "remote.storage.s3.credentials.profile"
+CONNECT_TIMEOUT_CONFIG = "remote.storage.s3.connect.timeout.ms"
+REQUEST_TIMEOUT_CONFIG = "remote.storage.s3.request.timeout.ms"
+DEFAULT_CONNECT_TIMEOUT_MS = 10_000
+DEFAULT_REQUEST_TIMEOUT_MS = 30_000
 DEFAULT_PROFILE = "default"
 
 ACCESS_KEY_OPTION = "aws_access_key_id"
@@ -128,12 +143,15 @@ class S3Settings:
     endpoint_url: str | None = None
     region: str | None = None
     credentials: S3Credentials | None = None  # None: botocore's chain where the code runs
+    connect_timeout_ms: int = DEFAULT_CONNECT_TIMEOUT_MS
+    request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS
 
     def __repr__(self) -> str:
         return (
             f"S3Settings(bucket={self.bucket!r}, prefix={self.prefix!r}, "
             f"endpoint_url={self.endpoint_url!r}, region={self.region!r}, "
-            f"credentials={self.credentials!r})"
+            f"credentials={self.credentials!r}, connect_timeout_ms={self.connect_timeout_ms}, "
+            f"request_timeout_ms={self.request_timeout_ms})"
         )
 
     @property
@@ -166,6 +184,8 @@ class S3Settings:
                 # botocore's retries: one attempt in all ("total_max_attempts" counts the first).
                 "retries": {"total_max_attempts": 1, "mode": "standard"},
                 "max_pool_connections": pool_connections,
+                "connect_timeout": self.connect_timeout_ms / 1000,
+                "read_timeout": self.request_timeout_ms / 1000,
                 **_connector_args(),
             },
             use_listings_cache=False,
@@ -198,11 +218,16 @@ def _botocore_session() -> Any:
     """One aiobotocore session per process: each loads botocore's S3 model (a costly parse)
     once for all the clients made from it. Credentials are given to each client, not to it."""
     from aiobotocore.session import AioSession  # noqa: PLC0415 - only where S3 is used
+    from botocore.handlers import add_expect_header  # noqa: PLC0415
 
     with _sessions_lock:
         session = _sessions.get(os.getpid())
         if session is None:
             session = _sessions[os.getpid()] = AioSession()
+            # No "Expect: 100-continue" on uploads: aiohttp waits for the 100 Continue answer
+            # with no timeout, and starts a request's read timeout only once its body is
+            # written, so an endpoint that stopped answering held every upload forever.
+            session.unregister("before-call.s3", add_expect_header)
         return session
 
 
@@ -260,7 +285,28 @@ def s3_settings_from_config(root: str, config: Mapping[str, object]) -> S3Settin
         credentials: S3Credentials | None = read_credentials_file(credentials_file, profile)
     else:
         credentials = _environment_credentials()
-    return S3Settings(bucket, prefix, endpoint, region, credentials)
+    return S3Settings(
+        bucket,
+        prefix,
+        endpoint,
+        region,
+        credentials,
+        _timeout_ms(config, CONNECT_TIMEOUT_CONFIG, DEFAULT_CONNECT_TIMEOUT_MS),
+        _timeout_ms(config, REQUEST_TIMEOUT_CONFIG, DEFAULT_REQUEST_TIMEOUT_MS),
+    )
+
+
+def _timeout_ms(config: Mapping[str, object], key: str, default: int) -> int:
+    raw = _text(config, key)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"{key}={raw!r} is not valid; expected a whole number of ms >= 1")
+    return value
 
 
 def read_credentials_file(path: str | Path, profile: str = DEFAULT_PROFILE) -> S3Credentials:

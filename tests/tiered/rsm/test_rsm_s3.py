@@ -7,6 +7,9 @@ from __future__ import annotations
 import itertools
 import logging
 import pickle
+import socket
+import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -119,6 +122,8 @@ def _credentials_file(tmp_path: Path, text: str) -> str:
         ({"remote.storage.s3.endpoint.url": "localhost:9000"}, "endpoint.url", "http://HOST"),
         ({"remote.storage.s3.region": "US East"}, "remote.storage.s3.region", "us-east-1"),
         ({CREDENTIALS_FILE: "/no/such/file"}, CREDENTIALS_FILE, "can not be read"),
+        ({"remote.storage.s3.connect.timeout.ms": "0"}, "connect.timeout.ms", ">= 1"),
+        ({"remote.storage.s3.request.timeout.ms": "soon"}, "request.timeout.ms", ">= 1"),
         ({"remote.storage.retry.max.attempts": "0"}, "retry.max.attempts", ">= 1"),
         (
             {"remote.storage.retry.backoff.ms": "500", "remote.storage.retry.backoff.max.ms": "5"},
@@ -272,6 +277,60 @@ def test_the_policy_is_the_only_retry_loop(
     assert str(meta.remote_log_segment_id) in message and ".log" in message
     assert "after 3 attempts" in message and "SlowDown" in message
     assert s3_proxy.requests["GetObject"] == 3  # neither s3fs nor botocore retried on its own
+
+
+def test_an_endpoint_that_stops_answering_fails_the_call_within_its_timeouts(
+    s3_store: S3Store, s3_proxy: S3FaultProxy, tmp_path: Path
+) -> None:
+    # A partitioned endpoint sends no error: only the request timeout ends each attempt.
+    storage = storage_of(
+        s3_store.config(
+            s3_proxy.url,
+            **{
+                "remote.storage.retry.max.attempts": "2",
+                "remote.storage.s3.request.timeout.ms": "300",
+            },
+        )
+    )
+    meta = segment_meta()
+    storage.copy_log_segment_data(meta, segment_data(tmp_path))
+    s3_proxy.set_plan(FaultPlan(latency_s=5.0, operations=frozenset({"GetObject"})))
+    started = time.monotonic()
+    with pytest.raises(RemoteStorageException, match="after 2 attempts"):
+        storage.fetch_log_segment(meta, 0)
+    assert time.monotonic() - started < 4.0  # not the proxy's 5 s, let alone botocore's 60 s
+    assert s3_proxy.requests["GetObject"] == 2
+
+
+def test_an_upload_to_an_endpoint_that_stops_answering_fails_within_its_timeouts(
+    s3_store: S3Store, tmp_path: Path
+) -> None:
+    """A listener that takes connections and never answers, as a partitioned endpoint: no
+    upload waits for a 100 Continue that never comes."""
+    silent = socket.create_server(("127.0.0.1", 0))
+    accepted: list[socket.socket] = []
+    threading.Thread(target=lambda: accepted.extend(iter(lambda: silent.accept()[0], None)),
+                     daemon=True).start()  # fmt: skip
+    url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+    storage = storage_of(
+        s3_store.config(
+            url,
+            **{
+                "remote.storage.retry.max.attempts": "2",
+                "remote.storage.s3.request.timeout.ms": "300",
+            },
+        )
+    )
+    started = time.monotonic()
+    try:
+        with pytest.raises(RemoteStorageException, match="copy of segment"):
+            storage.copy_log_segment_data(segment_meta(), segment_data(tmp_path))
+    finally:
+        silent.close()
+        for connection in accepted:
+            connection.close()
+    assert time.monotonic() - started < 10.0
+    assert accepted  # it did reach the endpoint
 
 
 def test_fetches_under_faults_return_the_right_bytes_or_a_clean_error(
