@@ -19,6 +19,8 @@ from cli.launch.cgroups import CGROUP_ROOT_ENV
 from tests.cli.test_cluster_cli import cluster_cli
 from tests.support.network import Network
 
+UP_TIMEOUT_S = 300.0
+
 
 @contextmanager
 def partitioned_cluster(data: Path, *up_args: str) -> Iterator[tuple[Network, dict[str, Any]]]:
@@ -29,7 +31,10 @@ def partitioned_cluster(data: Path, *up_args: str) -> Iterator[tuple[Network, di
     os.environ[CGROUP_ROOT_ENV] = str(network.cgroup_root)
     local = LocalCluster(data)
     try:
-        up = cluster_cli("up", "--data-dir", str(data), "--loopback-hosts", *up_args)
+        # The distributed profile starts a dozen JVMs and daemons one stage after another.
+        up = cluster_cli(
+            "up", "--data-dir", str(data), "--loopback-hosts", *up_args, timeout_s=UP_TIMEOUT_S
+        )
         assert up.returncode == 0, up.stderr
         layout = json.loads((data / "cluster.json").read_text())
         network.hosts.update(layout["hosts"])

@@ -139,8 +139,6 @@ def test_the_active_controller_cut_off_from_the_zookeeper_majority_mid_disabling
             return cluster_status(data)[1]["active_controller"] == standby
 
         poll_until(standby_active, timeout=120, what=f"{standby} to take over")
-        poll_until(lambda: _disabled(admin, topics), timeout=120, what="every disable to complete")
-
         stepping_down = rf"Controller epoch {old_epoch}: stepping down \(leadership lost\)"
         poll_until(
             lambda: log_matches(data, old, stepping_down),
@@ -150,6 +148,7 @@ def test_the_active_controller_cut_off_from_the_zookeeper_majority_mid_disabling
         lost = log_matches(data, old, r"ZooKeeper session lost|disconnected from ZooKeeper for")
         assert lost, f"{old} stepped down without saying its ZooKeeper session was gone"
         ((fenced_at, _),) = log_matches(data, old, stepping_down)
+        poll_until(lambda: _disabled(admin, topics), timeout=120, what="every disable to complete")
 
         network.heal()
 
@@ -281,12 +280,18 @@ def test_a_broker_cut_off_from_zookeeper_past_its_session_timeout(tmp_path: Path
         assert log_matches(data, victim, r"ZooKeeper session expired"), victim
         assert log_matches(data, victim, r"a new session: registering again"), victim
 
-        # Each stop reached the victim once, at the controller's one epoch; each topic's
-        # completion was counted once.
+        # Each stop reached its broker once (the victim after the heal, the other during the
+        # cut), at the controller's one epoch; each topic's completion was counted once.
         epoch = admin.describe_cluster().controller_epoch
-        stops = [s for s in _stopped_partitions(data, victim) if s[1] in topics]
-        expected = [(epoch, t, p) for t, partitions in owed.items() for p in partitions]
-        assert sorted(stops) == sorted(expected), stops
+        for broker in ("broker-1", victim):
+            stops = [s for s in _stopped_partitions(data, broker) if s[1] in topics]
+            expected = [
+                (epoch, t, p)
+                for t, partitions in owed.items()
+                for p in range(PARTITIONS)
+                if (p in partitions) == (broker == victim)
+            ]
+            assert sorted(stops) == sorted(expected), (broker, stops)
         for topic in topics:
             done = log_matches(data, active, rf"Topic {topic}: every broker acked tiered epoch 1;")
             assert len(done) == 1, (topic, done)
