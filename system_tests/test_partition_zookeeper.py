@@ -187,7 +187,7 @@ def test_the_active_controller_cut_off_from_the_zookeeper_majority_mid_disabling
         with open_channel(client_address(status, old)) as channel:
             refused = controller_pb2_grpc.AdminServiceStub(channel).AlterConfigs(
                 controller_pb2.AlterConfigsRequest(
-                    topic=topics[0], configs={"remote.storage.enable": "true"}
+                    topic=topics[0], configs={**RETAIN, "retention.ms": "86400000"}
                 ),
                 timeout=30,
             )

@@ -293,3 +293,22 @@ def test_security_cost_bench_small(tmp_path: Path) -> None:
         assert len(results["single"][variant]["samples_s"]) == 2, variant
         assert results["batched"][variant]["topics"] == 6, variant
     assert set(document["goals_met"]) == {"one_disable", "all_at_once", "produce"}
+
+
+def test_partitions_bench_quick(tmp_path: Path) -> None:
+    """In a network namespace of its own (the script re-runs itself under ``unshare --net``)."""
+    document = run_quick(
+        "partitions.py",
+        tmp_path / "p.json",
+        "--scenarios",
+        "controller-zookeeper",
+        "--topics",
+        "1",
+        timeout_s=420,
+    )
+    assert document["ok"] is True and document["failures"] == []
+    check_summary(document, rows=1)  # cut against kill, to the standby elected
+    (result,) = document["results"]
+    assert result["scenario"] == "controller-zookeeper"
+    assert len(result["cut_s"]) == len(result["kill_s"]) == 1
+    assert result["goal_s"] >= result["backoff_cap_s"] + 1
