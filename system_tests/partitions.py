@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,8 @@ from cli.cluster import LocalCluster
 from cli.launch.cgroups import CGROUP_ROOT_ENV
 from tests.cli.test_cluster_cli import cluster_cli
 from tests.support.network import Network
+
+UP_TIMEOUT_S = 300.0
 
 
 @contextmanager
@@ -31,7 +35,10 @@ def partitioned_cluster(
     os.environ.update(extra)
     local = LocalCluster(data)
     try:
-        up = cluster_cli("up", "--data-dir", str(data), "--loopback-hosts", *up_args)
+        # The distributed profile starts a dozen JVMs and daemons one stage after another.
+        up = cluster_cli(
+            "up", "--data-dir", str(data), "--loopback-hosts", *up_args, timeout_s=UP_TIMEOUT_S
+        )
         assert up.returncode == 0, up.stderr
         layout = json.loads((data / "cluster.json").read_text())
         network.hosts.update(layout["hosts"])
@@ -58,3 +65,17 @@ def client_address(status: dict[str, Any], name: str) -> str:
 def broker_id(name: str) -> int:
     """The id of the broker process ``name`` (``broker-2`` is 2)."""
     return int(name.rpartition("-")[2])
+
+
+LOG_TIME_FORMAT = "%Y-%m-%d %H:%M:%S,%f"  # tiered.daemon_logging's asctime
+
+
+def log_matches(data: Path, name: str, pattern: str) -> list[tuple[datetime, re.Match[str]]]:
+    """Each line of the process ``name``'s log (``DATA/logs/NAME.log``) that ``pattern``
+    matches, with the time it was logged, in order."""
+    found: list[tuple[datetime, re.Match[str]]] = []
+    for line in (data / "logs" / f"{name}.log").read_text(errors="replace").splitlines():
+        match = re.search(pattern, line)
+        if match is not None:
+            found.append((datetime.strptime(line[:23], LOG_TIME_FORMAT), match))
+    return found

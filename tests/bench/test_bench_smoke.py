@@ -304,3 +304,22 @@ def test_zookeeper_tls_bench_quick(tmp_path: Path) -> None:
     assert set(document["ratios"]) == {"setData", "create"}
     samples = document["results"]["samples_s"]
     assert all(len(samples[v][f]) == 2 for v in ("plaintext", "tls") for f in ("setData", "create"))
+
+
+def test_partitions_bench_quick(tmp_path: Path) -> None:
+    """In a network namespace of its own (the script re-runs itself under ``unshare --net``)."""
+    document = run_quick(
+        "partitions.py",
+        tmp_path / "p.json",
+        "--scenarios",
+        "controller-zookeeper",
+        "--topics",
+        "1",
+        timeout_s=420,
+    )
+    assert document["ok"] is True and document["failures"] == []
+    check_summary(document, rows=1)  # cut against kill, to the standby elected
+    (result,) = document["results"]
+    assert result["scenario"] == "controller-zookeeper"
+    assert len(result["cut_s"]) == len(result["kill_s"]) == 1
+    assert result["goal_s"] >= result["backoff_cap_s"] + 1

@@ -26,7 +26,7 @@ import shutil
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,10 +44,9 @@ def in_test_namespace() -> bool:
     return bool(os.environ.get(IN_NAMESPACE_ENV))
 
 
-def run_in_fresh_namespace(nodeid: str, rootdir: Path, timeout_s: float) -> None:
-    """Runs the test ``nodeid`` in a child pytest inside a new network namespace, with loopback
-    up; raises ``AssertionError`` with the child's output when it fails and
-    ``NamespaceUnavailableError`` when the namespace cannot be made."""
+def namespace_command(command: Sequence[str]) -> list[str]:
+    """``command`` as run in a new network namespace with loopback up (and nothing else);
+    ``NamespaceUnavailableError`` saying why when no namespace can be made here."""
     unshare = shutil.which("unshare")
     nft = shutil.which("nft")
     if unshare is None or nft is None:
@@ -65,29 +64,26 @@ def run_in_fresh_namespace(nodeid: str, rootdir: Path, timeout_s: float) -> None
         raise NamespaceUnavailableError(
             f"cannot make a network namespace (unshare --net, as root): {probe.stderr.strip()}"
         )
-    env = {**os.environ, IN_NAMESPACE_ENV: uuid.uuid4().hex[:12]}
-    command = [
-        unshare,
-        "--net",
-        "sh",
-        "-c",
-        'ip link set lo up && exec "$@"',
-        "netns",
-        sys.executable,
-        "-m",
-        "pytest",
-        nodeid,
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        "-p",
-        "no:randomly",
-    ]
+    return [unshare, "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "netns", *command]
+
+
+def namespace_env() -> dict[str, str]:
+    """The environment of a process run by :func:`namespace_command`: this one's, marked as in
+    a namespace of its own (a fresh id, which also names its cgroups)."""
+    return {**os.environ, IN_NAMESPACE_ENV: uuid.uuid4().hex[:12]}
+
+
+def run_in_fresh_namespace(nodeid: str, rootdir: Path, timeout_s: float) -> None:
+    """Runs the test ``nodeid`` in a child pytest inside a new network namespace, with loopback
+    up; raises ``AssertionError`` with the child's output when it fails and
+    ``NamespaceUnavailableError`` when the namespace cannot be made."""
+    pytest_command = [sys.executable, "-m", "pytest", nodeid, "-q"]
+    pytest_command += ["-p", "no:cacheprovider", "-p", "no:randomly"]
     result = subprocess.run(
-        command,
+        namespace_command(pytest_command),
         check=False,
         cwd=rootdir,
-        env=env,
+        env=namespace_env(),
         capture_output=True,
         text=True,
         timeout=timeout_s,

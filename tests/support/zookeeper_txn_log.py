@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Txn", "read_txn_log", "writes_outside_leadership"]
+__all__ = ["CLOSE_SESSION", "DELETE", "Txn", "read_txn_log", "writes_outside_leadership"]
 
 _MAGIC = b"ZKLG"
 _FILE_HEADER = struct.Struct(">4siq")  # magic, version, dbid
@@ -79,12 +79,14 @@ def _read_file(path: Path) -> Iterator[Txn]:
         offset = end + 1
 
 
-def read_txn_log(data_dir: Path) -> list[Txn]:
-    """Every transaction in ``data_dir``'s logs, once each, in zxid order."""
+def read_txn_log(data_dir: Path, *more_data_dirs: Path) -> list[Txn]:
+    """Every transaction in the logs of ``data_dir`` (and of ``more_data_dirs``: an ensemble's
+    members, none of which need have logged every commit), once each, in zxid order."""
     by_zxid: dict[int, Txn] = {}
-    for path in sorted((data_dir / "version-2").glob("log.*")):
-        for txn in _read_file(path):
-            by_zxid.setdefault(txn.zxid, txn)
+    for directory in (data_dir, *more_data_dirs):
+        for path in sorted((directory / "version-2").glob("log.*")):
+            for txn in _read_file(path):
+                by_zxid.setdefault(txn.zxid, txn)
     return [by_zxid[zxid] for zxid in sorted(by_zxid)]
 
 
