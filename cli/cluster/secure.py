@@ -13,8 +13,8 @@ and ZooKeeper ACLs (docs/operations/security.md), and the files it needs, all un
 Every file holding a key or a password is readable by its owner only. Controllers and brokers
 speak gRPC over mutual TLS; their certificates' principals and the admin's are ``super.users``.
 Each broker has a SASL_SSL Kafka listener (``kafka_bootstrap_servers``) and an SSL one that
-requires a certificate from the cluster CA (``kafka_ssl_bootstrap_servers``). The S3 endpoint and
-Spark stay on loopback without TLS."""
+requires a certificate from the cluster CA (``kafka_ssl_bootstrap_servers``). The S3 endpoint's
+certificate and the Spark secret are :mod:`cli.cluster.secure_services`'."""
 
 from __future__ import annotations
 

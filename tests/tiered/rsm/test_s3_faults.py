@@ -146,11 +146,7 @@ def test_the_controllers_spark_job_reaches_s3_with_the_executors_own_credentials
         assert deleter.settings.credentials == TEST_CREDENTIALS
         assert deleter.settings.credentials_file == str(executors_file)
         remote = Remote(tmp_path, partitions=2, store=s3_store, storage=bulk.storage)
-        for p in range(2):
-            remote.copy(p, 5, tiered_epoch=0)
-        kept_before = s3_store.keys()
-        remote.copy(0, 2, tiered_epoch=1)
-        kept_keys = s3_store.keys() - kept_before
+        kept_keys = remote.two_epochs(segments=5, kept_segments=2)
         s3_store.credentials_file.unlink()  # the executors read theirs, not the controller's
         s3_proxy.reset_counts()
         s3_proxy.set_plan(FaultPlan(slow_down_rate=0.2))
