@@ -35,14 +35,14 @@ ZK_CLUSTER_PROCESSES = ("broker-1", "broker-2", "controller-0", "controller-1", 
 
 
 def cluster_cli(
-    *args: str, env: Mapping[str, str] | None = None
+    *args: str, env: Mapping[str, str] | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "cli.cluster", *args],
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
         check=False,
         env=None if env is None else dict(env),
     )

@@ -3,10 +3,12 @@ rather than through a whole cluster: the distributed profile's S3 endpoint servi
 certificate from the cluster CA that every controller's and broker's ``remote.storage.s3.ca.file``
 verifies; the Spark secret given to the controllers by path and to the master and workers in a
 ``spark-defaults.conf`` of their own (both mode 600), never on a command line, and the master
-started from the profile's spec with authentication on."""
+started from the profile's spec with authentication on; and a whole secure local cluster with a
+Spark worker, whose active controller's application the secured master admits."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import uuid
@@ -18,6 +20,9 @@ from cli.cluster import layout as layouts
 from cli.cluster import profile, secure, secure_services, services
 from cli.cluster.local import LocalCluster
 from cli.cluster.spec import SPARK_MASTER, broker_name
+from cli.launch.spark_standalone import master_state
+from tests.cli.test_cluster_cli import cluster_cli
+from tests.controller.jobs.test_spark_secured import command_lines
 from tests.support.polling import poll_until
 from tiered import rsm
 from tiered.api import RemoteStorageException, TopicIdPartition
@@ -101,3 +106,30 @@ def test_the_spark_secret_reaches_the_controllers_by_path_and_the_daemons_by_the
         assert "authentication enabled" in log and secret not in log
     finally:
         os.killpg(pid, signal.SIGKILL)
+
+
+def test_the_active_controller_of_a_secure_local_cluster_runs_its_application_on_the_master(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "cluster"
+    up = cluster_cli(
+        "up", "--data-dir", str(data), "--secure", "--brokers", "1", "--spark-workers", "1",
+        timeout=600,
+    )  # fmt: skip
+    try:
+        assert up.returncode == 0, up.stderr
+        layout = json.loads((data / "cluster.json").read_text())
+
+        def admitted() -> bool:
+            state = master_state(layout["spark_master_web"]) or {}
+            return [a["name"] for a in state.get("activeapps", [])] == ["tiered-bulk-delete"]
+
+        poll_until(admitted, timeout=300, what="the active controller's application admitted")
+        secret = read_secret(data / "config" / "spark.secret")
+        assert "authentication enabled" in (data / "logs" / "spark-master.log").read_text()
+        for log in sorted((data / "logs").glob("*.log")):
+            assert secret not in log.read_text(errors="replace"), log.name
+        assert all(secret not in line for line in command_lines())
+    finally:
+        down = cluster_cli("down", "--data-dir", str(data), timeout=300)
+        assert down.returncode == 0, down.stderr

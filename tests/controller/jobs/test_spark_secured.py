@@ -7,11 +7,12 @@ the fault proxy that tells whose keys signed each request).
 What is checked: an application without the secret is refused by the master; with it the job
 deletes on S3 with the executors' own credentials file; neither the Spark secret nor the S3
 credentials show on any process's command line, in the daemons' logs or work directories, in the
-master's ``/json/`` or in the application's event log (the keys are there, redacted); and the
-pickled tasks the driver ships hold no credential."""
+master's ``/json/``, in the controller's log or in the application's event log (the keys are
+there, redacted); and the pickled tasks the driver ships hold no credential."""
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -168,7 +169,9 @@ def test_the_bulk_delete_runs_on_the_secured_cluster_and_no_secret_shows(
     s3_proxy: S3FaultProxy,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.INFO)  # the controller's log, Spark's and S3's clients' included
     shipped = ShippedTasks(monkeypatch)
     config = ControllerConfig.from_properties(
         controller_properties(secured, s3_store, s3_proxy, tmp_path)
@@ -204,6 +207,7 @@ def test_the_bulk_delete_runs_on_the_secured_cluster_and_no_secret_shows(
             "command lines": "\n".join(command_lines()),
             "master /json/": str(state),
             "daemon logs and work dirs": files_text(secured.cluster.master.log_path.parent),
+            "controller log": caplog.text,
         }
         for where, text in shown.items():
             for secret in secrets:
