@@ -18,6 +18,7 @@ from tiered.retry_policies import BROKER_REQUEST_BACKOFF
 from tiered.rsm import config_from_properties as rsm_config_from_properties
 from tiered.security.authorizer import AuthorizerConfig
 from tiered.security.grpc_tls import GrpcSecurity
+from tiered.security.spark_auth import settings_of_secret_file
 from tiered.security.zookeeper_auth import security_properties
 from tiered.source_address import parse as parse_source_address
 
@@ -46,6 +47,13 @@ def spark_idle_timeout_ms(values: Mapping[str, str]) -> int:
             f"{DEFAULT_SPARK_IDLE_TIMEOUT_MS})"
         )
     return value
+
+
+def _spark_settings(values: Mapping[str, str]) -> dict[str, str]:
+    """The ``spark.*`` keys; the Spark secret's file (kept with the bulk delete's keys, read
+    where the session is built) checked here, so that a bad one stops the controller at start."""
+    settings_of_secret_file(values)
+    return {k: v for k, v in values.items() if k.startswith("spark.")}
 
 
 @dataclass(frozen=True)
@@ -128,7 +136,7 @@ class ControllerConfig:
             max_entries_per_request=int_property(
                 values, "controller.max.partitions.per.request", 5000, 1
             ),
-            spark={k: v for k, v in values.items() if k.startswith("spark.")},
+            spark=_spark_settings(values),
             spark_idle_timeout_ms=spark_idle_timeout_ms(values),
             remote={
                 **{k: v for k, v in values.items() if k.startswith(("rlmm.", "bulk.delete."))},

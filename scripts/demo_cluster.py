@@ -86,6 +86,7 @@ class ClusterView:
             "s3",
             endpoint_url=self.remote["remote.storage.s3.endpoint.url"],
             region_name=self.remote.get("remote.storage.s3.region"),
+            verify=self.remote.get("remote.storage.s3.ca.file"),  # a secure cluster's CA
             aws_access_key_id=credentials["default"]["aws_access_key_id"],
             aws_secret_access_key=credentials["default"]["aws_secret_access_key"],
         )

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from cli.cluster import layout as layouts
-from cli.cluster import secure
+from cli.cluster import secure, secure_services
 from cli.cluster.daemons import ClusterFiles
 from cli.cluster.layout import ClusterRequest, Layout
 from cli.cluster.profile import (
@@ -44,6 +44,7 @@ class LocalCluster:
         layout = layouts.create(request)
         if request.secure:
             secure.lay_out(self.files, layout)
+            secure_services.lay_out(layout)
         check_overrides(self.files, layout)
         layouts.save(self.layout_file, layout)
         return layout
@@ -70,6 +71,7 @@ class LocalCluster:
         layout = self.layout(request)
         if secure.is_secure(layout):
             secure.write_files(self.files, layout)
+            secure_services.write_files(self.files, layout)
         probe = self.probe(layout)
         started: list[str] = []
         try:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 import grpc
 
 from cli.cluster import layout as layouts
-from cli.cluster import secure, services
+from cli.cluster import secure, secure_services, services
 from cli.cluster.daemons import ClusterFiles
 from cli.cluster.layout import Layout
 from cli.cluster.spec import BROKER, CONTROLLER, ProcessSpec, broker_name, controller_name
@@ -142,6 +142,7 @@ def controller_properties(files: ClusterFiles, layout: Layout, index: int) -> di
         **services.rlmm_properties(files, layout),
         **services.spark_properties(layout, name),
         **secure.process_properties(files, layout, name),
+        **secure_services.controller_properties(files, layout),
     }
 
 

@@ -22,8 +22,8 @@ speak gRPC over mutual TLS; their certificates' principals and the admin's are `
 Each broker has a SASL_SSL Kafka listener (``kafka_bootstrap_servers``) and an SSL one that
 requires a certificate from the cluster CA (``kafka_ssl_bootstrap_servers``). Every ZooKeeper
 client of a controller or broker (store, registration, RLMM) connects to a managed ZooKeeper over
-TLS with the process's own certificate. The S3 endpoint and Spark stay on loopback without
-TLS."""
+TLS with the process's own certificate. The S3 endpoint's certificate and the Spark secret are
+:mod:`cli.cluster.secure_services`'."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from cli.cluster import layout as layouts
-from cli.cluster import secure
+from cli.cluster import secure, secure_services
 from cli.cluster.daemons import ClusterFiles
 from cli.cluster.layout import Layout
 from cli.cluster.spec import (
@@ -244,6 +244,7 @@ def s3_endpoint(files: ClusterFiles, layout: Layout) -> S3Endpoint:
         log_path=files.log_file(S3),
         pid_file=files.pid_file(S3),
         host=layouts.host_of(layout, S3),
+        tls=secure_services.endpoint_tls(files, layout),
     )
 
 
@@ -278,7 +279,7 @@ def s3_specs(files: ClusterFiles, layout: Layout) -> list[ProcessSpec]:
             ports={"client": endpoint.port},
             marker=S3_MODULE,
             launch=launch,
-            serving=lambda: s3_is_serving(endpoint.url, timeout_s=0.5),
+            serving=lambda: s3_is_serving(endpoint.url, timeout_s=0.5, ca_file=endpoint.ca_file),
             host=layouts.own_host(layout, S3),
         )
     ]
@@ -299,6 +300,7 @@ def remote_storage(files: ClusterFiles, layout: Layout, name: str) -> dict[str, 
         ENDPOINT_URL_CONFIG: layout["s3_endpoint"],
         REGION_CONFIG: S3_REGION,
         CREDENTIALS_FILE_CONFIG: str(credentials_file(files, name)),
+        **secure_services.s3_properties(files, layout),
     }
 
 
@@ -315,7 +317,9 @@ def write_credentials(files: ClusterFiles, layout: Layout, name: str) -> None:
 def spark_specs(files: ClusterFiles, layout: Layout) -> list[ProcessSpec]:
     if "spark_master" not in layout:
         return []
+    conf_dir = secure_services.spark_conf_dir(files, layout)
     master = SparkMaster(
+        conf_dir=conf_dir,
         port=layouts.port_of(layout["spark_master"]),
         web_port=layouts.port_of(layout["spark_master_web"]),
         log_path=files.log_file(SPARK_MASTER),
@@ -328,6 +332,7 @@ def spark_specs(files: ClusterFiles, layout: Layout) -> list[ProcessSpec]:
     for i, ports in enumerate(layout["spark_workers"], start=1):
         name = spark_worker_name(i)
         worker = SparkWorker(
+            conf_dir=conf_dir,
             master_url=master.url,
             master_web_url=master.web_url,
             work_dir=files.dir / name,

@@ -10,6 +10,12 @@ with its output in a log file and, if asked, its pid in a pid file. A master cou
 once its web UI's ``/json/`` page answers ``ALIVE``; a worker once that page lists it as an ALIVE
 worker (registered).
 
+A daemon given a ``conf_dir`` reads its settings from that directory's ``spark-defaults.conf``
+(``SPARK_CONF_DIR``), written by :func:`write_spark_defaults` readable by its owner only: where a
+secured cluster's secret (:mod:`tiered.security.spark_auth`) is given to the master and workers,
+never on their command lines. A worker passes the secret on to its executors in their
+environment.
+
 As for :class:`cli.launch.zookeeper.ZooKeeperServer`: ``die_with_parent`` (default on) has the
 kernel SIGTERM the JVM when the thread that started it dies, so a killed test run leaves no JVM
 behind; a daemon that outlives its starter (``tiered-cluster up``) turns it off and calls
@@ -32,6 +38,7 @@ from typing import Any, ClassVar
 from cli.launch.ports import LOOPBACK, free_port
 from cli.launch.server_launcher import ServerLauncher
 from cli.launch.zookeeper import find_java
+from cli.security.certs import write_private_file
 
 __all__ = [
     "MASTER_CLASS",
@@ -43,6 +50,7 @@ __all__ = [
     "SparkWorker",
     "master_state",
     "spark_home",
+    "write_spark_defaults",
 ]
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
@@ -61,6 +69,15 @@ def spark_home() -> Path:
     if spec is None or spec.origin is None:
         raise SparkError("cannot run Spark: pyspark is not installed in this Python environment")
     return Path(spec.origin).parent
+
+
+def write_spark_defaults(conf_dir: Path, settings: Mapping[str, str]) -> Path:
+    """``conf_dir/spark-defaults.conf`` holding ``settings``, readable by its owner only (it may
+    hold the cluster's secret); returns ``conf_dir``."""
+    conf_dir.mkdir(parents=True, exist_ok=True)
+    text = "".join(f"{key} {value}\n" for key, value in settings.items())
+    write_private_file(conf_dir / "spark-defaults.conf", text.encode())
+    return conf_dir
 
 
 def master_state(web_url: str, timeout_s: float = 2.0) -> dict[str, Any] | None:
@@ -98,7 +115,9 @@ class SparkDaemon(ServerLauncher):
         die_with_parent: bool = True,
         port: int | None = None,
         host: str = LOOPBACK,
+        conf_dir: Path | None = None,
     ) -> None:
+        self.conf_dir = conf_dir
         super().__init__(
             host=host,
             port=port,
@@ -142,6 +161,8 @@ class SparkDaemon(ServerLauncher):
             "SPARK_DAEMON_MEMORY": DAEMON_MEMORY,
             **self.environment,
         }
+        if self.conf_dir is not None:
+            environment["SPARK_CONF_DIR"] = str(self.conf_dir)
         self._spawn_child(self.command(), env=environment)
 
     def wait_until_serving(self) -> None:
@@ -260,16 +281,21 @@ class SparkWorker(SparkDaemon):
 
 class SparkStandaloneCluster:
     """A master and ``workers`` one-core workers under ``base`` (a work dir and a log each),
-    started together: what tests and benchmarks run a Spark job on."""
+    started together: what tests and benchmarks run a Spark job on. ``settings`` (e.g. a
+    secured cluster's) go to every daemon's ``spark-defaults.conf`` under ``base/conf``."""
 
-    def __init__(self, base: Path, workers: int = 2) -> None:
-        self.master = SparkMaster(log_path=base / "master.log")
+    def __init__(
+        self, base: Path, workers: int = 2, settings: Mapping[str, str] | None = None
+    ) -> None:
+        conf_dir = write_spark_defaults(base / "conf", settings) if settings else None
+        self.master = SparkMaster(log_path=base / "master.log", conf_dir=conf_dir)
         self.workers = [
             SparkWorker(
                 master_url=self.master.url,
                 master_web_url=self.master.web_url,
                 work_dir=base / f"worker-{i}",
                 log_path=base / f"worker-{i}.log",
+                conf_dir=conf_dir,
             )
             for i in range(1, workers + 1)
         ]

@@ -54,6 +54,7 @@ __all__ = [
     "SparkSessionUnavailableError",
     "default_slices",
     "delete_with_spark",
+    "spark_task",
     "split_slices",
 ]
 
@@ -180,6 +181,16 @@ def default_slices(key_count: int, default_parallelism: int) -> int:
     return max(1, min(most, max(per_core, fewest)))
 
 
+def spark_task(
+    deleter: RemoteObjectDeleter, fail_task_tokens_dir: str | None, finished: Any
+) -> Callable[[Iterable[tuple[int, list[str]]]], Iterator[DeleteOutcome]]:
+    """What each Spark task runs, as it is pickled and shipped to the executors: the deleter
+    inside it carries settings, never credentials (an S3 one names the file its executor reads:
+    :class:`~tiered.rsm.s3.S3Settings`)."""
+    _ship_by_value()
+    return functools.partial(_delete_slice, deleter, fail_task_tokens_dir, finished)
+
+
 @functools.cache
 def _ship_by_value() -> None:
     """Executors unpickle :func:`_delete_slice` without importing the controller."""
@@ -213,10 +224,9 @@ def delete_with_spark(
         slices = default_slices(len(handle_list), int(sc.defaultParallelism))
     elif slices < 1:
         raise ValueError(f"slices must be >= 1, got {slices}")
-    _ship_by_value()
     parts = split_slices(handle_list, slices)
     finished = sc.accumulator({}, _FinishedSlices()) if on_progress is not None else None
-    task = functools.partial(_delete_slice, deleter, fail_task_tokens_dir, finished)
+    task = spark_task(deleter, fail_task_tokens_dir, finished)
     reporter = _ProgressReporter(finished, parts, on_progress) if on_progress is not None else None
     sc.setJobDescription(f"{APP_NAME}: {len(handle_list)} objects with {deleter!r}")
     try:

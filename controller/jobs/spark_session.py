@@ -58,6 +58,7 @@ from typing import Any, Protocol
 from controller.config import DEFAULT_SPARK_IDLE_TIMEOUT_MS, SPARK_IDLE_TIMEOUT_KEY
 from tiered.retry import Backoff, ExponentialBackoff
 from tiered.retry_policies import SPARK_SESSION_BACKOFF
+from tiered.security.spark_auth import REDACTION_KEY, REDACTION_REGEX, SECRET_KEY, without_secret
 
 logger = logging.getLogger(__name__)
 
@@ -150,12 +151,31 @@ class _Unobserved:
         pass
 
 
+def _master(master: str | None) -> dict[str, str]:
+    return {"spark.master": master} if master is not None else {}
+
+
+def _launch_driver_jvm(settings: Mapping[str, str]) -> None:
+    """Starts PySpark's driver JVM with ``settings`` unless it runs: PySpark puts the settings
+    of the JVM it launches on that JVM's command line (``--conf KEY=VALUE``, shown by ``ps``),
+    so a JVM that is to hold a secret is started without it, and the secret is set later through
+    the gateway."""
+    from pyspark import SparkConf, SparkContext  # noqa: PLC0415
+
+    if SparkContext._gateway is not None:
+        return
+    conf = SparkConf(loadDefaults=False)  # no JVM yet: a plain mapping
+    conf.setAll(list(settings.items()))
+    SparkContext._ensure_initialized(conf=conf)
+
+
 class PySparkSessions:
     """Starts PySpark sessions. Settings from NOTES.md: ``PYSPARK_PYTHON`` and
     ``PYSPARK_DRIVER_PYTHON`` default to this interpreter, and so does ``spark.pyspark.python``
     (the Python that executors run, on a standalone cluster's workers too: the system python
     would lack the ``tiered`` library), ``SPARK_LOCAL_IP`` to 127.0.0.1, no UI, no console
-    progress bar, Spark's log4j2 at warn. On a cluster master, dynamic allocation with shuffle
+    progress bar, Spark's log4j2 at warn, ``spark.redaction.regex`` covering credential keys
+    (:mod:`tiered.security.spark_auth`). On a cluster master, dynamic allocation with shuffle
     tracking, executors idle for ``idle_timeout_ms`` given back, and as many executors asked for
     at the start as ``spark.cores.max`` / ``spark.executor.cores`` allows (when both are set).
     The rest comes with ``conf`` (``spark.cores.max``, ``spark.executor.memory``,
@@ -163,7 +183,9 @@ class PySparkSessions:
     whose entries are applied last (``spark.driver.extraJavaOptions`` /
     ``spark.executor.extraJavaOptions`` given there are kept, after the log4j2 option).
     ``master`` is set only when given, or else when neither ``conf`` (``spark.master``) nor a
-    ``spark-submit`` launch provides one: then it is ``local[*]``."""
+    ``spark-submit`` launch provides one: then it is ``local[*]``. A ``spark.authenticate.secret``
+    in ``conf`` never reaches a command line: the driver's JVM starts without it and gets it
+    through the gateway."""
 
     def __init__(
         self,
@@ -194,6 +216,7 @@ class PySparkSessions:
         settings = {
             "spark.ui.enabled": "false",
             "spark.ui.showConsoleProgress": "false",
+            REDACTION_KEY: REDACTION_REGEX,
             "spark.pyspark.python": os.environ.get("PYSPARK_PYTHON", sys.executable),
         }
         if self.on_cluster:
@@ -236,10 +259,16 @@ class PySparkSessions:
         master = effective_master(self.master, self.conf)
         if master is not None:
             builder = builder.master(master)
-        for key, value in self.settings(f"-Dlog4j2.configurationFile={log4j2.as_uri()}").items():
+        settings, secret = without_secret(
+            self.settings(f"-Dlog4j2.configurationFile={log4j2.as_uri()}")
+        )
+        for key, value in settings.items():
             builder = builder.config(key, value)
         started = time.perf_counter()
         try:
+            if secret is not None:
+                _launch_driver_jvm({"spark.app.name": APP_NAME, **_master(master), **settings})
+                builder = builder.config(SECRET_KEY, secret)
             session = builder.getOrCreate()
             if session.sparkContext._jsc.sc().isStopped():
                 raise SparkSessionUnavailableError("the SparkContext stopped as it started")

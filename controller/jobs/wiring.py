@@ -28,6 +28,7 @@ from tiered import rlmm as rlmm_factory
 from tiered import rsm as rsm_factory
 from tiered.api import DeleteOutcome, RemoteObjectDeleter
 from tiered.cluster.model import DeleteJob
+from tiered.security.spark_auth import settings_of_secret_file
 from tiered.security.zookeeper_auth import security_properties
 
 log = logging.getLogger(__name__)
@@ -68,7 +69,8 @@ class BulkDelete:
     """What one controller process keeps for delete jobs across its terms as active
     controller: one RLMM client, one RemoteStorageManager and one Spark session provider
     (``spark``: on a cluster master the controller's term hooks start and stop its session;
-    ``bulk.delete.spark.idle.timeout.ms`` from ``remote`` sets how long idle executors stay)."""
+    ``bulk.delete.spark.idle.timeout.ms`` from ``remote`` sets how long idle executors stay, and
+    ``bulk.delete.spark.authenticate.secret.file`` secures its Spark: :mod:`tiered.security.spark_auth`)."""
 
     def __init__(
         self,
@@ -87,7 +89,9 @@ class BulkDelete:
         rlmm_config.update(security_properties(remote))
         rlmm_config["broker.id"] = str(node_id)
         self.rlmm = rlmm_factory.create(rlmm_config)
-        conf = {k: v for k, v in spark.items() if k != "spark.master"}
+        # The secured cluster's settings first: the operator's spark.* keys win, as elsewhere.
+        conf = {**settings_of_secret_file(remote), **spark}
+        conf.pop("spark.master", None)
         self.spark = SparkSessionProvider(
             spark.get("spark.master"),
             conf,

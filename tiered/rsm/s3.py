@@ -2,27 +2,32 @@
 
 ``remote.storage.root=s3://BUCKET/PREFIX`` selects it, with these keys (broker and controller):
 
-=========================================  ===================================================
-``remote.storage.s3.endpoint.url``         ``http(s)://host[:port]`` of an S3-API endpoint
-                                           (default: AWS's endpoint of the region)
-``remote.storage.s3.region``               the signing region (default: botocore's resolution)
-``remote.storage.s3.credentials.file``     an AWS shared-credentials file: a ``[default]``
-                                           section (or the profile below) with
-                                           ``aws_access_key_id``, ``aws_secret_access_key`` and
-                                           optionally ``aws_session_token``
-``remote.storage.s3.credentials.profile``  the section to read (default ``default``)
-``remote.storage.s3.connect.timeout.ms``    how long one connection attempt may take (default
-                                           10000)
-``remote.storage.s3.request.timeout.ms``    how long one read of an answer may wait for bytes
-                                           (default 30000)
-=========================================  ===================================================
+- ``remote.storage.s3.endpoint.url``: ``http(s)://host[:port]`` of an S3-API endpoint (default:
+  AWS's endpoint of the region);
+- ``remote.storage.s3.region``: the signing region (default: botocore's resolution);
+- ``remote.storage.s3.credentials.file``: an AWS shared-credentials file: a ``[default]`` section
+  (or the profile below) with ``aws_access_key_id``, ``aws_secret_access_key`` and optionally
+  ``aws_session_token``;
+- ``remote.storage.s3.credentials.profile``: the section to read (default ``default``);
+- ``remote.storage.s3.executor.credentials.file``: the credentials file the bulk delete's Spark
+  executors read on their own host (default: the path of ``remote.storage.s3.credentials.file``);
+- ``remote.storage.s3.ca.file``: a PEM file of the CA certificates an ``https://`` endpoint's
+  certificate is verified against (default: the system's trust store);
+- ``remote.storage.s3.connect.timeout.ms``: how long one connection attempt may take (default
+  10000);
+- ``remote.storage.s3.request.timeout.ms``: how long one read of an answer may wait for bytes
+  (default 30000).
 
 Without a credentials file, ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` (and
 ``AWS_SESSION_TOKEN``) of the environment are used; without those either, botocore's own chain
-(an instance role, ...). Credentials are read once, where the storage is configured, and travel
-inside :class:`S3Settings` (so the bulk delete's executors reach S3 with the job's settings and
-no file shared with the controller). They never appear in a repr, a log line or an error message:
-texts built from remote errors go through :meth:`S3Settings.redact`.
+(an instance role, ...). Credentials are read once, where the storage is configured, and never
+leave that process: a pickled :class:`S3Settings` (the bulk delete's Spark task ships one inside
+its deleter) carries the credentials file's path and not the credentials, and the process that
+unpickles it (an executor) reads that file on its own host, or without one uses its own
+environment. They never appear in a repr, a log line or an error message: texts built from remote
+errors go through :meth:`S3Settings.redact`. An endpoint whose certificate is not trusted fails
+with an error naming ``remote.storage.s3.ca.file`` (:func:`describe_error`), at once (it is not
+transient).
 
 One retry loop: s3fs retries SlowDown and connection errors itself and botocore retries again
 underneath; both are set to a single attempt here (s3fs's ``retries`` attribute, botocore's
@@ -47,6 +52,7 @@ import configparser
 import os
 import re
 import socket
+import ssl
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -58,20 +64,24 @@ from tiered import source_address
 from tiered.rsm.settings import ROOT_CONFIG
 
 __all__ = [
+    "CA_FILE_CONFIG",
     "CONNECT_TIMEOUT_CONFIG",
     "CREDENTIALS_FILE_CONFIG",
     "CREDENTIALS_PROFILE_CONFIG",
     "ENDPOINT_URL_CONFIG",
+    "EXECUTOR_CREDENTIALS_FILE_CONFIG",
     "REGION_CONFIG",
     "REQUEST_TIMEOUT_CONFIG",
     "TRANSIENT_ERROR_CODES",
     "S3Credentials",
     "S3Settings",
+    "check_ca_file",
     "describe_error",
     "ensure_bucket",
     "error_code",
     "is_s3_url",
     "is_transient",
+    "is_untrusted_certificate",
     "read_credentials_file",
     "s3_settings_from_config",
 ]
@@ -84,6 +94,8 @@ CONNECT_TIMEOUT_CONFIG = "remote.storage.s3.connect.timeout.ms"
 REQUEST_TIMEOUT_CONFIG = "remote.storage.s3.request.timeout.ms"
 DEFAULT_CONNECT_TIMEOUT_MS = 10_000
 DEFAULT_REQUEST_TIMEOUT_MS = 30_000
+EXECUTOR_CREDENTIALS_FILE_CONFIG = "remote.storage.s3.executor.credentials.file"
+CA_FILE_CONFIG = "remote.storage.s3.ca.file"
 DEFAULT_PROFILE = "default"
 
 ACCESS_KEY_OPTION = "aws_access_key_id"
@@ -136,13 +148,20 @@ class S3Credentials:
 
 @dataclass(frozen=True, repr=False)
 class S3Settings:
-    """Where and how to reach one S3 root: picklable, credentials included (never shown)."""
+    """Where and how to reach one S3 root. ``credentials`` are never shown, and never pickled:
+    a pickled copy keeps ``credentials_file`` (a path) and the process that unpickles it reads
+    that file there (:meth:`resolved_credentials`)."""
 
     bucket: str
     prefix: str = ""  # key prefix below the bucket, without leading or trailing "/"
     endpoint_url: str | None = None
     region: str | None = None
-    credentials: S3Credentials | None = None  # None: botocore's chain where the code runs
+    credentials: S3Credentials | None = None  # None: credentials_file, else botocore's chain
+    credentials_file: str | None = None
+    """The AWS shared-credentials file a pickled copy reads on the host that unpickles it."""
+    credentials_profile: str = DEFAULT_PROFILE
+    ca_file: str | None = None
+    """PEM CA certificates an ``https://`` endpoint is verified against (None: the system's)."""
     connect_timeout_ms: int = DEFAULT_CONNECT_TIMEOUT_MS
     request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS
 
@@ -150,9 +169,38 @@ class S3Settings:
         return (
             f"S3Settings(bucket={self.bucket!r}, prefix={self.prefix!r}, "
             f"endpoint_url={self.endpoint_url!r}, region={self.region!r}, "
-            f"credentials={self.credentials!r}, connect_timeout_ms={self.connect_timeout_ms}, "
+            f"credentials={self.credentials!r}, credentials_file={self.credentials_file!r}, "
+            f"ca_file={self.ca_file!r}, connect_timeout_ms={self.connect_timeout_ms}, "
             f"request_timeout_ms={self.request_timeout_ms})"
         )
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # The secret stays in the process that read it: a Spark task holding these settings is
+        # serialized, sent over the network and written to executors' disks.
+        return (
+            S3Settings,
+            (
+                self.bucket,
+                self.prefix,
+                self.endpoint_url,
+                self.region,
+                None,
+                self.credentials_file,
+                self.credentials_profile,
+                self.ca_file,
+                self.connect_timeout_ms,
+                self.request_timeout_ms,
+            ),
+        )
+
+    def resolved_credentials(self) -> S3Credentials | None:
+        """``credentials``, else those of ``credentials_file`` read here (``ValueError`` names
+        the key), else None: botocore's chain (this process's environment, an instance role)."""
+        if self.credentials is not None:
+            return self.credentials
+        if self.credentials_file is not None:
+            return read_credentials_file(self.credentials_file, self.credentials_profile)
+        return None
 
     @property
     def root_path(self) -> str:
@@ -172,14 +220,17 @@ class S3Settings:
         HTTP connections it keeps, one per thread that may use it at once."""
         from s3fs import S3FileSystem  # noqa: PLC0415 - s3fs only where S3 is used
 
-        credentials = self.credentials
+        credentials = self.resolved_credentials()
+        client_kwargs: dict[str, Any] = {"region_name": self.region} if self.region else {}
+        if self.ca_file is not None:
+            client_kwargs["verify"] = self.ca_file
         fs = S3FileSystem(
             session=_botocore_session(),
             endpoint_url=self.endpoint_url,
             key=credentials.access_key_id if credentials else None,
             secret=credentials.secret_access_key if credentials else None,
             token=credentials.session_token if credentials else None,
-            client_kwargs={"region_name": self.region} if self.region else {},
+            client_kwargs=client_kwargs,
             config_kwargs={
                 # botocore's retries: one attempt in all ("total_max_attempts" counts the first).
                 "retries": {"total_max_attempts": 1, "mode": "standard"},
@@ -285,15 +336,38 @@ def s3_settings_from_config(root: str, config: Mapping[str, object]) -> S3Settin
         credentials: S3Credentials | None = read_credentials_file(credentials_file, profile)
     else:
         credentials = _environment_credentials()
+    executor_file = _text(config, EXECUTOR_CREDENTIALS_FILE_CONFIG) or credentials_file
+    ca_file = _text(config, CA_FILE_CONFIG)
+    if ca_file is not None:
+        check_ca_file(ca_file)
     return S3Settings(
         bucket,
         prefix,
         endpoint,
         region,
         credentials,
+        executor_file,
+        profile,
+        ca_file,
         _timeout_ms(config, CONNECT_TIMEOUT_CONFIG, DEFAULT_CONNECT_TIMEOUT_MS),
         _timeout_ms(config, REQUEST_TIMEOUT_CONFIG, DEFAULT_REQUEST_TIMEOUT_MS),
     )
+
+
+_PEM_CERTIFICATE = "-----BEGIN CERTIFICATE-----"
+
+
+def check_ca_file(path: str) -> None:
+    """``ValueError`` naming :data:`CA_FILE_CONFIG` unless ``path`` is a readable file holding
+    at least one PEM certificate."""
+    where = f"{CA_FILE_CONFIG}={path!r}"
+    try:
+        text = Path(path).read_text(encoding="ascii")
+    except (OSError, UnicodeDecodeError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else "not a PEM text file"
+        raise ValueError(f"{where} can not be read: {reason}") from None
+    if _PEM_CERTIFICATE not in text:
+        raise ValueError(f"{where} holds no PEM certificate ({_PEM_CERTIFICATE})")
 
 
 def _timeout_ms(config: Mapping[str, object], key: str, default: int) -> int:
@@ -391,9 +465,29 @@ def error_code(error: BaseException) -> str | None:
     return None
 
 
+def is_untrusted_certificate(error: BaseException) -> bool:
+    """Whether ``error`` (in its chain) is a TLS certificate that failed verification: the
+    endpoint's certificate is not from a CA this process trusts."""
+    for e in _chain(error):
+        if isinstance(e, ssl.SSLCertVerificationError):
+            return True
+        if type(e).__name__ == "ClientConnectorCertificateError":  # aiohttp's, kept lazy
+            return True
+        if "CERTIFICATE_VERIFY_FAILED" in str(e):
+            return True
+    return False
+
+
 def describe_error(error: BaseException) -> str:
     """One line about a failed S3 call: S3's error code, HTTP status and message when S3
-    answered (s3fs's translated ``OSError`` keeps only the message), else the exception."""
+    answered (s3fs's translated ``OSError`` keeps only the message); for an endpoint whose
+    certificate is not trusted, that and the key that fixes it; else the exception."""
+    if is_untrusted_certificate(error):
+        return (
+            f"the S3 endpoint's TLS certificate is not trusted ({type(error).__name__}: "
+            f"certificate verify failed); set {CA_FILE_CONFIG} to the PEM certificate of the CA "
+            "that issued it"
+        )
     for e in _chain(error):
         response = getattr(e, "response", None)
         if isinstance(response, dict):
@@ -406,7 +500,9 @@ def describe_error(error: BaseException) -> str:
 def is_transient(error: BaseException) -> bool:
     """Whether an S3 call that raised ``error`` may succeed if repeated: throttling (503
     SlowDown), 5xx answers and broken connections or timeouts. A missing object, a denied
-    request or a bad argument is not."""
+    request, a bad argument or an untrusted certificate is not."""
+    if is_untrusted_certificate(error):
+        return False
     for e in _chain(error):
         if isinstance(e, (FileNotFoundError, PermissionError, FileExistsError)):
             return False

@@ -8,9 +8,10 @@ a whole request answered 503 SlowDown or 5xx, or lost with its connection, is se
 Both wait the backoff of the storage's one :class:`~tiered.retry.RetryPolicy`. S3 reports a key
 that was already gone as deleted, so missing objects count as deleted.
 
-It is a small picklable value: the :class:`~tiered.rsm.s3.S3Settings` (endpoint, region and the
-credentials read where the storage was configured) and two settings. Executors need the ``tiered``
-library and s3fs, and no file of the controller.
+It is a small picklable value: the :class:`~tiered.rsm.s3.S3Settings` (endpoint, region, CA file
+and the path of a credentials file, never the credentials: an executor reads its host's own
+``remote.storage.s3.executor.credentials.file``) and two settings. Executors need the ``tiered``
+library and s3fs, and that file.
 """
 
 from __future__ import annotations

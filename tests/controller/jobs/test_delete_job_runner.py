@@ -86,6 +86,16 @@ class Remote:
             self.broker.update_remote_log_segment_metadata(update_of(m, COPY_SEGMENT_FINISHED))
         return made
 
+    def two_epochs(self, segments: int, kept_segments: int) -> set[str]:
+        """``segments`` segments a partition in epoch 0, then ``kept_segments`` of partition 0 in
+        epoch 1, in an object store: the keys of epoch 1 (what a delete below it keeps)."""
+        assert not isinstance(self.tree, Path), "for a Remote on an object store"
+        for p in range(self.partitions):
+            self.copy(p, segments, tiered_epoch=0)
+        before = self.tree.keys()
+        self.copy(0, kept_segments, tiered_epoch=1)
+        return self.tree.keys() - before
+
     def objects(self, tiered_epoch: int) -> list[str]:
         return [
             k

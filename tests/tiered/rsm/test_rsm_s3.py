@@ -38,6 +38,7 @@ pytestmark = pytest.mark.s3
 ACCESS_KEY = TEST_CREDENTIALS.access_key_id
 SECRET = TEST_CREDENTIALS.secret_access_key
 CREDENTIALS_FILE = "remote.storage.s3.credentials.file"
+EXECUTOR_CREDENTIALS_FILE = "remote.storage.s3.executor.credentials.file"
 
 
 def storage_of(config: dict[str, str]) -> FsspecRemoteStorageManager:
@@ -55,20 +56,38 @@ def s3_deleter(storage: FsspecRemoteStorageManager) -> S3ObjectDeleter:
 # -- credentials ---------------------------------------------------------------------------------
 
 
-def test_credentials_of_the_file_sign_every_request_pickled_deleter_included(
+def test_credentials_of_the_file_sign_every_request_and_a_pickled_deleter_reads_its_own_file(
     s3_store: S3Store, s3_proxy: S3FaultProxy, tmp_path: Path
 ) -> None:
-    storage = storage_of(s3_store.config(s3_proxy.url))
+    executor_file = _credentials_file(
+        tmp_path,
+        f"[default]\naws_access_key_id = AKIAEXECUTORHOST\naws_secret_access_key = x{SECRET}\n",
+    )
+    config = s3_store.config(s3_proxy.url, **{EXECUTOR_CREDENTIALS_FILE: executor_file})
+    storage = storage_of(config)
     meta = segment_meta()
     storage.copy_log_segment_data(meta, segment_data(tmp_path))
     assert storage.fetch_log_segment(meta, 0) == LOG
-    s3_store.credentials_file.unlink()  # executors share no file with the controller
-    deleter = pickle.loads(pickle.dumps(storage.object_deleter()))
-    outcome = deleter.delete_objects(storage.object_keys(TP))
+    assert set(s3_proxy.access_key_ids) == {ACCESS_KEY}
+    shipped = pickle.dumps(storage.object_deleter())
+    assert SECRET.encode() not in shipped and ACCESS_KEY.encode() not in shipped
+    keys = storage.object_keys(TP)
+    s3_store.credentials_file.unlink()  # an executor's host holds its own file, not this one
+    s3_proxy.reset_counts()
+    outcome = pickle.loads(shipped).delete_objects(keys)
     assert outcome == DeleteOutcome(6)
     assert s3_store.keys() == set()
     assert s3_proxy.requests["DeleteObjects"] == 1
-    assert set(s3_proxy.access_key_ids) == {ACCESS_KEY}
+    assert set(s3_proxy.access_key_ids) == {"AKIAEXECUTORHOST"}
+
+
+def test_an_executor_without_its_credentials_file_fails_naming_the_key(
+    s3_store: S3Store, tmp_path: Path
+) -> None:
+    shipped = pickle.dumps(storage_of(s3_store.config()).object_deleter())
+    s3_store.credentials_file.unlink()
+    with pytest.raises(RemoteStorageException, match=r"remote\.storage\.s3\.credentials\.file"):
+        pickle.loads(shipped).delete_objects(["a"])
 
 
 def test_a_profile_of_the_credentials_file(
@@ -95,11 +114,12 @@ def test_environment_credentials_when_no_file_is_given(
     del config[CREDENTIALS_FILE]
     storage = storage_of(config)
     assert "secret-of-the-environment" not in repr(storage.object_deleter())
-    monkeypatch.delenv("AWS_ACCESS_KEY_ID")  # read once, where the storage was configured
-    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
-    assert storage.list_tiered_epochs(TP) == []
-    assert pickle.loads(pickle.dumps(storage.object_deleter())).delete_objects(["a"]).done == 1
-    assert set(s3_proxy.access_key_ids) == {"AKIAFROMTHEENVIRONMENT"}
+    shipped = pickle.dumps(storage.object_deleter())
+    assert b"secret-of-the-environment" not in shipped
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXECUTORENVIRONMENT")  # where it is unpickled
+    assert storage.list_tiered_epochs(TP) == []  # read once, where the storage was configured
+    assert pickle.loads(shipped).delete_objects(["a"]).done == 1
+    assert list(s3_proxy.access_key_ids) == ["AKIAFROMTHEENVIRONMENT", "AKIAEXECUTORENVIRONMENT"]
 
 
 def _credentials_file(tmp_path: Path, text: str) -> str:

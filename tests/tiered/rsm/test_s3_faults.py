@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from cli.launch.s3_endpoint import write_credentials_file
 from controller.config import ControllerConfig
 from controller.jobs import wiring
 from tests.broker.rlm.test_rlm import Broker
@@ -20,10 +21,11 @@ from tests.support.s3_fault_proxy import FaultPlan, S3FaultProxy
 from tiered import rsm
 from tiered.api import RemoteLogSegmentState, RemoteStorageException
 from tiered.cluster.model import DeleteJob, DeleteJobState
-from tiered.rsm import FsspecRemoteStorageManager, S3ObjectDeleter, layout
+from tiered.rsm import FsspecRemoteStorageManager, S3Credentials, S3ObjectDeleter, layout
 
 pytestmark = pytest.mark.s3
 
+EXECUTOR_CREDENTIALS = S3Credentials("AKIAEXECUTORS", "executors/secret", source="tests")
 EVERY_FAULT = {"slow_down_rate": 0.15, "internal_error_rate": 0.05, "reset_rate": 0.1}
 
 
@@ -113,15 +115,16 @@ def test_a_bulk_delete_under_slowdowns_leaves_nothing_below_the_epoch(
         remote.close()
 
 
-def test_the_controllers_spark_job_reaches_s3_with_the_jobs_own_settings(
+def test_the_controllers_spark_job_reaches_s3_with_the_executors_own_credentials_file(
     tmp_path: Path, s3_store: S3Store, s3_proxy: S3FaultProxy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Nothing on this machine would give the executors credentials: only the job carries them.
+    # Nothing on this machine but the file the job names gives the executors credentials.
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    executors_file = write_credentials_file(tmp_path / "executors", EXECUTOR_CREDENTIALS)
     properties = {
         "node.id": "100",
         "metadata.log.dir": str(tmp_path / "metadata"),
@@ -129,6 +132,7 @@ def test_the_controllers_spark_job_reaches_s3_with_the_jobs_own_settings(
         "bulk.delete.fast.path.max.objects": "0",  # every delete on Spark
         "spark.master": "local[2]",
         **s3_store.config(s3_proxy.url),
+        "remote.storage.s3.executor.credentials.file": str(executors_file),
     }
     config = ControllerConfig.from_properties(properties)
     bulk = wiring.create(config.node_id, config.remote, config.spark)
@@ -140,13 +144,10 @@ def test_the_controllers_spark_job_reaches_s3_with_the_jobs_own_settings(
         assert isinstance(deleter, S3ObjectDeleter)
         assert deleter.settings.endpoint_url == s3_proxy.url
         assert deleter.settings.credentials == TEST_CREDENTIALS
+        assert deleter.settings.credentials_file == str(executors_file)
         remote = Remote(tmp_path, partitions=2, store=s3_store, storage=bulk.storage)
-        for p in range(2):
-            remote.copy(p, 5, tiered_epoch=0)
-        kept_before = s3_store.keys()
-        remote.copy(0, 2, tiered_epoch=1)
-        kept_keys = s3_store.keys() - kept_before
-        s3_store.credentials_file.unlink()  # no file shared with the executors
+        kept_keys = remote.two_epochs(segments=5, kept_segments=2)
+        s3_store.credentials_file.unlink()  # the executors read theirs, not the controller's
         s3_proxy.reset_counts()
         s3_proxy.set_plan(FaultPlan(slow_down_rate=0.2))
 
@@ -156,7 +157,11 @@ def test_the_controllers_spark_job_reaches_s3_with_the_jobs_own_settings(
         assert bulk.spark.started
         assert s3_store.keys() == kept_keys
         assert s3_proxy.requests["DeleteObjects"] >= 1 and s3_proxy.injected["SlowDown"] > 0
-        assert set(s3_proxy.access_key_ids) == {TEST_CREDENTIALS.access_key_id}
+        # The listings are the controller's, the deletes the executors'.
+        assert set(s3_proxy.access_key_ids) == {
+            TEST_CREDENTIALS.access_key_id,
+            EXECUTOR_CREDENTIALS.access_key_id,
+        }
     finally:
         if remote is not None:
             remote.close()
