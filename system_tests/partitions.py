@@ -53,3 +53,8 @@ def client_address(status: dict[str, Any], name: str) -> str:
 def broker_id(name: str) -> int:
     """The id of the broker process ``name`` (``broker-2`` is 2)."""
     return int(name.rpartition("-")[2])
+
+
+def kafka_address(layout: dict[str, Any], name: str) -> str:
+    """``host:port`` of the Kafka listener of the broker ``name``, from ``cluster.json``."""
+    return f"{layout['hosts'][name]}:{layout['kafka_brokers'][broker_id(name) - 1]}"

@@ -4,7 +4,10 @@ cut with nftables in the test's own network namespace (``tests.support.network``
 Active controller <-> one broker, mid-DISABLING, in both metadata modes: the broker goes on
 accepting records into its partitions, the disable waits (``tiered-cluster status`` marks the broker
 unreachable) and completes after the heal, and the broker's journal holds the stop at the
-disable's epoch for each of its partitions, acked no earlier than it was applied."""
+disable's epoch for each of its partitions, acked no earlier than it was applied. During the cut
+an idempotent producer and a consumer that know the cut broker alone produce to its partitions
+and read the records back: the broker answers its clients from the last view of the cluster it
+knows (``broker/cluster_view.py``)."""
 
 from __future__ import annotations
 
@@ -15,7 +18,13 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from broker.assignment_journal import read_entries
-from system_tests.partitions import broker_id, client_address, cluster_status, partitioned_cluster
+from system_tests.partitions import (
+    broker_id,
+    client_address,
+    cluster_status,
+    kafka_address,
+    partitioned_cluster,
+)
 from tests.support.polling import poll_until
 from tiered.admin import AdminClient
 from tiered.cluster.model import TieredState
@@ -28,10 +37,9 @@ PARTITIONS = 4
 
 
 def _produce(bootstrap: str, partitions: list[int], tag: str) -> dict[int, int]:
-    """One record into each of ``partitions`` (acks=all), all acknowledged: their offsets by
-    partition. Not idempotent: a producer id comes from the controller, which a broker cut off
-    from it cannot reach."""
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    """One record into each of ``partitions`` by an idempotent producer (acks=all), all
+    acknowledged: their offsets by partition."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
     delivered: dict[int, int] = {}
 
     def on_delivery(error: Any, message: Any) -> None:
@@ -103,15 +111,11 @@ def test_a_broker_cut_off_from_the_active_controller_mid_disabling(
         waiting = admin.describe_topic(TOPIC, include_partition_state=False)
         assert waiting.tiered_state is TieredState.DISABLING and waiting.tiered_epoch == 1
         assert waiting.disable_acks_owed == len(cut_off)
-        # Bootstrapped from the other broker: the cut one answers Metadata only once the
-        # controller does (its cluster view is the controller's), which is not Kafka's way.
-        brokers = [f"broker-{i + 1}" for i in range(len(layout["kafka_brokers"]))]
-        others = ",".join(
-            f"{layout['hosts'][name]}:{port}"
-            for name, port in zip(brokers, layout["kafka_brokers"], strict=True)
-            if name != victim
-        )
-        during = _produce(others, cut_off, "during")
+        # Through the cut broker alone: it answers Metadata from the last view it knows, and
+        # hands out producer ids of its own.
+        through_victim = kafka_address(layout, victim)
+        during = _produce(through_victim, cut_off, "during")
+        _read_back(through_victim, during, "during")
         journal = {e["partition"]: e for e in read_entries(data / victim) if e["topic"] == TOPIC}
         # Not told, not stopped: still copying at epoch 0.
         assert all(journal[p]["stopped_policy"] is None for p in cut_off), journal
