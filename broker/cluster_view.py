@@ -158,6 +158,7 @@ class _Call:
     same wait for it together."""
 
     started: float
+    generation: int  # the view's when it started: a later ``invalidate`` makes it out of date
     done: threading.Event = field(default_factory=threading.Event)
     answer: _Answer | None = None
 
@@ -255,16 +256,14 @@ class ClusterView:
         controller is silent, None at once, a call started only if one may be."""
         with self._lock:
             call = self._calls.get(key)
+            if call is not None and call.generation != self._generation:
+                call = None  # it may predate a change made here: not joined
             now = self._clock()
             if call is None and self._may_call(now):
-                call = self._calls[key] = _Call(now)
+                call = self._calls[key] = _Call(now, self._generation)
                 self._last_call_started = now
-                generation = self._generation
                 threading.Thread(
-                    target=self._run,
-                    args=(key, call, request, generation),
-                    name="cluster-view",
-                    daemon=True,
+                    target=self._run, args=(key, call, request), name="cluster-view", daemon=True
                 ).start()
             if call is None or self._stale_since is not None:
                 return None
@@ -282,9 +281,7 @@ class ClusterView:
             and now - self._last_call_started >= self._answer_deadline_s
         )
 
-    def _run(
-        self, key: _CallKey, call: _Call, request: pb.DescribeMetadataRequest, generation: int
-    ) -> None:
+    def _run(self, key: _CallKey, call: _Call, request: pb.DescribeMetadataRequest) -> None:
         answer: _Answer
         try:
             answer = self._describe(request)
@@ -297,7 +294,7 @@ class ClusterView:
                 del self._calls[key]
             if isinstance(answer, KafkaCluster):
                 names = None if key is None else list(key)
-                self._keep(call.started, generation, names, answer)
+                self._keep(call.started, call.generation, names, answer)
                 self._answered()
         call.answer = answer
         call.done.set()
@@ -405,17 +402,13 @@ class ClusterView:
                     f"the active controller did not answer within {self._answer_deadline_s}s, "
                     "and this broker has no view of the cluster yet",
                 )
-            known: dict[str, TopicPlacement] = {}
-            if listing is not None:
-                known.update(
-                    (n, t) for n, t in listing[1].topics.items() if isinstance(t, TopicPlacement)
-                )
-            listed_at = _NOT_FRESH if listing is None else listing[0]
-            known.update(
-                (n, t)
-                for n, (when, t) in self._named.items()
-                if isinstance(t, TopicPlacement) and when >= listed_at
-            )
+            topics: dict[str, TopicPlacement | TieredError] = {}
+            for name in self._known_names(listing) if names is None else names:
+                found = self._last_placement(name, listing)
+                if found is not None:
+                    topics[name] = found
+                elif names is not None:
+                    topics[name] = _not_in_last_view(name)
             if self._stale_since is None:
                 self._stale_since = self._clock()
                 log.warning(
@@ -424,11 +417,24 @@ class ClusterView:
                     self._answer_deadline_s,
                     failure or "no answer yet",
                 )
-        topics: dict[str, TopicPlacement | TieredError] = dict(known)
-        if names is not None:
-            topics = {n: known.get(n) or _not_in_last_view(n) for n in names}
         cluster = newest[1]
         return KafkaCluster(cluster.cluster_id, cluster.endpoints, topics)
+
+    def _known_names(self, listing: tuple[float, KafkaCluster] | None) -> set[str]:
+        """Every name the listing or a lookup by name told of (under ``_lock``)."""
+        return {*(() if listing is None else listing[1].topics), *self._named}
+
+    def _last_placement(
+        self, name: str, listing: tuple[float, KafkaCluster] | None
+    ) -> TopicPlacement | None:
+        """The placement of ``name`` in the newer of the listing and the lookup by name that
+        told of it, if that says it exists (under ``_lock``)."""
+        listed_at, listed = _NOT_FRESH, None
+        if listing is not None:
+            listed_at, listed = listing[0], listing[1].topics.get(name)
+        entry = self._named.get(name)
+        found = entry[1] if entry is not None and entry[0] >= listed_at else listed
+        return found if isinstance(found, TopicPlacement) else None
 
 
 def _not_in_last_view(name: str) -> TieredError:

@@ -238,3 +238,20 @@ def test_a_caller_that_needs_the_present_answer_waits_for_the_controller(
     assert view.topics(["later"]).topics["later"] == TopicPlacement(
         "later", controller.ids["later"], (1,)
     )
+
+
+def test_the_last_view_is_the_newest_of_the_listing_and_the_lookups_by_name(
+    controller: SilenceableController,
+) -> None:
+    view = view_of(controller)
+    view.topics(["orders"])
+    del controller.topics["orders"]  # deleted through another broker
+    view.everything()  # a listing without it, newer than the lookup
+    controller.create("later", 1)
+    view.topics(["later"])  # a lookup newer than the listing
+    controller.failing = True
+    assert set(view.everything().topics) == {"later"}
+    last = view.topics(["orders", "later"]).topics
+    assert last["later"] == TopicPlacement("later", controller.ids["later"], (1,))
+    gone = last["orders"]
+    assert isinstance(gone, TieredError) and gone.code is ErrorCode.LEADER_NOT_AVAILABLE
