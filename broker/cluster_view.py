@@ -14,15 +14,30 @@ full listing within ``max_age_s``, as Kafka brokers learn metadata a moment late
 controller said does not exist is answered so again for ``unknown_max_age_s`` (0.25 s) without
 asking, so that a client retrying a missing topic in a loop does not become a loop of controller
 calls.
+
+The controller is given ``answer_deadline_s`` (``CONTROLLER_ANSWER_DEADLINE_S``) to answer; past
+it, or when it fails, a request is answered from the last view this broker knows, as Kafka's
+brokers answer from their metadata cache: a broker cut off from the active controller goes on
+serving its clients, stale but answering. The call goes on in the background and its answer,
+when it comes, is kept. While the controller is silent no request waits: each is answered from
+the last view at once, and the controller is asked again in the background (a call at most every
+``answer_deadline_s``, at most ``_SILENT_CALLS`` of them unanswered at a time). A name the last
+view has no placement for is LEADER_NOT_AVAILABLE (retriable, and nothing is auto-created on it),
+and with no view at all the request fails as when the controller cannot be reached. The broker
+logs once when it starts answering from the last view and once when the controller answers again.
+Callers that must see the controller's present answer (the offsets' upkeep, which removes the
+offsets of topics a listing lacks) ask with ``stale_ok=False``: they wait for the controller.
 """
 
 from __future__ import annotations
 
+import logging
+import math
 import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from broker.admin_forwarder import ControllerAdmin
 from tiered.cluster.serde import broker_endpoints_from_proto, uuid_from_bytes
@@ -31,7 +46,21 @@ from tiered.net import Listener
 from tiered.rpc.status import error_from_proto
 from tiered.rpc.v1 import controller_pb2 as pb
 
-__all__ = ["ClusterView", "KafkaCluster", "TopicPlacement", "controller_id"]
+__all__ = [
+    "CONTROLLER_ANSWER_DEADLINE_S",
+    "ClusterView",
+    "KafkaCluster",
+    "TopicPlacement",
+    "controller_id",
+]
+
+log = logging.getLogger(__name__)
+
+CONTROLLER_ANSWER_DEADLINE_S = 2.0
+"""How long a Kafka request waits for the active controller's DescribeMetadata answer before it
+is answered from the last view this broker knows: well above a healthy controller's answer, and
+well below clients' request timeouts (30 s in librdkafka and the Java clients), so that a broker
+cut off from the controller answers its clients before they give up on it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +144,23 @@ def _awaits_hosting(topic: TopicPlacement | TieredError) -> bool:
 
 
 _MAX_NAMED_ANSWERS = 100_000  # beyond it, expired answers are dropped (names asked once, typos)
+_SILENT_CALLS = 4  # unanswered calls at most while the controller is silent (each a thread)
+_NOT_FRESH = -math.inf  # the time of a kept answer that may predate an ``invalidate``
+
+_Answer = KafkaCluster | TieredError
+_CallKey = tuple[str, ...] | None  # the names asked for; None for the listing
+_Names = list[str] | None  # the names a lookup asked for; None for the listing
+
+
+@dataclass
+class _Call:
+    """One DescribeMetadata call to the controller, made in the background; requests asking the
+    same wait for it together."""
+
+    started: float
+    generation: int  # the view's when it started: a later ``invalidate`` makes it out of date
+    done: threading.Event = field(default_factory=threading.Event)
+    answer: _Answer | None = None
 
 
 class ClusterView:
@@ -126,60 +172,161 @@ class ClusterView:
         max_age_s: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
         unknown_max_age_s: float = 0.25,
+        answer_deadline_s: float = CONTROLLER_ANSWER_DEADLINE_S,
     ) -> None:
         self._controller = controller
         self._max_age_s = max_age_s
         self._unknown_max_age_s = unknown_max_age_s
+        self._answer_deadline_s = answer_deadline_s
         self._clock = clock
         self._lock = threading.Lock()
-        self._listing_lock = threading.Lock()  # one listing call at a time
         self._listing: tuple[float, KafkaCluster] | None = None
-        # name -> (when, answer) from lookups by name: a placement is kept ``max_age_s``, a
-        # does-not-exist ``unknown_max_age_s``, any other error not at all
+        # name -> (when, answer) from lookups by name: a placement is fresh ``max_age_s``, a
+        # does-not-exist ``unknown_max_age_s``, any other error is not kept; stale placements
+        # stay as the last view known
         self._named: dict[str, tuple[float, TopicPlacement | TieredError]] = {}
         # (when, answer) of the last lookup by name: the brokers that go with kept answers
         self._named_brokers: tuple[float, KafkaCluster] | None = None
         self._generation = 0  # raised by invalidate
+        self._calls: dict[_CallKey, _Call] = {}  # unanswered calls, by what they ask
+        self._last_call_started = _NOT_FRESH
+        self._stale_since: float | None = None  # while requests are answered from the last view
 
-    def everything(self) -> KafkaCluster:
-        """Every topic. Raises ``TieredError`` when the controller cannot say."""
+    def everything(self, *, stale_ok: bool = True) -> KafkaCluster:
+        """Every topic: fresh, else the controller's answer within the deadline, else (when
+        ``stale_ok``) the last view known. Raises ``TieredError`` when none of them can say."""
         fresh = self._fresh_listing()
         if fresh is not None:
             return fresh
-        with self._listing_lock:
-            fresh = self._fresh_listing()  # another thread may have listed meanwhile
-            if fresh is not None:
-                return fresh
-            with self._lock:
-                started, generation = self._clock(), self._generation
-            cluster = self._describe(pb.DescribeMetadataRequest(all_topics=True))
-            with self._lock:
-                if generation == self._generation:  # else it may predate a change: not kept
-                    self._listing = (started, cluster)
-            return cluster
+        request = pb.DescribeMetadataRequest(all_topics=True)
+        if not stale_ok:
+            return self._ask_and_wait(request, None)
+        answer = self._ask(None, request)
+        if isinstance(answer, KafkaCluster):
+            return answer
+        return self._last_known(None, answer)
 
-    def topics(self, names: Sequence[str]) -> KafkaCluster:
+    def topics(self, names: Sequence[str], *, stale_ok: bool = True) -> KafkaCluster:
         """The named topics (each a placement or its error, such as UNKNOWN_TOPIC_OR_PARTITION)
-        and the live brokers. Raises ``TieredError`` when the controller cannot say."""
+        and the live brokers: fresh, else the controller's answer within the deadline, else
+        (when ``stale_ok``) the last view known, where a name without a placement is
+        LEADER_NOT_AVAILABLE. Raises ``TieredError`` when none of them can say."""
         wanted = list(dict.fromkeys(names))
         kept = self._kept(wanted)
         if kept is not None:
             return kept
-        with self._lock:
-            started, generation = self._clock(), self._generation
-        cluster = self._describe(pb.DescribeMetadataRequest(topics=wanted))
-        with self._lock:
-            if generation == self._generation:  # else it may predate a change: not kept
-                self._remember(started, cluster)
-        return cluster
+        request = pb.DescribeMetadataRequest(topics=wanted)
+        if not stale_ok:
+            return self._ask_and_wait(request, wanted)
+        answer = self._ask(tuple(wanted), request)
+        if isinstance(answer, KafkaCluster):
+            return answer
+        return self._last_known(wanted, answer)
 
     def invalidate(self) -> None:
-        """Forget what is kept (a topic was created or deleted through this broker)."""
+        """Nothing kept is fresh any more (a topic was created or deleted through this broker);
+        it stays the last view known."""
         with self._lock:
-            self._listing = None
-            self._named.clear()
-            self._named_brokers = None
+            if self._listing is not None:
+                self._listing = (_NOT_FRESH, self._listing[1])
+            self._named = {
+                n: (_NOT_FRESH, a)
+                for n, (_, a) in self._named.items()
+                if isinstance(a, TopicPlacement)
+            }
+            if self._named_brokers is not None:
+                self._named_brokers = (_NOT_FRESH, self._named_brokers[1])
             self._generation += 1
+
+    # ------------------------------------------------------------------------- the controller
+
+    def _ask_and_wait(self, request: pb.DescribeMetadataRequest, names: _Names) -> KafkaCluster:
+        """The controller's answer now, however long it takes (kept)."""
+        with self._lock:
+            started, generation = self._clock(), self._generation
+        cluster = self._describe(request)
+        with self._lock:
+            self._keep(started, generation, names, cluster)
+            self._answered()
+        return cluster
+
+    def _ask(self, key: _CallKey, request: pb.DescribeMetadataRequest) -> _Answer | None:
+        """The controller's answer (kept) or its failure, if it comes within the deadline; else
+        None, the call going on in the background (its answer kept when it comes). While the
+        controller is silent, None at once, a call started only if one may be."""
+        with self._lock:
+            call = self._calls.get(key)
+            if call is not None and call.generation != self._generation:
+                call = None  # it may predate a change made here: not joined
+            now = self._clock()
+            if call is None and self._may_call(now):
+                call = self._calls[key] = _Call(now, self._generation)
+                self._last_call_started = now
+                threading.Thread(
+                    target=self._run, args=(key, call, request), name="cluster-view", daemon=True
+                ).start()
+            if call is None or self._stale_since is not None:
+                return None
+        if call.done.wait(self._answer_deadline_s):
+            return call.answer
+        return None
+
+    def _may_call(self, now: float) -> bool:
+        """While the controller is silent, a call at most every deadline, and few unanswered
+        (each holds a thread until the controller answers or the call times out)."""
+        if self._stale_since is None:
+            return True
+        return (
+            len(self._calls) < _SILENT_CALLS
+            and now - self._last_call_started >= self._answer_deadline_s
+        )
+
+    def _run(self, key: _CallKey, call: _Call, request: pb.DescribeMetadataRequest) -> None:
+        answer: _Answer
+        try:
+            answer = self._describe(request)
+        except TieredError as e:
+            answer = e
+        except Exception as e:  # a closed channel at shutdown: a failure like any other
+            answer = TieredError(ErrorCode.UNKNOWN_SERVER_ERROR, f"DescribeMetadata: {e!r}")
+        with self._lock:
+            if self._calls.get(key) is call:
+                del self._calls[key]
+            if isinstance(answer, KafkaCluster):
+                names = None if key is None else list(key)
+                self._keep(call.started, call.generation, names, answer)
+                self._answered()
+        call.answer = answer
+        call.done.set()
+
+    def _answered(self) -> None:
+        """The controller answered (under ``_lock``): fresh views from now on."""
+        if self._stale_since is not None:
+            log.info(
+                "The active controller answers DescribeMetadata again: Kafka requests are "
+                "answered from its view again, after %.1fs from the last view known",
+                self._clock() - self._stale_since,
+            )
+            self._stale_since = None
+
+    def _describe(self, request: pb.DescribeMetadataRequest) -> KafkaCluster:
+        response = self._controller.call("DescribeMetadata", request, pb.DescribeMetadataResponse)
+        error = error_from_proto(response.error)
+        if error is not None:
+            raise error
+        return _cluster_from_proto(response)
+
+    # ----------------------------------------------------------------------- what is kept
+
+    def _keep(self, started: float, generation: int, names: _Names, cluster: KafkaCluster) -> None:
+        """Keeps an answer (under ``_lock``): fresh from ``started``, unless an ``invalidate``
+        came since the call began (it may predate the change: only the last view known)."""
+        when = started if generation == self._generation else _NOT_FRESH
+        if names is None:
+            if self._listing is None or when >= self._listing[0]:
+                self._listing = (when, cluster)
+        else:
+            self._remember(when, cluster)
 
     def _kept(self, names: Sequence[str]) -> KafkaCluster | None:
         """The answer for ``names`` from a fresh listing and fresh answers by name, or None
@@ -208,28 +355,28 @@ class ClusterView:
                     else self._unknown_max_age_s
                 )
                 if now - when > max_age:
-                    del self._named[name]  # expired entries go when next asked for
                     return None
                 found[name] = answer
         if brokers is None:
             return None
         return KafkaCluster(brokers.cluster_id, brokers.endpoints, found)
 
-    def _remember(self, started: float, cluster: KafkaCluster) -> None:
+    def _remember(self, when: float, cluster: KafkaCluster) -> None:
         """Keeps a lookup by name's answers (under ``_lock``)."""
         if len(self._named) > _MAX_NAMED_ANSWERS:
             horizon = max(self._max_age_s, self._unknown_max_age_s)
-            self._named = {n: e for n, e in self._named.items() if started - e[0] <= horizon}
+            self._named = {n: e for n, e in self._named.items() if when - e[0] <= horizon}
         for name, topic in cluster.topics.items():
             if _awaits_hosting(topic):
                 self._named.pop(name, None)
             elif isinstance(topic, TopicPlacement) or (
                 topic.code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             ):
-                self._named[name] = (started, topic)
+                self._named[name] = (when, topic)
             else:
                 self._named.pop(name, None)
-        self._named_brokers = (started, cluster)
+        if self._named_brokers is None or when >= self._named_brokers[0]:
+            self._named_brokers = (when, cluster)
 
     def _fresh_listing(self) -> KafkaCluster | None:
         with self._lock:
@@ -238,9 +385,61 @@ class ClusterView:
             return None
         return listing[1]
 
-    def _describe(self, request: pb.DescribeMetadataRequest) -> KafkaCluster:
-        response = self._controller.call("DescribeMetadata", request, pb.DescribeMetadataResponse)
-        error = error_from_proto(response.error)
-        if error is not None:
-            raise error
-        return _cluster_from_proto(response)
+    def _last_known(self, names: _Names, failure: TieredError | None) -> KafkaCluster:
+        """``names`` (every topic when None) as the last view known has them, a name without a
+        placement there LEADER_NOT_AVAILABLE; logged once until the controller answers again.
+        Raises ``failure`` (or a timeout) when there is no view at all."""
+        with self._lock:
+            listing, named_brokers = self._listing, self._named_brokers
+            newest = max(
+                (kept for kept in (listing, named_brokers) if kept is not None),
+                key=lambda kept: kept[0],
+                default=None,
+            )
+            if newest is None:
+                raise failure or TieredError(
+                    ErrorCode.REQUEST_TIMED_OUT,
+                    f"the active controller did not answer within {self._answer_deadline_s}s, "
+                    "and this broker has no view of the cluster yet",
+                )
+            topics: dict[str, TopicPlacement | TieredError] = {}
+            for name in self._known_names(listing) if names is None else names:
+                found = self._last_placement(name, listing)
+                if found is not None:
+                    topics[name] = found
+                elif names is not None:
+                    topics[name] = _not_in_last_view(name)
+            if self._stale_since is None:
+                self._stale_since = self._clock()
+                log.warning(
+                    "The active controller did not answer DescribeMetadata within %.1fs (%s): "
+                    "Kafka requests are answered from the last view known until it does",
+                    self._answer_deadline_s,
+                    failure or "no answer yet",
+                )
+        cluster = newest[1]
+        return KafkaCluster(cluster.cluster_id, cluster.endpoints, topics)
+
+    def _known_names(self, listing: tuple[float, KafkaCluster] | None) -> set[str]:
+        """Every name the listing or a lookup by name told of (under ``_lock``)."""
+        return {*(() if listing is None else listing[1].topics), *self._named}
+
+    def _last_placement(
+        self, name: str, listing: tuple[float, KafkaCluster] | None
+    ) -> TopicPlacement | None:
+        """The placement of ``name`` in the newer of the listing and the lookup by name that
+        told of it, if that says it exists (under ``_lock``)."""
+        listed_at, listed = _NOT_FRESH, None
+        if listing is not None:
+            listed_at, listed = listing[0], listing[1].topics.get(name)
+        entry = self._named.get(name)
+        found = entry[1] if entry is not None and entry[0] >= listed_at else listed
+        return found if isinstance(found, TopicPlacement) else None
+
+
+def _not_in_last_view(name: str) -> TieredError:
+    return TieredError(
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        f"the active controller does not answer, and the last view this broker knows has no "
+        f"placement of topic {name!r}",
+    )

@@ -79,3 +79,8 @@ def log_matches(data: Path, name: str, pattern: str) -> list[tuple[datetime, re.
         if match is not None:
             found.append((datetime.strptime(line[:23], LOG_TIME_FORMAT), match))
     return found
+
+
+def kafka_address(layout: dict[str, Any], name: str) -> str:
+    """``host:port`` of the Kafka listener of the broker ``name``, from ``cluster.json``."""
+    return f"{layout['hosts'][name]}:{layout['kafka_brokers'][broker_id(name) - 1]}"

@@ -4,7 +4,10 @@ cut with nftables in the test's own network namespace (``tests.support.network``
 Active controller <-> one broker, mid-DISABLING, in both metadata modes: the broker goes on
 accepting records into its partitions, the disable waits (``tiered-cluster status`` marks the broker
 unreachable) and completes after the heal, and the broker's journal holds the stop at the
-disable's epoch for each of its partitions, acked no earlier than it was applied."""
+disable's epoch for each of its partitions, acked no earlier than it was applied. During the cut
+an idempotent producer, a consumer and a consumer group's member that know the cut broker alone
+produce to its partitions, read the records back and commit: the broker answers its clients from
+the last view of the cluster it knows (``broker/cluster_view.py``)."""
 
 from __future__ import annotations
 
@@ -15,7 +18,14 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from broker.assignment_journal import read_entries
-from system_tests.partitions import broker_id, client_address, cluster_status, partitioned_cluster
+from broker.groups.placement import OFFSETS_TOPIC, partition_for
+from system_tests.partitions import (
+    broker_id,
+    client_address,
+    cluster_status,
+    kafka_address,
+    partitioned_cluster,
+)
 from tests.support.polling import poll_until
 from tiered.admin import AdminClient
 from tiered.cluster.model import TieredState
@@ -28,10 +38,9 @@ PARTITIONS = 4
 
 
 def _produce(bootstrap: str, partitions: list[int], tag: str) -> dict[int, int]:
-    """One record into each of ``partitions`` (acks=all), all acknowledged: their offsets by
-    partition. Not idempotent: a producer id comes from the controller, which a broker cut off
-    from it cannot reach."""
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    """One record into each of ``partitions`` by an idempotent producer (acks=all), all
+    acknowledged: their offsets by partition."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
     delivered: dict[int, int] = {}
 
     def on_delivery(error: Any, message: Any) -> None:
@@ -60,6 +69,52 @@ def _read_back(bootstrap: str, delivered: dict[int, int], tag: str) -> None:
         consumer.close()
 
 
+def _group_led_by(admin: AdminClient, broker: int) -> str:
+    """A group id whose coordinator is ``broker`` (it leads the group's partition of
+    ``__consumer_offsets``)."""
+    offsets = admin.describe_topic(OFFSETS_TOPIC).partitions
+    leaders = {p.partition: p.leader for p in offsets}
+    return next(
+        group
+        for group in (f"members-{i}" for i in range(10_000))
+        if leaders[partition_for(group, len(offsets))] == broker
+    )
+
+
+def _read_in_group(bootstrap: str, group: str, delivered: dict[int, int], tag: str) -> None:
+    """Reads the records ``delivered`` as the member of the new consumer group ``group``
+    (FindCoordinator, JoinGroup, SyncGroup, OffsetFetch, Fetch) and commits past them
+    (OffsetCommit)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    wanted = {partition: f"{tag}-{partition}".encode() for partition in delivered}
+    seen: set[int] = set()
+
+    def read_them() -> bool:
+        message = consumer.poll(1)
+        if message is not None and wanted.get(message.partition()) == message.value():
+            seen.add(message.partition())
+        return seen == set(wanted)
+
+    try:
+        consumer.subscribe([TOPIC])
+        poll_until(read_them, timeout=90, what=f"a group member reading the {tag!r} records")
+        past = {partition: offset + 1 for partition, offset in delivered.items()}
+        consumer.commit(
+            offsets=[TopicPartition(TOPIC, p, o) for p, o in past.items()], asynchronous=False
+        )
+        committed = consumer.committed([TopicPartition(TOPIC, p) for p in past], timeout=30)
+        assert {c.partition: c.offset for c in committed} == past
+    finally:
+        consumer.close()
+
+
 @pytest.mark.parametrize("metadata", ["kraft", "zookeeper"])
 def test_a_broker_cut_off_from_the_active_controller_mid_disabling(
     tmp_path: Path, metadata: str
@@ -81,7 +136,10 @@ def test_a_broker_cut_off_from_the_active_controller_mid_disabling(
         cut_off = [p.partition for p in topic.partitions if p.leader == broker_id(victim)]
         assert cut_off and len(cut_off) < PARTITIONS, topic.partitions
         kafka = layout["kafka_bootstrap_servers"]
-        _read_back(kafka, _produce(kafka, cut_off, "before"), "before")
+        before = _produce(kafka, cut_off, "before")
+        _read_back(kafka, before, "before")
+        _read_in_group(kafka, "members-before", before, "before")  # creates __consumer_offsets
+        cut_group = _group_led_by(admin, broker_id(victim))  # coordinated by the cut broker
 
         network.cut(active, victim, both_ways=True)
         admin.alter_configs(TOPIC, {"remote.storage.enable": "false"})
@@ -103,15 +161,17 @@ def test_a_broker_cut_off_from_the_active_controller_mid_disabling(
         waiting = admin.describe_topic(TOPIC, include_partition_state=False)
         assert waiting.tiered_state is TieredState.DISABLING and waiting.tiered_epoch == 1
         assert waiting.disable_acks_owed == len(cut_off)
-        # Bootstrapped from the other broker: the cut one answers Metadata only once the
-        # controller does (its cluster view is the controller's), which is not Kafka's way.
-        brokers = [f"broker-{i + 1}" for i in range(len(layout["kafka_brokers"]))]
-        others = ",".join(
-            f"{layout['hosts'][name]}:{port}"
-            for name, port in zip(brokers, layout["kafka_brokers"], strict=True)
-            if name != victim
-        )
-        during = _produce(others, cut_off, "during")
+        # Through the cut broker alone: it answers Metadata and FindCoordinator from the last
+        # view it knows, and hands out producer ids of its own.
+        through_victim = kafka_address(layout, victim)
+        during = _produce(through_victim, cut_off, "during")
+        _read_back(through_victim, during, "during")
+        if metadata == "zookeeper":
+            # The cut broker stays registered (its ZooKeeper session lives), so every broker
+            # names it coordinator. In KRaft mode the controller fences it once its heartbeats
+            # lapse, and the other broker, which a group member also asks, rightly answers its
+            # coordinators unavailable, as Kafka answers for a fenced broker's partitions.
+            _read_in_group(through_victim, cut_group, during, "during")
         journal = {e["partition"]: e for e in read_entries(data / victim) if e["topic"] == TOPIC}
         # Not told, not stopped: still copying at epoch 0.
         assert all(journal[p]["stopped_policy"] is None for p in cut_off), journal

@@ -1,6 +1,8 @@
 """The partition harness itself (``tests.support.network``), on two small processes in the test's
 own network namespace: a cut stops one process reaching the other (new connections and one made
-before the cut), both ways when asked, leaves every other pair alone, and heals."""
+before the cut), both ways when asked, leaves every other pair alone, and heals; a client without
+an address of its own (``Network.spawn``) is cut from one process both ways, and from nothing
+else."""
 
 from __future__ import annotations
 
@@ -49,6 +51,33 @@ print("serving", flush=True)
 while True:
     conn, _ = server.accept()
     threading.Thread(target=serve, args=(conn,), daemon=True).start()
+"""
+
+
+# A client without an address of its own: keeps one connection to the host named first, and for
+# each line on stdin pings it there and on a new connection to the host named second, answering
+# "HOST ok|failed" for each.
+_CLIENT = r"""
+import socket, sys
+kept_host, other_host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+kept = None
+def ping(conn):
+    conn.sendall(b"ping\n")
+    return conn.recv(16).startswith(b"pong")
+for _ in sys.stdin:
+    try:
+        if kept is None:
+            kept = socket.create_connection((kept_host, port), timeout=1.0)
+        first = ping(kept)
+    except OSError:
+        kept, first = None, False
+    try:
+        with socket.create_connection((other_host, port), timeout=1.0) as conn:
+            second = ping(conn)
+    except OSError:
+        second = False
+    print(kept_host, "ok" if first else "failed", other_host, "ok" if second else "failed",
+          flush=True)
 """
 
 
@@ -103,3 +132,35 @@ def test_a_cut_both_ways_is_a_partition(network: Network) -> None:
     assert _ask("a", "c") and _ask("b", "c")
     network.heal()
     poll_until(lambda: _ask("a", "b") and _ask("b", "a"), what="both ways after the heal")
+
+
+def test_a_client_is_cut_from_one_process_both_ways_and_from_nothing_else(
+    network: Network,
+) -> None:
+    client = network.spawn(
+        "client",
+        [sys.executable, "-c", _CLIENT, HOSTS["b"], HOSTS["c"], str(PORT)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert client.stdin is not None and client.stdout is not None
+
+    def reaches() -> list[str]:
+        client.stdin.write("go\n")
+        client.stdin.flush()
+        return client.stdout.readline().split()
+
+    try:
+        assert reaches() == [HOSTS["b"], "ok", HOSTS["c"], "ok"]  # its connection to b kept
+        network.cut("b", "client")  # b's answers to the client are dropped, on that connection
+        assert reaches() == [HOSTS["b"], "failed", HOSTS["c"], "ok"]
+        assert _ask("a", "b") and _ask("b", "a"), "the cut of b -> client touched b's other peers"
+        network.heal()
+        poll_until(lambda: reaches()[1] == "ok", what="the client reaching b after the heal")
+        network.cut("client", "b", both_ways=True)
+        assert reaches() == [HOSTS["b"], "failed", HOSTS["c"], "ok"]
+        assert _ask("a", "b") and _ask("c", "b"), "the client's cut touched b's other peers"
+    finally:
+        client.kill()
+        client.wait()

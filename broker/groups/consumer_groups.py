@@ -92,7 +92,7 @@ class ConsumerGroups:
         taken after their commit)."""
         self._view.invalidate()
         try:
-            return self._view.everything().topic_ids()
+            return self._view.everything(stale_ok=False).topic_ids()
         except TieredError:
             return None
 

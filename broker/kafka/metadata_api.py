@@ -8,8 +8,10 @@ LEADER_NOT_AVAILABLE with the broker offline, and so does a partition its broker
 yet (the controller says which). A missing topic named by a request that allows it
 is created (``topic_auto_creation``), as Kafka's ``auto.create.topics.enable`` does.
 The controller id Kafka clients see is a live broker (``cluster_view.controller_id``): any
-broker forwards admin requests to the active controller. When the controller cannot be reached
-the broker answers with itself alone and every named topic LEADER_NOT_AVAILABLE (retriable).
+broker forwards admin requests to the active controller. When the controller does not answer,
+the broker answers from the last view it knows (``cluster_view``: a name it has no placement for
+is LEADER_NOT_AVAILABLE); with no view at all, with itself alone and every named topic
+LEADER_NOT_AVAILABLE (retriable).
 Kafka's internal topics (``__consumer_offsets``) are marked ``is_internal``.
 """
 

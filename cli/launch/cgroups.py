@@ -16,12 +16,15 @@ __all__ = ["CGROUP_ROOT_ENV", "in_own_cgroup"]
 CGROUP_ROOT_ENV = "TIERED_CGROUP_ROOT"
 
 
-def in_own_cgroup(command: Sequence[str], name: str) -> list[str]:
+def in_own_cgroup(command: Sequence[str], name: str, root: Path | None = None) -> list[str]:
     """``command``, started in the cgroup ``<root>/<name>`` before it runs (so that every socket
-    it opens is that cgroup's), when ``TIERED_CGROUP_ROOT`` is set; else unchanged."""
-    root = os.environ.get(CGROUP_ROOT_ENV)
-    if not root:
-        return list(command)
-    cgroup = Path(root) / name
+    it opens is that cgroup's), when ``root`` is given or ``TIERED_CGROUP_ROOT`` is set; else
+    unchanged."""
+    if root is None:
+        configured = os.environ.get(CGROUP_ROOT_ENV)
+        if not configured:
+            return list(command)
+        root = Path(configured)
+    cgroup = root / name
     cgroup.mkdir(parents=True, exist_ok=True)
     return ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(cgroup), *command]

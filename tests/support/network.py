@@ -16,6 +16,11 @@ socket of ``a``'s cgroup sends to ``b``'s address. Clients do not choose their s
 while ``b`` still reaches ``a``; ``cut(a, b, both_ways=True)`` stops both, which is a full
 partition between them, since every connection between two processes is made from one to the
 other's address. ``heal`` removes the rules.
+
+A client (a producer, say) has no address of its own: it connects from 127.0.0.1, as every
+process does. :meth:`Network.spawn` starts it in a cgroup of its own and marks every connection
+it makes (conntrack's mark), so that ``cut(client, b)`` drops what it sends to ``b``'s address
+and ``cut(b, client)`` drops what ``b`` sends back on the client's connections, and nothing else.
 """
 
 from __future__ import annotations
@@ -29,6 +34,9 @@ import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from cli.launch.cgroups import in_own_cgroup
 
 IN_NAMESPACE_ENV = "TIERED_TEST_NETNS"
 """Set (to the namespace's id) in the child pytest that runs inside the namespace."""
@@ -112,6 +120,7 @@ class Network:
     cgroup_root: Path
     hosts: dict[str, str]
     _rules: dict[tuple[str, str], str] = field(default_factory=dict)
+    _clients: dict[str, int] = field(default_factory=dict)  # name -> its connections' mark
 
     @classmethod
     def create(cls, hosts: dict[str, str]) -> Network:
@@ -124,6 +133,18 @@ class Network:
         )
         return cls(root, dict(hosts))
 
+    def spawn(self, name: str, command: Sequence[str], **popen: Any) -> subprocess.Popen[Any]:
+        """Starts ``command`` (``subprocess.Popen`` with ``popen``) as the client ``name``: in the
+        cgroup ``<cgroup_root>/<name>``, every connection it makes marked so that cuts to it
+        drop the replies on them. The caller waits for it and ends it."""
+        mark = self._clients.setdefault(name, len(self._clients) + 1)
+        self.cgroup_of(name).mkdir(exist_ok=True)
+        _nft(
+            f"add rule inet {_TABLE} out socket cgroupv2 level {self._level(name)} "
+            f'"{self._cgroup_path(name)}" ct mark set {mark}'
+        )
+        return subprocess.Popen(in_own_cgroup(command, name, self.cgroup_root), **popen)
+
     def cut(self, sender: str, receiver: str, *, both_ways: bool = False) -> None:
         """``sender`` reaches ``receiver`` no more (and the other way round with
         ``both_ways``)."""
@@ -132,9 +153,11 @@ class Network:
             if (a, b) in self._rules:
                 continue
             comment = f"{a}->{b}"
+            mark = self._clients.get(b)
+            to = f"ip daddr {self.hosts[b]}" if mark is None else f"ct mark {mark}"
             _nft(
                 f"add rule inet {_TABLE} out socket cgroupv2 level {self._level(a)} "
-                f'"{self._cgroup_path(a)}" ip daddr {self.hosts[b]} drop comment "{comment}"'
+                f'"{self._cgroup_path(a)}" {to} drop comment "{comment}"'
             )
             self._rules[(a, b)] = comment
 

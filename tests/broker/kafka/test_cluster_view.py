@@ -4,21 +4,39 @@ shared for ``max_age_s``, and named topics that the listing does not have asked 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from broker.cluster_view import ClusterView, TopicPlacement
 from tiered.errors import ErrorCode, TieredError
+from tiered.net import Listener
 from tiered.rpc.v1 import controller_pb2 as pb
+from tiered.rpc.v1 import metadata_pb2
+
+
+def add_brokers(
+    response: pb.DescribeMetadataResponse, endpoints: Mapping[int, Sequence[Listener]]
+) -> None:
+    """The live brokers of a DescribeMetadata answer, each with its Kafka endpoints."""
+    for broker_id, listeners in endpoints.items():
+        response.brokers.add(
+            broker_id=broker_id,
+            kafka_endpoints=[
+                metadata_pb2.BrokerEndpoint(name=e.name, host=e.host, port=e.port)
+                for e in listeners
+            ],
+        )
 
 
 class FakeController:
     """DescribeMetadata over a dict of topics (name -> replicas) that a test changes, as another
-    broker creating a topic would; records each request."""
+    broker creating a topic would, and the live brokers ``endpoints``; records each request."""
 
-    def __init__(self) -> None:
+    def __init__(self, endpoints: Mapping[int, Sequence[Listener]] | None = None) -> None:
         self.topics: dict[str, tuple[int, ...]] = {}
         self.ids: dict[str, uuid.UUID] = {}
         self.requests: list[pb.DescribeMetadataRequest] = []
+        self.endpoints = dict(endpoints or {})
 
     def create(self, name: str, *replicas: int) -> None:
         self.topics[name] = replicas
@@ -39,6 +57,7 @@ class FakeController:
             else:
                 placement.error.code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.value
                 placement.error.message = f"topic {name!r} does not exist"
+        add_brokers(answer, self.endpoints)
         return answer
 
 

@@ -25,10 +25,10 @@ from broker.kafka.handler import ALLOW_ALL
 from broker.kafka.metadata_api import MetadataApi
 from broker.kafka.this_broker import ThisBroker
 from broker.listener.handler import RequestContext
+from tests.broker.kafka.test_cluster_view import add_brokers
 from tiered.errors import ErrorCode, TieredError
 from tiered.net import PLAINTEXT, SSL, Listener
 from tiered.rpc.v1 import controller_pb2 as pb
-from tiered.rpc.v1 import metadata_pb2
 
 ONE = (Listener(PLAINTEXT, "plain-1", 9092), Listener(SSL, "ssl-1", 9093))
 TWO = (Listener(PLAINTEXT, "plain-2", 9092),)  # broker 2 has no SSL listener
@@ -47,14 +47,7 @@ class TwoBrokers:
         response = pb.DescribeMetadataResponse(cluster_id="c")
         if OFFSETS_TOPIC in request.topics:  # partition 0 on broker 1, 1 on broker 2
             response.topics.add(name=OFFSETS_TOPIC, topic_id=uuid.uuid4().bytes, replicas=[1, 2])
-        for broker_id, endpoints in ((1, ONE), (2, TWO)):
-            response.brokers.add(
-                broker_id=broker_id,
-                kafka_endpoints=[
-                    metadata_pb2.BrokerEndpoint(name=e.name, host=e.host, port=e.port)
-                    for e in endpoints
-                ],
-            )
+        add_brokers(response, {1: ONE, 2: TWO})
         return response
 
 
