@@ -218,7 +218,7 @@ class BrokerWork:
             self._term.active_epoch,
             message,
         )
-        self._term.step_down()
+        self._term.step_down(f"broker {broker_id} has seen a newer controller epoch")
 
     # ----------------------------------------------------------------------------- inside
 

@@ -49,6 +49,7 @@ class Term:
         self._write_timed = write_timed  # told each write's duration (the metrics' histogram)
         self._epoch: int | None = None
         self._stepping_down = threading.Event()
+        self._step_down_reason = ""
         # What a describe of topics shows changed: raised after each write once the image has
         # it (the writer still holds the lock, so a woken watcher reads the new image).
         self.changes = TopicChanges()
@@ -110,7 +111,7 @@ class Term:
         try:
             write()
         except MetadataStoreError as e:
-            self._stepping_down.set()
+            self.step_down("a metadata write failed")
             raise TieredError(
                 ErrorCode.NOT_CONTROLLER,
                 f"the metadata store write failed ({e}); the controller is stepping down, retry",
@@ -118,14 +119,22 @@ class Term:
         finally:
             self._write_timed(time.monotonic() - started)
 
-    def step_down(self) -> None:
-        """Something showed that another controller is active: stop serving soon."""
+    def step_down(self, reason: str) -> None:
+        """A write failed, or something showed that another controller is active: stop serving
+        soon. The first reason of a term is the one kept."""
+        if not self._stepping_down.is_set():
+            self._step_down_reason = reason
         self._stepping_down.set()
 
     @property
     def stepping_down(self) -> bool:
         """A write failed, or a broker heard from a newer controller, since the term began."""
         return self._stepping_down.is_set()
+
+    @property
+    def step_down_reason(self) -> str:
+        """Why the term is stepping down ("" while it is not)."""
+        return self._step_down_reason if self._stepping_down.is_set() else ""
 
     def wait_stepping_down(self, timeout_s: float) -> bool:
         return self._stepping_down.wait(timeout_s)
@@ -216,11 +225,7 @@ class Leadership:
                 if self._term.wait_stepping_down(0.5):
                     break
             reason = (
-                "stopping"
-                if stop.is_set()
-                else "a metadata write failed"
-                if self._term.stepping_down
-                else "leadership lost"
+                "stopping" if stop.is_set() else self._term.step_down_reason or "leadership lost"
             )
             log.warning("Controller epoch %d: stepping down (%s)", epoch, reason)
             self.deactivate()
