@@ -44,10 +44,14 @@ def in_test_namespace() -> bool:
     return bool(os.environ.get(IN_NAMESPACE_ENV))
 
 
-def run_in_fresh_namespace(nodeid: str, rootdir: Path, timeout_s: float) -> None:
+def run_in_fresh_namespace(
+    nodeid: str, rootdir: Path, timeout_s: float, *, show_output: bool = False
+) -> None:
     """Runs the test ``nodeid`` in a child pytest inside a new network namespace, with loopback
     up; raises ``AssertionError`` with the child's output when it fails and
-    ``NamespaceUnavailableError`` when the namespace cannot be made."""
+    ``NamespaceUnavailableError`` when the namespace cannot be made. ``show_output`` (the
+    parent runs with ``-s``): the child runs with ``-s`` too, and its output is printed when it
+    passes as well."""
     unshare = shutil.which("unshare")
     nft = shutil.which("nft")
     if unshare is None or nft is None:
@@ -82,6 +86,10 @@ def run_in_fresh_namespace(nodeid: str, rootdir: Path, timeout_s: float) -> None
         "no:cacheprovider",
         "-p",
         "no:randomly",
+        # Selected whatever the default marker expression deselects (a soak is ``netns`` too).
+        "-m",
+        "netns",
+        *(["-s"] if show_output else []),
     ]
     result = subprocess.run(
         command,
@@ -92,6 +100,8 @@ def run_in_fresh_namespace(nodeid: str, rootdir: Path, timeout_s: float) -> None
         text=True,
         timeout=timeout_s,
     )
+    if show_output:
+        print(result.stdout, result.stderr, sep="", flush=True)
     if result.returncode != 0:
         raise AssertionError(
             f"{nodeid} failed in its network namespace (exit {result.returncode}):\n"
