@@ -35,6 +35,8 @@ from tests.support.network import Network
 
 TOPICS = 4
 SHORT_RUN_S = 15.0
+# However slow the machine, a run strikes and heals this many times.
+MIN_ROUNDS = 2
 # A round: its faults, then this many client operations, then the heal.
 FAULTS_PER_ROUND = (1, 2)
 OPERATIONS_PER_ROUND = (4, 12)
@@ -79,10 +81,10 @@ def randomized_run(
         workload = Workload(
             cluster, history, random.Random(f"{seed}/clients"), [f"run{i}" for i in range(TOPICS)]
         )
-        workload.create_all()
+        workload.prepare()
         deadline = time.monotonic() + seconds
         rounds = 0
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline or rounds < MIN_ROUNDS:
             for _ in range(rng.randint(*FAULTS_PER_ROUND)):
                 nemesis.strike()
             for _ in range(rng.randint(*OPERATIONS_PER_ROUND)):

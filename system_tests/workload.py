@@ -25,9 +25,10 @@ GROUP = "randomized-run"
 PARTITIONS = 2
 # Infinite retention: only a finished delete-policy job or a topic delete removes records.
 TOPIC_CONFIGS = {"remote.storage.enable": "true", "segment.bytes": "2000", "retention.ms": "-1"}
-RECORDS_PER_PRODUCE = 4
+RECORDS_PER_PRODUCE = 8
 # What a client waits before it calls an answer unknown: a paused leader never answers.
 CLIENT_TIMEOUT_S = 4.0
+FIRST_COMMIT_TIMEOUT_S = 60.0
 # Refusals that say nothing about whether the operation happened.
 UNKNOWN_OUTCOME = frozenset(
     {
@@ -54,9 +55,13 @@ class Workload:
         self._commits_pending: dict[tuple[str, int, int], Operation] = {}
         self._disabled: set[str] = set()  # topics whose last acknowledged change was a disable
 
-    def create_all(self) -> None:
+    def prepare(self) -> None:
+        """Creates every topic and commits once, before any fault: the first commit waits for
+        the group's coordinator to come up (``__consumer_offsets`` created), which a client's
+        timeout would not cover."""
         for name in self.topic_ids:
             self.create(name)
+        self.commit(sorted(self.topic_ids)[0], timeout_s=FIRST_COMMIT_TIMEOUT_S)
 
     def step(self) -> None:
         """One random client operation on a random topic (a create if the topic is gone)."""
@@ -128,7 +133,7 @@ class Workload:
 
     # ----------------------------------------------------------------------------- offsets
 
-    def commit(self, name: str) -> None:
+    def commit(self, name: str, timeout_s: float = CLIENT_TIMEOUT_S) -> None:
         partition = self._rng.randrange(PARTITIONS)
         offset = self._committed_next.get((name, partition), 0) + self._rng.randrange(1, 10)
         self._committed_next[(name, partition)] = offset
@@ -144,7 +149,7 @@ class Workload:
         except KafkaException as e:
             operation.info(e)
             return
-        deadline = time.monotonic() + CLIENT_TIMEOUT_S
+        deadline = time.monotonic() + timeout_s
         while operation.completion is None and time.monotonic() < deadline:
             consumer.poll(0.1)
         if operation.completion is None:
