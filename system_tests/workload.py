@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 import time
-import uuid
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -204,8 +204,11 @@ class Workload:
         operation = self._history.invoke(
             "client", op, topic=name, topic_id=self.topic_ids[name], **args
         )
-        outcome = self._admin_call(operation, lambda: self._cluster.admin.incremental_alter_configs(
-            name, configs))  # fmt: skip
+
+        def call() -> None:
+            self._cluster.admin.incremental_alter_configs(name, configs)
+
+        outcome = self._admin_call(operation, call)
         if outcome == "ok":
             (self._disabled.add if op == "disable" else self._disabled.discard)(name)
 
@@ -213,21 +216,28 @@ class Workload:
         operation = self._history.invoke(
             "client", "delete", topic=name, topic_id=self.topic_ids[name]
         )
-        if self._admin_call(operation, lambda: self._cluster.admin.delete_topic(name)) != "fail":
+
+        def call() -> None:
+            self._cluster.admin.delete_topic(name)
+
+        if self._admin_call(operation, call) != "fail":
             self.topic_ids[name] = None  # found again (or created) by the next create
             self._drop_producer()
 
     def create(self, name: str) -> None:
         operation = self._history.invoke("client", "create", topic=name, partitions=PARTITIONS)
-        created: list[uuid.UUID] = []
 
-        def call() -> None:
-            created.append(self._cluster.admin.create_topic(
-                name, PARTITIONS, TOPIC_CONFIGS, wait_hosted=True))  # fmt: skip
+        def call() -> dict[str, Any]:
+            topic_id = self._cluster.admin.create_topic(
+                name, PARTITIONS, TOPIC_CONFIGS, wait_hosted=True
+            )
+            return {"topic_id": str(topic_id)}
 
-        outcome = self._admin_call(operation, call, result=lambda: {"topic_id": str(created[0])})
         self._disabled.discard(name)
-        if outcome != "ok":
+        if self._admin_call(operation, call) == "ok":
+            assert operation.completion is not None
+            self.topic_ids[name] = operation.completion.result["topic_id"]
+        else:
             self.topic_ids[name] = self._existing_id(name)
 
     def _existing_id(self, name: str) -> str | None:
@@ -238,15 +248,11 @@ class Workload:
         except (TieredError, grpc.RpcError):
             return None
 
-    def _admin_call(
-        self,
-        operation: Operation,
-        call: Any,
-        result: Any = dict,
-    ) -> str:
-        """Runs ``call`` and completes ``operation`` by its outcome, which it returns."""
+    def _admin_call(self, operation: Operation, call: Callable[[], dict[str, Any] | None]) -> str:
+        """Runs ``call`` and completes ``operation`` by its outcome (``ok`` with what ``call``
+        returned), which it returns."""
         try:
-            call()
+            result = call()
         except TieredError as e:
             if e.code in UNKNOWN_OUTCOME:
                 operation.info(e)
@@ -256,10 +262,7 @@ class Workload:
         except grpc.RpcError as e:
             operation.info(e)
             return "info"
-        outcome = result()
-        operation.ok(**outcome)
-        if operation.invoked.op == "create":
-            self.topic_ids[operation.invoked.args["topic"]] = outcome["topic_id"]
+        operation.ok(**(result or {}))
         return "ok"
 
     def close(self) -> None:
