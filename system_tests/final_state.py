@@ -8,6 +8,8 @@ transaction log shows from a session without the leadership."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -34,7 +36,7 @@ from tiered.cluster.model import TieredState
 from tiered.errors import TieredError
 from tiered.rsm import layout
 
-__all__ = ["read_final_state", "settle"]
+__all__ = ["final_state_json", "read_final_state", "settle"]
 
 ACTIVATION = re.compile(r"Active as controller (\d+) with controller epoch (\d+)")
 
@@ -153,3 +155,13 @@ def _writes_outside_leadership(cluster: SystemCluster) -> list[str]:
         return []
     txns = read_txn_log(cluster.zookeeper.data_dir)
     return writes_outside_leadership(txns, zk_paths.CONTROLLER, CONTROLLER_WRITES, STORE_PARENTS)
+
+
+def final_state_json(final: FinalState) -> str:
+    """The final state as JSON, kept beside the history for a failed run's post-mortem."""
+    data = dataclasses.asdict(final)
+    data["committed"] = {
+        group: {f"{topic}-{partition}": offset for (topic, partition), offset in found.items()}
+        for group, found in final.committed.items()
+    }
+    return json.dumps(data, default=sorted, indent=1, sort_keys=True)

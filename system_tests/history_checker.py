@@ -11,7 +11,7 @@ violation of the run's guarantees:
 - ``committed-offset-lost``: a group's committed offset is not the last one acknowledged (nor
   one of those attempted after it), while its topic still exists;
 - ``disable-never-completed``: a topic whose last disable was acknowledged or may have happened
-  is still DISABLING, or its delete job unfinished, after the last heal;
+  is still DISABLING after the last heal, or any topic's delete job is unfinished then;
 - ``object-below-delete-epoch``: an object below the epoch of a finished delete job remains;
 - ``object-at-or-above-delete-epoch-missing``: a segment the RLMM lists as finished, at or
   above that epoch (any epoch without a job), lacks one of its objects;
@@ -300,24 +300,32 @@ def check_disables(
     for d in sorted(done, key=lambda d: d.invoked.time):
         if d.invoked.op in ("disable", "enable") and _happened(d):
             last_change[d.invoked.args["topic_id"]] = d
+    since_heal = final.taken_at - last_heal
     violations = []
-    for topic_id, d in sorted(last_change.items()):
-        topic = final.topics.get(topic_id)
-        if topic is None or d.invoked.op != "disable":
-            continue
+    for topic_id, topic in sorted(final.topics.items()):
+        d = last_change.get(topic_id)
         job = topic.delete_job
-        unfinished = (
-            topic.tiered_state == "DISABLING"
-            or (d.kind == OK and topic.tiered_state != "DISABLED")
-            or (topic.tiered_state == "DISABLED" and job is not None and job.state != "DONE")
-        )
-        if unfinished:
-            job_state = "no delete job" if job is None else f"delete job {job.state}"
+        job_state = "no delete job" if job is None else f"delete job {job.state}"
+        if (
+            d is not None
+            and d.invoked.op == "disable"
+            and (
+                topic.tiered_state == "DISABLING"
+                or (d.kind == OK and topic.tiered_state != "DISABLED")
+            )
+        ):
             violations.append(Violation(
                 "disable-never-completed",
                 f"{topic.name} (id {topic_id}): disable ({d.invoked.args['policy']}, {d.kind}) "
                 f"invoked at {d.invoked.time:.1f} s is {topic.tiered_state}, {job_state}, "
-                f"{final.taken_at - last_heal:.1f} s after the last heal",
+                f"{since_heal:.1f} s after the last heal",
+            ))  # fmt: skip
+        elif job is not None and job.state != "DONE":
+            # A delete-policy disable finishes with its job, even if the topic was re-enabled.
+            violations.append(Violation(
+                "disable-never-completed",
+                f"{topic.name} (id {topic_id}): the delete job below epoch {job.tiered_epoch} is "
+                f"{job.state} ({topic.tiered_state}), {since_heal:.1f} s after the last heal",
             ))  # fmt: skip
     return violations
 

@@ -26,7 +26,7 @@ import pytest
 
 from cli.launch.cgroups import CGROUP_ROOT_ENV
 from system_tests.conftest import MODES, ClusterFactory
-from system_tests.final_state import read_final_state, settle
+from system_tests.final_state import final_state_json, read_final_state, settle
 from system_tests.history import FAIL, INFO, OK, Event, History, read_history
 from system_tests.history_checker import check
 from system_tests.nemesis import Nemesis
@@ -82,6 +82,7 @@ def randomized_run(
             cluster, history, random.Random(f"{seed}/clients"), [f"run{i}" for i in range(TOPICS)]
         )
         workload.prepare()
+        phases.done("prepared")
         deadline = time.monotonic() + seconds
         rounds = 0
         while time.monotonic() < deadline or rounds < MIN_ROUNDS:
@@ -98,10 +99,13 @@ def randomized_run(
         phases.done("settled")
         final = read_final_state(cluster, history.now(), GROUP, workload.topic_ids)
         phases.done("final state")
+        (tmp_path / f"final-{mode}.json").write_text(final_state_json(final))
         events = read_history(history_path)
         violations = check(events, final)
         print(f"randomized run: {rounds} rounds; {_tally(events)}; {len(violations)} violations; "
               f"{phases}", flush=True)  # fmt: skip
+        for violation in violations:
+            print(f"randomized run: {violation}", flush=True)
         assert not violations, f"seed {seed}, history {history_path}:\n" + "\n".join(
             map(str, violations[:20])
         )

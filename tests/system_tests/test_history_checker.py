@@ -30,9 +30,10 @@ def _objects(*prefixes: str) -> frozenset[str]:
     return frozenset(f"{p}.{s}" for p in prefixes for s in ("log", "index", "timeindex"))
 
 
-def _run(path: Path, *, delete_policy: bool = False) -> list[Event]:
+def _run(path: Path, *, delete_policy: bool = False, re_enabled: bool = False) -> list[Event]:
     """A clean run: three records acked at 0, 1, 2 of orders-0, a commit of offset 2, a
-    disable (``retain`` or ``delete``) acked, a cut healed, a topic created then deleted."""
+    disable (``retain`` or ``delete``) acked (and a re-enable), a cut healed, a topic created
+    then deleted."""
     history = History(path)
     history.invoke("client", "create", topic="orders", partitions=1).ok(topic_id=TOPIC_ID)
     for offset in range(3):
@@ -47,6 +48,8 @@ def _run(path: Path, *, delete_policy: bool = False) -> list[Event]:
                    both_ways=True).ok()  # fmt: skip
     history.invoke("client", "disable", topic="orders", topic_id=TOPIC_ID,
                    policy="delete" if delete_policy else "retain").ok()  # fmt: skip
+    if re_enabled:
+        history.invoke("client", "enable", topic="orders", topic_id=TOPIC_ID).ok()
     history.invoke("nemesis", "heal").ok()
     history.invoke("client", "create", topic="gone", partitions=1).ok(topic_id="gone-id")
     history.invoke("client", "produce", topic="gone", topic_id="gone-id", partition=0,
@@ -140,6 +143,18 @@ def test_a_delete_job_never_finished_is_a_disable_never_completed(tmp_path: Path
     events = _run(tmp_path / "h.jsonl", delete_policy=True)
     violations = check(events, _final(job=DeleteJob(2, "RUNNING")))
     assert _named(violations) == ["disable-never-completed"]
+
+
+def test_a_delete_job_unfinished_after_a_re_enable_is_a_disable_never_completed(
+    tmp_path: Path,
+) -> None:
+    events = _run(tmp_path / "h.jsonl", delete_policy=True, re_enabled=True)
+    done = _final(state="ENABLED", job=DeleteJob(2, "DONE"), objects=_objects(SEGMENT_2))
+    assert check(events, done) == []
+    final = _final(state="ENABLED", job=DeleteJob(2, "RUNNING"))
+    violations = check(events, final)
+    assert _named(violations) == ["disable-never-completed"]
+    assert "the delete job below epoch 2 is RUNNING (ENABLED)" in violations[0].detail
 
 
 def test_an_object_below_a_finished_delete_epoch_is_named(tmp_path: Path) -> None:
