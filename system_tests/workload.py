@@ -100,8 +100,9 @@ class Workload:
         """Whether the topic was created less than a broker's cluster-view age ago. A broker
         stamps a committed offset with the topic id its cached view holds (``ClusterView``
         keeps an answer ``max_age_s``), so a commit right after a delete and re-create can be
-        stamped with the deleted topic's id and dropped later: a known fault, which the checker
-        names (``committed-offset-lost``) and this run steps around so as to test the rest."""
+        stamped with the deleted topic's id, and OffsetFetch no longer answers it once the view
+        learns the new id: a known fault, which the checker names (``committed-offset-lost``)
+        and this run steps around so as to test the rest."""
         created = self._created_at.get(name)
         return created is not None and time.monotonic() - created < VIEW_MAX_AGE_S
 
