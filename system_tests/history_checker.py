@@ -17,7 +17,9 @@ violation of the run's guarantees:
   above that epoch (any epoch without a job), lacks one of its objects;
 - ``two-controllers-one-epoch``: two controllers became active in the same controller epoch
   (their logs say so), or, in ZooKeeper mode, ZooKeeper's transaction log shows a controller-store
-  write from a session that did not hold ``/controller`` then.
+  write from a session that did not hold ``/controller`` then;
+- ``unreadable-final-state``: a partition the final state could not be read from (its leader
+  did not answer): named rather than guessed at.
 """
 
 from __future__ import annotations
