@@ -1,7 +1,7 @@
 # Quickstart:
 #   make test    environment, static checks, whole test suite (what CI runs)
 #   make demo    a real local cluster: tier a topic, disable it (delete policy), re-enable it
-# Also: make lint | bench | proto | soak (TIERED_SOAK_SECONDS=N, default 300 per mode).  One test: make test PYTEST_ARGS='tests/test_x.py::test_y'
+# Also: make lint | bench | proto | soak (the randomized run for TIERED_SOAK_SECONDS=N, default 300 per mode; TIERED_SOAK_SEED replays).  One test: make test PYTEST_ARGS='tests/test_x.py::test_y'
 # (or scripts/test.sh tests/test_x.py::test_y; TIERED_FAST=1 skips the static checks).
 
 SHELL := /bin/bash
@@ -15,7 +15,7 @@ help:
 	@echo "  make test   # set up .venv and ZooKeeper, run lint, type checks and tests"
 	@echo "  make demo   # a real local cluster: tier a topic, disable it (delete policy), re-enable it"
 	@echo "  make test-fast  # the tests that start no process (about a minute)"
-	@echo "Other targets: lint bench proto env soak (random faults for TIERED_SOAK_SECONDS per mode)"
+	@echo "Other targets: lint bench proto env soak (the randomized run for TIERED_SOAK_SECONDS per mode)"
 
 test:
 	bash scripts/test.sh $(PYTEST_ARGS)

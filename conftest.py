@@ -61,7 +61,12 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     """A ``netns`` test outside its namespace is run inside a fresh one instead."""
     if pyfuncitem.get_closest_marker("netns") is None or in_test_namespace():
         return None
-    run_in_fresh_namespace(pyfuncitem.nodeid, pyfuncitem.config.rootpath, _NETNS_TIMEOUT_S)
+    timeout = pyfuncitem.get_closest_marker("timeout")
+    timeout_s = float(timeout.args[0]) if timeout is not None and timeout.args else _NETNS_TIMEOUT_S
+    show_output = pyfuncitem.config.getoption("capture") == "no"  # -s
+    run_in_fresh_namespace(
+        pyfuncitem.nodeid, pyfuncitem.config.rootpath, timeout_s, show_output=show_output
+    )
     return True
 
 

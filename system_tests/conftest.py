@@ -18,9 +18,10 @@ ClusterFactory = Callable[..., SystemCluster]
 @pytest.fixture
 def system_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ClusterFactory]:
     """``system_cluster(mode, brokers=2, failpoints={...}, broker_failpoints={id: {...}},
-    broker_properties={...}, ensemble=False, **controller_properties)``: a started cluster whose
-    first (active) controller has ``failpoints`` armed; ``ensemble`` puts the controller store
-    and the RLMM on three ZooKeeper servers."""
+    broker_properties={...}, ensemble=False, own_hosts=False, **controller_properties)``: a
+    started cluster whose first (active) controller has ``failpoints`` armed; ``ensemble`` puts
+    the controller store and the RLMM on three ZooKeeper servers; ``own_hosts`` gives every
+    process its own loopback address (see ``SystemCluster``)."""
     made: list[SystemCluster] = []
 
     def make(
@@ -30,6 +31,7 @@ def system_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[C
         broker_failpoints: dict[int, dict[str, str]] | None = None,
         broker_properties: dict[str, str] | None = None,
         ensemble: bool = False,
+        own_hosts: bool = False,
         **controller_properties: str,
     ) -> SystemCluster:
         cluster = SystemCluster(
@@ -39,6 +41,7 @@ def system_cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[C
             controller_properties,
             broker_properties,
             ensemble,
+            own_hosts,
         )
         made.append(cluster)
         cluster.controllers[0].failpoints = dict(failpoints or {})

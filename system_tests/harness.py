@@ -30,10 +30,11 @@ from pathlib import Path
 
 import grpc
 
+from system_tests.history_checker import REQUIRED_SUFFIXES
 from tests.support.batches import decode, one_batch_each
-from tests.support.cluster import Cluster
+from tests.support.cluster import Cluster, loopback_hosts
 from tests.support.polling import poll_until
-from tests.support.zookeeper import ZooKeeperEnsemble, ZooKeeperServer
+from tests.support.zookeeper import HOST, ZooKeeperEnsemble, ZooKeeperServer
 from tests.support.zookeeper_txn_log import read_txn_log, writes_outside_leadership
 from tiered.admin import AdminClient, TopicDescription
 from tiered.api import RemoteLogSegmentState, TopicIdPartition
@@ -47,10 +48,11 @@ from tiered.rsm import FsspecRemoteStorageManager, layout
 TIERED = {"remote.storage.enable": "true", "segment.bytes": "2000"}
 RECORD_BYTES = 100
 ADMIN_TIMEOUT_S = 8.0
-# Objects every finished segment has (docs/design.md §3.3); the data object is uploaded last.
-REQUIRED_SUFFIXES = ("log", "index", "timeindex")
 # Parallel producers when filling topics: a produce waits on the broker, not on this process.
 PRODUCERS = 8
+# The ZooKeeper server's name (its cgroup is its log's: zookeeper.log) and its own address.
+ZOOKEEPER = "zookeeper"
+ZOOKEEPER_HOST = "127.0.0.10"
 # On an ensemble, the brokers' and the controllers' RLMM lives under this chroot.
 RLMM_CHROOT = "/rlmm"
 # The controller store's znodes that only the active controller writes, and the parents of them
@@ -100,11 +102,19 @@ class SystemCluster(Cluster):
         controller_extra: dict[str, str] | None = None,
         broker_extra: dict[str, str] | None = None,
         ensemble: bool = False,
+        own_hosts: bool = False,
     ) -> None:
         """``ensemble`` (ZooKeeper mode): three ZooKeeper servers instead of one, holding the
-        controller store and the RLMM (``rlmm.backend=zookeeper``) of every process."""
+        controller store and the RLMM (``rlmm.backend=zookeeper``) of every process.
+        ``own_hosts`` (in a partition test's network namespace): every process, the ZooKeeper
+        server included, on its own loopback address (``hosts``), so that links can be cut."""
         if ensemble and mode != "zookeeper":
             raise ValueError(f"ensemble=True needs mode 'zookeeper', not {mode!r}")
+        if ensemble and own_hosts:
+            raise ValueError("own_hosts=True is for a single ZooKeeper server, not an ensemble")
+        hosts = loopback_hosts(2, brokers) if own_hosts else {}
+        if own_hosts and mode == "zookeeper":
+            hosts[ZOOKEEPER] = ZOOKEEPER_HOST
         self.zookeeper: ZooKeeperServer | None = None
         self.ensemble: ZooKeeperEnsemble | None = None
         self._rlmm_properties: dict[str, str] | None = None
@@ -119,9 +129,11 @@ class SystemCluster(Cluster):
             controller_extra = {**self._rlmm_properties, **(controller_extra or {})}
             broker_extra = {**self._rlmm_properties, **(broker_extra or {})}
         elif mode == "zookeeper":
-            self.zookeeper = ZooKeeperServer(root / "zookeeper")
+            self.zookeeper = ZooKeeperServer(root / ZOOKEEPER, host=hosts.get(ZOOKEEPER, HOST))
             zk_connect = self.zookeeper.connect_string
-        super().__init__(root, mode, zk_connect, brokers, controller_extra, broker_extra)
+        super().__init__(
+            root, mode, zk_connect, brokers, controller_extra, broker_extra, hosts=hosts
+        )
         # A call to a paused controller costs this much before the client looks elsewhere.
         self.admin.close()
         self.admin = AdminClient(self.bootstrap, timeout_s=ADMIN_TIMEOUT_S)

@@ -92,6 +92,8 @@ class Distributed:
         s3 = boto3.client(
             "s3",
             endpoint_url=self.layout["s3_endpoint"],
+            # A secure cluster's endpoint serves https:// with a certificate of the cluster CA.
+            verify=remote.get("remote.storage.s3.ca.file"),
             region_name="us-east-1",
             aws_access_key_id="tests",
             aws_secret_access_key="tests",

@@ -1,5 +1,10 @@
 """A real cluster for integration tests: controllers (an active one and a standby) and brokers
-as separate processes, in KRaft or ZooKeeper mode, with an AdminClient and per-broker stubs."""
+as separate processes, in KRaft or ZooKeeper mode, with an AdminClient and per-broker stubs.
+
+Every process listens on 127.0.0.1, or, with ``loopback_hosts`` (a partition test, inside its
+network namespace), on a loopback address of its own (``Cluster.hosts``), from which its
+ZooKeeper connections come too (``source.address``), so that ``tests.support.network`` can cut
+the links between two of them."""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from cli.launch.ports import free_port
+from cli.launch.ports import LOOPBACK, free_port
 from tests.support.batches import one_batch_each
 from tests.support.polling import poll_until
 from tests.support.processes import DaemonProcess
@@ -23,6 +28,7 @@ from tiered.rpc.channels import open_channel
 from tiered.rpc.v1 import broker_pb2 as pb
 from tiered.rpc.v1 import broker_pb2_grpc as pb_grpc
 from tiered.rpc.v1 import records_pb2
+from tiered.source_address import KEY as SOURCE_ADDRESS
 
 
 def broker_properties(
@@ -34,13 +40,15 @@ def broker_properties(
     zk_connect: str | None,
     task_interval_ms: int = 100,
     kafka_port: int = 0,
+    host: str = LOOPBACK,
 ) -> dict[str, str]:
     """A broker's properties in a cluster under ``root`` (its log dir, a shared sqlite RLMM and
     remote root), linked to the controllers by ``bootstrap`` (kraft) or ``zk_connect``: gRPC on
-    ``port``, the Kafka listener on ``kafka_port`` (0: a free port the broker registers)."""
+    ``port``, the Kafka listener on ``kafka_port`` (0: a free port the broker registers), both on
+    ``host``."""
     props = {
         "node.id": str(broker_id),
-        "listeners": f"GRPC://127.0.0.1:{port},PLAINTEXT://127.0.0.1:{kafka_port}",
+        "listeners": f"GRPC://{host}:{port},PLAINTEXT://{host}:{kafka_port}",
         "log.dirs": str(root / f"broker-{broker_id}"),
         "rlmm.sqlite.path": str(root / "rlmm.db"),
         "remote.storage.root": str(root / "remote"),
@@ -53,6 +61,14 @@ def broker_properties(
         assert zk_connect is not None
         props["zookeeper.connect"] = zk_connect
     return props
+
+
+def loopback_hosts(controllers: int, brokers: int) -> dict[str, str]:
+    """A loopback address for each process of a cluster, by process name: ``controller-I`` on
+    127.0.0.1(1+I), ``broker-N`` on 127.0.0.(20+N); 127.0.0.10 is left for a ZooKeeper server."""
+    hosts = {f"controller-{i}": f"127.0.0.{11 + i}" for i in range(controllers)}
+    hosts.update({f"broker-{b}": f"127.0.0.{20 + b}" for b in range(1, brokers + 1)})
+    return hosts
 
 
 def grpc_address(properties: Mapping[str, str]) -> str:
@@ -77,20 +93,25 @@ class Cluster:
         controller_extra: dict[str, str] | None = None,
         broker_extra: dict[str, str] | None = None,
         credentials: grpc.ChannelCredentials | None = None,
+        hosts: Mapping[str, str] | None = None,
     ) -> None:
         """``credentials``: of the test's own gRPC channels (admin, broker stubs), for a cluster
-        whose gRPC is TLS."""
+        whose gRPC is TLS. ``hosts``: each process's own loopback address by name (from
+        ``loopback_hosts``), else every one is on 127.0.0.1."""
         controller_extra = controller_extra or {}
         self._credentials = credentials
         self.root = root
         self.mode = mode
+        self.hosts: dict[str, str] = dict(hosts or {})
         self.controllers: list[DaemonProcess] = []
         self.brokers: dict[int, DaemonProcess] = {}
-        ports = [free_port(), free_port()]
+        names = ["controller-0", "controller-1"]
+        ports = [free_port(self._host(n)) for n in names]
         for i, port in enumerate(ports):
             props = {
                 "node.id": str(100 + i),
-                "listeners": f"127.0.0.1:{port}",
+                "listeners": f"{self._host(names[i])}:{port}",
+                **self._source_address(names[i]),
                 "metadata.store": mode,
                 "broker.session.timeout.ms": "3000",
                 "controller.retry.backoff.ms": "50",
@@ -112,18 +133,21 @@ class Cluster:
             self.controllers.append(
                 DaemonProcess("controller.main", root / f"controller-{i}.properties", props)
             )
-        self.bootstrap = ",".join(f"127.0.0.1:{p}" for p in ports)
+        self.bootstrap = ",".join(f"{self._host(n)}:{p}" for n, p in zip(names, ports, strict=True))
         for broker_id in range(1, brokers + 1):
+            host = self._host(f"broker-{broker_id}")
             props = {
                 **broker_properties(
                     root,
                     mode,
                     broker_id,
-                    free_port(),
+                    free_port(host),
                     self.bootstrap,
                     zk_connect,
-                    kafka_port=free_port(),
+                    kafka_port=free_port(host),
+                    host=host,
                 ),
+                **self._source_address(f"broker-{broker_id}"),
                 **(broker_extra or {}),
             }
             self.brokers[broker_id] = DaemonProcess(
@@ -132,6 +156,14 @@ class Cluster:
         self.admin = AdminClient(self.bootstrap, timeout_s=30, credentials=credentials)
         self._stubs: dict[int, pb_grpc.BrokerServiceStub] = {}
         self._channels: list[grpc.Channel] = []
+
+    def _host(self, name: str) -> str:
+        return self.hosts.get(name, LOOPBACK)
+
+    def _source_address(self, name: str) -> dict[str, str]:
+        """``source.address`` on the process's own address, if it has one: a cut by destination
+        then drops ZooKeeper's answers to it too."""
+        return {SOURCE_ADDRESS: self.hosts[name]} if name in self.hosts else {}
 
     def start(self) -> None:
         for controller in self.controllers:

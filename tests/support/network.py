@@ -81,12 +81,18 @@ def namespace_env() -> dict[str, str]:
     return {**os.environ, IN_NAMESPACE_ENV: uuid.uuid4().hex[:12]}
 
 
-def run_in_fresh_namespace(nodeid: str, rootdir: Path, timeout_s: float) -> None:
+def run_in_fresh_namespace(
+    nodeid: str, rootdir: Path, timeout_s: float, *, show_output: bool = False
+) -> None:
     """Runs the test ``nodeid`` in a child pytest inside a new network namespace, with loopback
     up; raises ``AssertionError`` with the child's output when it fails and
-    ``NamespaceUnavailableError`` when the namespace cannot be made."""
+    ``NamespaceUnavailableError`` when the namespace cannot be made. ``show_output`` (the
+    parent runs with ``-s``): the child runs with ``-s`` too, and its output is printed when it
+    passes as well."""
     pytest_command = [sys.executable, "-m", "pytest", nodeid, "-q"]
     pytest_command += ["-p", "no:cacheprovider", "-p", "no:randomly"]
+    # Selected whatever the default marker expression deselects (a soak is ``netns`` too).
+    pytest_command += ["-m", "netns", *(["-s"] if show_output else [])]
     result = subprocess.run(
         namespace_command(pytest_command),
         check=False,
@@ -96,6 +102,8 @@ def run_in_fresh_namespace(nodeid: str, rootdir: Path, timeout_s: float) -> None
         text=True,
         timeout=timeout_s,
     )
+    if show_output:
+        print(result.stdout, result.stderr, sep="", flush=True)
     if result.returncode != 0:
         raise AssertionError(
             f"{nodeid} failed in its network namespace (exit {result.returncode}):\n"

@@ -1,6 +1,8 @@
 """Real daemon processes for tests: ``tiered-controller`` and ``tiered-broker`` started from
 generated ``.properties`` files, with their output captured (and shown when a start fails),
-kill -9, SIGTERM and SIGSTOP/SIGCONT, and fail points armed through the environment."""
+kill -9, SIGTERM and SIGSTOP/SIGCONT, and fail points armed through the environment. With
+``TIERED_CGROUP_ROOT`` set (a partition test), each runs in the cgroup named after its config
+file (``broker-1``), which is what ``tests.support.network`` cuts by."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from cli.launch.cgroups import in_own_cgroup
 from tests.support.polling import poll_until
 from tiered import failpoints
 
@@ -44,6 +47,11 @@ class DaemonProcess:
         self.lines: queue.Queue[str] = queue.Queue()
         self.output: list[str] = []
 
+    @property
+    def name(self) -> str:
+        """The process's name in its cluster (``controller-0``, ``broker-1``): its config's."""
+        return self.config.stem
+
     def write_config(self) -> None:
         self.config.parent.mkdir(parents=True, exist_ok=True)
         self.config.write_text("".join(f"{k}={v}\n" for k, v in self.properties.items()))
@@ -60,7 +68,9 @@ class DaemonProcess:
             )
             self.failpoints = {}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", self.module, "--config", str(self.config)],
+            in_own_cgroup(
+                [sys.executable, "-m", self.module, "--config", str(self.config)], self.name
+            ),
             env=env,
             cwd=REPO,
             stdout=subprocess.PIPE,
