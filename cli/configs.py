@@ -110,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help=f"how long --wait waits (default: {DEFAULT_TIMEOUT_S:g})",
     )
-    add_format_option(parser)
+    add_format_option(parser, of="--describe and --dry-run")
     return parser
 
 
