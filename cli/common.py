@@ -111,12 +111,12 @@ def _read_command_config(path: str, kind: type[_Security]) -> _Security:
         raise TieredError(ErrorCode.INVALID_CONFIG, f"--command-config {path}: {e}") from None
 
 
-def add_format_option(parser: argparse.ArgumentParser) -> None:
+def add_format_option(parser: argparse.ArgumentParser, of: str = "--describe") -> None:
     parser.add_argument(
         "--format",
         choices=("text", "json"),
         default="text",
-        help="output format of --describe (default: text)",
+        help=f"output format of {of} (default: text)",
     )
 
 

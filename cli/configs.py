@@ -3,6 +3,7 @@ kafka-configs.sh.
 
     tiered-configs --bootstrap-server H:P --alter --entity-type topics --entity-name T
                    --add-config 'K=V,K=V' [--delete-config K[,K]] [--wait] [--timeout SECONDS]
+                   [--dry-run [--format json]]
     tiered-configs --bootstrap-server H:P --describe --entity-type topics --entity-name T
                    [--format json]
     tiered-configs --bootstrap-server H:P --alter --entity-type users --entity-name NAME
@@ -14,6 +15,10 @@ in one request (one durable write for all that are accepted); a topic that fails
 stderr and the exit status is 1. ``--wait`` then follows every altered topic through the
 controller's watch (polling when it refuses to watch) until its disablement is over and any bulk
 delete it started is done, showing progress on stderr, then prints each final state on stdout.
+``--dry-run`` sends the alter with Kafka's ``validate_only``: the controller validates it as it
+would the real one (an invalid change exits 1 with the same error) and changes nothing; for a
+delete-policy disable it answers what the bulk delete would remove, per partition and in total,
+from the RLMM's aggregates (:mod:`cli.configs_dry_run` prints it).
 """
 
 from __future__ import annotations
@@ -36,8 +41,9 @@ from cli.common import (
     print_json,
     run,
 )
+from cli.configs_dry_run import print_dry_runs
 from cli.scram_users import alter_users, describe_users
-from tiered.admin import AdminClient, TopicDescription, WatchRefusedError
+from tiered.admin import AdminClient, AlterResult, TopicDescription, WatchRefusedError
 from tiered.cluster.model import TieredState
 from tiered.errors import ErrorCode, TieredError
 
@@ -92,13 +98,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="after --alter, wait until the topic is no longer DISABLING, showing progress",
     )
     parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="with --alter of topics: validate the change and say what a delete-policy disable "
+        "would delete, changing nothing",
+    )
+    parser.add_argument(
         "--timeout",
         type=float,
         default=DEFAULT_TIMEOUT_S,
         metavar="SECONDS",
         help=f"how long --wait waits (default: {DEFAULT_TIMEOUT_S:g})",
     )
-    add_format_option(parser)
+    add_format_option(parser, of="--describe and --dry-run")
     return parser
 
 
@@ -117,8 +129,12 @@ def _check_usage(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
         parser.error("--alter needs --add-config or --delete-config")
     if args.describe and (args.add_config or args.delete_config or args.wait):
         parser.error("--add-config, --delete-config and --wait go with --alter only")
-    if args.format != "text" and not args.describe:
-        parser.error("--format goes with --describe only")
+    if args.dry_run and not (args.alter and args.entity_type == "topics"):
+        parser.error("--dry-run goes with --alter --entity-type topics only")
+    if args.dry_run and args.wait:
+        parser.error("--dry-run changes nothing: there is nothing to --wait for")
+    if args.format != "text" and not (args.describe or args.dry_run):
+        parser.error("--format goes with --describe and --dry-run only")
     if not args.timeout > 0:
         parser.error("--timeout must be positive")
 
@@ -274,16 +290,22 @@ def _alter(admin: AdminClient, args: argparse.Namespace) -> int:
             f"config {both[0]!r} is both in --add-config and in --delete-config",
         )
     names = list(dict.fromkeys(args.entity_name))
-    results = admin.incremental_alter_topics(names, to_set, to_delete)
+    results = admin.incremental_alter_topics(names, to_set, to_delete, validate_only=args.dry_run)
     if len(names) == 1 and isinstance(results[0], TieredError):
         raise results[0]
     altered = []
+    valid: list[tuple[str, AlterResult]] = []
     for name, result in zip(names, results, strict=True):
         if isinstance(result, TieredError):
             print_error(TieredError(result.code, f"topic {name!r}: {result.message}"))
+        elif args.dry_run:
+            valid.append((name, result))
         else:
             altered.append(name)
             print(f"Completed updating config for topic {name}.", flush=True)
+    if args.dry_run:
+        print_dry_runs(valid, args.format)
+        return EXIT_ERROR if len(valid) < len(names) else 0
     if args.wait and altered:
         final = wait_for_topics(admin, altered, timeout_s=args.timeout, progress=ProgressLine())
         for topic in final:

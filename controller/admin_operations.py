@@ -31,7 +31,12 @@ from controller.tiered_state import (
     was_ever_tiered,
 )
 from tiered import failpoints
-from tiered.cluster.model import BrokerRegistration, DeleteJob, TopicMetadata
+from tiered.cluster.model import (
+    BrokerRegistration,
+    DeleteJob,
+    DeletionEstimate,
+    TopicMetadata,
+)
 from tiered.config import (
     INTERNAL_TOPICS,
     REMOTE_STORAGE_ENABLE,
@@ -109,6 +114,20 @@ class AlterationAuthorizer(Protocol):
     def may_delete_remote_data(self, topic: str) -> TieredError | None:
         """A change that turns tiering off with the delete policy: it destroys the topic's
         remote data (Delete on the topic, besides AlterConfigs)."""
+
+
+# A change that changes something: (before, after, the state machine's trigger or None).
+_Planned = tuple[TopicMetadata, TopicMetadata, str | None]
+
+
+@dataclass(frozen=True)
+class DryRun:
+    """A dry run's answer for one topic: the configs and state the change would give it, and,
+    for a delete-policy disable, what its bulk delete would remove (None for any other change,
+    or when this controller has no remote storage settings to read it with)."""
+
+    topic: TopicMetadata
+    would_delete: DeletionEstimate | None = None
 
 
 def _named_twice(name: str) -> TieredError:
@@ -323,28 +342,7 @@ class AdminOperations:
         and whichever earlier alter set it."""
         writes = self._term.topic_writes
         with self._term.lock:
-            self._term.require_active()
-            names = [a.topic for a in alterations]
-            results: list[TopicMetadata | TieredError] = []
-            planned: list[tuple[TopicMetadata, TopicMetadata, str | None]] = []
-            for alteration in alterations:
-                if names.count(alteration.topic) > 1:
-                    results.append(_named_twice(alteration.topic))
-                    continue
-                try:
-                    if authorizer is not None:
-                        _raise_if(authorizer.may_alter_configs(alteration.topic))
-                    before = self._current(alteration.topic)
-                    after, trigger = self._plan(before, alteration)
-                    _raise_if(_internal_topic_error(after.name, after.configs))
-                    if authorizer is not None and _deletes_remote_data(after, trigger):
-                        _raise_if(authorizer.may_delete_remote_data(alteration.topic))
-                except TieredError as e:
-                    results.append(e)
-                    continue
-                results.append(after)
-                if after != before:
-                    planned.append((before, after, trigger))
+            results, planned = self._validate(alterations, authorizer)
             if validate_only or not planned:
                 return results
             disables = {after.name for _, after, trigger in planned if trigger == "disable"}
@@ -380,6 +378,70 @@ class AdminOperations:
                     disable_policy(after.configs).value,
                 )
         return results
+
+    def _validate(
+        self,
+        alterations: Sequence[TopicAlteration],
+        authorizer: AlterationAuthorizer | None,
+    ) -> tuple[list[TopicMetadata | TieredError], list[_Planned]]:
+        """The one validation of config changes, the real ones and the dry runs: each topic's
+        new value or error, in request order, and the changes that change something. Under the
+        lock; persists nothing."""
+        self._term.require_active()
+        names = [a.topic for a in alterations]
+        results: list[TopicMetadata | TieredError] = []
+        planned: list[_Planned] = []
+        for alteration in alterations:
+            if names.count(alteration.topic) > 1:
+                results.append(_named_twice(alteration.topic))
+                continue
+            try:
+                if authorizer is not None:
+                    _raise_if(authorizer.may_alter_configs(alteration.topic))
+                before = self._current(alteration.topic)
+                after, trigger = self._plan(before, alteration)
+                _raise_if(_internal_topic_error(after.name, after.configs))
+                if authorizer is not None and _deletes_remote_data(after, trigger):
+                    _raise_if(authorizer.may_delete_remote_data(alteration.topic))
+            except TieredError as e:
+                results.append(e)
+                continue
+            results.append(after)
+            if after != before:
+                planned.append((before, after, trigger))
+        return results, planned
+
+    def dry_run_topic_configs(
+        self,
+        alterations: Sequence[TopicAlteration],
+        authorizer: AlterationAuthorizer | None = None,
+    ) -> list[DryRun | TieredError]:
+        """``alter_topic_configs`` with ``validate_only``, and for each change that would
+        disable tiering with the delete policy what its bulk delete would remove (below the
+        epoch the disable would set), read from the RLMM's aggregates outside the lock. Nothing
+        is persisted nor queued."""
+        with self._term.lock:
+            results, planned = self._validate(alterations, authorizer)
+        deleting = {
+            after.name: after
+            for _, after, trigger in planned
+            if _deletes_remote_data(after, trigger)
+        }
+        answers: list[DryRun | TieredError] = []
+        for result in results:
+            if isinstance(result, TieredError):
+                answers.append(result)
+                continue
+            after = deleting.get(result.name)
+            estimate = (
+                None
+                if after is None
+                else self._jobs.estimate(
+                    DeleteJob(after.name, after.topic_id, after.tiered_epoch, after.partition_count)
+                )
+            )
+            answers.append(DryRun(result, estimate))
+        return answers
 
     @staticmethod
     def _plan(

@@ -8,13 +8,14 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 
-from controller.admin_operations import TopicAlteration, TopicView
+from controller.admin_operations import DryRun, TopicAlteration, TopicView
 from controller.partition_growth import PartitionIncrease
 from controller.reachability import Reach
 from tiered.cluster.model import (
     BrokerRegistration,
     DeleteJob,
     DeleteJobState,
+    DeletionEstimate,
     TieredState,
     TopicMetadata,
 )
@@ -175,13 +176,28 @@ def alteration_from_proto(alteration: pb.TopicConfigAlteration) -> TopicAlterati
 
 
 def alter_result_to_proto(
-    name: str, result: TopicMetadata | TieredError
+    name: str, result: TopicMetadata | DryRun | TieredError
 ) -> pb.AlterTopicConfigsResult:
     if isinstance(result, TieredError):
         return pb.AlterTopicConfigsResult(topic=name, error=error_to_proto(result))
-    return pb.AlterTopicConfigsResult(
+    topic = result.topic if isinstance(result, DryRun) else result
+    message = pb.AlterTopicConfigsResult(
         topic=name,
         error=error_to_proto(None),
-        tiered_state=tiered_state_to_proto(result.tiered_state),
-        tiered_epoch=result.tiered_epoch,
+        tiered_state=tiered_state_to_proto(topic.tiered_state),
+        tiered_epoch=topic.tiered_epoch,
+    )
+    if isinstance(result, DryRun) and result.would_delete is not None:
+        message.would_delete.CopyFrom(deletion_estimate_to_proto(result.would_delete))
+    return message
+
+
+def deletion_estimate_to_proto(estimate: DeletionEstimate) -> pb.DeletionEstimate:
+    return pb.DeletionEstimate(
+        partitions=[
+            pb.PartitionDeletionEstimate(
+                partition=p.partition, objects=p.objects, bytes=p.bytes, segments=p.segments
+            )
+            for p in estimate.partitions
+        ]
     )

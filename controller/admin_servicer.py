@@ -14,7 +14,7 @@ import grpc
 
 from controller.acl_operations import AclOperations
 from controller.acl_servicer import CLUSTER, TOPIC, AclMethods, Requester
-from controller.admin_operations import AdminOperations, TopicView
+from controller.admin_operations import AdminOperations, DryRun, TopicView
 from controller.admin_proto import (
     alter_response_to_proto,
     alter_result_to_proto,
@@ -406,8 +406,11 @@ class AdminServicer(AclMethods, pb_grpc.AdminServiceServicer):
     ) -> pb.AlterTopicConfigsResponse:
         def call() -> pb.AlterTopicConfigsResponse:
             alterations = [alteration_from_proto(a) for a in request.topics]
-            results = self._admin.alter_topic_configs(
-                alterations, request.validate_only, self.requester(context)
+            requester = self.requester(context)
+            results: Sequence[TopicMetadata | DryRun | TieredError] = (
+                self._admin.dry_run_topic_configs(alterations, requester)
+                if request.validate_only
+                else self._admin.alter_topic_configs(alterations, False, requester)
             )
             return pb.AlterTopicConfigsResponse(
                 results=[

@@ -13,11 +13,11 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable
 
-from controller.jobs.runner import DeleteJobRunner, JobHold
+from controller.jobs.runner import BulkDeleteUnsupportedError, DeleteJobRunner, JobHold
 from controller.leadership import Term
 from controller.store import MetadataStore
 from controller.unfinished_jobs import UnfinishedDeleteJobs
-from tiered.cluster.model import DeleteJob, DeleteJobState
+from tiered.cluster.model import DeleteJob, DeleteJobState, DeletionEstimate
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +83,21 @@ class DeleteJobSupervisor:
         self.unfinished.saved(job)
         if self._runner is not None:
             self._runner.submit(job)
+
+    def estimate(self, job: DeleteJob) -> DeletionEstimate | None:
+        """What ``job`` would delete if it ran now (a dry run's answer, from the RLMM's
+        aggregates: nothing is persisted nor queued), or None on a controller that can not run
+        delete jobs (no remote storage settings, or a plugin without the bulk delete
+        capability). Outside the lock: it reads the RLMM."""
+        with self._term.lock:
+            runner = self._runner
+        if runner is None:
+            return None
+        try:
+            return runner.estimate(job)
+        except BulkDeleteUnsupportedError as e:
+            log.warning("No estimate of what a delete job of %s would delete: %s", job.topic, e)
+            return None
 
     def latest(self) -> dict[uuid.UUID, DeleteJob]:
         """Each topic's latest delete job with the runner's freshest progress, in one pass over

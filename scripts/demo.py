@@ -4,8 +4,9 @@ Runs the commands an operator would type, printing each one (``$ ...``) before r
 ``tiered-cluster up`` (KRaft mode, 3 brokers), ``tiered-topics --create`` of a tiered topic with
 small segments, ``tiered-console-producer`` fed with generated lines while ``tiered-topics
 --describe`` shows the segments tiering, reads from both tiers with ``tiered-console-consumer``,
-``tiered-configs --alter ... remote.storage.enable=false --wait`` with the delete policy (DISABLING,
-the bulk delete, checked to run where the narration says, DISABLED), a re-enable that tiers
+``tiered-configs --alter ... remote.storage.enable=false --dry-run`` (what it would delete,
+nothing changed), then ``--wait`` with the delete policy (DISABLING, the bulk delete, checked to
+run where the narration says, DISABLED), a re-enable that tiers
 new data under the new tiered epoch, a confluent-kafka AdminClient (a ``python -`` snippet on
 the brokers' Kafka listeners) that turns tiered storage off again with IncrementalAlterConfigs
 (retain policy), and ``tiered-cluster down``; then a secure cluster (``up --secure``) where a
@@ -174,6 +175,20 @@ class Demo:
 
     def admin(self, command: str, *args: str) -> list[str]:
         return [command, "--bootstrap-server", self.bootstrap, *args]
+
+    def alter_topic(self, add_config: str, *more: str) -> list[str]:
+        """``tiered-configs --alter`` of the demo's topic."""
+        return self.admin(
+            "tiered-configs",
+            "--alter",
+            "--entity-type",
+            "topics",
+            "--entity-name",
+            TOPIC,
+            "--add-config",
+            add_config,
+            *more,
+        )
 
     def describe(self) -> Topic:
         out = self.run(
@@ -361,6 +376,22 @@ class Demo:
             else f"no more than bulk.delete.fast.path.max.objects={fast_path}: it runs in the "
             "controller, without Spark"
         )
+        disable = "remote.log.disable.policy=delete,remote.storage.enable=false"
+        explain(
+            "First a dry run: the same alter, validated and answered with what it would delete "
+            "(from the RLMM's totals), changing nothing."
+        )
+        dry_run = self.run(self.alter_topic(disable, "--dry-run"), capture=True)
+        check(
+            "would delete below tiered epoch 1: " in dry_run,
+            "the dry run did not say what it would delete below tiered epoch 1",
+        )
+        undisturbed = self.describe()
+        check(
+            (undisturbed.tiered_state, undisturbed.tiered_epoch) == ("ENABLED", 0),
+            f"the dry run changed the topic: {undisturbed.tiered_state} at tiered epoch "
+            f"{undisturbed.tiered_epoch}",
+        )
         explain(
             "Disable tiered storage with the delete policy. --wait follows DISABLING (tiered_epoch "
             "1, until every",
@@ -369,19 +400,7 @@ class Demo:
             f"{len(WRITTEN_BY_EVERY_COPY)} objects = {counted},",
             f"{how}.",
         )
-        self.run(
-            self.admin(
-                "tiered-configs",
-                "--alter",
-                "--entity-type",
-                "topics",
-                "--entity-name",
-                TOPIC,
-                "--add-config",
-                "remote.log.disable.policy=delete,remote.storage.enable=false",
-                "--wait",
-            )
-        )
+        self.run(self.alter_topic(disable, "--wait"))
         self.check_engine(on_spark)
 
         explain(
@@ -428,18 +447,7 @@ class Demo:
         )
 
         explain("Turn tiered storage back on: ENABLED, tiered_epoch stays 1.")
-        self.run(
-            self.admin(
-                "tiered-configs",
-                "--alter",
-                "--entity-type",
-                "topics",
-                "--entity-name",
-                TOPIC,
-                "--add-config",
-                "remote.storage.enable=true",
-            )
-        )
+        self.run(self.alter_topic("remote.storage.enable=true"))
 
         more = self.dir / "more-orders.txt"
         write_records(more, self.records, MORE_RECORDS, seed=2)

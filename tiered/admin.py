@@ -353,9 +353,13 @@ class AdminClient:
         names: Sequence[str],
         set: Mapping[str, str] | None = None,  # as incremental_alter_configs
         delete: Sequence[str] = (),
+        *,
+        validate_only: bool = False,
     ) -> list[AlterResult | TieredError]:
         """The same change to every topic in one request (one durable write for all that are
-        accepted); each topic's result or error, in order."""
+        accepted); each topic's result or error, in order. ``validate_only``: a dry run, which
+        changes nothing; a delete-policy disable's result then says what it would delete
+        (``AlterResult.would_delete``)."""
         operations = [
             pb.ConfigAlteration(name=key, operation=pb.CONFIG_OPERATION_DELETE)
             for key in dict.fromkeys(delete)
@@ -365,7 +369,8 @@ class AdminClient:
             for key, value in (set or {}).items()
         ]
         request = pb.AlterTopicConfigsRequest(
-            topics=[pb.TopicConfigAlteration(topic=n, configs=operations) for n in names]
+            topics=[pb.TopicConfigAlteration(topic=n, configs=operations) for n in names],
+            validate_only=validate_only,
         )
         response = self._call("AlterTopicConfigs", request, pb.AlterTopicConfigsResponse)
         raise_if_error(response.error)

@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from tiered.cluster.model import TieredState
+from tiered.cluster.model import DeletionEstimate, PartitionDeletionEstimate, TieredState
 from tiered.errors import ErrorCode, TieredError
 from tiered.rpc.status import error_from_proto
 from tiered.rpc.v1 import broker_pb2, metadata_pb2
@@ -121,6 +121,8 @@ class ConfigEntry:
 class AlterResult:
     tiered_state: TieredState  # after the change
     tiered_epoch: int
+    # a dry run (validate_only) of a delete-policy disable: what its bulk delete would remove
+    would_delete: DeletionEstimate | None = None
 
 
 @dataclass(frozen=True)
@@ -248,7 +250,21 @@ def alter_result_from_proto(response: pb.AlterConfigsResponse) -> AlterResult:
 def alter_topic_result_from_proto(result: pb.AlterTopicConfigsResult) -> AlterResult | TieredError:
     """One topic's answer of a many-topic alter: its result or its error."""
     return error_from_proto(result.error) or AlterResult(
-        _state(result.tiered_state), result.tiered_epoch
+        _state(result.tiered_state),
+        result.tiered_epoch,
+        _estimate(result.tiered_epoch, result.would_delete)
+        if result.HasField("would_delete")
+        else None,
+    )
+
+
+def _estimate(tiered_epoch: int, message: pb.DeletionEstimate) -> DeletionEstimate:
+    return DeletionEstimate(
+        tiered_epoch,
+        tuple(
+            PartitionDeletionEstimate(p.partition, p.objects, p.bytes, p.segments)
+            for p in message.partitions
+        ),
     )
 
 

@@ -321,6 +321,16 @@ class RemoteLogTotals:
     copy_finished_segment_count: int
 
 
+@dataclass(frozen=True, slots=True)
+class RemoteLogBelowEpoch:
+    """A partition's segments stamped below a tiered epoch, from its aggregates."""
+
+    segment_count: int
+    size_bytes: int
+    """The segments' recorded sizes (``segment_size_in_bytes``), as ``remote_log_size`` adds
+    them."""
+
+
 class IndexType(enum.Enum):
     """The files stored beside a segment's data (Kafka's ``RemoteStorageManager.IndexType``)."""
 
@@ -496,14 +506,16 @@ class BulkDeleteRemoteLogMetadataManager(RemoteLogMetadataManager):
         ``RemoteResourceNotFoundException`` as every read does."""
 
     @abc.abstractmethod
-    def segment_count_below_epoch(
+    def remote_log_below_epoch(
         self, topic_id_partition: TopicIdPartition, tiered_epoch: int
-    ) -> int:
+    ) -> RemoteLogBelowEpoch:
         """How many of the partition's segments stamped below ``tiered_epoch`` are still recorded,
-        in O(1), from the partition's aggregates: what a delete job below that epoch has left to
-        delete, known before it reads a single segment. Only finished copies are aggregated by
-        tiered epoch, so a segment in another state (a copy in progress, a deletion under way)
-        counts whatever its epoch: the count may exceed the exact one by those few. Raises
+        and their bytes as ``remote_log_size`` counts them, in O(1), from the partition's
+        aggregates: what a delete job below that epoch has left to delete (and what a dry run of
+        a disable reports), known before it reads a single segment. Only finished copies are
+        aggregated by tiered epoch, so a segment in another state (a copy in progress, a
+        deletion under way) counts whatever its epoch: the figures may exceed the exact ones by
+        those few. Raises
         ``RemoteResourceNotFoundException`` as every read does."""
 
 

@@ -48,7 +48,6 @@ attempt fails with :class:`BulkDeleteUnsupportedError`, recorded as the job's la
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import operator
 import threading
@@ -65,6 +64,7 @@ from tiered import failpoints
 from tiered.api import (
     BulkDeleteRemoteLogMetadataManager,
     DeleteOutcome,
+    RemoteLogBelowEpoch,
     RemoteLogSegmentMetadata,
     RemoteObjectDeleter,
     RemotePartitionDeleteMetadata,
@@ -75,7 +75,12 @@ from tiered.api import (
     RemoteStorageManager,
     TopicIdPartition,
 )
-from tiered.cluster.model import DeleteJob, DeleteJobState
+from tiered.cluster.model import (
+    DeleteJob,
+    DeleteJobState,
+    DeletionEstimate,
+    PartitionDeletionEstimate,
+)
 from tiered.retry import Backoff, ExponentialBackoff
 from tiered.retry_policies import DELETE_JOB_BACKOFF, DELETE_JOB_HOLD_BACKOFF
 
@@ -413,6 +418,28 @@ class DeleteJobRunner:
         )
         return job
 
+    def estimate(self, job: DeleteJob, partitions: Sequence[int] | None = None) -> DeletionEstimate:
+        """What ``job`` would delete from ``partitions`` (default: every one), from the RLMM's
+        aggregates alone, in O(partitions): each partition's segments stamped below the job's
+        epoch and their recorded bytes, and their objects as the storage plugin counts a
+        segment's (``objects_per_segment``). A partition without remote metadata counts zero
+        (the sweep lists what it holds, if anything). :class:`BulkDeleteUnsupportedError` as
+        every attempt of a job over a plugin without the capability."""
+        per_segment = bulk_deleter_of(self._storage).objects_per_segment()
+        estimates = []
+        for p in range(job.partition_count) if partitions is None else partitions:
+            tp = TopicIdPartition(job.topic_id, job.topic, p)
+            try:
+                below = self._rlmm.remote_log_below_epoch(tp, job.tiered_epoch)
+            except RemoteResourceNotFoundException:
+                below = RemoteLogBelowEpoch(0, 0)
+            estimates.append(
+                PartitionDeletionEstimate(
+                    p, below.segment_count * per_segment, below.size_bytes, below.segment_count
+                )
+            )
+        return DeletionEstimate(job.tiered_epoch, tuple(estimates))
+
     def _choose_engine(
         self, storage: RemoteStorageBulkDeleter, tracker: JobProgress
     ) -> EngineChoice:
@@ -420,15 +447,8 @@ class DeleteJobRunner:
         the segments below the epoch of each partition not done yet, times the objects the
         plugin stores per segment. Logged: the one line that says where the job deletes."""
         job = tracker.job
-        segments = 0
-        for p in range(job.partition_count):
-            if tracker.of(p).done:
-                continue
-            tp = TopicIdPartition(job.topic_id, job.topic, p)
-            # no remote metadata: the sweep lists what the partition holds, if anything
-            with contextlib.suppress(RemoteResourceNotFoundException):
-                segments += self._rlmm.segment_count_below_epoch(tp, job.tiered_epoch)
-        objects = segments * storage.objects_per_segment()
+        left = [p for p in range(job.partition_count) if not tracker.of(p).done]
+        objects = self.estimate(job, left).objects
         engine = self._engine.choose(objects)
         log.info(
             "Bulk delete of topic %s below tiered epoch %d: %d objects, %s",

@@ -68,6 +68,14 @@ def test_remote_log_size_bench_quick(tmp_path: Path) -> None:
             assert figures["remote_log_size_bytes"] == figures["list_and_sum_bytes"] > 0
 
 
+def test_dry_run_bench_small(tmp_path: Path) -> None:
+    document = run_quick("dry_run.py", tmp_path / "x.json", "--segments", "20")
+    result = document["result"]
+    assert result["failures"] == []  # the dry run answered the RLMM's totals; nothing changed
+    assert result["segments_per_partition"] == 20 and result["partitions"] == 100
+    check_summary(document, rows=1)
+
+
 def test_tiering_bench_quick(tmp_path: Path) -> None:
     document = run_quick("tiering.py", tmp_path / "t.json")
     assert document["ok"] is True

@@ -620,6 +620,7 @@ def test_configs_errors_exit_1_with_the_name(
         [],  # neither --add-config nor --delete-config
         ["--add-config", "a=b", "--timeout", "0"],
         ["--add-config", "a=b", "--format", "json"],
+        ["--add-config", "a=b", "--dry-run", "--wait"],  # a dry run changes nothing to wait for
     ],
 )
 def test_configs_usage_errors_exit_2(fake: FakeAdminServer, extra: list[str]) -> None:
@@ -629,6 +630,21 @@ def test_configs_usage_errors_exit_2(fake: FakeAdminServer, extra: list[str]) ->
 
 
 DISABLE_DELETE = ("--add-config", "remote.log.disable.policy=delete, remote.storage.enable=false")
+
+
+def test_dry_run_goes_with_the_alter_of_topics_only(fake: FakeAdminServer) -> None:
+    users = [
+        *("--bootstrap-server", fake.address, "--alter", "--entity-type", "users"),
+        *("--entity-name", "alice", "--delete-config", "SCRAM-SHA-512", "--dry-run"),
+    ]
+    describe = [
+        *("--bootstrap-server", fake.address, "--describe", "--entity-type", "topics"),
+        *("--entity-name", "t", "--dry-run"),
+    ]
+    for argv in (users, describe):
+        with pytest.raises(SystemExit) as info:
+            configs_cli.main(argv)
+        assert info.value.code == 2
 
 
 def test_several_topics_are_altered_in_one_request_and_a_failure_is_named(

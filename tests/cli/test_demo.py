@@ -108,8 +108,15 @@ def test_demo_runs_a_disable_on_a_local_cluster(data_dir: Path) -> None:
     assert "Processed a total of 3 messages" in remote_read
     assert "order-000000 " in remote_read
 
+    # The dry run first: what the disable would delete, per partition, nothing changed.
+    dry_run = output_of(out, "tiered-configs")
+    assert "remote.log.disable.policy=delete,remote.storage.enable=false --dry-run" in out
+    assert "Dry run: the change of topic orders is valid; nothing was changed." in dry_run
+    assert re.search(r"would delete below tiered epoch 1: [1-9]\d* objects", dry_run), dry_run
+    assert [f"partition {p}: " in dry_run for p in range(3)] == [True] * 3, dry_run
+
     # The disable: DISABLED at tiered epoch 1, remote data gone, log start raised.
-    disable = output_of(out, "tiered-configs")
+    disable = output_of(out, "tiered-configs", 1)
     assert "remote.log.disable.policy=delete,remote.storage.enable=false --wait" in out
     assert "Topic orders: tiered_state=DISABLED tiered_epoch=1 policy=delete" in disable
     after = output_of(out, "tiered-topics --bootstrap-server", 3)
@@ -147,14 +154,14 @@ def test_demo_runs_a_disable_on_a_local_cluster(data_dir: Path) -> None:
     # topic unchanged), then granted Delete it disables the topic; the secure cluster stops too.
     secure = data_dir / "secure"
     assert f"$ tiered-cluster up --data-dir {secure} --secure --brokers 1" in out
-    refused = output_of(out, "tiered-configs", 2)
+    refused = output_of(out, "tiered-configs", 3)
     assert "--command-config " + str(secure / "config" / "alice.properties") in out
     assert (
         "TOPIC_AUTHORIZATION_FAILED: User:CN=alice,OU=users,O=tiered from 127.0.0.1 is not "
         "authorized to Delete topic 'payments'" in refused
     ), refused
     assert "payments: still ENABLED at tiered epoch 0" in refused
-    granted = output_of(out, "tiered-configs", 3)
+    granted = output_of(out, "tiered-configs", 4)
     assert "Topic payments: tiered_state=DISABLED tiered_epoch=1 policy=delete" in granted
     assert "stopped: broker-1, controller-0, controller-1" in output_of(
         out, "tiered-cluster down", 1

@@ -117,6 +117,39 @@ class DeleteJobState(enum.Enum):
 
 
 @dataclass(frozen=True)
+class PartitionDeletionEstimate:
+    """What a delete job would remove from one partition: its segments stamped below the job's
+    epoch, their recorded sizes (as ``remote_log_size`` adds them) and their objects (data and
+    indexes)."""
+
+    partition: int
+    objects: int
+    bytes: int
+    segments: int
+
+
+@dataclass(frozen=True)
+class DeletionEstimate:
+    """What a delete job below ``tiered_epoch`` would remove, per partition (in order) and in
+    total: a dry run's answer, read from the RLMM's aggregates without listing."""
+
+    tiered_epoch: int
+    partitions: tuple[PartitionDeletionEstimate, ...]
+
+    @property
+    def objects(self) -> int:
+        return sum(p.objects for p in self.partitions)
+
+    @property
+    def bytes(self) -> int:
+        return sum(p.bytes for p in self.partitions)
+
+    @property
+    def segments(self) -> int:
+        return sum(p.segments for p in self.partitions)
+
+
+@dataclass(frozen=True)
 class PartitionDeleteProgress:
     partition: int
     objects_total: int = -1  # -1: not listed yet

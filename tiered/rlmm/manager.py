@@ -592,10 +592,10 @@ class StoreRemoteLogMetadataManager(api.BulkDeleteRemoteLogMetadataManager):
     def remote_log_totals(self, topic_id_partition: TopicIdPartition) -> api.RemoteLogTotals:
         return self._read(topic_id_partition, lambda s: s.remote_log_totals())
 
-    def segment_count_below_epoch(
+    def remote_log_below_epoch(
         self, topic_id_partition: TopicIdPartition, tiered_epoch: int
-    ) -> int:
-        return self._read(topic_id_partition, lambda s: s.segment_count_below_epoch(tiered_epoch))
+    ) -> api.RemoteLogBelowEpoch:
+        return self._read(topic_id_partition, lambda s: s.remote_log_below_epoch(tiered_epoch))
 
     def remote_partition_delete_state(
         self, topic_id_partition: TopicIdPartition

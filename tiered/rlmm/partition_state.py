@@ -513,19 +513,23 @@ class PartitionMetadataState:
             t.copy_finished_segment_count - hidden_count,
         )
 
-    def segment_count_below_epoch(self, tiered_epoch: int) -> int:
-        """Segments stamped below ``tiered_epoch``, from the aggregates: every segment but the
-        finished copies stamped ``tiered_epoch`` or later (the only ones aggregated by epoch)."""
+    def remote_log_below_epoch(self, tiered_epoch: int) -> api.RemoteLogBelowEpoch:
+        """Segments stamped below ``tiered_epoch`` and their bytes, from the aggregates: every
+        segment but the finished copies stamped ``tiered_epoch`` or later (the only ones
+        aggregated by epoch)."""
         by_epoch = self._copy_finished_by_epoch.values()
         if sum(count for _, count in by_epoch) != self.totals.copy_finished_segment_count:
             # a record written before the split by epoch was kept: every segment, at most
-            return self.totals.segment_count
-        at_or_above = sum(
-            count
-            for epoch, (_, count) in self._copy_finished_by_epoch.items()
+            return api.RemoteLogBelowEpoch(self.totals.segment_count, self.totals.size_bytes)
+        at_or_above = [
+            aggregates
+            for epoch, aggregates in self._copy_finished_by_epoch.items()
             if epoch >= tiered_epoch
+        ]
+        return api.RemoteLogBelowEpoch(
+            self.totals.segment_count - sum(count for _, count in at_or_above),
+            self.totals.size_bytes - sum(size for size, _ in at_or_above),
         )
-        return self.totals.segment_count - at_or_above
 
     def _check_copy_finished_by_epoch(self) -> None:
         """Rebuilds the copy-finished aggregates by tiered epoch from the stored segments if they

@@ -943,7 +943,7 @@ def test_marking_a_partition_recorded_without_copy_finished_by_epoch_counts_righ
         )
 
 
-def test_segment_count_below_epoch_comes_from_the_aggregates(
+def test_remote_log_below_epoch_comes_from_the_aggregates(
     paths: tuple[Paths, TopicIdPartition], store: Store
 ) -> None:
     """What a delete job counts when it starts: the segments stamped below the epoch, in every
@@ -960,20 +960,27 @@ def test_segment_count_below_epoch_comes_from_the_aggregates(
     _stamped(p.writer, tp, {2: 2_000}, 2_000, 2, (COPY_SEGMENT_FINISHED,))
 
     def counts() -> list[int]:
-        return [p.reader.segment_count_below_epoch(tp, e) for e in (0, 1, 2, 3)]
+        return [p.reader.remote_log_below_epoch(tp, e).segment_count for e in (0, 1, 2, 3)]
+
+    def sizes() -> list[int]:
+        return [p.reader.remote_log_below_epoch(tp, e).size_bytes for e in (0, 1, 2, 3)]
 
     # exact: 0, 6, 10, 11; the 3 segments not copy-finished count below every epoch
     assert counts() == [3, 7, 10, 11]
+    # the bytes follow the counts, each segment its recorded size, as remote_log_size adds them
+    assert sizes() == [SEG_SIZE * n for n in counts()]
+    assert sizes()[-1] == p.reader.remote_log_totals(tp).size_bytes
     _deleting(p.writer, tp)
     p.writer.handle_partition_segments_delete_started_below_epoch(tp, 1)
     assert counts() == [3, 7, 10, 11]
     p.writer.handle_partition_segments_deleted_below_epoch(tp, 1)
     assert counts() == [1, 1, 4, 5]  # exact: 0, 0, 4, 5
+    assert sizes() == [SEG_SIZE * n for n in counts()]
     with pytest.raises(RemoteResourceNotFoundException):
-        p.reader.segment_count_below_epoch(new_tp(), 1)
+        p.reader.remote_log_below_epoch(new_tp(), 1)
 
 
-def test_segment_count_below_epoch_of_a_record_without_the_epochs_aggregates_counts_all(
+def test_remote_log_below_epoch_of_a_record_without_the_epochs_aggregates_counts_all(
     store: Store,
 ) -> None:
     """A partition record written before finished copies were kept by tiered epoch: every
@@ -992,7 +999,8 @@ def test_segment_count_below_epoch_of_a_record_without_the_epochs_aggregates_cou
     finally:
         backend.close()
     reader = store.manager(broker_id=BROKER_1)
-    assert [reader.segment_count_below_epoch(tp, e) for e in (0, 1, 3)] == [3, 3, 3]
+    below = [reader.remote_log_below_epoch(tp, e) for e in (0, 1, 3)]
+    assert [(b.segment_count, b.size_bytes) for b in below] == [(3, 3 * SEG_SIZE)] * 3
 
 
 def test_a_write_between_the_marking_and_the_removal_is_seen_by_the_removal(

@@ -319,16 +319,36 @@ class AlterTopicConfigsRequest(_message.Message):
     def __init__(self, topics: _Optional[_Iterable[_Union[TopicConfigAlteration, _Mapping]]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
 
 class AlterTopicConfigsResult(_message.Message):
-    __slots__ = ("topic", "error", "tiered_state", "tiered_epoch")
+    __slots__ = ("topic", "error", "tiered_state", "tiered_epoch", "would_delete")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     TIERED_STATE_FIELD_NUMBER: _ClassVar[int]
     TIERED_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    WOULD_DELETE_FIELD_NUMBER: _ClassVar[int]
     topic: str
     error: _broker_pb2.Error
     tiered_state: _metadata_pb2.TieredState
     tiered_epoch: int
-    def __init__(self, topic: _Optional[str] = ..., error: _Optional[_Union[_broker_pb2.Error, _Mapping]] = ..., tiered_state: _Optional[_Union[_metadata_pb2.TieredState, str]] = ..., tiered_epoch: _Optional[int] = ...) -> None: ...
+    would_delete: DeletionEstimate
+    def __init__(self, topic: _Optional[str] = ..., error: _Optional[_Union[_broker_pb2.Error, _Mapping]] = ..., tiered_state: _Optional[_Union[_metadata_pb2.TieredState, str]] = ..., tiered_epoch: _Optional[int] = ..., would_delete: _Optional[_Union[DeletionEstimate, _Mapping]] = ...) -> None: ...
+
+class PartitionDeletionEstimate(_message.Message):
+    __slots__ = ("partition", "objects", "bytes", "segments")
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    OBJECTS_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    SEGMENTS_FIELD_NUMBER: _ClassVar[int]
+    partition: int
+    objects: int
+    bytes: int
+    segments: int
+    def __init__(self, partition: _Optional[int] = ..., objects: _Optional[int] = ..., bytes: _Optional[int] = ..., segments: _Optional[int] = ...) -> None: ...
+
+class DeletionEstimate(_message.Message):
+    __slots__ = ("partitions",)
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    partitions: _containers.RepeatedCompositeFieldContainer[PartitionDeletionEstimate]
+    def __init__(self, partitions: _Optional[_Iterable[_Union[PartitionDeletionEstimate, _Mapping]]] = ...) -> None: ...
 
 class AlterTopicConfigsResponse(_message.Message):
     __slots__ = ("results", "error")
