@@ -27,6 +27,14 @@ and with no view at all the request fails as when the controller cannot be reach
 logs once when it starts answering from the last view and once when the controller answers again.
 Callers that must see the controller's present answer (the offsets' upkeep, which removes the
 offsets of topics a listing lacks) ask with ``stale_ok=False``: they wait for the controller.
+
+What is made durable from a topic's id (a committed offset is stamped with it) must not predate
+what the request's client could have seen: a client told a delete and re-create succeeded, then
+committing, must not have its offset stamped with the deleted topic's id, which OffsetFetch and
+the offsets' upkeep treat as gone. Such callers ask ``current``: a lookup by name sent after
+their call began, shared by the callers that arrive while another is under way (one lookup in
+flight, the next gathering every name asked meanwhile), falling back to the last view known, as
+``topics`` does, only when the controller does not answer within the deadline.
 """
 
 from __future__ import annotations
@@ -153,6 +161,16 @@ _Names = list[str] | None  # the names a lookup asked for; None for the listing
 
 
 @dataclass
+class _Lookup:
+    """One DescribeMetadata by name for ``current``, not sent until the one under way is
+    answered: the callers arriving meanwhile add their names and wait for it together."""
+
+    names: set[str] = field(default_factory=set)
+    done: threading.Event = field(default_factory=threading.Event)
+    answer: _Answer | None = None
+
+
+@dataclass
 class _Call:
     """One DescribeMetadata call to the controller, made in the background; requests asking the
     same wait for it together."""
@@ -191,6 +209,8 @@ class ClusterView:
         self._calls: dict[_CallKey, _Call] = {}  # unanswered calls, by what they ask
         self._last_call_started = _NOT_FRESH
         self._stale_since: float | None = None  # while requests are answered from the last view
+        self._next_lookup: _Lookup | None = None  # for ``current``: callers join it until sent
+        self._looking_up = False  # a lookup for ``current`` is under way
 
     def everything(self, *, stale_ok: bool = True) -> KafkaCluster:
         """Every topic: fresh, else the controller's answer within the deadline, else (when
@@ -221,6 +241,29 @@ class ClusterView:
         answer = self._ask(tuple(wanted), request)
         if isinstance(answer, KafkaCluster):
             return answer
+        return self._last_known(wanted, answer)
+
+    def current(self, names: Sequence[str]) -> KafkaCluster:
+        """The named topics as in ``topics``, from a lookup the controller is sent after this call
+        began (so no older than anything a client saw answered before its request), shared with
+        the callers of the moment. When the controller fails or does not answer within the
+        deadline (while it is silent: at once), the last view known, as ``topics``. Raises
+        ``TieredError`` when there is no view at all."""
+        wanted = list(dict.fromkeys(names))
+        with self._lock:
+            lookup = self._next_lookup
+            if lookup is None:
+                lookup = self._next_lookup = _Lookup()
+            lookup.names.update(wanted)
+            start, self._looking_up = not self._looking_up, True
+            silent = self._stale_since is not None
+        if start:
+            threading.Thread(target=self._look_up, name="cluster-view-current", daemon=True).start()
+        lookup.done.wait(0 if silent else self._answer_deadline_s)
+        answer = lookup.answer
+        if isinstance(answer, KafkaCluster):
+            topics = {n: answer.topics[n] for n in wanted if n in answer.topics}
+            return KafkaCluster(answer.cluster_id, answer.endpoints, topics)
         return self._last_known(wanted, answer)
 
     def invalidate(self) -> None:
@@ -281,14 +324,27 @@ class ClusterView:
             and now - self._last_call_started >= self._answer_deadline_s
         )
 
+    def _look_up(self) -> None:
+        """Sends ``current``'s lookups one at a time until none is waiting to be sent."""
+        while True:
+            with self._lock:
+                lookup = self._next_lookup
+                if lookup is None:
+                    self._looking_up = False
+                    return
+                self._next_lookup = None
+                started, generation = self._clock(), self._generation
+            names = sorted(lookup.names)
+            answer = self._answer(pb.DescribeMetadataRequest(topics=names))
+            if isinstance(answer, KafkaCluster):
+                with self._lock:
+                    self._keep(started, generation, names, answer)
+                    self._answered()
+            lookup.answer = answer
+            lookup.done.set()
+
     def _run(self, key: _CallKey, call: _Call, request: pb.DescribeMetadataRequest) -> None:
-        answer: _Answer
-        try:
-            answer = self._describe(request)
-        except TieredError as e:
-            answer = e
-        except Exception as e:  # a closed channel at shutdown: a failure like any other
-            answer = TieredError(ErrorCode.UNKNOWN_SERVER_ERROR, f"DescribeMetadata: {e!r}")
+        answer = self._answer(request)
         with self._lock:
             if self._calls.get(key) is call:
                 del self._calls[key]
@@ -298,6 +354,15 @@ class ClusterView:
                 self._answered()
         call.answer = answer
         call.done.set()
+
+    def _answer(self, request: pb.DescribeMetadataRequest) -> _Answer:
+        """The controller's answer, or its failure."""
+        try:
+            return self._describe(request)
+        except TieredError as e:
+            return e
+        except Exception as e:  # a closed channel at shutdown: a failure like any other
+            return TieredError(ErrorCode.UNKNOWN_SERVER_ERROR, f"DescribeMetadata: {e!r}")
 
     def _answered(self) -> None:
         """The controller answered (under ``_lock``): fresh views from now on."""

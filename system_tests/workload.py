@@ -34,9 +34,6 @@ TIERING_TIMEOUT_S = 60.0
 # What a client waits before it calls an answer unknown: a paused leader never answers.
 CLIENT_TIMEOUT_S = 4.0
 FIRST_COMMIT_TIMEOUT_S = 60.0
-# A broker's cached answers about topics (broker.cluster_view.ClusterView's max_age_s), with a
-# margin.
-VIEW_MAX_AGE_S = 2.0
 # Refusals that say nothing about whether the operation happened.
 UNKNOWN_OUTCOME = frozenset(
     {
@@ -62,7 +59,6 @@ class Workload:
         self._consumer: Consumer | None = None
         self._commits_pending: dict[tuple[str, int, int], Operation] = {}
         self._disabled: set[str] = set()  # topics whose last acknowledged change was a disable
-        self._created_at: dict[str, float] = {}  # monotonic time of each topic's last create
 
     def prepare(self) -> None:
         """Before any fault: creates every topic and fills each partition until it has tiered
@@ -92,19 +88,7 @@ class Workload:
         action = self._rng.choices(
             [self.produce, self.commit, self.toggle, self.delete], weights=[8, 2, 4, 1]
         )[0]
-        if action == self.commit and self._just_created(name):
-            action = self.produce
         action(name)
-
-    def _just_created(self, name: str) -> bool:
-        """Whether the topic was created less than a broker's cluster-view age ago. A broker
-        stamps a committed offset with the topic id its cached view holds (``ClusterView``
-        keeps an answer ``max_age_s``), so a commit right after a delete and re-create can be
-        stamped with the deleted topic's id, and OffsetFetch no longer answers it once the view
-        learns the new id: a known fault, which the checker names (``committed-offset-lost``)
-        and this run steps around so as to test the rest."""
-        created = self._created_at.get(name)
-        return created is not None and time.monotonic() - created < VIEW_MAX_AGE_S
 
     # ----------------------------------------------------------------------------- records
 
@@ -270,7 +254,6 @@ class Workload:
 
         self._disabled.discard(name)
         outcome = self._admin_call(operation, call)
-        self._created_at[name] = time.monotonic()
         if outcome == "ok":
             assert operation.completion is not None
             self.topic_ids[name] = operation.completion.result["topic_id"]

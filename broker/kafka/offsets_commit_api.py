@@ -21,7 +21,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.protocol import ResponsePayload
 
-from broker.cluster_view import ClusterView, TopicPlacement
+from broker.cluster_view import ClusterView, KafkaCluster, TopicPlacement
 from broker.groups.membership import GroupMembership
 from broker.groups.offset_records import CommittedOffset
 from broker.groups.offset_store import OffsetStore
@@ -80,10 +80,12 @@ class OffsetsApi:
         wanted: Sequence[TopicPartition],
         *,
         must_exist: bool,
+        current: bool = False,
     ) -> tuple[dict[TopicPartition, ErrorCode], dict[str, uuid.UUID]]:
         """Kafka's per-partition refusals: topics the requester may not use so, and (when
         ``must_exist``) topics or partitions that do not exist; and the ids of the topics found
-        to exist."""
+        to exist: when ``current``, as the controller has them after the request arrived (see
+        ``ClusterView.current``), else as the broker's view has them."""
         errors: dict[TopicPartition, ErrorCode] = {}
         names = list(dict.fromkeys(t for t, _ in wanted))
         refused = {
@@ -95,7 +97,8 @@ class OffsetsApi:
         unreachable = False
         if must_exist and set(names) - refused:
             try:
-                cluster = self._view.topics([n for n in names if n not in refused])
+                lookup = self._view.current if current else self._view.topics
+                cluster = lookup([n for n in names if n not in refused])
             except TieredError as e:
                 _log.warning("Cannot check the topics of an offsets request: %s", e)
                 unreachable = True
@@ -127,8 +130,10 @@ class OffsetsApi:
         ):
             errors = dict.fromkeys(wanted, ErrorCode.group_authorization_failed)
         else:
+            # The ids stamp the offsets: as the controller has them now, not as cached, or a
+            # commit right after a delete and re-create would be of the deleted topic.
             errors, topic_ids = self._topic_errors(
-                context.requester, AclOperation.READ, wanted, must_exist=True
+                context.requester, AclOperation.READ, wanted, must_exist=True, current=True
             )
             valid = [(tp, p) for tp, p in asked if tp not in errors]
             if valid:
@@ -228,23 +233,20 @@ class OffsetsApi:
     ) -> dict[TopicPartition, CommittedOffset]:
         """``committed`` without the offsets of a topic since deleted, whether or not a new
         topic has its name (their records go at the next retention check); those of a topic
-        the controller cannot say about stay."""
-        stamped = {t for (t, _), c in committed.items() if c.topic_id is not None}
+        the controller cannot say about stay. An offset the cached view calls gone is left out
+        only if a lookup made now agrees: a commit is stamped from such a lookup, so its id may
+        be newer than the cached view's."""
+        stamped = sorted({t for (t, _), c in committed.items() if c.topic_id is not None})
         if not stamped:
             return committed
         try:
-            found = self._view.topics(sorted(stamped))
+            gone = _of_topics_gone(committed, self._view.topics(stamped))
+            if gone:
+                gone = _of_topics_gone(committed, self._view.current(sorted({t for t, _ in gone})))
         except TieredError as e:
             _log.warning("Cannot check the topics of an offset fetch: %s", e)
             return committed
-        current, gone = found.topic_ids(), found.missing_topics()
-
-        def of_a_topic_gone(topic: str, offset: CommittedOffset) -> bool:
-            if topic in current:
-                return offset.of_another_topic(current[topic])
-            return topic in gone and offset.of_another_topic(None)
-
-        return {tp: c for tp, c in committed.items() if not of_a_topic_gone(tp[0], c)}
+        return {tp: c for tp, c in committed.items() if tp not in gone}
 
     # ----------------------------------------------------------------------------- OffsetDelete
 
@@ -314,6 +316,21 @@ class OffsetsApi:
             return ErrorCode.not_coordinator
         self._store.written(found)
         return ErrorCode.none
+
+
+def _of_topics_gone(
+    committed: Mapping[TopicPartition, CommittedOffset], found: KafkaCluster
+) -> set[TopicPartition]:
+    """The offsets of ``committed`` whose stamped topic ``found`` says is gone (deleted, or its
+    name now another topic's); the topics ``found`` does not name are not."""
+    current, missing = found.topic_ids(), found.missing_topics()
+
+    def of_a_topic_gone(topic: str, offset: CommittedOffset) -> bool:
+        if topic in current:
+            return offset.of_another_topic(current[topic])
+        return topic in missing and offset.of_another_topic(None)
+
+    return {tp for tp, c in committed.items() if of_a_topic_gone(tp[0], c)}
 
 
 # ------------------------------------------------------------------------------------ answers

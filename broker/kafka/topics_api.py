@@ -119,11 +119,15 @@ class TopicsApi:
     def _resolve(
         self, asked: list[tuple[str | None, uuid.UUID | None]]
     ) -> list[tuple[str | None, uuid.UUID | None]]:
-        """(name, id) of each topic asked for; a name None for an id that names no topic."""
+        """(name, id) of each topic asked for; a name None for an id that names no topic now.
+        Ids are resolved by a listing asked for now, not the kept one: the topics are deleted by
+        name, and a kept listing could give the deleted topic's id the name of the topic
+        created again since."""
         if all(name is not None for name, _ in asked):
             return asked
+        self._view.invalidate()  # a kept listing is not answered, even a fresh one
         try:
-            cluster = self._view.everything()
+            cluster = self._view.everything(stale_ok=False)
         except TieredError:
             return [(name, topic_id) for name, topic_id in asked]
         resolved = []

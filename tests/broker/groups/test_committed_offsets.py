@@ -430,6 +430,31 @@ def test_a_topic_created_again_under_a_deleted_ones_name_has_no_offsets(cluster:
     assert confluent_committed(cluster, g, [(name, 0)]) == {(name, 0): 2}
 
 
+# A broker's cluster view keeps an answer about a topic 1 s (ClusterView's max_age_s), and the
+# retention check runs every offsets.retention.check.interval.ms: a commit stamped with a stale
+# topic id would be left out of OffsetFetch, and removed, within this.
+VIEW_AND_RETENTION_S = 3.0
+
+
+def test_a_commit_right_after_a_delete_and_re_create_elsewhere_is_kept(cluster: Cluster) -> None:
+    """The topic is deleted and created again through the controller (no broker's cached view
+    is dropped), and the group commits at once: the coordinator, whose view still has the
+    deleted topic, stamps the commit with the new topic's id, so it is answered, and stays,
+    once the view is refreshed and the retention check has run."""
+    g, name = group(), f"o-{uuid.uuid4().hex[:8]}"
+    cluster.admin.create_topic(name, 1, {}, wait_hosted=True)
+    confluent_commit(cluster, g, {(name, 0): 5})
+    assert confluent_committed(cluster, g, [(name, 0)]) == {(name, 0): 5}  # the view has it
+    cluster.admin.delete_topic(name)
+    cluster.admin.create_topic(name, 1, {}, wait_hosted=True)
+    confluent_commit(cluster, g, {(name, 0): 11})
+    assert confluent_committed(cluster, g, [(name, 0)]) == {(name, 0): 11}
+    until = time.monotonic() + VIEW_AND_RETENTION_S
+    while time.monotonic() < until:  # it holds, not a wait for something to happen
+        assert confluent_committed(cluster, g, [(name, 0)]) == {(name, 0): 11}
+    assert python_committed(cluster, g) == {(name, 0): 11}
+
+
 def test_a_topic_created_again_keeps_its_records_across_a_broker_restart(
     cluster: Cluster,
 ) -> None:

@@ -28,6 +28,7 @@ from broker.groups.placement import OffsetsTopic
 from broker.kafka.offsets_commit_api import OffsetsApi
 from broker.listener.handler import RequestContext
 from broker.log import Log
+from tests.broker.kafka.test_cluster_view import FakeController
 from tests.support.group_fakes import NoMembers
 from tiered.errors import ErrorCode as TieredCode
 from tiered.errors import TieredError
@@ -71,6 +72,8 @@ class _Topics:
         known = {n: TopicPlacement(n, i, (1,) * partitions[n]) for n, i in self.ids.items()}
         missing = TieredError(TieredCode.UNKNOWN_TOPIC_OR_PARTITION, "no such topic")
         return KafkaCluster("", {}, {n: known.get(n, missing) for n in names})
+
+    current = topics  # always the controller's present answer
 
 
 class _GroupWithMembers(NoMembers):
@@ -355,3 +358,35 @@ def test_offset_delete_of_a_consumer_group_with_members(harness: Harness) -> Non
     }
     kept = fetched(harness.api(_access(*grants)))
     assert [(t.name, p.partition_index) for t in kept.topics for p in t.partitions] == [(TOPIC, 0)]
+
+
+def test_a_commit_right_after_a_delete_and_re_create_elsewhere_is_of_the_new_topic(
+    harness: Harness,
+) -> None:
+    """The broker's cached view still has the deleted topic's id when a client, told the topic
+    was deleted and created again (through another broker), commits: the commit is stamped with
+    the new topic's id, so OffsetFetch answers it, before and after the view is refreshed."""
+    controller = FakeController()
+    controller.create(TOPIC, 1, 1)
+    now = [100.0]
+    view = ClusterView(controller, max_age_s=1.0, clock=lambda: now[0])  # type: ignore[arg-type]
+    api = OffsetsApi(
+        cast(OffsetsTopic, harness.coordinator),
+        harness.store,
+        NoMembers(),
+        view,
+        _access(*ALL),
+        metadata_max_bytes=8,
+    )
+    call(api.offset_commit, commit({(TOPIC, 0): 5}))
+    assert _offsets(fetched(api)) == [(TOPIC, 0, 5)]
+    # a Metadata request of every topic: the listing, kept, has the old id
+    assert view.everything().topic_ids() == {TOPIC: controller.ids[TOPIC]}
+
+    controller.create(TOPIC, 1, 1)  # deleted and created again elsewhere: the view is fresh
+    assert errors_of(call(api.offset_commit, commit({(TOPIC, 0): 11}))) == {
+        (TOPIC, 0): ErrorCode.none
+    }
+    assert _offsets(fetched(api)) == [(TOPIC, 0, 11)]
+    now[0] += 2.0  # the view learns of the new topic by itself
+    assert _offsets(fetched(api)) == [(TOPIC, 0, 11)]

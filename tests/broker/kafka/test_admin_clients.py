@@ -26,9 +26,11 @@ from kafka.admin import NewTopic as PythonNewTopic
 from kio.schema.alter_configs.v2.request import AlterableConfig, AlterConfigsRequest
 from kio.schema.alter_configs.v2.request import AlterConfigsResource as LegacyResource
 from kio.schema.create_topics.v7.request import CreatableTopic, CreateTopicsRequest
+from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
 from kio.schema.errors import ErrorCode as KafkaErrorCode
 from kio.schema.find_coordinator.v0.request import FindCoordinatorRequest as FindCoordinatorV0
 from kio.schema.find_coordinator.v6.request import FindCoordinatorRequest
+from kio.schema.metadata.v12.request import MetadataRequest
 
 from broker.groups.placement import OFFSETS_TOPIC, partition_for
 from tests.support.cluster import Cluster
@@ -411,6 +413,36 @@ def test_admin_through_a_broker_that_is_not_the_lowest_id(cluster: Cluster, topi
         cluster, {topic: [("retention.ms", AlterConfigOpType.SET, "60000")]}, broker_id=not_lowest
     ) == {topic: None}
     assert describe(cluster, topic, broker_id=not_lowest)["retention.ms"].value == "60000"
+
+
+def test_delete_by_id_of_a_topic_deleted_and_created_again_elsewhere_deletes_nothing(
+    cluster: Cluster, topic: str
+) -> None:
+    """A broker whose cluster view still has the old topic (a Metadata request of every topic
+    just listed it) is asked, by id, to delete the topic deleted and created again through the
+    controller: the new topic of that name stays."""
+    cluster.admin.create_topic(topic, 1, {}, wait_hosted=True)
+    old = cluster.admin.describe_topic(topic).topic_id
+    with connected(cluster, 1) as client:
+        listed = client.call(
+            MetadataRequest(
+                topics=None,
+                allow_auto_topic_creation=False,
+                include_topic_authorized_operations=False,
+            )
+        )
+        assert topic in {t.name for t in listed.topics}
+        cluster.admin.delete_topic(topic)
+        cluster.admin.create_topic(topic, 1, {}, wait_hosted=True)
+        new = cluster.admin.describe_topic(topic).topic_id
+        deleted = client.call(
+            DeleteTopicsRequest(
+                topics=(DeleteTopicState(name=None, topic_id=old),), timeout=TIMEOUT
+            )
+        )
+    [result] = deleted.responses
+    assert result.error_code is KafkaErrorCode.unknown_topic_id, result
+    assert cluster.admin.describe_topic(topic).topic_id == new
 
 
 # ----------------------------------------------------------------------------------- KIP-950

@@ -166,3 +166,21 @@ def test_an_answer_with_unhosted_partitions_is_never_kept() -> None:
     assert hosted == TopicPlacement("new", controller.ids["new"], (1, 2))
     assert view.topics(["new"]).topics["new"] == hosted
     assert len(controller.requests) == 4
+
+
+def test_current_asks_the_controller_after_the_call_began_even_while_the_view_is_fresh() -> None:
+    """A topic deleted and created again through another broker: ``topics`` answers the kept
+    id for ``max_age_s``, ``current`` the new one (and keeps it)."""
+    controller = FakeController()
+    controller.create("orders", 1)
+    view = ClusterView(controller, max_age_s=1.0, clock=lambda: 100.0)  # type: ignore[arg-type]
+    old = controller.ids["orders"]
+    assert view.topics(["orders"]).topic_ids() == {"orders": old}
+    controller.create("orders", 1)  # deleted and created again elsewhere
+    assert view.topics(["orders"]).topic_ids() == {"orders": old}
+
+    found = view.current(["orders"])
+    assert found.topics == {"orders": TopicPlacement("orders", controller.ids["orders"], (1,))}
+    assert found.cluster_id == "c"
+    assert view.topics(["orders"]).topic_ids() == {"orders": controller.ids["orders"]}
+    assert len(controller.requests) == 2

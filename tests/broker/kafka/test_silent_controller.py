@@ -255,3 +255,62 @@ def test_the_last_view_is_the_newest_of_the_listing_and_the_lookups_by_name(
     assert last["later"] == TopicPlacement("later", controller.ids["later"], (1,))
     gone = last["orders"]
     assert isinstance(gone, TieredError) and gone.code is ErrorCode.LEADER_NOT_AVAILABLE
+
+
+def test_current_lookups_are_shared_and_fall_back_to_the_last_view_within_the_deadline(
+    controller: SilenceableController,
+) -> None:
+    """Callers arriving while a lookup is under way share the next one (a burst of commits
+    costs the controller two calls, not one each); a silent controller is waited for the
+    deadline once, then not at all, and the last view known answers."""
+    view = view_of(controller)
+    assert view.current(["orders"]).topic_ids() == {"orders": controller.ids["orders"]}
+    asked = len(controller.calls)
+
+    controller.silence()
+    first, took = timed_current(view, ["orders"])
+    assert DEADLINE_S <= took < DEADLINE_S + PROMPT_S, took
+    assert first.topic_ids() == {"orders": controller.ids["orders"]}
+    for _ in range(20):
+        again, took = timed_current(view, ["orders", "unseen"])
+        assert took < PROMPT_S, took
+        assert again.topic_ids() == {"orders": controller.ids["orders"]}
+        unseen = again.topics["unseen"]
+        assert isinstance(unseen, TieredError) and unseen.code is ErrorCode.LEADER_NOT_AVAILABLE
+    assert len(controller.calls) - asked == 1  # the one lookup, still unanswered
+
+    controller.create("orders", 2, 1)  # deleted and created again meanwhile
+    controller.speak()  # the hung lookup is answered; the next one gathers the names asked since
+    poll_until(
+        lambda: view.current(["orders"]).topic_ids() == {"orders": controller.ids["orders"]},
+        timeout=30,
+        what="the controller's answer",
+    )
+    burst_start = len(controller.calls)
+    arrived: list[int] = []
+    results: list[dict[str, Any]] = []
+
+    def commit() -> None:
+        arrived.append(1)
+        results.append(view.current(["orders"]).topic_ids())
+
+    threads = [threading.Thread(target=commit) for _ in range(16)]
+    controller.silence()
+    for thread in threads:
+        thread.start()
+    poll_until(
+        lambda: len(arrived) == len(threads) and len(controller.calls) > burst_start,
+        timeout=30,
+        what="every caller to arrive and a lookup to be sent",
+    )
+    controller.speak()
+    for thread in threads:
+        thread.join(30)
+    assert results == [{"orders": controller.ids["orders"]}] * 16
+    assert len(controller.calls) - burst_start <= 2, controller.calls
+
+
+def timed_current(view: ClusterView, names: list[str]) -> tuple[Any, float]:
+    started = time.monotonic()
+    found = view.current(names)
+    return found, time.monotonic() - started
