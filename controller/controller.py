@@ -30,7 +30,7 @@ from controller.jobs.spark_session import SparkSessionProvider
 from controller.leadership import Leadership, Term
 from controller.log_dirs import LogDirsClient
 from controller.metrics import ControllerMetrics, ControllerSnapshot, ControllerStateCollector
-from controller.periodic_verify import PeriodicVerify, VerifyGauges
+from controller.periodic_verify import VerifyGauges, periodic_verify
 from controller.remote_verify import RemoteVerify, SegmentVerifier, partitions_of
 from controller.scram_users import ScramUsers
 from controller.store import MetadataStore
@@ -96,10 +96,8 @@ class Controller:
             self.term.require_active,
         )
         self.remote_verify = RemoteVerify(verifier, self._partitions)
-        self.periodic_verify = (
-            PeriodicVerify(verifier, self._every_partition, config.verify_interval_ms)
-            if verifier is not None and config.verify_interval_ms > 0
-            else None
+        self.periodic_verify = periodic_verify(
+            verifier, self._every_partition, config.verify_interval_ms
         )
         self.leadership = Leadership(config.node_id, config.endpoint, store, self.term, self)
         self._requeued = 0

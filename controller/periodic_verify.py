@@ -19,13 +19,13 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from controller.remote_verify import SegmentVerifier
+from controller.remote_verify import SegmentVerifier, VerifyUnsupportedError
 from tiered.api import RemoteLogSegmentMetadata, TopicIdPartition
 from tiered.cluster.model import MissingRemoteSegment
 
 log = logging.getLogger(__name__)
 
-__all__ = ["VERIFY_WORK_PER_PASS", "PeriodicVerify", "VerifyGauges"]
+__all__ = ["VERIFY_WORK_PER_PASS", "PeriodicVerify", "VerifyGauges", "periodic_verify"]
 
 VERIFY_WORK_PER_PASS = 1000
 """A pass's share: segments checked plus partitions listed (a partition's listing counts one,
@@ -44,6 +44,33 @@ _Cursor = tuple[tuple[str, str, int], int]
 
 def _key(tp: TopicIdPartition) -> tuple[str, str, int]:
     return (tp.topic, str(tp.topic_id), tp.partition)
+
+
+def periodic_verify(
+    verifier: SegmentVerifier | None,
+    partitions: Callable[[], list[TopicIdPartition]],
+    interval_ms: int,
+) -> PeriodicVerify | None:
+    """The periodic verify ``remote.storage.verify.interval.ms`` asks for, or None: when it is
+    0, when the controller has no remote storage settings (``verifier`` None), or when the
+    storage plugin can not be inspected (said once, as a warning, rather than at every pass)."""
+    if interval_ms <= 0:
+        return None
+    if verifier is None:
+        log.warning(
+            "remote.storage.verify.interval.ms=%d but the controller has no remote storage "
+            "settings: no periodic verify",
+            interval_ms,
+        )
+        return None
+    try:
+        verifier.inspector()
+    except VerifyUnsupportedError as e:
+        log.warning(
+            "remote.storage.verify.interval.ms=%d, but no periodic verify: %s", interval_ms, e
+        )
+        return None
+    return PeriodicVerify(verifier, partitions, interval_ms)
 
 
 class PeriodicVerify:

@@ -15,7 +15,7 @@ from typing import cast
 import pytest
 
 from controller.config import VERIFY_INTERVAL_KEY, verify_interval_ms
-from controller.periodic_verify import PeriodicVerify
+from controller.periodic_verify import PeriodicVerify, periodic_verify
 from controller.remote_verify import (
     RemoteVerify,
     SegmentVerifier,
@@ -343,3 +343,15 @@ def test_the_interval_key_is_off_by_default_and_bad_values_are_named() -> None:
     for bad in ("-1", "soon", str(2**31)):
         with pytest.raises(ValueError, match=rf"{VERIFY_INTERVAL_KEY}=.*0\.\.2147483647"):
             verify_interval_ms({VERIFY_INTERVAL_KEY: bad})
+
+
+def test_the_periodic_verify_is_off_without_interval_settings_or_capability(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    storage = FsspecRemoteStorageManager(str(tmp_path / "remote"))
+    assert periodic_verify(_verifier(FakeRlmm(), storage), list, 0) is None
+    assert periodic_verify(None, list, 1000) is None
+    caplog.set_level(logging.WARNING, logger="controller.periodic_verify")
+    assert periodic_verify(_verifier(FakeRlmm(), _plain_storage(tmp_path)), list, 1000) is None
+    assert "CopyOnlyRsm does not implement" in caplog.text
+    assert isinstance(periodic_verify(_verifier(FakeRlmm(), storage), list, 1000), PeriodicVerify)
