@@ -51,7 +51,10 @@ _METHODS = {
     "CreateAcls": pb.CreateAclsResponse,
     "DescribeAcls": pb.DescribeAclsResponse,
     "DeleteAcls": pb.DeleteAclsResponse,
+    "VerifyRemoteStorage": pb.VerifyRemoteStorageResponse,
 }
+# Calls that take longer than an admin call: a verify reads every finished segment's objects.
+_FORWARD_TIMEOUTS_S = {"VerifyRemoteStorage": 3600.0}
 # A DescribeMetadata answer for 100k topics is several MB: above gRPC's 4 MiB default.
 _CHANNEL_OPTIONS = [("grpc.max_receive_message_length", 256 * 1024 * 1024)]
 
@@ -185,7 +188,7 @@ class AdminForwarder(pb_grpc.AdminServiceServicer):
         """Forwarded as the caller: the controller judges the CLI, not this broker."""
         try:
             with forwarding_for(grpc_request_context(context)):
-                return self._controller.forward(method, request)
+                return self._controller.forward(method, request, _FORWARD_TIMEOUTS_S.get(method))
         except grpc.RpcError as e:
             context.abort(e.code(), e.details() or "")
         raise AssertionError("unreachable")

@@ -16,6 +16,7 @@ from tiered.cluster.model import (
     DeleteJob,
     DeleteJobState,
     DeletionEstimate,
+    RemoteStorageVerification,
     TieredState,
     TopicMetadata,
 )
@@ -200,4 +201,23 @@ def deletion_estimate_to_proto(estimate: DeletionEstimate) -> pb.DeletionEstimat
             )
             for p in estimate.partitions
         ]
+    )
+
+
+def verify_report_to_proto(report: RemoteStorageVerification) -> pb.VerifyRemoteStorageResponse:
+    return pb.VerifyRemoteStorageResponse(
+        error=error_to_proto(None),
+        segments_checked=report.segments_checked,
+        missing=[
+            pb.MissingRemoteSegment(
+                topic=m.topic,
+                partition=m.partition,
+                segment_id=m.segment_id.bytes,
+                tiered_epoch=m.tiered_epoch,
+                start_offset=m.start_offset,
+                end_offset=m.end_offset,
+                objects=list(m.objects),
+            )
+            for m in report.missing
+        ],
     )

@@ -24,8 +24,10 @@ from controller.admin_proto import (
     increase_from_proto,
     placement_to_proto,
     topic_description_to_proto,
+    verify_report_to_proto,
 )
 from controller.broker_work import BrokerWork
+from controller.remote_verify import RemoteVerify
 from controller.scram_users import ScramDeletion, ScramUpsertion, ScramUsers
 from controller.topic_changes import TopicChanges
 from tiered.cluster.model import TopicMetadata
@@ -85,10 +87,13 @@ class AdminServicer(AclMethods, pb_grpc.AdminServiceServicer):
         scram_users: ScramUsers,
         changes: TopicChanges,
         hosting: BrokerWork,
+        remote_verify: RemoteVerify | None = None,
     ) -> None:
         """``changes`` wakes watches; ``hosting`` says when new partitions' leaders host them
-        (the wait of CreateTopics and CreatePartitions, Kafka's ``DelayedCreatePartitions``)."""
+        (the wait of CreateTopics and CreatePartitions, Kafka's ``DelayedCreatePartitions``);
+        ``remote_verify`` answers VerifyRemoteStorage (None: answered INVALID_REQUEST)."""
         self._admin = admin
+        self._remote_verify = remote_verify
         self._hosting = hosting
         self._access = access
         self._acls = acls
@@ -473,6 +478,30 @@ class AdminServicer(AclMethods, pb_grpc.AdminServiceServicer):
             context,
             call,
             lambda e: pb.DescribeUserScramCredentialsResponse(error=error_to_proto(e)),
+        )
+
+    def VerifyRemoteStorage(
+        self, request: pb.VerifyRemoteStorageRequest, context: grpc.ServicerContext
+    ) -> pb.VerifyRemoteStorageResponse:
+        """Describe on the cluster, or with a topic on that topic (as a describe of it)."""
+
+        def call() -> pb.VerifyRemoteStorageResponse:
+            topic = request.topic if request.HasField("topic") else None
+            requester = self.requester(context)
+            if topic is None:
+                requester.require_cluster(AclOperation.DESCRIBE)
+            elif requester.denial(AclOperation.DESCRIBE, CLUSTER, CLUSTER_NAME) is not None:
+                denied = requester.denial(AclOperation.DESCRIBE, TOPIC, topic)
+                if denied is not None:
+                    raise denied
+            if self._remote_verify is None:
+                raise TieredError(
+                    ErrorCode.INVALID_REQUEST, "this controller can not verify remote storage"
+                )
+            return verify_report_to_proto(self._remote_verify.verify(topic))
+
+        return handle(
+            context, call, lambda e: pb.VerifyRemoteStorageResponse(error=error_to_proto(e))
         )
 
     def _require(self, context: grpc.ServicerContext, operation: AclOperation, topic: str) -> None:

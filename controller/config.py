@@ -25,17 +25,15 @@ from tiered.source_address import parse as parse_source_address
 SPARK_IDLE_TIMEOUT_KEY = "bulk.delete.spark.idle.timeout.ms"
 DEFAULT_SPARK_IDLE_TIMEOUT_MS = 600_000
 MAX_INT = 2**31 - 1
+VERIFY_INTERVAL_KEY = "remote.storage.verify.interval.ms"
 
 
-def spark_idle_timeout_ms(values: Mapping[str, str]) -> int:
-    """``bulk.delete.spark.idle.timeout.ms``: how long the bulk delete's Spark executors are
-    kept without a task before they are given back to the workers (dynamic allocation's
-    ``executorIdleTimeout``, which Spark counts in whole seconds; 0: as soon as a job ends).
-    Default 10 minutes."""
-    key = SPARK_IDLE_TIMEOUT_KEY
+def _milliseconds(values: Mapping[str, str], key: str, default: int, meaning: str) -> int:
+    """``values[key]``, milliseconds in 0..MAX_INT (``default`` when absent or blank); the error
+    names the key, the value, the range and ``meaning`` (what 0 means, the default)."""
     raw = values.get(key)
     if raw is None or not raw.strip():
-        return DEFAULT_SPARK_IDLE_TIMEOUT_MS
+        return default
     try:
         value = int(raw.strip())
     except ValueError:
@@ -43,10 +41,29 @@ def spark_idle_timeout_ms(values: Mapping[str, str]) -> int:
     if not 0 <= value <= MAX_INT:
         raise ValueError(
             f"{key}={raw.strip()!r} is not valid; expected milliseconds, an integer in "
-            f"0..{MAX_INT} (0: executors given back as soon as a job ends; default "
-            f"{DEFAULT_SPARK_IDLE_TIMEOUT_MS})"
+            f"0..{MAX_INT} ({meaning})"
         )
     return value
+
+
+def verify_interval_ms(values: Mapping[str, str]) -> int:
+    """``remote.storage.verify.interval.ms``: how often the active controller runs a pass of its
+    own verify of remote storage (controller.periodic_verify); 0 or absent: never (the
+    default)."""
+    return _milliseconds(values, VERIFY_INTERVAL_KEY, 0, "0: no periodic verify, the default")
+
+
+def spark_idle_timeout_ms(values: Mapping[str, str]) -> int:
+    """``bulk.delete.spark.idle.timeout.ms``: how long the bulk delete's Spark executors are
+    kept without a task before they are given back to the workers (dynamic allocation's
+    ``executorIdleTimeout``, which Spark counts in whole seconds; 0: as soon as a job ends).
+    Default 10 minutes."""
+    return _milliseconds(
+        values,
+        SPARK_IDLE_TIMEOUT_KEY,
+        DEFAULT_SPARK_IDLE_TIMEOUT_MS,
+        f"0: executors given back as soon as a job ends; default {DEFAULT_SPARK_IDLE_TIMEOUT_MS}",
+    )
 
 
 def _spark_settings(values: Mapping[str, str]) -> dict[str, str]:
@@ -68,6 +85,8 @@ class ControllerConfig:
     max_entries_per_request: int = 5000
     spark: dict[str, str] = field(default_factory=dict)
     spark_idle_timeout_ms: int = DEFAULT_SPARK_IDLE_TIMEOUT_MS
+    # remote.storage.verify.interval.ms: the periodic verify's interval; 0 is off.
+    verify_interval_ms: int = 0
     # The brokers' remote storage and RLMM settings, for the bulk-delete job (delete policy).
     remote: dict[str, str] = field(default_factory=dict)
     # The Prometheus endpoint: none without ``metrics.port``; port 0 is any free port.
@@ -138,6 +157,7 @@ class ControllerConfig:
             ),
             spark=_spark_settings(values),
             spark_idle_timeout_ms=spark_idle_timeout_ms(values),
+            verify_interval_ms=verify_interval_ms(values),
             remote={
                 **{k: v for k, v in values.items() if k.startswith(("rlmm.", "bulk.delete."))},
                 **security_properties(values),  # a ZooKeeper RLMM's identity

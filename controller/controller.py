@@ -30,8 +30,11 @@ from controller.jobs.spark_session import SparkSessionProvider
 from controller.leadership import Leadership, Term
 from controller.log_dirs import LogDirsClient
 from controller.metrics import ControllerMetrics, ControllerSnapshot, ControllerStateCollector
+from controller.periodic_verify import VerifyGauges, periodic_verify
+from controller.remote_verify import RemoteVerify, SegmentVerifier, partitions_of
 from controller.scram_users import ScramUsers
 from controller.store import MetadataStore
+from tiered.api import TopicIdPartition
 from tiered.cluster.model import MetadataImage, TieredState
 from tiered.security.access import AccessControl
 from tiered.security.authorizer import StandardAuthorizer
@@ -47,7 +50,10 @@ class Controller:
         jobs: JobRunnerFactory | None = None,
         metrics: ControllerMetrics | None = None,
         spark: SparkSessionProvider | None = None,
+        verifier: SegmentVerifier | None = None,
     ) -> None:
+        """``verifier``: remote storage as the verify reads it (None without remote storage
+        settings: VerifyRemoteStorage is refused, and no periodic verify runs)."""
         self.config = config
         self.spark = spark  # the bulk delete's session: its start and stop follow the terms
         self.store = store
@@ -89,6 +95,10 @@ class Controller:
             StandardAuthorizer(config.authorizer, lambda: self.term.image.acls),
             self.term.require_active,
         )
+        self.remote_verify = RemoteVerify(verifier, self._partitions)
+        self.periodic_verify = periodic_verify(
+            verifier, self._every_partition, config.verify_interval_ms
+        )
         self.leadership = Leadership(config.node_id, config.endpoint, store, self.term, self)
         self._requeued = 0
 
@@ -103,6 +113,15 @@ class Controller:
 
     def _wake_channels(self, broker_ids: Iterable[int]) -> None:
         self.brokers.wake(broker_ids)
+
+    def _partitions(self, topic: str | None) -> list[TopicIdPartition]:
+        """The partitions of ``topic`` (all for None) in the active term's image."""
+        with self.term.lock:
+            self.term.require_active()
+            return partitions_of(self.term.image, topic)
+
+    def _every_partition(self) -> list[TopicIdPartition]:
+        return self._partitions(None)
 
     def state_collector(self, lock_timeout_s: float = 2.0) -> ControllerStateCollector:
         """The metrics endpoint's view of this controller's state (read at scrape time)."""
@@ -119,11 +138,18 @@ class Controller:
             if self.term.active_epoch is None:
                 return ControllerSnapshot()
             image = self.term.image
+            verify = (
+                self.periodic_verify.gauges()
+                if self.periodic_verify is not None
+                else VerifyGauges()
+            )
             return ControllerSnapshot(
                 topics_by_state={s: image.topic_count(s) for s in TieredState},
                 disable_backlogs=self.disablements.backlogs(),
                 unfinished_jobs=self.delete_jobs.unfinished.jobs(),
                 since_reached_s={b: r.since_reached_s for b, r in self.brokers.reach().items()},
+                verify_segments_checked=verify.segments_checked,
+                verify_segments_missing=verify.segments_missing,
             )
         finally:
             self.term.lock.release()
@@ -137,6 +163,7 @@ class Controller:
             self.scram_users,
             self.term.changes,
             self.broker_work,
+            self.remote_verify,
         )
 
     @property
@@ -166,6 +193,8 @@ class Controller:
             self.spark.term_started()  # in the background: returns at once
         self.brokers.serve()
         self.delete_jobs.start(list(image.delete_jobs.values()))
+        if self.periodic_verify is not None:
+            self.periodic_verify.start()
         log.info(
             "Active as controller %d with controller epoch %d: %d topics, %d brokers, %d topics "
             "DISABLING re-queued",
@@ -179,5 +208,7 @@ class Controller:
     def stand_down(self) -> None:
         self.brokers.stand_down()
         self.delete_jobs.stop()
+        if self.periodic_verify is not None:
+            self.periodic_verify.stop()
         if self.spark is not None:
             self.spark.term_ended()  # stopped in the background

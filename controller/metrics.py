@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 CONTROLLER = "kafka_controller_kafkacontroller_"
 CHANNEL = "kafka_controller_controllerchannelmanager_"
 BULK_DELETE = "kafka_controller_bulkdelete_"
+REMOTE_VERIFY = "kafka_controller_remotestorageverify_"
 REQUESTS = "kafka_network_requestmetrics_"
 
 # Milliseconds, as Kafka's latency histograms: an fsync'd KRaft batch or a ZooKeeper multi takes
@@ -221,6 +222,9 @@ class ControllerSnapshot:
     unfinished_jobs: Sequence[DeleteJob] = ()
     # Registered broker -> seconds since this controller last reached it (controller.reachability).
     since_reached_s: Mapping[int, float] = field(default_factory=dict)
+    # The periodic verify (remote.storage.verify.interval.ms; controller.periodic_verify).
+    verify_segments_checked: int = 0
+    verify_segments_missing: int = 0
 
 
 class ControllerStateCollector:
@@ -323,6 +327,19 @@ class ControllerStateCollector:
                 [job.topic, str(job.topic_id), str(job.tiered_epoch)], objects_remaining(job)
             )
         yield remaining
+
+        yield _gauge(
+            REMOTE_VERIFY + "segmentschecked",
+            "SegmentsChecked: finished segments the periodic verify checked in its last complete "
+            "round (in the current one until a round completes); 0 when it is off",
+            snapshot.verify_segments_checked,
+        )
+        yield _gauge(
+            REMOTE_VERIFY + "segmentsmissing",
+            "SegmentsMissing: finished segments the periodic verify found missing objects of (or "
+            "a data object of another size) and has not found whole since",
+            snapshot.verify_segments_missing,
+        )
 
 
 def _gauge(name: str, help_text: str, value: float) -> GaugeMetricFamily:

@@ -44,7 +44,9 @@ from tiered.admin_serde import (
     raise_if_error,
     topic_from_proto,
     topic_id_from_bytes,
+    verification_from_proto,
 )
+from tiered.cluster.model import RemoteStorageVerification
 from tiered.config_def import INT32_MAX
 from tiered.errors import ErrorCode, TieredError
 from tiered.retry import RetryPolicy
@@ -396,6 +398,19 @@ class AdminClient:
     def describe_cluster(self) -> ClusterDescription:
         return cluster_from_proto(
             self._call("DescribeCluster", pb.DescribeClusterRequest(), pb.DescribeClusterResponse)
+        )
+
+    def verify_remote_storage(self, topic: str | None = None) -> RemoteStorageVerification:
+        """Every segment the RLMM lists as COPY_SEGMENT_FINISHED (of ``topic``, or of every
+        topic) checked by the active controller against remote storage. Raises
+        UNKNOWN_TOPIC_OR_PARTITION for a topic that does not exist, INVALID_REQUEST when the
+        controller can not verify (no remote storage settings, a plugin without the
+        capability)."""
+        request = pb.VerifyRemoteStorageRequest()
+        if topic is not None:
+            request.topic = topic
+        return verification_from_proto(
+            self._call("VerifyRemoteStorage", request, pb.VerifyRemoteStorageResponse)
         )
 
     def alter_user_scram_credentials(

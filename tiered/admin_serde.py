@@ -12,7 +12,13 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from tiered.cluster.model import DeletionEstimate, PartitionDeletionEstimate, TieredState
+from tiered.cluster.model import (
+    DeletionEstimate,
+    MissingRemoteSegment,
+    PartitionDeletionEstimate,
+    RemoteStorageVerification,
+    TieredState,
+)
 from tiered.errors import ErrorCode, TieredError
 from tiered.rpc.status import error_from_proto
 from tiered.rpc.v1 import broker_pb2, metadata_pb2
@@ -35,6 +41,7 @@ __all__ = [
     "raise_if_error",
     "topic_from_proto",
     "topic_id_from_bytes",
+    "verification_from_proto",
 ]
 
 # --------------------------------------------------------------------------------- results
@@ -303,3 +310,23 @@ def not_controller_error(response: Any) -> broker_pb2.Error | None:
         if error.code == ErrorCode.NOT_CONTROLLER:
             return error
     return None
+
+
+def verification_from_proto(response: pb.VerifyRemoteStorageResponse) -> RemoteStorageVerification:
+    """VerifyRemoteStorage's answer, or its error raised."""
+    raise_if_error(response.error)
+    return RemoteStorageVerification(
+        response.segments_checked,
+        tuple(
+            MissingRemoteSegment(
+                m.topic,
+                m.partition,
+                topic_id_from_bytes(m.segment_id),
+                m.tiered_epoch,
+                m.start_offset,
+                m.end_offset,
+                tuple(m.objects),
+            )
+            for m in response.missing
+        ),
+    )

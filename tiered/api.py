@@ -8,7 +8,9 @@ began, which decides what a disablement's deletion removes.
 Beyond Kafka, two optional capabilities serve the controller's bulk delete job (the delete policy,
 docs/design.md §3.3): :class:`BulkDeleteRemoteLogMetadataManager` (delete state and batched segment
 updates) and :class:`RemoteStorageBulkDeleter` (list and delete a partition's objects below a
-tiered epoch, with a picklable :class:`RemoteObjectDeleter` that Spark executors run).
+tiered epoch, with a picklable :class:`RemoteObjectDeleter` that Spark executors run). A third,
+:class:`RemoteStorageInspector`, serves the controller's verify: what the store holds of a
+segment's objects.
 """
 
 from __future__ import annotations
@@ -653,3 +655,30 @@ class RemoteStorageBulkDeleter(abc.ABC):
     @abc.abstractmethod
     def object_deleter(self) -> RemoteObjectDeleter:
         """A picklable deleter of this store's objects (see :class:`RemoteObjectDeleter`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteSegmentObjects:
+    """What the store holds of one segment's required objects (:class:`RemoteStorageInspector`).
+
+    ``missing``: the keys of the objects every copy writes that the store lacks, in the layout's
+    order; ``data_key``: the key of the segment's data object; ``data_size_bytes``: that
+    object's size, None when it is missing."""
+
+    missing: tuple[str, ...]
+    data_key: str
+    data_size_bytes: int | None
+
+
+class RemoteStorageInspector(abc.ABC):
+    """Optional capability of a :class:`RemoteStorageManager`: telling which of a segment's
+    objects the store holds, and the size of its data. The controller's verify (docs/design.md,
+    "Verify") reaches remote storage only through it; with a plugin that does not implement it,
+    a verify fails with an error that says so."""
+
+    @abc.abstractmethod
+    def segment_objects(self, metadata: RemoteLogSegmentMetadata) -> RemoteSegmentObjects:
+        """The objects a finished copy of ``metadata`` must have (its data and the indexes every
+        copy writes), checked one by one without reading them. ``TypeError`` for anything that
+        is not :class:`RemoteLogSegmentMetadata`; ``RemoteStorageException`` when the store
+        can not be asked (a missing object is an answer, not an error)."""

@@ -150,6 +150,29 @@ class DeletionEstimate:
 
 
 @dataclass(frozen=True)
+class MissingRemoteSegment:
+    """A segment the RLMM lists as COPY_SEGMENT_FINISHED whose objects remote storage lacks, or
+    whose data object has another size than recorded: ``objects`` names them (keys relative to
+    the storage root; the data object's for a wrong size)."""
+
+    topic: str
+    partition: int
+    segment_id: uuid.UUID
+    tiered_epoch: int
+    start_offset: int
+    end_offset: int
+    objects: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RemoteStorageVerification:
+    """A verify's answer: the finished segments checked, and those found wanting, in order."""
+
+    segments_checked: int
+    missing: tuple[MissingRemoteSegment, ...]
+
+
+@dataclass(frozen=True)
 class PartitionDeleteProgress:
     partition: int
     objects_total: int = -1  # -1: not listed yet

@@ -45,8 +45,10 @@ from tiered.api import (
     LogSegmentData,
     RemoteLogSegmentMetadata,
     RemoteResourceNotFoundException,
+    RemoteSegmentObjects,
     RemoteStorageBulkDeleter,
     RemoteStorageException,
+    RemoteStorageInspector,
     RemoteStorageManager,
     TopicIdPartition,
 )
@@ -86,7 +88,9 @@ LIST_BATCH_SIZE = 1000
 """The most handles in one batch of a bulk delete listing."""
 
 
-class FsspecRemoteStorageManager(RemoteStorageManager, RemoteStorageBulkDeleter):
+class FsspecRemoteStorageManager(
+    RemoteStorageManager, RemoteStorageBulkDeleter, RemoteStorageInspector
+):
     """Stores segments under ``root`` of an fsspec filesystem. Thread-safe."""
 
     def __init__(
@@ -323,6 +327,36 @@ class FsspecRemoteStorageManager(RemoteStorageManager, RemoteStorageBulkDeleter)
     def objects_per_segment(self) -> int:
         """The objects :meth:`object_handles_of` names for each segment."""
         return len(layout.WRITTEN_BY_EVERY_COPY)
+
+    def segment_objects(self, metadata: RemoteLogSegmentMetadata) -> RemoteSegmentObjects:
+        """Each object of :data:`~tiered.rsm.layout.WRITTEN_BY_EVERY_COPY` asked for by itself
+        (a stat; a HEAD on S3), so that a missing object is found whatever else the prefix
+        holds."""
+        if not isinstance(metadata, RemoteLogSegmentMetadata):
+            raise TypeError(f"expected RemoteLogSegmentMetadata, got {metadata!r}")
+        prefix = layout.segment_prefix(metadata)
+        data_key = layout.object_key(prefix, layout.LOG_SUFFIX)
+        missing: list[str] = []
+        data_size: int | None = None
+        for suffix in layout.WRITTEN_BY_EVERY_COPY:
+            key = layout.object_key(prefix, suffix)
+            size = self._size(key)
+            if size is None:
+                missing.append(key)
+            elif key == data_key:
+                data_size = size
+        return RemoteSegmentObjects(tuple(missing), data_key, data_size)
+
+    def _size(self, key: str) -> int | None:
+        """The object's size in bytes, None when it does not exist."""
+        path = self._path(key)
+        try:
+            info = self._call(f"stat of {key}", path, lambda: self._fs.info(path))
+        except RemoteResourceNotFoundException:
+            return None
+        if info.get("type") == "directory":
+            return None
+        return int(info["size"])
 
     def object_deleter(self) -> FsspecObjectDeleter | S3ObjectDeleter:
         """Deletes keys under this root on ``remote.storage.delete.threads`` threads."""

@@ -601,6 +601,30 @@ def test_kafka_protocol_acl_apis(cluster: Cluster) -> None:
     assert kafka_admin.describe_acls(any_carol).result(30) == []
 
 
+def test_remote_storage_verify_needs_describe_on_the_cluster_or_the_topic(
+    cluster: Cluster,
+) -> None:
+    """``tiered-remote-storage verify``: Describe on the cluster for every topic; without it,
+    Describe on the topic it names."""
+    admin = cluster.admin
+    admin.create_topic("verify-open", 1)
+    admin.create_topic("verify-hidden", 1)
+    admin.create_acls(acl("verify-open", Op.DESCRIBE) + deny("verify-hidden", Op.DESCRIBE))
+    assert admin.verify_remote_storage().missing == ()  # Describe on the cluster: every topic
+    assert admin.verify_remote_storage("verify-hidden").segments_checked == 0
+    no_cluster_describe = deny(CLUSTER_NAME, Op.DESCRIBE, resource_type=ResourceType.CLUSTER)
+    admin.create_acls(no_cluster_describe)
+    try:
+        denied(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, admin.verify_remote_storage)
+        assert admin.verify_remote_storage("verify-open").missing == ()
+        denied(
+            ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+            lambda: admin.verify_remote_storage("verify-hidden"),
+        )
+    finally:
+        admin.delete_acls([AclBindingFilter.exactly(no_cluster_describe[0])])
+
+
 def test_acl_and_credential_changes_need_alter_on_the_cluster_and_are_audited(
     cluster: Cluster,
 ) -> None:

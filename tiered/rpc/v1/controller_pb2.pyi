@@ -600,6 +600,40 @@ class DeleteAclsResponse(_message.Message):
     error: _broker_pb2.Error
     def __init__(self, results: _Optional[_Iterable[_Union[DeleteAclsFilterResult, _Mapping]]] = ..., error: _Optional[_Union[_broker_pb2.Error, _Mapping]] = ...) -> None: ...
 
+class VerifyRemoteStorageRequest(_message.Message):
+    __slots__ = ("topic",)
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    def __init__(self, topic: _Optional[str] = ...) -> None: ...
+
+class MissingRemoteSegment(_message.Message):
+    __slots__ = ("topic", "partition", "segment_id", "tiered_epoch", "start_offset", "end_offset", "objects")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    SEGMENT_ID_FIELD_NUMBER: _ClassVar[int]
+    TIERED_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    OBJECTS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    segment_id: bytes
+    tiered_epoch: int
+    start_offset: int
+    end_offset: int
+    objects: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., segment_id: _Optional[bytes] = ..., tiered_epoch: _Optional[int] = ..., start_offset: _Optional[int] = ..., end_offset: _Optional[int] = ..., objects: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class VerifyRemoteStorageResponse(_message.Message):
+    __slots__ = ("error", "segments_checked", "missing")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    SEGMENTS_CHECKED_FIELD_NUMBER: _ClassVar[int]
+    MISSING_FIELD_NUMBER: _ClassVar[int]
+    error: _broker_pb2.Error
+    segments_checked: int
+    missing: _containers.RepeatedCompositeFieldContainer[MissingRemoteSegment]
+    def __init__(self, error: _Optional[_Union[_broker_pb2.Error, _Mapping]] = ..., segments_checked: _Optional[int] = ..., missing: _Optional[_Iterable[_Union[MissingRemoteSegment, _Mapping]]] = ...) -> None: ...
+
 class RegisterBrokerRequest(_message.Message):
     __slots__ = ("registration",)
     REGISTRATION_FIELD_NUMBER: _ClassVar[int]

@@ -1,0 +1,3 @@
+from cli.remote_storage.command import main
+
+raise SystemExit(main())
