@@ -316,3 +316,20 @@ def test_a_reenable_before_the_start_cancels_the_scheduled_job_for_good(
     fail_over(controller)
     assert controller.delete_jobs.unfinished.jobs() == []
     assert controller.store.load().delete_jobs[job.key].state is DeleteJobState.CANCELLED
+
+
+def test_the_retain_policy_before_the_start_cancels_the_scheduled_job(
+    controller: Controller,
+) -> None:
+    entries = disable_with_a_delay(controller, 1)
+    epoch = controller.active_epoch
+    assert epoch is not None
+    controller.broker_work.on_disable_response(1, DisableWork(epoch, entries), [None])
+    # Another change leaves it scheduled; the delay itself is read once, at DISABLED.
+    controller.admin.alter_configs("t", set_={"remote.log.delete.delay.ms": "0"})
+    (job,) = controller.store.load().delete_jobs.values()
+    assert job.state is DeleteJobState.SCHEDULED
+    after = controller.admin.alter_configs("t", set_={"remote.log.disable.policy": "retain"})
+    assert (after.tiered_state, after.tiered_epoch) == (TieredState.DISABLED, 1)
+    assert controller.store.load().delete_jobs[job.key].state is DeleteJobState.CANCELLED
+    assert controller.delete_jobs.unfinished.jobs() == []
