@@ -209,9 +209,37 @@ def test_a_reenable_inside_the_delay_cancels_the_delete_and_keeps_every_record(
     topic = tiered_topic(cluster, "ledger")
     ends = {p.partition: p.log_end_offset for p in topic.partitions}
     before_ms = int(time.time() * 1000)
-    cluster.admin.incremental_alter_configs("ledger", delayed_delete(600_000))
-    cluster.wait_for_state("ledger", TieredState.DISABLED)
+    # --wait returns at DISABLED (the job is only scheduled) and says when it starts.
+    waited = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cli.configs",
+            "--bootstrap-server",
+            cluster.bootstrap,
+            "--alter",
+            "--entity-type",
+            "topics",
+            "--entity-name",
+            "ledger",
+            "--add-config",
+            ",".join(f"{k}={v}" for k, v in delayed_delete(600_000).items()),
+            "--wait",
+            "--timeout",
+            "60",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=True,
+    ).stdout
+    assert cluster.admin.describe_topic("ledger").tiered_state is TieredState.DISABLED
     job = scheduled_job(cluster, "ledger")
+    assert (
+        "Topic ledger: tiered_state=DISABLED tiered_epoch=1 policy=delete; remote delete below "
+        "epoch 1 SCHEDULED, starts 20"
+    ) in waited
     assert before_ms + 600_000 <= job.starts_at_ms <= int(time.time() * 1000) + 600_000
     text = topics_describe(cluster, "ledger")
     assert "RemoteDelete: SCHEDULED below epoch 1, starts 20" in text
