@@ -210,30 +210,20 @@ def test_a_reenable_inside_the_delay_cancels_the_delete_and_keeps_every_record(
     ends = {p.partition: p.log_end_offset for p in topic.partitions}
     before_ms = int(time.time() * 1000)
     # --wait returns at DISABLED (the job is only scheduled) and says when it starts.
-    waited = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "cli.configs",
-            "--bootstrap-server",
-            cluster.bootstrap,
-            "--alter",
-            "--entity-type",
-            "topics",
-            "--entity-name",
-            "ledger",
-            "--add-config",
-            ",".join(f"{k}={v}" for k, v in delayed_delete(600_000).items()),
-            "--wait",
-            "--timeout",
-            "60",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=90,
-        check=True,
-    ).stdout
+    waited = run_cli(
+        cluster,
+        "cli.configs",
+        "--alter",
+        "--entity-type",
+        "topics",
+        "--entity-name",
+        "ledger",
+        "--add-config",
+        ",".join(f"{k}={v}" for k, v in delayed_delete(600_000).items()),
+        "--wait",
+        "--timeout",
+        "60",
+    )
     assert cluster.admin.describe_topic("ledger").tiered_state is TieredState.DISABLED
     job = scheduled_job(cluster, "ledger")
     assert (
@@ -293,21 +283,17 @@ def test_a_controller_killed_during_the_delay_keeps_the_schedule_and_its_clock(
     active.start()  # back, as a standby
 
 
-def topics_describe(cluster: Cluster, name: str) -> str:
+def run_cli(cluster: Cluster, module: str, *args: str) -> str:
+    """A tool's standard output, run against the cluster; it must exit 0."""
     return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "cli.topics",
-            "--bootstrap-server",
-            cluster.bootstrap,
-            "--describe",
-            "--topic",
-            name,
-        ],
+        [sys.executable, "-m", module, "--bootstrap-server", cluster.bootstrap, *args],
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=90,
         check=True,
     ).stdout
+
+
+def topics_describe(cluster: Cluster, name: str) -> str:
+    return run_cli(cluster, "cli.topics", "--describe", "--topic", name)
