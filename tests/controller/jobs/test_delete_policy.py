@@ -247,6 +247,13 @@ def test_a_reenable_inside_the_delay_cancels_the_delete_and_keeps_every_record(
         assert end is not None
         assert read_all(cluster, topic, p, end) == list(range(end))
     assert epoch_dirs(cluster, topic) >= {"0/te=0", "1/te=0"}  # nothing deleted
+    # Copying resumes, stamped with the epoch the disable set.
+    cluster.produce(topic, 0, 150)
+    poll_until(
+        lambda: any(m.tiered_epoch == 1 for m in cluster.remote_segments(topic, 0)),
+        timeout=30,
+        what="copying to resume at tiered epoch 1",
+    )
 
 
 def test_after_the_delay_the_log_start_rises_and_the_data_goes(cluster: Cluster) -> None:
