@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import json
 import os
 import sys
@@ -272,3 +273,10 @@ class ProgressLine:
             self._stream.flush()
         self._width = 0
         self._last = None
+
+
+def iso_utc_ms(epoch_ms: int) -> str:
+    """Wall-clock milliseconds since the epoch as ISO-8601 in UTC, to the millisecond
+    (``2026-12-07T10:30:00.000Z``)."""
+    moment = datetime.datetime.fromtimestamp(epoch_ms / 1000, tz=datetime.UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -35,6 +35,7 @@ from cli.common import (
     add_format_option,
     command_config_credentials,
     explaining_refusals,
+    iso_utc_ms,
     parse_config_list,
     parse_key_list,
     print_error,
@@ -170,9 +171,13 @@ def progress_bar(done: int, total: int, width: int = 20) -> str:
     return f"[{'#' * filled}{'.' * (width - filled)}] {fraction:4.0%}"
 
 
+# A finished job, and a scheduled one: ``--wait`` returns at DISABLED and says when it starts.
+_NOT_WAITED_FOR = frozenset({"DONE", "CANCELLED", "SCHEDULED"})
+
+
 class RemoteDeletion:
     """After a disablement with the delete policy: the bulk delete of the older epochs' remote
-    data, until its job is DONE."""
+    data, until its job is DONE (not a SCHEDULED one: that may wait for days)."""
 
     def pending(self, topic: TopicDescription) -> bool:
         job = topic.delete_job
@@ -180,7 +185,7 @@ class RemoteDeletion:
             topic.tiered_state is not TieredState.DISABLING
             and job is not None
             and job.tiered_epoch == topic.tiered_epoch
-            and job.state != "DONE"
+            and job.state not in _NOT_WAITED_FOR
         )
 
     def progress(self, topic: TopicDescription) -> str:
@@ -264,10 +269,17 @@ def wait_for_topics(
 
 
 def final_state_line(t: TopicDescription) -> str:
-    return (
+    line = (
         f"Topic {t.name}: tiered_state={t.tiered_state.value} "
         f"tiered_epoch={t.tiered_epoch} policy={t.disable_policy or 'none'}"
     )
+    job = t.delete_job
+    if job is not None and job.state == "SCHEDULED" and job.starts_at_ms is not None:
+        line += (
+            f"; remote delete below epoch {job.tiered_epoch} SCHEDULED, "
+            f"starts {iso_utc_ms(job.starts_at_ms)}"
+        )
+    return line
 
 
 # --------------------------------------------------------------------------------- commands

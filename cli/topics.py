@@ -19,6 +19,7 @@ from cli.common import (
     command_config_credentials,
     explaining_refusals,
     invalid,
+    iso_utc_ms,
     parse_config_assignment,
     print_json,
     run,
@@ -128,6 +129,11 @@ def _text(value: int | None) -> str:
 
 
 def delete_job_text(job: DeleteJobDescription) -> str:
+    if job.state == "SCHEDULED" and job.starts_at_ms is not None:
+        return (
+            f"RemoteDelete: SCHEDULED below epoch {job.tiered_epoch}, "
+            f"starts {iso_utc_ms(job.starts_at_ms)}"
+        )
     return (
         f"RemoteDelete: {job.state} below epoch {job.tiered_epoch}, "
         f"{job.objects_deleted}/{job.objects_total} objects, "

@@ -18,6 +18,7 @@ from typing import Protocol
 from controller.broker_registry import BrokerRegistry
 from controller.broker_work import BrokerWork
 from controller.delete_jobs import DeleteJobSupervisor
+from controller.delete_schedule import cancelled_by
 from controller.disablements import Disablements
 from controller.leadership import Term
 from controller.log_dirs import LogDirsClient, ReportedPartition
@@ -350,13 +351,21 @@ class AdminOperations:
             def durable(changes: Sequence[TopicChange]) -> None:
                 if disables:
                     failpoints.hit("controller.disable.persisted")
-                for _, after, _ in changes:
+                for _, after, cancelled in changes:
                     self._term.image.put_topic(after)
                     if after.name in disables:
                         self._disablements.disabling_persisted(after)
+                    if cancelled is not None:
+                        self._jobs.cancelled(cancelled)
                     self._work.topic_changed(after)
 
-            submission = writes.submit([(b, a, None) for b, a, _ in planned], durable)
+            # A change that re-enables tiering or sets the retain policy cancels the topic's
+            # scheduled delete in the same write.
+            changes: list[TopicChange] = [
+                (b, a, cancelled_by(self._jobs.scheduled_job(b.topic_id, b.tiered_epoch), a))
+                for b, a, _ in planned
+            ]
+            submission = writes.submit(changes, durable)
         writes.wait(submission)
         failed = {
             change[1].name: error

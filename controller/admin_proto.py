@@ -40,6 +40,10 @@ __all__ = [
 ]
 
 
+# A job in these states has marked and deleted nothing: the partitions show the RLMM's state.
+_NOT_STARTED = frozenset({DeleteJobState.SCHEDULED, DeleteJobState.CANCELLED})
+
+
 def topic_description_to_proto(view: TopicView) -> pb.TopicDescription:
     topic = view.topic
     partitions = []
@@ -74,7 +78,7 @@ def topic_description_to_proto(view: TopicView) -> pb.TopicDescription:
             description.delete_objects_total = -1 if progress is None else progress.objects_total
             description.delete_objects_deleted = 0 if progress is None else progress.objects_deleted
             description.delete_done = progress is not None and progress.done
-            if job.tiered_epoch == topic.tiered_epoch:
+            if job.tiered_epoch == topic.tiered_epoch and job.state not in _NOT_STARTED:
                 description.remote_delete_state = (
                     "DELETE_PARTITION_FINISHED"
                     if description.delete_done
@@ -109,6 +113,7 @@ def delete_job_summary_to_proto(job: DeleteJob) -> pb.DeleteJobDescription:
         objects_deleted=job.objects_deleted,
         partitions_done=job.partitions_done,
         partition_count=job.partition_count,
+        starts_at_ms=job.starts_at_ms,
     )
 
 

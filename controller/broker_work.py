@@ -1,5 +1,6 @@
 """What each broker is owed, in the order it needs it: the disables ``Disablements`` says it
-owes (first: after a failover they are what operators wait for), then the removals of deleted
+owes (first: after a failover they are what operators wait for), then the delete-policy stops a
+delayed delete job's start owes (``delete_stops_owed``: the job waits for them), then the removals of deleted
 topics' partitions (a partition must be dropped before a topic of the same name arrives), then
 the assignments (configs, new partitions). Each ``BrokerChannel`` pulls its next request here
 (``next_work``) and hands the answer back here; ``BrokerRegistry`` keeps who is alive and the
@@ -26,9 +27,10 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 
 from controller.broker_channel import AssignWork, DisableWork, RemoveWork, Work
-from controller.disablements import Disablements
+from controller.disablements import DisableEntry, Disablements
 from controller.leadership import Term
-from tiered.cluster.model import DeleteJobState, MetadataImage, TopicMetadata
+from tiered.cluster.model import DeleteJob, MetadataImage, TopicMetadata
+from tiered.config import RemoteLogDisablePolicy
 from tiered.errors import TieredError
 
 __all__ = ["BrokerWork"]
@@ -64,6 +66,12 @@ class BrokerWork:
         # broker restarts while the topic's remote data is being deleted (a broker that misses it
         # otherwise drops the old log when a topic of the same name arrives)
         self._pending_remove: dict[int, dict[tuple[uuid.UUID, int], str]] = defaultdict(dict)
+        # broker -> partition -> the delete-policy stop a delayed job's start owes it; and the
+        # jobs that owed them in this term (a new term owes them again: repeating one is a no-op)
+        self._pending_delete_stop: dict[int, dict[tuple[uuid.UUID, int], DisableEntry]] = (
+            defaultdict(dict)
+        )
+        self._delete_stops_owed_for: set[tuple[uuid.UUID, int]] = set()
         # topic id -> partitions placed in this term that their leader has not acked hosting
         self._unhosted: dict[uuid.UUID, set[int]] = {}
         self._hosting_changed = threading.Condition(term.lock)
@@ -76,6 +84,8 @@ class BrokerWork:
         with self._term.lock:
             self._pending_assign.clear()
             self._pending_remove.clear()
+            self._pending_delete_stop.clear()
+            self._delete_stops_owed_for.clear()
             self._unhosted.clear()
             for topic in image.topics.values():
                 self._owe_assignment(topic)
@@ -146,6 +156,36 @@ class BrokerWork:
                 and any(t == topic_id for t, _ in owed)
             )
 
+    def delete_stops_owed(self, job: DeleteJob) -> list[int]:
+        """The live brokers that have not acked the delete-policy stop of the delayed ``job``'s
+        topic at its epoch (remote fetches refused, the log start raised, the partitions marked
+        DELETE_PARTITION_MARKED, as an immediate delete's disablement does); the first call of a
+        term owes it to every broker hosting a partition. None is owed for a topic that is gone
+        or at another epoch."""
+        with self._term.lock:
+            topic = self._term.image.topic_by_id(job.topic_id)
+            if topic is None or topic.tiered_epoch != job.tiered_epoch:
+                return []
+            if job.key not in self._delete_stops_owed_for:
+                self._delete_stops_owed_for.add(job.key)
+                for partition, broker_id in enumerate(topic.replicas):
+                    self._pending_delete_stop[broker_id][(topic.topic_id, partition)] = (
+                        DisableEntry(
+                            topic.name,
+                            topic.topic_id,
+                            partition,
+                            job.tiered_epoch,
+                            RemoteLogDisablePolicy.DELETE,
+                        )
+                    )
+                self._wake(set(topic.replicas))
+            return sorted(
+                broker_id
+                for broker_id, owed in self._pending_delete_stop.items()
+                if self._live_endpoint(broker_id) is not None
+                and any(t == topic.topic_id for t, _ in owed)
+            )
+
     # ----------------------------------------------------------------------------- ChannelOwner
 
     def next_work(self, broker_id: int) -> tuple[str, Work] | None:
@@ -157,6 +197,9 @@ class BrokerWork:
             entries = self._disablements.owed_by(broker_id, self._limit)
             if entries:
                 return endpoint, DisableWork(epoch, entries)
+            stops = self._pending_delete_stop.get(broker_id)
+            if stops:
+                return endpoint, DisableWork(epoch, list(stops.values())[: self._limit])
             removals = self._pending_remove.get(broker_id)
             if removals:
                 batch = [(name, tid, p) for (tid, p), name in list(removals.items())[: self._limit]]
@@ -170,6 +213,11 @@ class BrokerWork:
         self, broker_id: int, work: DisableWork, errors: Sequence[TieredError | None]
     ) -> None:
         with self._term.lock:
+            stops = self._pending_delete_stop.get(broker_id, {})
+            for entry, error in zip(work.entries, errors, strict=True):
+                key = (entry.topic_id, entry.partition)
+                if error is None and stops.get(key) == entry:
+                    del stops[key]
             disabled = self._disablements.broker_acked(
                 broker_id, work.controller_epoch, work.entries, errors
             )
@@ -273,7 +321,7 @@ class BrokerWork:
         hosting such a partition would copy it again. Removing what it does not host is a
         no-op."""
         for job in self._term.image.delete_jobs.values():
-            if job.topic_deleted and job.state is not DeleteJobState.DONE:
+            if job.topic_deleted and not job.state.finished:
                 for partition in range(job.partition_count):
                     self._pending_remove[broker_id][(job.topic_id, partition)] = job.topic
 

@@ -35,7 +35,7 @@ from controller.remote_verify import RemoteVerify, SegmentVerifier, partitions_o
 from controller.scram_users import ScramUsers
 from controller.store import MetadataStore
 from tiered.api import TopicIdPartition
-from tiered.cluster.model import MetadataImage, TieredState
+from tiered.cluster.model import DeleteJob, MetadataImage, TieredState
 from tiered.security.access import AccessControl
 from tiered.security.authorizer import StandardAuthorizer
 
@@ -64,7 +64,9 @@ class Controller:
             self.metrics.store_written,
             self.metrics.topic_writes_flushed,
         )
-        self.delete_jobs = DeleteJobSupervisor(self.term, store, jobs, self._brokers_owing_removal)
+        self.delete_jobs = DeleteJobSupervisor(
+            self.term, store, jobs, self._brokers_owing_removal, self._delete_stops_owed
+        )
         self.disablements = Disablements(self.term, self.delete_jobs)
         self.broker_work = BrokerWork(
             self.term,
@@ -107,6 +109,9 @@ class Controller:
 
     def _brokers_owing_removal(self, topic_id: uuid.UUID) -> list[int]:
         return self.broker_work.brokers_owing_removal(topic_id)
+
+    def _delete_stops_owed(self, job: DeleteJob) -> list[int]:
+        return self.broker_work.delete_stops_owed(job)
 
     def _live_endpoint(self, broker_id: int) -> str | None:
         return self.brokers.live_endpoint(broker_id)

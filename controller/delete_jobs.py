@@ -5,7 +5,13 @@ deletion queues, and persists their progress through the term's fenced writes.
 A deleted topic's job holds back until every live broker dropped the topic's partitions (the
 broker registry says which still owe it): a broker stops copying a partition when it drops it,
 as Kafka's RemoteLogManager stops a deleted topic's partitions, so the job's listing comes after
-the last upload a live broker makes."""
+the last upload a live broker makes.
+
+A delayed job (``controller.delete_schedule``) waits SCHEDULED for its start in the runner; then
+it holds until every live broker acked the delete-policy stop of its topic (``delete_stops_owed``:
+the log start rises and remote fetches end before an object goes). Cancelling it writes
+CANCELLED; a write the table of job states does not allow (the runner's RUNNING after that) is
+refused here, the one place jobs are saved."""
 
 from __future__ import annotations
 
@@ -28,8 +34,16 @@ JobRunnerFactory = Callable[[Callable[[DeleteJob], None], JobHold], DeleteJobRun
 # The live brokers that have not yet dropped the partitions of a deleted topic (by topic id).
 RemovalsOwed = Callable[[uuid.UUID], list[int]]
 
+# The live brokers that have not yet acked the delete-policy stop a delayed job's start owes
+# (owing it, the first time a term asks).
+DeleteStopsOwed = Callable[[DeleteJob], list[int]]
+
 
 def _none_owed(topic_id: uuid.UUID) -> list[int]:
+    return []
+
+
+def _no_stops_owed(job: DeleteJob) -> list[int]:
     return []
 
 
@@ -40,17 +54,19 @@ class DeleteJobSupervisor:
         store: MetadataStore,
         factory: JobRunnerFactory | None,
         removals_owed: RemovalsOwed = _none_owed,
+        delete_stops_owed: DeleteStopsOwed = _no_stops_owed,
     ) -> None:
         self._term = term
         self._store = store
         self._factory = factory
         self._removals_owed = removals_owed
+        self._delete_stops_owed = delete_stops_owed
         self._runner: DeleteJobRunner | None = None
         self.unfinished = UnfinishedDeleteJobs()  # what the metrics read
 
     def start(self, jobs: Iterable[DeleteJob]) -> None:
         """As a term begins (outside the lock): runs every unfinished job of the image."""
-        unfinished = [j for j in jobs if j.state is not DeleteJobState.DONE]
+        unfinished = [j for j in jobs if not j.state.finished]
         with self._term.lock:
             self.unfinished.reset(unfinished)
         if self._factory is None:
@@ -83,6 +99,25 @@ class DeleteJobSupervisor:
         self.unfinished.saved(job)
         if self._runner is not None:
             self._runner.submit(job)
+
+    def scheduled_job(self, topic_id: uuid.UUID, tiered_epoch: int) -> DeleteJob | None:
+        """The topic's job below ``tiered_epoch`` if it is SCHEDULED, else None. Under the lock."""
+        job = self._term.image.delete_jobs.get((topic_id, tiered_epoch))
+        return job if job is not None and job.state is DeleteJobState.SCHEDULED else None
+
+    def cancelled(self, job: DeleteJob) -> None:
+        """``job`` was persisted CANCELLED with the topic change that cancels it (the caller
+        holds the lock): it is finished, and the runner drops it."""
+        self._term.image.delete_jobs[job.key] = job
+        self.unfinished.saved(job)
+        if self._runner is not None:
+            self._runner.submit(job)
+        log.info(
+            "Topic %s: the scheduled bulk delete below tiered epoch %d is cancelled; nothing "
+            "was deleted",
+            job.topic,
+            job.tiered_epoch,
+        )
 
     def estimate(self, job: DeleteJob) -> DeletionEstimate | None:
         """What ``job`` would delete if it ran now (a dry run's answer, from the RLMM's
@@ -121,7 +156,7 @@ class DeleteJobSupervisor:
         lock."""
         jobs = self.jobs_with_progress()
         return sorted(
-            (j for j in jobs if j.topic_deleted and j.state is not DeleteJobState.DONE),
+            (j for j in jobs if j.topic_deleted and not j.state.finished),
             key=lambda j: (j.topic, str(j.topic_id)),
         )
 
@@ -130,6 +165,12 @@ class DeleteJobSupervisor:
 
     def _hold(self, job: DeleteJob) -> str | None:
         """Why ``job`` must not list yet, or None (from the runner's thread)."""
+        if job.delayed:
+            owing_stop = self._delete_stops_owed(job)
+            if owing_stop:
+                return (
+                    f"waiting for brokers {owing_stop} to stop the topic as the delete policy does"
+                )
         if not job.topic_deleted:
             return None
         with self._term.lock:
@@ -142,6 +183,9 @@ class DeleteJobSupervisor:
         """The runner's progress, written from its thread."""
         with self._term.lock:
             self._term.require_active()
+            saved = self._term.image.delete_jobs.get(job.key)
+            if saved is not None:
+                saved.with_state(job.state)  # InvalidDeleteJobTransition: e.g. cancelled meanwhile
             self._term.persist(lambda: self._store.writes.put_delete_job(job))
             self._term.image.delete_jobs[job.key] = job
             self.unfinished.saved(job)

@@ -31,13 +31,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from controller.delete_jobs import DeleteJobSupervisor
+from controller.delete_schedule import broker_stop_policy, job_at_disabled
 from controller.leadership import Term
 from controller.metrics import BrokerBacklog
 from controller.store import TopicChange
 from controller.tiered_state import complete_disablement
 from controller.topic_writes import Submission
 from tiered import failpoints
-from tiered.cluster.model import DeleteJob, TieredState, TopicMetadata
+from tiered.cluster.model import DeleteJobState, TieredState, TopicMetadata
 from tiered.config import RemoteLogDisablePolicy, disable_policy
 from tiered.errors import TieredError
 
@@ -60,7 +61,7 @@ class DisableEntry:
 @dataclass
 class _Disabling:
     topic: TopicMetadata
-    policy: RemoteLogDisablePolicy
+    policy: RemoteLogDisablePolicy  # the brokers' stop (``broker_stop_policy``)
     owed: dict[int, set[int]]  # broker -> partitions not yet acked
     queued_at: float  # monotonic seconds
 
@@ -73,10 +74,13 @@ class Disablements:
         term: Term,
         jobs: DeleteJobSupervisor,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
+        """``wall_clock``: seconds since the epoch, the clock a delayed job's start is on."""
         self._term = term
         self._jobs = jobs
         self._clock = clock
+        self._wall_clock = wall_clock
         self._topics: dict[str, _Disabling] = {}
         # broker -> topics it owes acks for, in the order they were queued (the first is the
         # oldest), and how many entries that is: a backlog costs O(1) per broker to read.
@@ -113,7 +117,7 @@ class Disablements:
         for partition, broker in enumerate(topic.replicas):
             owed[broker].add(partition)
         self._topics[topic.name] = _Disabling(
-            topic, disable_policy(topic.configs), dict(owed), self._clock()
+            topic, broker_stop_policy(topic.configs), dict(owed), self._clock()
         )
         for broker, partitions in owed.items():
             self._by_broker[broker][topic.name] = None
@@ -131,7 +135,7 @@ class Disablements:
         their write, submitted, for the caller to ``wait`` on outside the lock."""
         if controller_epoch != self._term.active_epoch:
             return None  # sent by an earlier term: this one owes its own acks
-        completed: list[TopicMetadata] = []
+        completed: list[tuple[TopicMetadata, RemoteLogDisablePolicy]] = []
         for entry, error in zip(entries, errors, strict=True):
             self._requeued.sent(broker_id, entry.topic, entry.partition)
             if error is not None:
@@ -157,7 +161,7 @@ class Disablements:
                 failpoints.hit("controller.disable.some_acked")
                 continue
             del self._topics[entry.topic]
-            completed.append(disabling.topic)
+            completed.append((disabling.topic, disabling.policy))
         self._term.changes.changed()  # the acks counted show in a describe
         return self._submit_disabled(completed) if completed else None
 
@@ -218,23 +222,22 @@ class Disablements:
             and entry.partition in disabling.owed.get(broker_id, ())
         )
 
-    def _submit_disabled(self, acked: Sequence[TopicMetadata]) -> Submission:
-        """DISABLED (and, with the delete policy, the bulk delete job) for every topic whose
-        last ack one broker response brought, as one group of topic changes: a response acking
-        10k topics costs one fsync'd batch (KRaft) or a few multis (ZooKeeper), shared with the
-        alters and completions that arrive meanwhile."""
+    def _submit_disabled(
+        self, acked: Sequence[tuple[TopicMetadata, RemoteLogDisablePolicy]]
+    ) -> Submission:
+        """DISABLED (and, with the delete policy, the bulk delete job: at once, or SCHEDULED
+        after the topic's delete delay) for every topic whose last ack one broker response
+        brought, with the policy its brokers stopped with, as one group of topic changes: a
+        response acking 10k topics costs one fsync'd batch (KRaft) or a few multis (ZooKeeper),
+        shared with the alters and completions that arrive meanwhile."""
         writes = self._term.topic_writes
         changes: list[TopicChange] = []
-        for topic in acked:
+        now_ms = int(self._wall_clock() * 1000)
+        for topic, stopped_with in acked:
             # As changes submitted before it leave the topic (an alter of its retention, say).
             current = writes.current(topic.name) or topic
             after = complete_disablement(current)
-            job = None
-            if disable_policy(after.configs) is RemoteLogDisablePolicy.DELETE:
-                job = DeleteJob(
-                    after.name, after.topic_id, after.tiered_epoch, after.partition_count
-                )
-            changes.append((current, after, job))
+            changes.append((current, after, job_at_disabled(after, stopped_with, now_ms)))
         failpoints.hit("controller.disable.all_acked")
         return writes.submit(changes, self._disabled)
 
@@ -252,9 +255,12 @@ class Disablements:
             if job is not None:
                 self._jobs.queued(job)
                 log.info(
-                    "Topic %s: bulk delete of remote data below tiered epoch %d queued",
+                    "Topic %s: bulk delete of remote data below tiered epoch %d %s",
                     after.name,
                     after.tiered_epoch,
+                    f"scheduled to start at {job.starts_at_ms} ms since the epoch"
+                    if job.state is DeleteJobState.SCHEDULED
+                    else "queued",
                 )
 
     def _forget(self, topic: str) -> None:

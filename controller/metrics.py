@@ -310,11 +310,12 @@ class ControllerStateCollector:
 
         job_count = GaugeMetricFamily(
             BULK_DELETE + "jobcount",
-            "JobCount: unfinished bulk-delete jobs (PENDING: not started; RUNNING: started, "
+            "JobCount: unfinished bulk-delete jobs (SCHEDULED: delayed, waiting for its start; "
+            "PENDING: not started; RUNNING: started, "
             "retried after a failure until done)",
             labels=["state"],
         )
-        for job_state in (DeleteJobState.PENDING, DeleteJobState.RUNNING):
+        for job_state in (DeleteJobState.SCHEDULED, DeleteJobState.PENDING, DeleteJobState.RUNNING):
             job_count.add_metric([job_state.value], sum(1 for j in jobs if j.state is job_state))
         yield job_count
         remaining = GaugeMetricFamily(

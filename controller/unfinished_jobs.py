@@ -8,7 +8,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 
-from tiered.cluster.model import DeleteJob, DeleteJobState
+from tiered.cluster.model import DeleteJob
 
 
 class UnfinishedDeleteJobs:
@@ -19,11 +19,11 @@ class UnfinishedDeleteJobs:
 
     def reset(self, jobs: Iterable[DeleteJob]) -> None:
         """A term begins with these jobs (or ends: none)."""
-        self._jobs = {j.key: j for j in jobs if j.state is not DeleteJobState.DONE}
+        self._jobs = {j.key: j for j in jobs if not j.state.finished}
 
     def saved(self, job: DeleteJob) -> None:
         """A job was queued or its progress persisted."""
-        if job.state is DeleteJobState.DONE:
+        if job.state.finished:
             self._jobs.pop(job.key, None)
         else:
             self._jobs[job.key] = job

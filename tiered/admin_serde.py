@@ -72,7 +72,7 @@ class PartitionDescription:
 class DeleteJobDescription:
     """A bulk delete of remote data below ``tiered_epoch`` and how far it got."""
 
-    state: str  # PENDING | RUNNING | DONE
+    state: str  # SCHEDULED | PENDING | RUNNING | DONE | CANCELLED
     tiered_epoch: int
     attempts: int
     last_error: str
@@ -80,6 +80,7 @@ class DeleteJobDescription:
     objects_deleted: int
     partitions_done: int
     partition_count: int
+    starts_at_ms: int | None = None  # a SCHEDULED job's start (wall-clock ms); None otherwise
 
 
 @dataclass(frozen=True)
@@ -222,6 +223,9 @@ def _delete_job(message: pb.DeleteJobDescription) -> DeleteJobDescription:
         objects_deleted=message.objects_deleted,
         partitions_done=message.partitions_done,
         partition_count=message.partition_count,
+        starts_at_ms=message.starts_at_ms
+        if message.state == "SCHEDULED" and message.HasField("starts_at_ms")
+        else None,
     )
 
 

@@ -9,8 +9,9 @@ sorted order, then the rules that span keys). Every message names the key, the b
 length, for an over-long value) and what is valid. Error codes follow Kafka where Kafka has the
 check, and the project's contract where it is explicit:
 
-- an unknown key, a bad integer, a bad ``cleanup.policy``, an over-long value, tiering a compacted
-  topic, local retention above total retention: ``INVALID_CONFIG`` (40);
+- an unknown key, a bad integer (``remote.log.delete.delay.ms`` negative, say), a bad
+  ``cleanup.policy``, an over-long value, tiering a compacted topic, local retention above total
+  retention: ``INVALID_CONFIG`` (40);
 - a non-boolean for a boolean key, a ``remote.log.disable.policy`` other than retain/delete, or a
   policy that contradicts ``remote.log.delete.on.disable``: ``INVALID_REQUEST`` (42).
 """
@@ -41,6 +42,7 @@ REMOTE_STORAGE_ENABLE = "remote.storage.enable"
 REMOTE_LOG_DISABLE_POLICY = "remote.log.disable.policy"
 REMOTE_LOG_COPY_DISABLE = "remote.log.copy.disable"
 REMOTE_LOG_DELETE_ON_DISABLE = "remote.log.delete.on.disable"
+REMOTE_LOG_DELETE_DELAY_MS = "remote.log.delete.delay.ms"
 CUSTOM_METADATA_MAX_BYTES = "remote.log.metadata.custom.metadata.max.bytes"
 COPIER_THREAD_POOL_SIZE = "remote.log.manager.copier.thread.pool.size"
 EXPIRATION_THREAD_POOL_SIZE = "remote.log.manager.expiration.thread.pool.size"
@@ -125,6 +127,15 @@ TOPIC_CONFIG_DEF = ConfigDef(
         f"{REMOTE_LOG_DISABLE_POLICY}=delete; it may not contradict that key.",
     ),
     ConfigKey(
+        REMOTE_LOG_DELETE_DELAY_MS,
+        ConfigType.LONG,
+        "0",
+        IntRange(0, LONG_MAX, " (0: delete at once)"),
+        "How long a delete-policy disablement waits, from the topic reaching DISABLED, before its "
+        "bulk delete starts; read once, at DISABLED. Until then the remote data stays readable, "
+        f"and {REMOTE_STORAGE_ENABLE}=true or {REMOTE_LOG_DISABLE_POLICY}=retain cancels it.",
+    ),
+    ConfigKey(
         RETENTION_MS,
         ConfigType.LONG,
         "604800000",
@@ -192,6 +203,7 @@ class TopicConfig:
     remote_log_disable_policy: RemoteLogDisablePolicy
     remote_log_copy_disable: bool
     remote_log_delete_on_disable: bool
+    remote_log_delete_delay_ms: int
     retention_ms: int
     retention_bytes: int
     local_retention_ms: int
@@ -325,6 +337,13 @@ def disable_policy(configs: Mapping[str, str]) -> RemoteLogDisablePolicy:
         TOPIC_CONFIG_DEF[REMOTE_LOG_DISABLE_POLICY].value_in(configs),
         TOPIC_CONFIG_DEF[REMOTE_LOG_DELETE_ON_DISABLE].value_in(configs),
     )
+
+
+def delete_delay_ms(configs: Mapping[str, str]) -> int:
+    """How long a delete-policy disablement of this topic waits, from DISABLED, before its bulk
+    delete starts (``remote.log.delete.delay.ms``, default 0: at once)."""
+    delay: int = TOPIC_CONFIG_DEF[REMOTE_LOG_DELETE_DELAY_MS].value_in(configs)
+    return delay
 
 
 # ----------------------------------------------------------------------------- alterations

@@ -35,6 +35,10 @@ again, though an earlier attempt may have deleted them; its count of deleted obj
 larger of what was recorded and what this attempt saw gone, so progress never counts an object
 twice. Data stamped E or later is never listed nor touched.
 
+A SCHEDULED job (a delete delay) waits for its wall-clock ``starts_at_ms`` in the queue, without
+a hold nor an attempt; a job that became finished meanwhile (CANCELLED) is dropped, and so is one
+whose save the supervisor refuses as a transition the job states do not allow.
+
 A deleted topic's job (every epoch: E is one past the topic's last) may be held back before it
 starts (``hold``: the controller waits for the brokers to drop the partitions). An object a late
 copy uploaded meanwhile is found by the sweep, which ends only on an empty listing; a segment it
@@ -79,6 +83,7 @@ from tiered.cluster.model import (
     DeleteJob,
     DeleteJobState,
     DeletionEstimate,
+    InvalidDeleteJobTransition,
     PartitionDeletionEstimate,
 )
 from tiered.retry import Backoff, ExponentialBackoff
@@ -94,6 +99,9 @@ appearing below E mean a writer the job can not outrun; the next attempt tries a
 
 SWEEP_LISTINGS = 8
 """Partitions the sweep lists at once."""
+
+SCHEDULE_RECHECK_S = 60.0
+"""The longest a scheduled job sleeps before the wall clock is read again (it may be set)."""
 
 
 class BulkDeleteUnsupportedError(RemoteStorageException):
@@ -230,7 +238,7 @@ class DeleteJobRunner:
         with self._cond:
             self._stopping = False
             for job in jobs:
-                if job.state is not DeleteJobState.DONE:
+                if not job.state.finished:
                     self._enqueue(job)
             self._thread = threading.Thread(target=self._run, name="delete-jobs", daemon=True)
             self._thread.start()
@@ -272,10 +280,16 @@ class DeleteJobRunner:
                 if self._stopping:
                     return
                 job = self._next()
+                if job.state.finished:
+                    continue  # cancelled while queued
+                if self._waits_for_start(job):
+                    continue
             if self._held(job):
                 continue
             try:
                 self.run_job(job)
+            except InvalidDeleteJobTransition as e:  # cancelled while it started: nothing ran
+                log.info("Delete job of %s not run: %s", job.topic, e)
             except Exception as e:  # the job stays RUNNING and is retried with backoff
                 latest = self.progress(job)
                 failed = replace(latest, last_error=f"{type(e).__name__}: {e}")
@@ -324,6 +338,18 @@ class DeleteJobRunner:
                 self._not_before[job.key] = time.monotonic() + backoff.next_delay()
                 self._queue.append(job)
             return True
+
+    def _waits_for_start(self, job: DeleteJob) -> bool:
+        """A SCHEDULED job before its ``starts_at_ms`` goes back to the queue until then (under
+        the condition's lock)."""
+        if job.state is not DeleteJobState.SCHEDULED or job.starts_at_ms is None:
+            return False
+        wait_s = (job.starts_at_ms - self._now_ms()) / 1000
+        if wait_s <= 0:
+            return False
+        self._not_before[job.key] = time.monotonic() + min(wait_s, SCHEDULE_RECHECK_S)
+        self._queue.append(job)
+        return True
 
     def _ready(self) -> bool:
         now = time.monotonic()

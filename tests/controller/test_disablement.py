@@ -8,6 +8,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,13 @@ from controller.store import TopicChange
 from controller.store.kraft import KRaftMetadataStore
 from tests.support.controller import reloaded
 from tests.support.polling import poll_until
-from tiered.cluster.model import MetadataImage, TieredState, TopicMetadata
+from tiered.cluster.model import (
+    DeleteJobState,
+    InvalidDeleteJobTransition,
+    MetadataImage,
+    TieredState,
+    TopicMetadata,
+)
 from tiered.config import RemoteLogDisablePolicy
 from tiered.errors import ErrorCode, TieredError
 
@@ -47,6 +54,20 @@ def standalone(tmp_path: Path, clock: Callable[[], float] = time.monotonic) -> D
     term = Term(1, store)
     term.begin(EPOCH, MetadataImage())
     return Disablements(term, DeleteJobSupervisor(term, store, None), clock)
+
+
+def fail_over(controller: Controller) -> int:
+    """A new term of the same controller, which reloads the store; its epoch."""
+    epoch = controller.active_epoch
+    controller.store.resign()
+    controller.store.leadership_lost.set()
+    poll_until(
+        lambda: controller.active_epoch is not None and controller.active_epoch != epoch,
+        what="re-election",
+    )
+    new_epoch = controller.active_epoch
+    assert new_epoch is not None
+    return new_epoch
 
 
 def ack(disablements: Disablements, broker: int, *entries: DisableEntry, epoch: int = EPOCH) -> int:
@@ -160,16 +181,8 @@ def test_a_new_controller_logs_when_the_requeued_disablements_are_resent_and_don
     for name, partitions in (("t", 3), ("u", 2)):
         controller.admin.create_topic(name, partitions, {"remote.storage.enable": "true"})
         controller.admin.alter_configs(name, set_={"remote.storage.enable": "false"})
-    epoch = controller.active_epoch
     with caplog.at_level(logging.INFO, logger="controller"):
-        controller.store.resign()
-        controller.store.leadership_lost.set()
-        poll_until(
-            lambda: controller.active_epoch is not None and controller.active_epoch != epoch,
-            what="re-election",
-        )
-        new_epoch = controller.active_epoch
-        assert new_epoch is not None
+        new_epoch = fail_over(controller)
         entries = controller.disablements.owed_by(1, 100)
         assert [(e.topic, e.partition) for e in entries] == [
             ("t", 0),
@@ -231,12 +244,92 @@ def test_a_new_controller_rebuilds_the_queue_from_disabling_topics(
     controller.admin.create_topic("t", 3, {"remote.storage.enable": "true"})
     controller.admin.create_topic("quiet", 1, {})
     controller.admin.alter_configs("t", set_={"remote.storage.enable": "false"})
-    epoch = controller.active_epoch
-    controller.store.resign()
-    controller.store.leadership_lost.set()
-    poll_until(
-        lambda: controller.active_epoch is not None and controller.active_epoch != epoch,
-        what="re-election",
-    )
+    fail_over(controller)
     assert controller.disablements.progress(controller.term.image.topics["t"])[:2] == (3, 3)
     assert "quiet" not in controller.disablements
+
+
+DELAYED_DELETE = {
+    "remote.storage.enable": "false",
+    "remote.log.disable.policy": "delete",
+    "remote.log.delete.delay.ms": "3600000",
+}
+
+
+def disable_with_a_delay(controller: Controller, partitions: int) -> list[DisableEntry]:
+    """Creates tiered topic "t" and disables it with the delete policy, delayed an hour: what
+    broker 1 is owed."""
+    controller.admin.create_topic("t", partitions, {"remote.storage.enable": "true"})
+    controller.admin.alter_configs("t", set_=DELAYED_DELETE)
+    return controller.disablements.owed_by(1, 100)
+
+
+def test_a_delayed_delete_stops_brokers_as_retain_and_schedules_its_job_durably(
+    controller: Controller,
+) -> None:
+    before_ms = int(time.time() * 1000)
+    entries = disable_with_a_delay(controller, 2)
+    epoch = controller.active_epoch
+    assert epoch is not None
+    assert {e.policy for e in entries} == {RemoteLogDisablePolicy.RETAIN}
+    controller.broker_work.on_disable_response(1, DisableWork(epoch, entries), [None] * 2)
+    topic = controller.term.image.topics["t"]
+    assert topic.tiered_state is TieredState.DISABLED
+    (job,) = controller.store.load().delete_jobs.values()
+    assert job.state is DeleteJobState.SCHEDULED and job.starts_at_ms is not None
+    assert before_ms + 3600000 <= job.starts_at_ms <= int(time.time() * 1000) + 3600000
+    assert [j.state for j in controller.delete_jobs.unfinished.jobs()] == [DeleteJobState.SCHEDULED]
+
+    # A new term reads the same schedule: its start is absolute, not restarted.
+    new_epoch = fail_over(controller)
+    assert controller.delete_jobs.latest()[topic.topic_id] == job
+
+    # Its start owes every broker the delete-policy stop, until acked.
+    assert controller.broker_work.delete_stops_owed(job) == [1]
+    work = controller.broker_work.next_work(1)
+    assert work is not None and isinstance(work[1], DisableWork)
+    stops = work[1].entries
+    assert {(e.partition, e.tiered_epoch, e.policy) for e in stops} == {
+        (0, 1, RemoteLogDisablePolicy.DELETE),
+        (1, 1, RemoteLogDisablePolicy.DELETE),
+    }
+    controller.broker_work.on_disable_response(1, DisableWork(new_epoch, stops), [None, None])
+    assert controller.broker_work.delete_stops_owed(job) == []
+
+
+def test_a_reenable_before_the_start_cancels_the_scheduled_job_for_good(
+    controller: Controller,
+) -> None:
+    entries = disable_with_a_delay(controller, 1)
+    epoch = controller.active_epoch
+    assert epoch is not None
+    controller.broker_work.on_disable_response(1, DisableWork(epoch, entries), [None])
+    after = controller.admin.alter_configs("t", set_={"remote.storage.enable": "true"})
+    assert (after.tiered_state, after.tiered_epoch) == (TieredState.ENABLED, 1)
+    (job,) = controller.store.load().delete_jobs.values()
+    assert job.state is DeleteJobState.CANCELLED and job.tiered_epoch == 1
+    assert controller.delete_jobs.unfinished.jobs() == []
+    # A save of the job's start after the cancellation is refused by the state table.
+    with pytest.raises(InvalidDeleteJobTransition):
+        controller.delete_jobs._persist(replace(job, state=DeleteJobState.RUNNING, attempts=1))
+    # A failover never resumes it.
+    fail_over(controller)
+    assert controller.delete_jobs.unfinished.jobs() == []
+    assert controller.store.load().delete_jobs[job.key].state is DeleteJobState.CANCELLED
+
+
+def test_the_retain_policy_before_the_start_cancels_the_scheduled_job(
+    controller: Controller,
+) -> None:
+    entries = disable_with_a_delay(controller, 1)
+    epoch = controller.active_epoch
+    assert epoch is not None
+    controller.broker_work.on_disable_response(1, DisableWork(epoch, entries), [None])
+    # Another change leaves it scheduled; the delay itself is read once, at DISABLED.
+    controller.admin.alter_configs("t", set_={"remote.log.delete.delay.ms": "0"})
+    (job,) = controller.store.load().delete_jobs.values()
+    assert job.state is DeleteJobState.SCHEDULED
+    after = controller.admin.alter_configs("t", set_={"remote.log.disable.policy": "retain"})
+    assert (after.tiered_state, after.tiered_epoch) == (TieredState.DISABLED, 1)
+    assert controller.store.load().delete_jobs[job.key].state is DeleteJobState.CANCELLED
+    assert controller.delete_jobs.unfinished.jobs() == []

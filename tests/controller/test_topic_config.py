@@ -11,6 +11,7 @@ from tiered.config import (
     TOPIC_CONFIG_DEFAULTS,
     RemoteLogDisablePolicy,
     TopicConfig,
+    delete_delay_ms,
     disable_policy,
     effective_topic_configs,
     remote_storage_enabled,
@@ -26,6 +27,7 @@ KAFKA_DEFAULTS = {
     "remote.log.disable.policy": "retain",
     "remote.log.copy.disable": "false",
     "remote.log.delete.on.disable": "false",
+    "remote.log.delete.delay.ms": "0",
     "retention.ms": "604800000",
     "retention.bytes": "-1",
     "local.retention.ms": "-2",
@@ -198,6 +200,7 @@ INT_RANGES = {
     "local.retention.bytes": (-2, 2**63 - 1),
     "segment.bytes": (14, 2**31 - 1),
     "segment.ms": (1, 2**63 - 1),
+    "remote.log.delete.delay.ms": (0, 2**63 - 1),
 }
 
 
@@ -218,6 +221,26 @@ def test_integer_bounds(key: str) -> None:
 def test_non_integers_are_invalid_config(key: str, value: str) -> None:
     message = rejected({key: value}, ErrorCode.INVALID_CONFIG)
     assert message.startswith(f"{key}={value!r} is not valid; expected an integer from ")
+
+
+def test_the_delete_delay_defaults_to_at_once_and_reads_the_value_set() -> None:
+    assert delete_delay_ms({}) == 0
+    assert delete_delay_ms({"remote.log.delete.delay.ms": " 600000 "}) == 600000
+    assert TopicConfig.of({"remote.log.delete.delay.ms": "5"}).remote_log_delete_delay_ms == 5
+
+
+@pytest.mark.parametrize("value", ["-1", "soon", "1.5", str(2**63)])
+def test_a_negative_or_non_numeric_delete_delay_is_invalid_config_naming_the_key(
+    value: str,
+) -> None:
+    message = rejected(
+        {"remote.storage.enable": "false", "remote.log.delete.delay.ms": value},
+        ErrorCode.INVALID_CONFIG,
+    )
+    assert message == (
+        f"remote.log.delete.delay.ms={value!r} is not valid; expected an integer from 0 to "
+        f"{2**63 - 1} (0: delete at once)"
+    )
 
 
 # ----------------------------------------------------------------------------- cleanup.policy

@@ -111,9 +111,36 @@ class BrokerRegistration:
 
 
 class DeleteJobState(enum.Enum):
+    """A bulk delete job's state. SCHEDULED: a delayed delete-policy job waiting for its
+    ``starts_at_ms``; PENDING: queued to run at once; RUNNING: attempted at least once; DONE
+    and CANCELLED are finished (a finished job is never run, resumed nor changed again)."""
+
+    SCHEDULED = "SCHEDULED"
     PENDING = "PENDING"
     RUNNING = "RUNNING"
     DONE = "DONE"
+    CANCELLED = "CANCELLED"
+
+    @property
+    def finished(self) -> bool:
+        return self in _FINISHED_JOB_STATES
+
+
+_FINISHED_JOB_STATES = frozenset({DeleteJobState.DONE, DeleteJobState.CANCELLED})
+
+# Every valid change of a job's state, in one place (``DeleteJob.with_state`` checks it): a
+# SCHEDULED job starts (RUNNING) or is cancelled; RUNNING repeats for each attempt.
+_JOB_TRANSITIONS: Mapping[DeleteJobState, frozenset[DeleteJobState]] = {
+    DeleteJobState.SCHEDULED: frozenset({DeleteJobState.RUNNING, DeleteJobState.CANCELLED}),
+    DeleteJobState.PENDING: frozenset({DeleteJobState.RUNNING}),
+    DeleteJobState.RUNNING: frozenset({DeleteJobState.RUNNING, DeleteJobState.DONE}),
+    DeleteJobState.DONE: frozenset(),
+    DeleteJobState.CANCELLED: frozenset(),
+}
+
+
+class InvalidDeleteJobTransition(ValueError):  # noqa: N818 - as the other transition tables'
+    """A change of a delete job's state that ``_JOB_TRANSITIONS`` does not allow."""
 
 
 @dataclass(frozen=True)
@@ -197,9 +224,25 @@ class DeleteJob:
     attempts: int = 0
     last_error: str = ""
     topic_deleted: bool = False
+    # A delayed job's start, wall-clock ms since the epoch (absolute: a failover keeps its clock);
+    # None for a job that runs at once.
+    starts_at_ms: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "progress", tuple(self.progress))
+
+    @classmethod
+    def scheduled(cls, topic: TopicMetadata, starts_at_ms: int) -> DeleteJob:
+        """The delete-policy job of ``topic`` (DISABLED at its epoch) delayed to
+        ``starts_at_ms``."""
+        return cls(
+            topic.name,
+            topic.topic_id,
+            topic.tiered_epoch,
+            topic.partition_count,
+            state=DeleteJobState.SCHEDULED,
+            starts_at_ms=starts_at_ms,
+        )
 
     @classmethod
     def of_deleted_topic(cls, topic: TopicMetadata) -> DeleteJob:
@@ -230,7 +273,20 @@ class DeleteJob:
     def partitions_done(self) -> int:
         return sum(1 for p in self.progress if p.done)
 
+    @property
+    def delayed(self) -> bool:
+        """Whether the job was scheduled: the brokers stopped its topic as under the retain
+        policy, so its start must first have them stop as under the delete policy."""
+        return self.starts_at_ms is not None
+
     def with_state(self, state: DeleteJobState, **changes: object) -> DeleteJob:
+        """The job in ``state``; :class:`InvalidDeleteJobTransition` unless the table allows it."""
+        if state is not self.state and state not in _JOB_TRANSITIONS[self.state]:
+            valid = ", ".join(sorted(s.value for s in _JOB_TRANSITIONS[self.state])) or "none"
+            raise InvalidDeleteJobTransition(
+                f"delete job of {self.topic} below tiered epoch {self.tiered_epoch}: "
+                f"{self.state.value} cannot become {state.value}; valid: {valid}"
+            )
         return replace(self, state=state, **changes)  # type: ignore[arg-type]
 
 

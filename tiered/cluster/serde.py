@@ -68,6 +68,8 @@ _JOB_STATE_TO_PROTO: dict[DeleteJobState, metadata_pb2.DeleteJobState] = {
     DeleteJobState.PENDING: metadata_pb2.PENDING,
     DeleteJobState.RUNNING: metadata_pb2.RUNNING,
     DeleteJobState.DONE: metadata_pb2.DONE,
+    DeleteJobState.SCHEDULED: metadata_pb2.SCHEDULED,
+    DeleteJobState.CANCELLED: metadata_pb2.CANCELLED,
 }
 _JOB_STATE_FROM_PROTO: dict[int, DeleteJobState] = {
     int(v): k for k, v in _JOB_STATE_TO_PROTO.items()
@@ -143,7 +145,9 @@ def delete_job_state_from_proto(state: int) -> DeleteJobState:
     try:
         return _JOB_STATE_FROM_PROTO[int(state)]
     except KeyError:
-        raise ValueError(f"delete job state {state} is not PENDING, RUNNING or DONE") from None
+        raise ValueError(
+            f"delete job state {state} is not SCHEDULED, PENDING, RUNNING, DONE or CANCELLED"
+        ) from None
 
 
 def delete_job_to_proto(job: DeleteJob) -> metadata_pb2.DeleteJobRecord:
@@ -166,6 +170,7 @@ def delete_job_to_proto(job: DeleteJob) -> metadata_pb2.DeleteJobRecord:
         attempts=job.attempts,
         last_error=job.last_error,
         topic_deleted=job.topic_deleted,
+        starts_at_ms=job.starts_at_ms,
     )
 
 
@@ -197,6 +202,7 @@ def delete_job_from_proto(
         attempts=record.attempts,
         last_error=record.last_error,
         topic_deleted=record.topic_deleted,
+        starts_at_ms=record.starts_at_ms if record.HasField("starts_at_ms") else None,
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
@@ -182,13 +183,19 @@ class Persisted:
         return self.jobs[-1]
 
 
-def runner_for(remote: Remote, deleter: GatedDeleter, persisted: Persisted) -> DeleteJobRunner:
+def runner_for(
+    remote: Remote,
+    deleter: GatedDeleter,
+    persisted: Persisted,
+    clock: Callable[[], float] = time.time,
+) -> DeleteJobRunner:
     return DeleteJobRunner(
         remote.controller,
         remote.storage,
         deleter,
         persisted,
         backoff=ExponentialBackoff(0.01, 0.05),
+        clock=clock,
     )
 
 
@@ -644,3 +651,45 @@ def test_each_attempt_counts_what_is_left_and_chooses_again(
         ]
     finally:
         remote.close()
+
+
+def test_a_scheduled_job_waits_for_its_start_then_runs(remote: Remote) -> None:
+    for p in range(2):
+        remote.copy(p, 2, tiered_epoch=0)
+    wall = [1000.0]  # seconds since the epoch, moved by the test
+    job = replace(remote.job(), state=DeleteJobState.SCHEDULED, starts_at_ms=1_000_500)
+    persisted = Persisted()
+    runner = runner_for(remote, GatedDeleter(), persisted, clock=lambda: wall[0])
+    runner.start([job])
+    try:
+        poll_until(lambda: runner.progress(job) == job, timeout=10, what="the job to be queued")
+        assert persisted.jobs == [] and len(remote.objects(0)) == 2 * 2 * 4
+        wall[0] = 1000.5  # the start: the runner reads the wall clock again when it wakes
+        runner.submit(job)
+        poll_until(
+            lambda: bool(persisted.jobs) and persisted.last.state is DeleteJobState.DONE,
+            timeout=30,
+            what="the job to run at its start",
+        )
+    finally:
+        runner.stop()
+    assert persisted.jobs[0].state is DeleteJobState.RUNNING  # SCHEDULED -> RUNNING -> DONE
+    assert persisted.last.starts_at_ms == 1_000_500 and remote.objects(0) == []
+
+
+def test_a_job_cancelled_while_scheduled_is_dropped_and_deletes_nothing(remote: Remote) -> None:
+    remote.copy(0, 2, tiered_epoch=0)
+    job = replace(remote.job(), state=DeleteJobState.SCHEDULED, starts_at_ms=10**15)
+    persisted = Persisted()
+    runner = runner_for(remote, GatedDeleter(), persisted)
+    runner.start([job])
+    try:
+        runner.submit(job.with_state(DeleteJobState.CANCELLED))
+        poll_until(
+            lambda: runner.progress(job).state is DeleteJobState.CANCELLED,
+            timeout=10,
+            what="the cancellation to reach the runner",
+        )
+    finally:
+        runner.stop()
+    assert persisted.jobs == [] and len(remote.objects(0)) == 2 * 4

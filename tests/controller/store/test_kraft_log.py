@@ -14,6 +14,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -232,7 +233,7 @@ def test_serde_round_trips_delete_jobs_and_snapshots_keep_them() -> None:
     serde.apply_record(image, serde.remove_topic_record(gone.topic_id))  # jobs outlive topics
     assert image.delete_jobs == {j.key: j for j in jobs}
     # A record with the same key replaces the job.
-    done = jobs[0].with_state(DeleteJobState.DONE)
+    done = replace(jobs[0], state=DeleteJobState.DONE)
     serde.apply_record(image, serde.delete_job_to_record(done))
     assert image.delete_jobs[t.topic_id, 3] == done and len(image.delete_jobs) == 3
 

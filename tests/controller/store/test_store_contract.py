@@ -13,7 +13,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
@@ -638,7 +638,7 @@ def test_a_deposed_controller_cannot_write_delete_jobs(store_factory: StoreFacto
     elect(new, controller_id=2)
 
     with pytest.raises(ControllerFencedError):
-        old.writes.put_delete_job(job.with_state(DeleteJobState.DONE))  # replacing
+        old.writes.put_delete_job(replace(job, state=DeleteJobState.DONE))  # replacing
     with pytest.raises(ControllerFencedError):
         old.writes.put_delete_job(delete_job(disabled, 7))  # creating
     again, second = disabled_with_delete(disabled.with_tiered_state(TieredState.DISABLING, 3))
@@ -793,7 +793,7 @@ def test_zookeeper_a_failed_job_create_leaves_the_topic_unchanged(
     orders = orders.with_tiered_state(TieredState.DISABLING, 1)
     store.writes.create_topic(orders)
     disabled, job = disabled_with_delete(orders)
-    planted = job.with_state(DeleteJobState.DONE, attempts=99, last_error="planted")
+    planted = replace(job, state=DeleteJobState.DONE, attempts=99, last_error="planted")
     _plant_after_the_store_looks(monkeypatch, store, job, encode_delete_job(planted))
 
     with pytest.raises(MetadataStoreError, match="NodeExistsError") as failure:

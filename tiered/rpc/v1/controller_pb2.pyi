@@ -146,7 +146,7 @@ class PartitionDescription(_message.Message):
     def __init__(self, partition: _Optional[int] = ..., leader: _Optional[int] = ..., leader_available: _Optional[bool] = ..., offsets: _Optional[_Union[_broker_pb2.PartitionOffsets, _Mapping]] = ..., remote_log_start_offset: _Optional[int] = ..., remote_log_size_bytes: _Optional[int] = ..., remote_segment_count: _Optional[int] = ..., remote_delete_state: _Optional[str] = ..., disable_acked: _Optional[bool] = ..., delete_objects_total: _Optional[int] = ..., delete_objects_deleted: _Optional[int] = ..., delete_done: _Optional[bool] = ...) -> None: ...
 
 class DeleteJobDescription(_message.Message):
-    __slots__ = ("state", "tiered_epoch", "attempts", "last_error", "objects_total", "objects_deleted", "partitions_done", "partition_count")
+    __slots__ = ("state", "tiered_epoch", "attempts", "last_error", "objects_total", "objects_deleted", "partitions_done", "partition_count", "starts_at_ms")
     STATE_FIELD_NUMBER: _ClassVar[int]
     TIERED_EPOCH_FIELD_NUMBER: _ClassVar[int]
     ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
@@ -155,6 +155,7 @@ class DeleteJobDescription(_message.Message):
     OBJECTS_DELETED_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_DONE_FIELD_NUMBER: _ClassVar[int]
     PARTITION_COUNT_FIELD_NUMBER: _ClassVar[int]
+    STARTS_AT_MS_FIELD_NUMBER: _ClassVar[int]
     state: str
     tiered_epoch: int
     attempts: int
@@ -163,7 +164,8 @@ class DeleteJobDescription(_message.Message):
     objects_deleted: int
     partitions_done: int
     partition_count: int
-    def __init__(self, state: _Optional[str] = ..., tiered_epoch: _Optional[int] = ..., attempts: _Optional[int] = ..., last_error: _Optional[str] = ..., objects_total: _Optional[int] = ..., objects_deleted: _Optional[int] = ..., partitions_done: _Optional[int] = ..., partition_count: _Optional[int] = ...) -> None: ...
+    starts_at_ms: int
+    def __init__(self, state: _Optional[str] = ..., tiered_epoch: _Optional[int] = ..., attempts: _Optional[int] = ..., last_error: _Optional[str] = ..., objects_total: _Optional[int] = ..., objects_deleted: _Optional[int] = ..., partitions_done: _Optional[int] = ..., partition_count: _Optional[int] = ..., starts_at_ms: _Optional[int] = ...) -> None: ...
 
 class TopicDescription(_message.Message):
     __slots__ = ("name", "topic_id", "tiered_state", "tiered_epoch", "configs", "partitions", "disable_acks_owed", "disable_acks_total", "disable_policy", "error", "delete_job")

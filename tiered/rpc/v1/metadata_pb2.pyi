@@ -20,6 +20,8 @@ class DeleteJobState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PENDING: _ClassVar[DeleteJobState]
     RUNNING: _ClassVar[DeleteJobState]
     DONE: _ClassVar[DeleteJobState]
+    SCHEDULED: _ClassVar[DeleteJobState]
+    CANCELLED: _ClassVar[DeleteJobState]
 TIERED_STATE_UNSPECIFIED: TieredState
 ENABLED: TieredState
 DISABLING: TieredState
@@ -28,6 +30,8 @@ DELETE_JOB_STATE_UNSPECIFIED: DeleteJobState
 PENDING: DeleteJobState
 RUNNING: DeleteJobState
 DONE: DeleteJobState
+SCHEDULED: DeleteJobState
+CANCELLED: DeleteJobState
 
 class BrokerEndpoint(_message.Message):
     __slots__ = ("name", "host", "port")
@@ -129,7 +133,7 @@ class PartitionDeleteProgress(_message.Message):
     def __init__(self, partition: _Optional[int] = ..., objects_total: _Optional[int] = ..., objects_deleted: _Optional[int] = ..., segments_deleted: _Optional[int] = ..., done: _Optional[bool] = ...) -> None: ...
 
 class DeleteJobRecord(_message.Message):
-    __slots__ = ("topic_id", "topic", "tiered_epoch", "partition_count", "state", "progress", "attempts", "last_error", "topic_deleted")
+    __slots__ = ("topic_id", "topic", "tiered_epoch", "partition_count", "state", "progress", "attempts", "last_error", "topic_deleted", "starts_at_ms")
     TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     TIERED_EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -139,6 +143,7 @@ class DeleteJobRecord(_message.Message):
     ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
     TOPIC_DELETED_FIELD_NUMBER: _ClassVar[int]
+    STARTS_AT_MS_FIELD_NUMBER: _ClassVar[int]
     topic_id: bytes
     topic: str
     tiered_epoch: int
@@ -148,7 +153,8 @@ class DeleteJobRecord(_message.Message):
     attempts: int
     last_error: str
     topic_deleted: bool
-    def __init__(self, topic_id: _Optional[bytes] = ..., topic: _Optional[str] = ..., tiered_epoch: _Optional[int] = ..., partition_count: _Optional[int] = ..., state: _Optional[_Union[DeleteJobState, str]] = ..., progress: _Optional[_Iterable[_Union[PartitionDeleteProgress, _Mapping]]] = ..., attempts: _Optional[int] = ..., last_error: _Optional[str] = ..., topic_deleted: _Optional[bool] = ...) -> None: ...
+    starts_at_ms: int
+    def __init__(self, topic_id: _Optional[bytes] = ..., topic: _Optional[str] = ..., tiered_epoch: _Optional[int] = ..., partition_count: _Optional[int] = ..., state: _Optional[_Union[DeleteJobState, str]] = ..., progress: _Optional[_Iterable[_Union[PartitionDeleteProgress, _Mapping]]] = ..., attempts: _Optional[int] = ..., last_error: _Optional[str] = ..., topic_deleted: _Optional[bool] = ..., starts_at_ms: _Optional[int] = ...) -> None: ...
 
 class UserScramCredentialRecord(_message.Message):
     __slots__ = ("name", "mechanism", "salt", "stored_key", "server_key", "iterations")
