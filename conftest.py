@@ -43,8 +43,34 @@ _NETNS_TIMEOUT_S = 600.0
 
 _running: list[pytest.Item] = []  # the test whose setup, call or teardown is under way
 
+# The files whose tests take longest in all, run first: xdist hands whole files to its workers in
+# collection order, and a long file collected last leaves one worker busy while the others idle.
+_LONGEST_FIRST = (
+    "tests/bench/test_bench_smoke.py",
+    "system_tests/test_partition_zookeeper.py",
+    "system_tests/test_partition_remote_storage.py",
+    "tests/cli/test_cluster_distributed_secure.py",
+    "tests/cli/test_cluster_loopback_hosts.py",
+    "tests/cli/test_cluster_cli.py",
+    "tests/cli/test_cluster_secure_services.py",
+    "system_tests/test_network_partitions.py",
+    "system_tests/test_client_partitions.py",
+    "system_tests/test_soak.py",
+    "system_tests/test_many_topics.py",
+    "tests/cli/test_cluster_profile.py",
+    "tests/cli/test_cluster_secure.py",
+)
+_ROOT = Path(__file__).resolve().parent
+
+
+def _run_order(item: pytest.Item) -> int:
+    path = Path(str(item.path)).resolve()
+    relative = str(path.relative_to(_ROOT)) if _ROOT in path.parents else ""
+    return _LONGEST_FIRST.index(relative) if relative in _LONGEST_FIRST else len(_LONGEST_FIRST)
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=_run_order)  # stable: the order within a file and among the rest stays
     for item in items:
         in_system_tests = _SYSTEM_TESTS in Path(str(item.path)).resolve().parents
         uses_processes = _PROCESS_FIXTURES.intersection(getattr(item, "fixturenames", ()))

@@ -3,7 +3,7 @@
 #   scripts/test.sh                         everything
 #   scripts/test.sh tests/test_x.py::test_y  static checks + that test (args go to pytest)
 #   TIERED_FAST=1 scripts/test.sh ...        skip the static checks
-#   TIERED_TEST_WORKERS=N scripts/test.sh     pytest-xdist workers (default 2, whole files each;
+#   TIERED_TEST_WORKERS=N scripts/test.sh     pytest-xdist workers (default 3, whole files each;
 #                                             0: one process)
 set -euo pipefail
 
@@ -18,9 +18,9 @@ if [ "${TIERED_FAST:-0}" != 1 ]; then
     bash scripts/lint.sh
 fi
 
-# Tests spend much of their time waiting on the processes they start: two workers, each taking
+# Tests spend much of their time waiting on the processes they start: three workers, each taking
 # whole files (module fixtures stay in one process; ports come from disjoint shares).
-workers="${TIERED_TEST_WORKERS:-2}"
+workers="${TIERED_TEST_WORKERS:-3}"
 parallel=()
 if [ "$workers" != 0 ]; then
     parallel=(-n "$workers" --dist loadfile)

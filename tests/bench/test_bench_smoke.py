@@ -112,7 +112,7 @@ def test_state_machine_bench_quick(tmp_path: Path) -> None:
 def test_bulk_delete_bench_quick(tmp_path: Path) -> None:
     document = run_quick("bulk_delete.py", tmp_path / "b.json", timeout_s=300)
     assert document["ok"] is True and document["failures"] == []
-    check_summary(document, rows=5)  # S3: two goals; under faults: one; local disk: two
+    check_summary(document, rows=6)  # S3: two goals; under faults: one; local disk: two
     [result] = document["results"]
     assert result["objects"] == 4 * result["segments"] + result["orphan_objects"] > 2000
     scenarios = result["scenarios"]
@@ -292,8 +292,9 @@ def test_security_cost_bench_small(tmp_path: Path) -> None:
         timeout_s=300,
     )
     assert document["ok"] is True and document["failures"] == []
-    # one disable, all at once, produce; the produce's CPU seconds, brokers and producer apart
-    check_summary(document, rows=5)
+    # one disable, all at once, produce; the produce's CPU seconds, brokers and producer apart;
+    # the SSL listener against the PLAINTEXT one
+    check_summary(document, rows=6)
     results = document["results"]
     assert results["acls"] > 0  # the secure cluster's clients are ACL holders, not super users
     for variant in ("plaintext", "secure"):

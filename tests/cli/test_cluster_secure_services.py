@@ -114,7 +114,7 @@ def test_the_active_controller_of_a_secure_local_cluster_runs_its_application_on
     data = tmp_path / "cluster"
     up = cluster_cli(
         "up", "--data-dir", str(data), "--secure", "--brokers", "1", "--spark-workers", "1",
-        timeout=600,
+        timeout_s=600,
     )  # fmt: skip
     try:
         assert up.returncode == 0, up.stderr
