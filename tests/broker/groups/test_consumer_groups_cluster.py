@@ -10,6 +10,7 @@ SASL_SSL and SSL with ``tiered-cluster up --secure``'s files runs in
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 import subprocess
 import sys
@@ -86,6 +87,9 @@ class WireMember:
     member_id: str
 
 
+MEMBER_SESSION = datetime.timedelta(minutes=2)
+
+
 @contextlib.contextmanager
 def member_of(cluster: Cluster, topic: str, group: str) -> Iterator[WireMember]:
     """A static member holding every partition of ``topic``, at the group's coordinator (found
@@ -99,7 +103,14 @@ def member_of(cluster: Cluster, topic: str, group: str) -> Iterator[WireMember]:
             coordinator = client.coordinator(group)
         wire = WireClient((coordinator.host, coordinator.port))
         answer = join_member(
-            wire, 5, group, protocols=(("range", subscription([topic])),), group_instance_id="w"
+            wire,
+            5,
+            group,
+            protocols=(("range", subscription([topic])),),
+            group_instance_id="w",
+            # It heartbeats once: its session must outlast the tool runs of a test on a loaded
+            # machine, or the group is Empty before the test describes it.
+            session_timeout=MEMBER_SESSION,
         )
         if answer.error_code in MOVED:
             wire.close()
