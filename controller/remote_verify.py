@@ -24,6 +24,7 @@ from tiered.api import (
     RemoteStorageInspector,
     RemoteStorageManager,
     TopicIdPartition,
+    missing_capability,
 )
 from tiered.cluster.model import MetadataImage, MissingRemoteSegment, RemoteStorageVerification
 from tiered.errors import ErrorCode, TieredError
@@ -46,11 +47,13 @@ def inspector_of(storage: RemoteStorageManager) -> RemoteStorageInspector:
     :class:`VerifyUnsupportedError` naming its class and the missing capability."""
     if isinstance(storage, RemoteStorageInspector):
         return storage
-    cls, capability = type(storage), RemoteStorageInspector
     raise VerifyUnsupportedError(
-        f"the RemoteStorageManager {cls.__module__}.{cls.__qualname__} does not implement "
-        f"{capability.__module__}.{capability.__qualname__} (segment_objects): remote storage "
-        "can not be verified"
+        missing_capability(
+            storage,
+            RemoteStorageInspector,
+            "segment_objects",
+            "remote storage can not be verified",
+        )
     )
 
 

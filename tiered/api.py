@@ -682,3 +682,13 @@ class RemoteStorageInspector(abc.ABC):
         copy writes), checked one by one without reading them. ``TypeError`` for anything that
         is not :class:`RemoteLogSegmentMetadata`; ``RemoteStorageException`` when the store
         can not be asked (a missing object is an answer, not an error)."""
+
+
+def missing_capability(storage: object, capability: type, methods: str, consequence: str) -> str:
+    """The error text for a plugin ``storage`` that lacks the optional ``capability`` (whose
+    ``methods`` are named): its class, the capability and what cannot be done without it."""
+    cls = type(storage)
+    return (
+        f"the RemoteStorageManager {cls.__module__}.{cls.__qualname__} does not implement "
+        f"{capability.__module__}.{capability.__qualname__} ({methods}): {consequence}"
+    )

@@ -78,6 +78,7 @@ from tiered.api import (
     RemoteStorageException,
     RemoteStorageManager,
     TopicIdPartition,
+    missing_capability,
 )
 from tiered.cluster.model import (
     DeleteJob,
@@ -113,11 +114,13 @@ def bulk_deleter_of(storage: RemoteStorageManager) -> RemoteStorageBulkDeleter:
     its class and the missing capability."""
     if isinstance(storage, RemoteStorageBulkDeleter):
         return storage
-    cls, capability = type(storage), RemoteStorageBulkDeleter
     raise BulkDeleteUnsupportedError(
-        f"the RemoteStorageManager {cls.__module__}.{cls.__qualname__} does not implement "
-        f"{capability.__module__}.{capability.__qualname__} (list_objects_below_epoch, "
-        "object_deleter): the delete policy can not delete its remote data"
+        missing_capability(
+            storage,
+            RemoteStorageBulkDeleter,
+            "list_objects_below_epoch, object_deleter",
+            "the delete policy can not delete its remote data",
+        )
     )
 
 
