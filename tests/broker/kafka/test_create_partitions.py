@@ -17,6 +17,7 @@ import asyncio
 import datetime
 import shutil
 import subprocess
+import time
 import uuid
 from typing import Any
 
@@ -41,6 +42,7 @@ from kio.static.primitive import i32, i32Timedelta
 from cli import topics as topics_cli
 from tests.support.cluster import Cluster
 from tests.support.kafka_clients import (
+    SMALL_BATCHES,
     TIERED,
     Message,
     confluent_produce,
@@ -241,6 +243,11 @@ def test_tiered_topics_alter_adds_partitions(
     assert len(placement(cluster, topic)) == 5
 
 
+def _now_ms() -> int:
+    """Timestamps within retention.ms: closed segments of older records would expire at once."""
+    return int(time.time() * 1000)
+
+
 def _remote_segments(cluster: Cluster, name: str, partition: int) -> int:
     [found] = [p for p in cluster.admin.describe_topic(name).partitions if p.partition == partition]
     return found.remote_segment_count
@@ -253,7 +260,10 @@ def test_a_new_partition_of_a_tiered_topic_tiers_like_the_others(
     assert grown(cluster, topic, 2) is None
     wait_hosted(cluster, topic)
     confluent_produce(
-        cluster, topic, [Message(1, None, b"x" * 200, (), 1_700_000_000_000 + i) for i in range(60)]
+        cluster,
+        topic,
+        [Message(1, None, b"x" * 200, (), _now_ms() + i) for i in range(60)],
+        **SMALL_BATCHES,
     )
     poll_until(
         lambda: _remote_segments(cluster, topic, 1) > 0,
@@ -276,8 +286,9 @@ def test_a_new_partition_of_a_disabled_topic_is_stopped_as_the_others(
     topic_id = disabled.topic_id
     new = cluster.log_dirs(leader)[(topic_id, 1)]
     assert (new.tiered_epoch, new.copying) == (disabled.tiered_epoch, False)
-    records = [Message(1, None, b"y" * 200, (), 1_700_000_000_000 + i) for i in range(40)]
-    confluent_produce(cluster, topic, records)
+    records = [Message(1, None, b"y" * 200, (), _now_ms() + i) for i in range(40)]
+    # One record per batch: a single batch would fill one segment that never closes.
+    confluent_produce(cluster, topic, records, **SMALL_BATCHES)
     assert _remote_segments(cluster, topic, 1) == 0
     # Enabled again, it copies like the first partition.
     cluster.admin.incremental_alter_configs(topic, set={"remote.storage.enable": "true"})
