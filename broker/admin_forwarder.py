@@ -52,9 +52,11 @@ _METHODS = {
     "DescribeAcls": pb.DescribeAclsResponse,
     "DeleteAcls": pb.DeleteAclsResponse,
     "VerifyRemoteStorage": pb.VerifyRemoteStorageResponse,
+    "ScrubRemoteStorage": pb.ScrubRemoteStorageResponse,
 }
-# Calls that take longer than an admin call: a verify reads every finished segment's objects.
-_FORWARD_TIMEOUTS_S = {"VerifyRemoteStorage": 3600.0}
+# Calls that take longer than an admin call: a verify reads every finished segment's objects, a
+# scrub lists the whole root.
+_FORWARD_TIMEOUTS_S = {"VerifyRemoteStorage": 3600.0, "ScrubRemoteStorage": 3600.0}
 # A DescribeMetadata answer for 100k topics is several MB: above gRPC's 4 MiB default.
 _CHANNEL_OPTIONS = [("grpc.max_receive_message_length", 256 * 1024 * 1024)]
 

@@ -16,6 +16,7 @@ from tiered.cluster.model import (
     DeleteJob,
     DeleteJobState,
     DeletionEstimate,
+    RemoteStorageScrub,
     RemoteStorageVerification,
     TieredState,
     TopicMetadata,
@@ -225,4 +226,16 @@ def verify_report_to_proto(report: RemoteStorageVerification) -> pb.VerifyRemote
             )
             for m in report.missing
         ],
+    )
+
+
+def scrub_report_to_proto(report: RemoteStorageScrub) -> pb.ScrubRemoteStorageResponse:
+    return pb.ScrubRemoteStorageResponse(
+        error=error_to_proto(None),
+        scanned_objects=report.scanned_objects,
+        orphan_objects=report.orphan_objects,
+        orphan_bytes=report.orphan_bytes,
+        by_reason={reason.value: count for reason, count in report.by_reason.items()},
+        examples=list(report.examples),
+        deleted=report.deleted,
     )

@@ -23,14 +23,16 @@ from controller.admin_proto import (
     deleted_topic_to_proto,
     increase_from_proto,
     placement_to_proto,
+    scrub_report_to_proto,
     topic_description_to_proto,
     verify_report_to_proto,
 )
 from controller.broker_work import BrokerWork
+from controller.remote_scrub import RemoteScrub
 from controller.remote_verify import RemoteVerify
 from controller.scram_users import ScramDeletion, ScramUpsertion, ScramUsers
 from controller.topic_changes import TopicChanges
-from tiered.cluster.model import TopicMetadata
+from tiered.cluster.model import DEFAULT_SCRUB_MIN_AGE_MS, TopicMetadata
 from tiered.cluster.serde import tiered_state_to_proto, uuid_from_bytes
 from tiered.config import TOPIC_CONFIG_DEFAULTS
 from tiered.errors import ErrorCode, TieredError
@@ -88,12 +90,15 @@ class AdminServicer(AclMethods, pb_grpc.AdminServiceServicer):
         changes: TopicChanges,
         hosting: BrokerWork,
         remote_verify: RemoteVerify | None = None,
+        remote_scrub: RemoteScrub | None = None,
     ) -> None:
         """``changes`` wakes watches; ``hosting`` says when new partitions' leaders host them
         (the wait of CreateTopics and CreatePartitions, Kafka's ``DelayedCreatePartitions``);
-        ``remote_verify`` answers VerifyRemoteStorage (None: answered INVALID_REQUEST)."""
+        ``remote_verify`` answers VerifyRemoteStorage and ``remote_scrub`` ScrubRemoteStorage
+        (None: answered INVALID_REQUEST)."""
         self._admin = admin
         self._remote_verify = remote_verify
+        self._remote_scrub = remote_scrub
         self._hosting = hosting
         self._access = access
         self._acls = acls
@@ -502,6 +507,30 @@ class AdminServicer(AclMethods, pb_grpc.AdminServiceServicer):
 
         return handle(
             context, call, lambda e: pb.VerifyRemoteStorageResponse(error=error_to_proto(e))
+        )
+
+    def ScrubRemoteStorage(
+        self, request: pb.ScrubRemoteStorageRequest, context: grpc.ServicerContext
+    ) -> pb.ScrubRemoteStorageResponse:
+        """Describe on the cluster; Alter on the cluster (audited) to delete what it finds."""
+
+        def call() -> pb.ScrubRemoteStorageResponse:
+            requester = self.requester(context)
+            if request.execute:
+                requester.require_cluster(AclOperation.ALTER, audit=True)
+            else:
+                requester.require_cluster(AclOperation.DESCRIBE)
+            if self._remote_scrub is None:
+                raise TieredError(
+                    ErrorCode.INVALID_REQUEST, "this controller can not scrub remote storage"
+                )
+            min_age_ms = (
+                request.min_age_ms if request.HasField("min_age_ms") else DEFAULT_SCRUB_MIN_AGE_MS
+            )
+            return scrub_report_to_proto(self._remote_scrub.scrub(min_age_ms, request.execute))
+
+        return handle(
+            context, call, lambda e: pb.ScrubRemoteStorageResponse(error=error_to_proto(e))
         )
 
     def _require(self, context: grpc.ServicerContext, operation: AclOperation, topic: str) -> None:

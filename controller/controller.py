@@ -31,6 +31,7 @@ from controller.leadership import Leadership, Term
 from controller.log_dirs import LogDirsClient
 from controller.metrics import ControllerMetrics, ControllerSnapshot, ControllerStateCollector
 from controller.periodic_verify import VerifyGauges, periodic_verify
+from controller.remote_scrub import ClaimsOfJobs, RemoteObjectScrubber, RemoteScrub
 from controller.remote_verify import RemoteVerify, SegmentVerifier, partitions_of
 from controller.scram_users import ScramUsers
 from controller.store import MetadataStore
@@ -51,9 +52,11 @@ class Controller:
         metrics: ControllerMetrics | None = None,
         spark: SparkSessionProvider | None = None,
         verifier: SegmentVerifier | None = None,
+        scrubber: RemoteObjectScrubber | None = None,
     ) -> None:
-        """``verifier``: remote storage as the verify reads it (None without remote storage
-        settings: VerifyRemoteStorage is refused, and no periodic verify runs)."""
+        """``verifier`` and ``scrubber``: remote storage as the verify and the scrub read it
+        (None without remote storage settings: VerifyRemoteStorage and ScrubRemoteStorage are
+        refused, and no periodic verify runs)."""
         self.config = config
         self.spark = spark  # the bulk delete's session: its start and stop follow the terms
         self.store = store
@@ -98,6 +101,9 @@ class Controller:
             self.term.require_active,
         )
         self.remote_verify = RemoteVerify(verifier, self._partitions)
+        self.remote_scrub = RemoteScrub(
+            scrubber, self._claims_of_jobs, self.metrics.remote_storage_scrubbed
+        )
         self.periodic_verify = periodic_verify(
             verifier, self._every_partition, config.verify_interval_ms
         )
@@ -124,6 +130,12 @@ class Controller:
         with self.term.lock:
             self.term.require_active()
             return partitions_of(self.term.image, topic)
+
+    def _claims_of_jobs(self) -> ClaimsOfJobs:
+        """The active term's topics and delete jobs, as the scrub reads them."""
+        with self.term.lock:
+            self.term.require_active()
+            return ClaimsOfJobs.of_image(self.term.image)
 
     def _every_partition(self) -> list[TopicIdPartition]:
         return self._partitions(None)
@@ -169,6 +181,7 @@ class Controller:
             self.term.changes,
             self.broker_work,
             self.remote_verify,
+            self.remote_scrub,
         )
 
     @property

@@ -23,6 +23,7 @@ from controller.config import ControllerConfig
 from controller.controller import Controller
 from controller.jobs import wiring as jobs_wiring
 from controller.metrics import ControllerMetrics, serve_metrics
+from controller.remote_scrub import RemoteObjectScrubber
 from controller.remote_verify import SegmentVerifier
 from controller.request_metrics import AdminRequestMetrics
 from controller.store import MetadataStore, MetadataStoreError
@@ -73,6 +74,9 @@ def main(argv: list[str] | None = None) -> int:
         metrics,
         bulk_delete.spark if bulk_delete else None,
         SegmentVerifier(bulk_delete.rlmm, bulk_delete.storage) if bulk_delete else None,
+        RemoteObjectScrubber(bulk_delete.rlmm, bulk_delete.storage, bulk_delete.engine)
+        if bulk_delete
+        else None,
     )
     stopping = threading.Event()
     server = grpc.server(

@@ -30,7 +30,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import CollectorRegistry
 
 from controller.unfinished_jobs import objects_remaining
-from tiered.cluster.model import DeleteJob, DeleteJobState, TieredState
+from tiered.cluster.model import DeleteJob, DeleteJobState, RemoteStorageScrub, TieredState
 from tiered.metrics_endpoint import MetricsEndpoint
 
 log = logging.getLogger(__name__)
@@ -39,6 +39,7 @@ CONTROLLER = "kafka_controller_kafkacontroller_"
 CHANNEL = "kafka_controller_controllerchannelmanager_"
 BULK_DELETE = "kafka_controller_bulkdelete_"
 REMOTE_VERIFY = "kafka_controller_remotestorageverify_"
+REMOTE_SCRUB = "kafka_controller_remotestoragescrub_"
 REQUESTS = "kafka_network_requestmetrics_"
 
 # Milliseconds, as Kafka's latency histograms: an fsync'd KRaft batch or a ZooKeeper multi takes
@@ -151,6 +152,17 @@ class ControllerMetrics:
             "SparkSessionStartTimeMs: how long the last SparkSession took to start",
             registry=self.registry,
         )
+        self._scrub_orphan_bytes = Gauge(
+            REMOTE_SCRUB + "orphanbytes",
+            "OrphanBytes: bytes of the orphaned remote objects the last scrub in this controller "
+            "found (before any it deleted); 0 before the first",
+            registry=self.registry,
+        )
+        self._scrub_orphan_objects = Gauge(
+            REMOTE_SCRUB + "orphanobjects",
+            "OrphanObjects: orphaned remote objects the last scrub in this controller found",
+            registry=self.registry,
+        )
 
     # Events. Each costs what prometheus_client's instruments cost, nothing more.
 
@@ -185,6 +197,10 @@ class ControllerMetrics:
             self._objects_deleted.inc(done)
         if failed:
             self._objects_failed.inc(failed)
+
+    def remote_storage_scrubbed(self, report: RemoteStorageScrub) -> None:
+        self._scrub_orphan_bytes.set(report.orphan_bytes)
+        self._scrub_orphan_objects.set(report.orphan_objects)
 
     # The bulk delete's SparkSession (controller.jobs.spark_session.SessionObserver).
 

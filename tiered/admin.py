@@ -42,11 +42,16 @@ from tiered.admin_serde import (
     deleted_topic_from_proto,
     not_controller_error,
     raise_if_error,
+    scrub_from_proto,
     topic_from_proto,
     topic_id_from_bytes,
     verification_from_proto,
 )
-from tiered.cluster.model import RemoteStorageVerification
+from tiered.cluster.model import (
+    DEFAULT_SCRUB_MIN_AGE_MS,
+    RemoteStorageScrub,
+    RemoteStorageVerification,
+)
 from tiered.config_def import INT32_MAX
 from tiered.errors import ErrorCode, TieredError
 from tiered.retry import RetryPolicy
@@ -411,6 +416,20 @@ class AdminClient:
             request.topic = topic
         return verification_from_proto(
             self._call("VerifyRemoteStorage", request, pb.VerifyRemoteStorageResponse)
+        )
+
+    def scrub_remote_storage(
+        self, min_age_ms: int = DEFAULT_SCRUB_MIN_AGE_MS, execute: bool = False
+    ) -> RemoteStorageScrub:
+        """The objects under the remote storage root that nothing claims and that are at least
+        ``min_age_ms`` old, found by the active controller (and deleted there with
+        ``execute``). Raises INVALID_REQUEST for a negative age or when the controller can not
+        scrub (no remote storage settings, a plugin without the capability),
+        CLUSTER_AUTHORIZATION_FAILED without Describe (Alter with ``execute``) on the
+        cluster."""
+        request = pb.ScrubRemoteStorageRequest(min_age_ms=min_age_ms, execute=execute)
+        return scrub_from_proto(
+            self._call("ScrubRemoteStorage", request, pb.ScrubRemoteStorageResponse)
         )
 
     def alter_user_scram_credentials(

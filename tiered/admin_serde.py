@@ -15,7 +15,9 @@ from typing import Any
 from tiered.cluster.model import (
     DeletionEstimate,
     MissingRemoteSegment,
+    OrphanReason,
     PartitionDeletionEstimate,
+    RemoteStorageScrub,
     RemoteStorageVerification,
     TieredState,
 )
@@ -333,4 +335,17 @@ def verification_from_proto(response: pb.VerifyRemoteStorageResponse) -> RemoteS
             )
             for m in response.missing
         ),
+    )
+
+
+def scrub_from_proto(response: pb.ScrubRemoteStorageResponse) -> RemoteStorageScrub:
+    """ScrubRemoteStorage's answer, or its error raised."""
+    raise_if_error(response.error)
+    return RemoteStorageScrub(
+        scanned_objects=response.scanned_objects,
+        orphan_objects=response.orphan_objects,
+        orphan_bytes=response.orphan_bytes,
+        by_reason={r: response.by_reason.get(r.value, 0) for r in OrphanReason},
+        examples=tuple(response.examples),
+        deleted=response.deleted,
     )

@@ -10,7 +10,8 @@ docs/design.md §3.3): :class:`BulkDeleteRemoteLogMetadataManager` (delete state
 updates) and :class:`RemoteStorageBulkDeleter` (list and delete a partition's objects below a
 tiered epoch, with a picklable :class:`RemoteObjectDeleter` that Spark executors run). A third,
 :class:`RemoteStorageInspector`, serves the controller's verify: what the store holds of a
-segment's objects.
+segment's objects. A fourth, :class:`RemoteStorageScanner`, serves the controller's scrub: every
+object under the store's root, with what its key says it belongs to.
 """
 
 from __future__ import annotations
@@ -682,6 +683,51 @@ class RemoteStorageInspector(abc.ABC):
         copy writes), checked one by one without reading them. ``TypeError`` for anything that
         is not :class:`RemoteLogSegmentMetadata`; ``RemoteStorageException`` when the store
         can not be asked (a missing object is an answer, not an error)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteSegmentKey:
+    """What an object's key says of the segment it belongs to (the plugin's layout)."""
+
+    partition: int
+    tiered_epoch: int
+    start_offset: int
+    segment_id: uuid.UUID
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteStoredObject:
+    """One object found under the store's root (:class:`RemoteStorageScanner`).
+
+    ``handle``: what the plugin's :class:`RemoteObjectDeleter` deletes it by (for the fsspec
+    plugin, its key relative to the root); ``last_modified_ms``: when the store last wrote it
+    (now, from a store that can not tell: such an object is never old enough to be an orphan);
+    ``topic`` and ``topic_id``: the topic its key places it under, both None for an object
+    outside the plugin's layout (the scrub never counts those as orphans: a shared prefix may
+    hold other objects); ``segment``: the segment its key names, None under a topic but outside
+    any segment's key (an object dropped there by hand)."""
+
+    handle: str
+    size_bytes: int
+    last_modified_ms: int
+    topic: str | None
+    topic_id: uuid.UUID | None
+    segment: RemoteSegmentKey | None
+
+
+class RemoteStorageScanner(abc.ABC):
+    """Optional capability of a :class:`RemoteStorageManager`: listing every object under its
+    root. The controller's scrub (docs/design.md, "Scrub") reaches remote storage only through it
+    (and deletes through :class:`RemoteStorageBulkDeleter`'s deleter); with a plugin that does
+    not implement it, a scrub fails with an error that says so."""
+
+    @abc.abstractmethod
+    def scan_objects(self, parallelism: int) -> Iterator[list[RemoteStoredObject]]:
+        """Every object under the root, each once, in non-empty batches, listed by prefix on up
+        to ``parallelism`` concurrent listings (an object store lists a page of keys per request:
+        one listing of a large bucket is as slow as its pages one after another). ``ValueError``
+        for a ``parallelism`` below 1; ``RemoteStorageException`` when the store can not be
+        listed (no partial answer is taken for a whole one)."""
 
 
 def missing_capability(storage: object, capability: type, methods: str, consequence: str) -> str:

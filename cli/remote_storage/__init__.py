@@ -1,8 +1,8 @@
-"""``tiered-remote-storage verify``: remote storage checked against the metadata, by the active
-controller (so the client needs no storage credentials).
+"""``tiered-remote-storage verify`` and ``scrub``: remote storage checked against the metadata, by
+the active controller (so the client needs no storage credentials).
 
 The package: :mod:`.command` (the command line: one subcommand per check) and one module per
-subcommand, :mod:`.verify`."""
+subcommand, :mod:`.verify` and :mod:`.scrub`."""
 
 from cli.remote_storage.command import build_parser, main
 

@@ -1,6 +1,7 @@
 """The command line of ``tiered-remote-storage``: a subcommand per check, each in its own module,
-which adds its options (``add_arguments``) and runs (``run``). A new check (a scrub of objects
-that nothing claims) is one more module and one more entry in :data:`SUBCOMMANDS`.
+which adds its options (``add_arguments``) and runs (``run``): ``verify`` (metadata that promises
+what the bucket lacks) and ``scrub`` (objects that nothing claims). A new check is one more module
+and one more entry in :data:`SUBCOMMANDS`.
 
 Exit codes: as :mod:`cli.common` (0 success, 1 an error from the cluster, 2 usage), and each
 subcommand says when it finds something wrong with an exit 1 of its own.
@@ -14,11 +15,11 @@ from collections.abc import Sequence
 
 from cli.common import add_bootstrap_option, add_format_option
 from cli.common import run as run_body
-from cli.remote_storage import verify
+from cli.remote_storage import scrub, verify
 
 __all__ = ["SUBCOMMANDS", "build_parser", "main"]
 
-SUBCOMMANDS: dict[str, types.ModuleType] = {"verify": verify}
+SUBCOMMANDS: dict[str, types.ModuleType] = {"verify": verify, "scrub": scrub}
 """Each subcommand's module: ``HELP``, ``DESCRIPTION``, ``add_arguments(parser)`` and
 ``run(args) -> int``."""
 

@@ -13,23 +13,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from cli.common import (
-    EXIT_ERROR,
-    EXIT_OK,
-    command_config_credentials,
-    explaining_refusals,
-    print_json,
-)
-from tiered.admin import AdminClient
+from cli.common import EXIT_ERROR, EXIT_OK, print_json
+from cli.remote_storage.client import controller_admin
 from tiered.cluster.model import MissingRemoteSegment, RemoteStorageVerification
 
 __all__ = ["add_arguments", "run", "verification_json", "verification_text"]
 
 HELP = "report finished segments whose remote objects are missing (exit 1 if any)"
 DESCRIPTION = (__doc__ or "").split("\n\n")[1].replace("\n", " ")
-
-# A verify reads every finished segment's objects: longer than an admin call's usual 30 s.
-VERIFY_TIMEOUT_S = 3600.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -80,14 +71,7 @@ def verification_text(verification: RemoteStorageVerification) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    with (
-        explaining_refusals(args.command_config, args.bootstrap_server),
-        AdminClient(
-            args.bootstrap_server,
-            timeout_s=VERIFY_TIMEOUT_S,
-            credentials=command_config_credentials(args.command_config),
-        ) as admin,
-    ):
+    with controller_admin(args) as admin:
         verification = admin.verify_remote_storage(args.topic)
     if args.format == "json":
         print_json(verification_json(verification))

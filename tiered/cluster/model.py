@@ -199,6 +199,38 @@ class RemoteStorageVerification:
     missing: tuple[MissingRemoteSegment, ...]
 
 
+class OrphanReason(enum.Enum):
+    """Why the scrub takes an object that nothing claims for an orphan (docs/design.md, "Scrub")."""
+
+    DELETED_TOPIC = "deleted_topic"
+    """Under a topic id the cluster does not have."""
+    UNKNOWN_SEGMENT = "unknown_segment"
+    """Under a live topic, of a segment the RLMM does not know (or of no segment at all)."""
+    DELETED_SEGMENT = "deleted_segment"
+    """Of a segment whose metadata is gone as deleted: stamped below the epoch of the topic's
+    finished delete job."""
+
+
+@dataclass(frozen=True)
+class RemoteStorageScrub:
+    """A scrub's answer: the objects listed, the orphans among them (objects nothing claims,
+    older than the scrub's minimum age) in all and by reason, up to ``MAX_SCRUB_EXAMPLES`` of
+    their keys, and how many the scrub deleted (0 unless asked to)."""
+
+    scanned_objects: int
+    orphan_objects: int
+    orphan_bytes: int
+    by_reason: Mapping[OrphanReason, int]
+    examples: tuple[str, ...]
+    deleted: int = 0
+
+
+MAX_SCRUB_EXAMPLES = 20
+DEFAULT_SCRUB_MIN_AGE_MS = 3_600_000
+"""How old an object must be for a scrub to take it for an orphan unless told otherwise: far
+longer than any copy takes, so that a copy in flight is never one."""
+
+
 @dataclass(frozen=True)
 class PartitionDeleteProgress:
     partition: int

@@ -50,10 +50,12 @@ from tiered.api import (
     RemoteStorageException,
     RemoteStorageInspector,
     RemoteStorageManager,
+    RemoteStorageScanner,
+    RemoteStoredObject,
     TopicIdPartition,
 )
 from tiered.retry import RetryPolicy
-from tiered.rsm import layout
+from tiered.rsm import fsspec_scan, layout
 from tiered.rsm.custom_metadata import SegmentLocation, encode_custom_metadata
 from tiered.rsm.fsspec_delete import DEFAULT_DELETE_THREADS, FsspecObjectDeleter
 from tiered.rsm.s3 import (
@@ -89,7 +91,7 @@ LIST_BATCH_SIZE = 1000
 
 
 class FsspecRemoteStorageManager(
-    RemoteStorageManager, RemoteStorageBulkDeleter, RemoteStorageInspector
+    RemoteStorageManager, RemoteStorageBulkDeleter, RemoteStorageInspector, RemoteStorageScanner
 ):
     """Stores segments under ``root`` of an fsspec filesystem. Thread-safe."""
 
@@ -357,6 +359,10 @@ class FsspecRemoteStorageManager(
         if info.get("type") == "directory":
             return None
         return int(info["size"])
+
+    def scan_objects(self, parallelism: int) -> Iterator[list[RemoteStoredObject]]:
+        """Every object under the root, listed as :mod:`tiered.rsm.fsspec_scan` says."""
+        return fsspec_scan.scan_objects(self._fs, self._root, self._call, parallelism)
 
     def object_deleter(self) -> FsspecObjectDeleter | S3ObjectDeleter:
         """Deletes keys under this root on ``remote.storage.delete.threads`` threads."""

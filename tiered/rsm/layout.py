@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import uuid
 
-from tiered.api import IndexType, RemoteLogSegmentMetadata, TopicIdPartition
+from tiered.api import IndexType, RemoteLogSegmentMetadata, RemoteSegmentKey, TopicIdPartition
 
 LOG_SUFFIX = "log"
 """The suffix of a segment's data object."""
@@ -23,6 +23,13 @@ LOG_SUFFIX = "log"
 TIERED_EPOCH_DIR_PREFIX = "te="
 
 _TIERED_EPOCH_DIR = re.compile(r"te=(0|[1-9][0-9]*)")
+
+_UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+_TOPIC_DIR = re.compile(rf"(.+)-({_UUID})")
+# A segment's object, or a local copy's temporary file of one (``{key}.tmp-{hex}``).
+_SEGMENT_OBJECT = re.compile(
+    rf"(0|[1-9][0-9]*)/te=(0|[1-9][0-9]*)/([0-9]{{20}})-({_UUID})\.[a-z]+(\.tmp-[0-9a-f]+)?"
+)
 
 ALL_SUFFIXES: tuple[str, ...] = (LOG_SUFFIX, *(t.value for t in IndexType))
 """Every suffix a segment's objects may have, data first."""
@@ -85,3 +92,23 @@ def parse_tiered_epoch_dir(name: str) -> int | None:
     """The epoch of a ``te=N`` directory name (the last path component), or None."""
     match = _TIERED_EPOCH_DIR.fullmatch(name.rstrip("/").rsplit("/", 1)[-1])
     return int(match.group(1)) if match else None
+
+
+def parse_object_key(key: str) -> tuple[str, uuid.UUID, RemoteSegmentKey | None] | None:
+    """The topic (name and id) and the segment that an object's key (relative to the root)
+    names: None outside any ``{topic}-{topic_id}/`` directory, no segment under one but outside
+    a segment's key."""
+    topic_dir, _, rest = key.partition("/")
+    topic = _TOPIC_DIR.fullmatch(topic_dir)
+    if topic is None or not rest:
+        return None
+    name, topic_id = topic.group(1), uuid.UUID(topic.group(2))
+    segment = _SEGMENT_OBJECT.fullmatch(rest)
+    if segment is None:
+        return name, topic_id, None
+    partition, epoch, start, segment_id = segment.group(1, 2, 3, 4)
+    return (
+        name,
+        topic_id,
+        RemoteSegmentKey(int(partition), int(epoch), int(start), uuid.UUID(segment_id)),
+    )

@@ -636,6 +636,39 @@ class VerifyRemoteStorageResponse(_message.Message):
     missing: _containers.RepeatedCompositeFieldContainer[MissingRemoteSegment]
     def __init__(self, error: _Optional[_Union[_broker_pb2.Error, _Mapping]] = ..., segments_checked: _Optional[int] = ..., missing: _Optional[_Iterable[_Union[MissingRemoteSegment, _Mapping]]] = ...) -> None: ...
 
+class ScrubRemoteStorageRequest(_message.Message):
+    __slots__ = ("min_age_ms", "execute")
+    MIN_AGE_MS_FIELD_NUMBER: _ClassVar[int]
+    EXECUTE_FIELD_NUMBER: _ClassVar[int]
+    min_age_ms: int
+    execute: bool
+    def __init__(self, min_age_ms: _Optional[int] = ..., execute: _Optional[bool] = ...) -> None: ...
+
+class ScrubRemoteStorageResponse(_message.Message):
+    __slots__ = ("error", "scanned_objects", "orphan_objects", "orphan_bytes", "by_reason", "examples", "deleted")
+    class ByReasonEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    SCANNED_OBJECTS_FIELD_NUMBER: _ClassVar[int]
+    ORPHAN_OBJECTS_FIELD_NUMBER: _ClassVar[int]
+    ORPHAN_BYTES_FIELD_NUMBER: _ClassVar[int]
+    BY_REASON_FIELD_NUMBER: _ClassVar[int]
+    EXAMPLES_FIELD_NUMBER: _ClassVar[int]
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    error: _broker_pb2.Error
+    scanned_objects: int
+    orphan_objects: int
+    orphan_bytes: int
+    by_reason: _containers.ScalarMap[str, int]
+    examples: _containers.RepeatedScalarFieldContainer[str]
+    deleted: int
+    def __init__(self, error: _Optional[_Union[_broker_pb2.Error, _Mapping]] = ..., scanned_objects: _Optional[int] = ..., orphan_objects: _Optional[int] = ..., orphan_bytes: _Optional[int] = ..., by_reason: _Optional[_Mapping[str, int]] = ..., examples: _Optional[_Iterable[str]] = ..., deleted: _Optional[int] = ...) -> None: ...
+
 class RegisterBrokerRequest(_message.Message):
     __slots__ = ("registration",)
     REGISTRATION_FIELD_NUMBER: _ClassVar[int]

@@ -119,6 +119,11 @@ class AdminServiceStub:
                 request_serializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.VerifyRemoteStorageRequest.SerializeToString,
                 response_deserializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.VerifyRemoteStorageResponse.FromString,
                 _registered_method=True)
+        self.ScrubRemoteStorage = channel.unary_unary(
+                '/tiered.v1.AdminService/ScrubRemoteStorage',
+                request_serializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.ScrubRemoteStorageRequest.SerializeToString,
+                response_deserializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.ScrubRemoteStorageResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -228,6 +233,12 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ScrubRemoteStorage(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -315,6 +326,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.VerifyRemoteStorage,
                     request_deserializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.VerifyRemoteStorageRequest.FromString,
                     response_serializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.VerifyRemoteStorageResponse.SerializeToString,
+            ),
+            'ScrubRemoteStorage': grpc.unary_unary_rpc_method_handler(
+                    servicer.ScrubRemoteStorage,
+                    request_deserializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.ScrubRemoteStorageRequest.FromString,
+                    response_serializer=tiered_dot_rpc_dot_v1_dot_controller__pb2.ScrubRemoteStorageResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -776,6 +792,33 @@ class AdminService:
             '/tiered.v1.AdminService/VerifyRemoteStorage',
             tiered_dot_rpc_dot_v1_dot_controller__pb2.VerifyRemoteStorageRequest.SerializeToString,
             tiered_dot_rpc_dot_v1_dot_controller__pb2.VerifyRemoteStorageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ScrubRemoteStorage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tiered.v1.AdminService/ScrubRemoteStorage',
+            tiered_dot_rpc_dot_v1_dot_controller__pb2.ScrubRemoteStorageRequest.SerializeToString,
+            tiered_dot_rpc_dot_v1_dot_controller__pb2.ScrubRemoteStorageResponse.FromString,
             options,
             channel_credentials,
             insecure,
