@@ -9,9 +9,12 @@ orphan when it is older than the scrub's minimum age and nothing claims it:
 - no unfinished delete job claims it (an object of its topic stamped below the job's epoch: the
   job deletes it, and its sweep finds what the metadata does not name).
 
-The cluster is read after the listing, so that an object listed under a topic created meanwhile
-is seen under a live topic, and one whose topic was deleted meanwhile under that topic's delete
-job. Each orphan gets one :class:`~tiered.cluster.model.OrphanReason`.
+The cluster and the RLMM are read after the listing, so that an object listed under a topic
+created meanwhile is seen under a live topic, one whose topic was deleted meanwhile under that
+topic's delete job, and a copy that started meanwhile under its record. A record or a job can also
+end between the listing and the read, but only after its objects are deleted: so every object
+that nothing claims is asked for again, and only those still stored are orphans. Each orphan gets
+one :class:`~tiered.cluster.model.OrphanReason`.
 
 ``execute`` deletes the orphans with the bulk delete's engine (Spark or in process, chosen for
 their count as for a delete job) and the plugin's deleter.
@@ -146,6 +149,11 @@ class RemoteObjectScrubber:
             )
         jobs = claims()
         unclaimed = self._unclaimed([o for o in old if not jobs.claimed_by_job(o)])
+        if unclaimed:
+            # A record or a job that claimed an object when it was listed may be gone by now,
+            # with the object: a retention or a delete job removes the objects first.
+            stored = scanner.objects_still_stored([o.handle for o in unclaimed], self._parallelism)
+            unclaimed = [o for o in unclaimed if o.handle in stored]
         reasons = Counter(jobs.reason(o) for o in unclaimed)
         report = RemoteStorageScrub(
             scanned_objects=scanned,

@@ -729,6 +729,14 @@ class RemoteStorageScanner(abc.ABC):
         for a ``parallelism`` below 1; ``RemoteStorageException`` when the store can not be
         listed (no partial answer is taken for a whole one)."""
 
+    @abc.abstractmethod
+    def objects_still_stored(self, handles: Sequence[str], parallelism: int) -> set[str]:
+        """Those of ``handles`` (from :meth:`scan_objects`) that the store holds now, each asked
+        for by itself on up to ``parallelism`` threads: the scrub confirms its few orphans this
+        way, since an object listed before a retention or a delete job removed it and its record
+        would otherwise look unclaimed. ``RemoteStorageException`` when the store can not be
+        asked."""
+
 
 def missing_capability(storage: object, capability: type, methods: str, consequence: str) -> str:
     """The error text for a plugin ``storage`` that lacks the optional ``capability`` (whose

@@ -385,3 +385,24 @@ def test_memory_filesystem_objects_carry_their_creation_time() -> None:
         found, last_modified_ms=0, handle=key, size_bytes=3
     )
     assert found.last_modified_ms > 1_600_000_000_000
+
+
+def test_an_object_deleted_with_its_record_after_the_listing_is_not_an_orphan(
+    setup: tuple[Path, FsspecRemoteStorageManager, FakeRlmm, list[str]],
+) -> None:
+    """Retention deletes a segment's objects, then its record, between the scrub's listing and its
+    reading of the RLMM."""
+    root, storage, rlmm, _ = setup
+    tp = _tp()
+    [expired, kept] = rlmm.segments[tp]
+    prefix = layout.segment_prefix(expired)
+
+    def expire_after_listing() -> ClaimsOfJobs:
+        for path in root.rglob("*"):
+            if path.is_file() and str(path.relative_to(root)).startswith(prefix):
+                path.unlink()
+        rlmm.segments[tp] = [kept]
+        return _claims()()
+
+    report = _scrubber(rlmm, storage).scrub(0, False, expire_after_listing)
+    assert report.orphan_objects == 0

@@ -33,6 +33,7 @@ import functools
 import logging
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -363,6 +364,17 @@ class FsspecRemoteStorageManager(
     def scan_objects(self, parallelism: int) -> Iterator[list[RemoteStoredObject]]:
         """Every object under the root, listed as :mod:`tiered.rsm.fsspec_scan` says."""
         return fsspec_scan.scan_objects(self._fs, self._root, self._call, parallelism)
+
+    def objects_still_stored(self, handles: Sequence[str], parallelism: int) -> set[str]:
+        """A stat (a HEAD on S3) of each handle, on up to ``parallelism`` threads."""
+        keys = list(handles)
+        if not keys:
+            return set()
+        with ThreadPoolExecutor(
+            max_workers=min(parallelism, len(keys)), thread_name_prefix="rsm-stat"
+        ) as pool:
+            sizes = list(pool.map(self._size, keys))
+        return {key for key, size in zip(keys, sizes, strict=True) if size is not None}
 
     def object_deleter(self) -> FsspecObjectDeleter | S3ObjectDeleter:
         """Deletes keys under this root on ``remote.storage.delete.threads`` threads."""
