@@ -5,7 +5,8 @@ Orphans are made as they happen: an uploader SIGKILLed after its objects and bef
 prefix of a topic deleted (and whose delete job finished). The scrub finds exactly those with
 their reason, never while they are younger than ``--min-age-ms``, never a copy in flight while
 the brokers tier; ``--execute`` removes exactly those and nothing else. Bad input is refused and
-changes nothing.
+changes nothing. On the S3 endpoint, asked through a broker: orphans under a live and under a
+deleted topic are found and deleted.
 """
 
 from __future__ import annotations
@@ -23,11 +24,15 @@ from typing import Any
 import pytest
 
 from tests.cli.test_configs_dry_run import PARTITIONS, tiered_and_settled
-from tests.support.cluster import Cluster
+from tests.cli.test_remote_storage_verify import s3_cluster  # noqa: F401 - the fixture
+from tests.support.cluster import Cluster, grpc_address
 from tests.support.kafka_cluster import MODES, shared_cluster
 from tests.support.polling import poll_until
+from tests.support.s3 import S3Store
 from tiered.admin import TopicDescription
+from tiered.api import TopicIdPartition
 from tiered.errors import ErrorCode, TieredError
+from tiered.rsm import layout
 
 pytestmark = pytest.mark.processes
 
@@ -262,3 +267,58 @@ def test_bad_input_is_refused_and_changes_nothing(cluster: Cluster) -> None:
     assert "--min-age-ms must be >= 0, got -5" in e.value.message
     assert orphan.exists()
     orphan.unlink()
+
+
+@pytest.mark.s3
+def test_on_s3_orphans_are_found_and_deleted_through_a_broker(
+    s3_cluster: tuple[Cluster, S3Store],  # noqa: F811 - the imported fixture
+) -> None:
+    cluster, store = s3_cluster
+    live = tiered_and_settled(cluster, f"s3-{uuid.uuid4().hex[:8]}")
+    base = f"{store.bucket}/{store.prefix}"
+
+    def keys() -> set[str]:
+        return {p[len(base) + 1 :] for p in store.fs.find(base)}
+
+    tp = TopicIdPartition(live.topic_id, live.name, 0)
+    unknown = layout.object_key(layout.segment_prefix_of(tp, 0, 900_000, uuid.uuid4()), "log")
+    deleted = f"gone-{uuid.uuid4()}/0/te=0/left-behind.log"
+    for key in (unknown, deleted):
+        store.fs.pipe(f"{base}/{key}", b"orphan")
+    before = keys()
+    broker = grpc_address(cluster.brokers[1].properties)  # the broker forwards the call
+
+    def scrub(*args: str) -> dict[str, Any]:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "cli.remote_storage",
+                "scrub",
+                "--bootstrap-server",
+                broker,
+                "--min-age-ms",
+                "0",
+                "--format",
+                "json",
+                *args,
+            ],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        answer: dict[str, Any] = json.loads(done.stdout)
+        return answer
+
+    found = scrub()
+    assert found["scanned_objects"] == len(before)
+    assert found["orphans"]["by_reason"] == {
+        "deleted_topic": 1,
+        "unknown_segment": 1,
+        "deleted_segment": 0,
+    }
+    assert sorted(found["examples"]) == sorted([unknown, deleted])
+    assert scrub("--execute")["deleted"] == 2
+    assert keys() == before - {unknown, deleted}
