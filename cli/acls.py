@@ -23,8 +23,7 @@ from collections.abc import Sequence
 
 from cli.common import (
     add_bootstrap_option,
-    command_config_credentials,
-    explaining_refusals,
+    admin_client,
     invalid,
     run,
 )
@@ -241,12 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
 
     def body() -> int:
-        with (
-            explaining_refusals(args.command_config, args.bootstrap_server),
-            AdminClient(
-                args.bootstrap_server, credentials=command_config_credentials(args.command_config)
-            ) as admin,
-        ):
+        with admin_client(args) as admin:
             if args.add:
                 return _add(admin, args)
             if args.remove:

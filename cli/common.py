@@ -20,6 +20,7 @@ import grpc
 
 from cli.kafka_client.client_security import KafkaClientSecurity
 from cli.security.client_config import ClientSecurity
+from tiered.admin import AdminClient
 from tiered.errors import ErrorCode, TieredError
 from tiered.properties import load_properties
 
@@ -83,6 +84,21 @@ def explaining_refusals(path: str | None, bootstrap: str) -> Iterator[None]:
         if why is None:
             raise
         raise TieredError(e.code, f"{why}; {e.message}") from None
+
+
+@contextlib.contextmanager
+def admin_client(args: argparse.Namespace, timeout_s: float = 30.0) -> Iterator[AdminClient]:
+    """An admin client of ``--bootstrap-server`` with ``--command-config``'s credentials, each
+    call bounded by ``timeout_s``; a refusal raised inside is explained (:func:`explaining_refusals`)."""
+    with (
+        explaining_refusals(args.command_config, args.bootstrap_server),
+        AdminClient(
+            args.bootstrap_server,
+            timeout_s=timeout_s,
+            credentials=command_config_credentials(args.command_config),
+        ) as admin,
+    ):
+        yield admin
 
 
 def command_config(path: str | None) -> ClientSecurity:

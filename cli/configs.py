@@ -33,8 +33,7 @@ from cli.common import (
     ProgressLine,
     add_bootstrap_option,
     add_format_option,
-    command_config_credentials,
-    explaining_refusals,
+    admin_client,
     iso_utc_ms,
     parse_config_list,
     parse_key_list,
@@ -346,14 +345,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def body() -> int:
         call_timeout = min(MAX_CALL_TIMEOUT_S, args.timeout)
-        with (
-            explaining_refusals(args.command_config, args.bootstrap_server),
-            AdminClient(
-                args.bootstrap_server,
-                timeout_s=call_timeout,
-                credentials=command_config_credentials(args.command_config),
-            ) as admin,
-        ):
+        with admin_client(args, call_timeout) as admin:
             name = args.entity_name[0] if args.entity_name else None
             if args.entity_type == "users" and args.alter:
                 assert name is not None  # checked by _check_usage

@@ -16,8 +16,7 @@ from typing import Any
 from cli.common import (
     add_bootstrap_option,
     add_format_option,
-    command_config_credentials,
-    explaining_refusals,
+    admin_client,
     invalid,
     iso_utc_ms,
     parse_config_assignment,
@@ -274,11 +273,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _check_usage(parser, args)
 
     def body() -> int:
-        credentials = command_config_credentials(args.command_config)
-        with (
-            explaining_refusals(args.command_config, args.bootstrap_server),
-            AdminClient(args.bootstrap_server, credentials=credentials) as admin,
-        ):
+        with admin_client(args) as admin:
             if args.create:
                 return _create(admin, args)
             if args.alter:

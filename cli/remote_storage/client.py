@@ -6,7 +6,7 @@ import argparse
 import contextlib
 from collections.abc import Iterator
 
-from cli.common import command_config_credentials, explaining_refusals
+from cli.common import admin_client
 from tiered.admin import AdminClient
 
 __all__ = ["CHECK_TIMEOUT_S", "controller_admin"]
@@ -18,14 +18,6 @@ than an admin call's usual 30 s."""
 
 @contextlib.contextmanager
 def controller_admin(args: argparse.Namespace) -> Iterator[AdminClient]:
-    """An admin client of ``--bootstrap-server`` with ``--command-config``'s credentials; a
-    refusal raised inside is explained as every CLI explains one."""
-    with (
-        explaining_refusals(args.command_config, args.bootstrap_server),
-        AdminClient(
-            args.bootstrap_server,
-            timeout_s=CHECK_TIMEOUT_S,
-            credentials=command_config_credentials(args.command_config),
-        ) as admin,
-    ):
+    """:func:`cli.common.admin_client` with calls bounded by :data:`CHECK_TIMEOUT_S`."""
+    with admin_client(args, CHECK_TIMEOUT_S) as admin:
         yield admin

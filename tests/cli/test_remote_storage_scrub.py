@@ -24,7 +24,10 @@ from typing import Any
 import pytest
 
 from tests.cli.test_configs_dry_run import PARTITIONS, tiered_and_settled
-from tests.cli.test_remote_storage_verify import s3_cluster  # noqa: F401 - the fixture
+from tests.cli.test_remote_storage_verify import (  # noqa: F401 - the fixture
+    remote_storage_cli,
+    s3_cluster,
+)
 from tests.support.cluster import Cluster, grpc_address
 from tests.support.kafka_cluster import MODES, shared_cluster
 from tests.support.polling import poll_until
@@ -72,25 +75,11 @@ def cluster(
 
 
 def scrub_cli(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "cli.remote_storage",
-            "scrub",
-            "--bootstrap-server",
-            cluster.bootstrap,
-            *args,
-        ],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return remote_storage_cli(cluster.bootstrap, "scrub", *args)
 
 
-def scrub_json(cluster: Cluster, *args: str) -> dict[str, Any]:
-    done = scrub_cli(cluster, "--format", "json", *args)
+def scrub_json(cluster: Cluster, *args: str, bootstrap: str | None = None) -> dict[str, Any]:
+    done = remote_storage_cli(bootstrap or cluster.bootstrap, "scrub", "--format", "json", *args)
     assert done.returncode == 0, done.stderr
     answer: dict[str, Any] = json.loads(done.stdout)
     return answer
@@ -188,22 +177,7 @@ def test_orphans_made_two_ways_are_found_with_their_reason_and_execute_removes_o
     assert remote_keys(cluster) == before - orphans
     assert scrub_json(cluster, "--min-age-ms", "0")["orphans"]["objects"] == 0
     # The live topic's data is whole: every finished segment's objects are there.
-    verify = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "cli.remote_storage",
-            "verify",
-            "--bootstrap-server",
-            cluster.bootstrap,
-            "--topic",
-            live.name,
-        ],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    verify = remote_storage_cli(cluster.bootstrap, "verify", "--topic", live.name)
     assert verify.returncode == 0, verify.stdout + verify.stderr
 
 
@@ -288,31 +262,7 @@ def test_on_s3_orphans_are_found_and_deleted_through_a_broker(
     before = keys()
     broker = grpc_address(cluster.brokers[1].properties)  # the broker forwards the call
 
-    def scrub(*args: str) -> dict[str, Any]:
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "cli.remote_storage",
-                "scrub",
-                "--bootstrap-server",
-                broker,
-                "--min-age-ms",
-                "0",
-                "--format",
-                "json",
-                *args,
-            ],
-            check=False,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert done.returncode == 0, done.stderr
-        answer: dict[str, Any] = json.loads(done.stdout)
-        return answer
-
-    found = scrub()
+    found = scrub_json(cluster, "--min-age-ms", "0", bootstrap=broker)
     assert found["scanned_objects"] == len(before)
     assert found["orphans"]["by_reason"] == {
         "deleted_topic": 1,
@@ -320,5 +270,5 @@ def test_on_s3_orphans_are_found_and_deleted_through_a_broker(
         "deleted_segment": 0,
     }
     assert sorted(found["examples"]) == sorted([unknown, deleted])
-    assert scrub("--execute")["deleted"] == 2
+    assert scrub_json(cluster, "--min-age-ms", "0", "--execute", bootstrap=broker)["deleted"] == 2
     assert keys() == before - {unknown, deleted}

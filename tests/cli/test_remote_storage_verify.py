@@ -42,22 +42,28 @@ def cluster(
         yield c
 
 
-def verify_cli(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
+def remote_storage_cli(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``tiered-remote-storage SUBCOMMAND --bootstrap-server bootstrap ...``, run to its end."""
+    subcommand, *rest = args
     return subprocess.run(
         [
             sys.executable,
             "-m",
             "cli.remote_storage",
-            "verify",
+            subcommand,
             "--bootstrap-server",
-            cluster.bootstrap,
-            *args,
+            bootstrap,
+            *rest,
         ],
         check=False,
         capture_output=True,
         text=True,
         timeout=120,
     )
+
+
+def verify_cli(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
+    return remote_storage_cli(cluster.bootstrap, "verify", *args)
 
 
 def finished_count(cluster: Cluster, topic: TopicDescription) -> int:
@@ -167,24 +173,8 @@ def test_on_s3_a_removed_object_is_reported_through_a_broker(
     assert store.fs.exists(path)  # the cluster tiers to the bucket, not to a local directory
     store.fs.rm(path)
 
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "cli.remote_storage",
-            "verify",
-            "--bootstrap-server",
-            grpc_address(cluster.brokers[1].properties),  # the broker forwards the call
-            "--topic",
-            topic.name,
-            "--format",
-            "json",
-        ],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    broker = grpc_address(cluster.brokers[1].properties)  # the broker forwards the call
+    done = remote_storage_cli(broker, "verify", "--topic", topic.name, "--format", "json")
     assert done.returncode == 1, done.stderr
     answer = json.loads(done.stdout)
     assert answer["segments_checked"] == finished_count(cluster, topic)
