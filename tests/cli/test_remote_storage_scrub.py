@@ -6,7 +6,9 @@ prefix of a topic deleted (and whose delete job finished). The scrub finds exact
 their reason, never while they are younger than ``--min-age-ms``, never a copy in flight while
 the brokers tier; ``--execute`` removes exactly those and nothing else. Bad input is refused and
 changes nothing. On the S3 endpoint, asked through a broker: orphans under a live and under a
-deleted topic are found and deleted.
+deleted topic are found and deleted; and a topic deleted during an S3 outage (a fault proxy
+holding the brokers' uploads past their timeout) leaves late uploads that the scrub finds as a
+deleted topic's and deletes.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,9 +32,11 @@ from tests.cli.test_remote_storage_verify import (  # noqa: F401 - the fixture
     s3_cluster,
 )
 from tests.support.cluster import Cluster, grpc_address
+from tests.support.kafka_clients import SMALL_BATCHES, Message, confluent_produce
 from tests.support.kafka_cluster import MODES, shared_cluster
 from tests.support.polling import poll_until
-from tests.support.s3 import S3Store
+from tests.support.s3 import S3Store, new_store
+from tests.support.s3_fault_proxy import FaultPlan, S3FaultProxy
 from tiered.admin import TopicDescription
 from tiered.api import TopicIdPartition
 from tiered.errors import ErrorCode, TieredError
@@ -272,3 +277,84 @@ def test_on_s3_orphans_are_found_and_deleted_through_a_broker(
     assert sorted(found["examples"]) == sorted([unknown, deleted])
     assert scrub_json(cluster, "--min-age-ms", "0", "--execute", bootstrap=broker)["deleted"] == 2
     assert keys() == before - {unknown, deleted}
+
+
+LATE_S = 12.0
+"""How long the outage holds each upload before it lands: far past the brokers' request
+timeout, so each copy fails, and past the deleted topic's delete job."""
+
+
+@pytest.fixture(scope="module", params=["kraft"])
+def outage_cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Cluster, S3Store, S3FaultProxy]]:
+    """A cluster on the S3 endpoint whose brokers reach it through a fault proxy (the
+    controllers, which run the delete jobs and the scrub, directly)."""
+    root = tmp_path_factory.mktemp("scrub-outage")
+    store = new_store(request.getfixturevalue("s3_endpoint"), root)
+    with S3FaultProxy(store.endpoint_url) as proxy:
+        brokers = store.config(proxy.url, **{"remote.storage.s3.request.timeout.ms": "1000"})
+        with shared_cluster(
+            request,
+            root,
+            broker_overrides={1: brokers, 2: brokers},
+            controller_overrides=store.config(),
+        ) as c:
+            yield c, store, proxy
+
+
+@pytest.mark.s3
+def test_a_topic_deleted_during_an_s3_outage_leaves_late_uploads_that_the_scrub_finds(
+    outage_cluster: tuple[Cluster, S3Store, S3FaultProxy],
+) -> None:
+    """S3 holds the brokers' uploads past their timeout and stores them later, as a store in
+    trouble does; the topic is deleted meanwhile and its delete job finishes before they land."""
+    cluster, store, proxy = outage_cluster
+    topic = cluster.tiered_topic(
+        f"outage-{uuid.uuid4().hex[:8]}",
+        1,
+        {"remote.storage.enable": "true", "segment.bytes": "2000"},
+    )
+    base = f"{store.bucket}/{store.prefix}"
+    prefix = f"{base}/{topic.name}-{topic.topic_id}/"
+
+    def under_topic() -> list[str]:
+        return [p for p in store.fs.find(base) if p.startswith(prefix)]
+
+    proxy.reset_counts()
+    proxy.set_plan(FaultPlan(latency_s=LATE_S, operations=frozenset({"PutObject"})))
+    producer = confluent_produce(
+        cluster,
+        topic.name,
+        [Message(0, None, b"o" * 200, (), int(time.time() * 1000)) for _ in range(40)],
+        **SMALL_BATCHES,
+    )
+    poll_until(lambda: proxy.requests["PutObject"] > 0, timeout=30, what="an upload held")
+    cluster.admin.delete_topic(topic.name)
+
+    def job_done() -> bool:
+        listing = cluster.admin.describe_topic_listing(include_partition_state=False)
+        return all(d.topic_id != topic.topic_id for d in listing.deleted_topics)
+
+    poll_until(job_done, timeout=60, what=f"the delete job of {topic.name} to finish")
+    held = proxy.requests["PutObject"]
+    assert proxy.forwarded["PutObject"] < held, "every held upload landed before the job ended"
+    proxy.set_plan(FaultPlan())
+    poll_until(
+        lambda: proxy.forwarded["PutObject"] >= held,
+        timeout=LATE_S * 4,
+        what="the held uploads to land",
+    )
+    producer.flush(10)
+    late = under_topic()
+    assert late, "no upload landed after the delete job"
+
+    found = scrub_json(cluster, "--min-age-ms", "0")
+    assert found["orphans"]["by_reason"] == {
+        "deleted_topic": len(late),
+        "unknown_segment": 0,
+        "deleted_segment": 0,
+    }
+    assert all(f"{base}/{key}" in late for key in found["examples"])
+    assert scrub_json(cluster, "--min-age-ms", "0", "--execute")["deleted"] == len(late)
+    assert under_topic() == []

@@ -19,8 +19,9 @@ Decisions come from one ``random.Random(seed)``, unless a test queued exact faul
 covered requests (:meth:`S3FaultProxy.inject_next`). The plan can be replaced while the proxy runs
 (:meth:`S3FaultProxy.set_plan`), e.g. to turn faults on mid-run. The proxy counts what it saw and
 injected (:attr:`S3FaultProxy.requests`, :attr:`S3FaultProxy.injected`), records every
-DeleteObjects request (:attr:`S3FaultProxy.delete_requests`) and the access key ids that signed
-requests (:attr:`S3FaultProxy.access_key_ids`).
+DeleteObjects request (:attr:`S3FaultProxy.delete_requests`), the requests the endpoint answered
+(:attr:`S3FaultProxy.forwarded`) and the access key ids that signed requests
+(:attr:`S3FaultProxy.access_key_ids`).
 
 It runs in threads of the calling process, one per client connection (HTTP/1.1 keep-alive), so it
 serves as many concurrent connections as thread pools and Spark executors open.
@@ -145,6 +146,9 @@ class S3FaultProxy:
         self._queued: collections.deque[str] = collections.deque()
         self._lock = threading.Lock()
         self.requests: collections.Counter[str] = collections.Counter()
+        # Requests the endpoint has answered, by operation: with ``requests``, whether every
+        # request delayed by ``latency_s`` has landed.
+        self.forwarded: collections.Counter[str] = collections.Counter()
         self.injected: collections.Counter[str] = collections.Counter()
         self.delete_requests: list[DeleteObjectsRequest] = []
         self.access_key_ids: collections.Counter[str] = collections.Counter()
@@ -191,6 +195,7 @@ class S3FaultProxy:
     def reset_counts(self) -> None:
         with self._lock:
             self.requests.clear()
+            self.forwarded.clear()
             self.injected.clear()
             self.delete_requests.clear()
             self.access_key_ids.clear()
@@ -337,6 +342,8 @@ class _Handler(BaseHTTPRequestHandler):
                 body = _without_keys(body, set(failed_keys))
                 _fix_checksums(headers, body)
             status, answer_headers, answer = self._forward(target, headers, body)
+            with proxy._lock:
+                proxy.forwarded[operation] += 1
             if failed_keys:
                 answer = _with_key_errors(answer, failed_keys, plan)
         if fault == "reset":
