@@ -629,7 +629,8 @@ def test_acl_and_credential_changes_need_alter_on_the_cluster_and_are_audited(
     cluster: Cluster,
 ) -> None:
     """Last in the module: once ANONYMOUS may not Alter the cluster, no ACL or SCRAM credential
-    changes any more. Each change, allowed or denied, is an audit line."""
+    changes any more, and a scrub reports orphans but may not delete them. Each change, allowed
+    or denied, is an audit line."""
     admin = cluster.admin
     trail = AuditTrail(cluster)
     temporary, kept = acl("audited-acl", Op.READ), acl("audited-acl-kept", Op.READ)
@@ -639,8 +640,10 @@ def test_acl_and_credential_changes_need_alter_on_the_cluster_and_are_audited(
         AccessControlEntryFilter(principal=ANONYMOUS),
     )
     assert admin.delete_acls([mine]) == temporary
+    # A scrub that deletes is an Alter of the cluster too (none is left here to delete).
+    assert admin.scrub_remote_storage(0, execute=True).deleted == 0
     admin.create_acls(deny(CLUSTER_NAME, Op.ALTER, resource_type=ResourceType.CLUSTER))
-    trail.expect("Alter", f"Cluster:{CLUSTER_NAME}", "ALLOWED", count=3)
+    trail.expect("Alter", f"Cluster:{CLUSTER_NAME}", "ALLOWED", count=4)
     refused = run_acls(cluster, "--add", "--allow-principal", "User:x", "--topic", "t")
     assert refused.returncode == 1
     assert refused.stderr.startswith("CLUSTER_AUTHORIZATION_FAILED: "), refused.stderr
@@ -663,7 +666,17 @@ def test_acl_and_credential_changes_need_alter_on_the_cluster_and_are_audited(
     )
     [missing] = admin.describe_user_scram_credentials(["refused-user"])
     assert isinstance(missing, TieredError) and missing.code is ErrorCode.RESOURCE_NOT_FOUND
-    trail.expect("Alter", f"Cluster:{CLUSTER_NAME}", "DENIED", count=3)
+    # Describe on the cluster still reports orphans; deleting them is refused.
+    orphan = cluster.root / "remote" / f"scrubbed-{uuid.uuid4()}" / "0" / "left.bin"
+    orphan.parent.mkdir(parents=True)
+    orphan.write_bytes(b"an orphan")
+    assert orphan.name in "".join(admin.scrub_remote_storage(0).examples)
+    denied(
+        ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+        lambda: admin.scrub_remote_storage(0, execute=True),
+    )
+    assert orphan.exists()
+    trail.expect("Alter", f"Cluster:{CLUSTER_NAME}", "DENIED", count=4)
 
 
 def test_disable_remote_topic_on_a_broker_needs_cluster_action(tmp_path: Path) -> None:
