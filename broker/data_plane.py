@@ -177,8 +177,8 @@ class DataPlane:
                 totals = rlm.rlmm.remote_log_totals(tp)
                 remote = (totals.size_bytes, totals.segment_count, totals.copy_finished_size_bytes)
                 if totals.segment_count:
-                    first = next(iter(rlm.rlmm.list_remote_log_segments(tp)), None)
-                    remote_start = -1 if first is None else first.start_offset
+                    start = rlm.rlmm.remote_log_start_offset(tp)
+                    remote_start = -1 if start is None else start
                 deleting = (
                     rlm.rlmm.remote_partition_delete_state(tp)
                     if isinstance(rlm.rlmm, BulkDeleteRemoteLogMetadataManager)

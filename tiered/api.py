@@ -438,6 +438,14 @@ class RemoteLogMetadataManager(abc.ABC):
     def on_stop_partitions(self, partitions: Set[TopicIdPartition]) -> None:
         """This broker no longer hosts ``partitions``; their in-memory state is released."""
 
+    def remote_log_start_offset(self, topic_id_partition: TopicIdPartition) -> int | None:
+        """The lowest start offset of the segments :meth:`list_remote_log_segments` lists for
+        the partition, None when it lists none: where its remote log starts (a describe shows
+        it for every partition). The default reads the listing; a manager that finds it without
+        reading every segment overrides it."""
+        first = next(iter(self.list_remote_log_segments(topic_id_partition)), None)
+        return None if first is None else first.start_offset
+
     @abc.abstractmethod
     def remote_log_size(self, topic_id_partition: TopicIdPartition, leader_epoch: int) -> int:
         """KIP-852: the bytes of what ``list_remote_log_segments(tp, leader_epoch)`` lists, in O(1)."""

@@ -586,6 +586,9 @@ class StoreRemoteLogMetadataManager(api.BulkDeleteRemoteLogMetadataManager):
             self._read(topic_id_partition, lambda s: s.list_remote_log_segments(leader_epoch))
         )
 
+    def remote_log_start_offset(self, topic_id_partition: TopicIdPartition) -> int | None:
+        return self._read(topic_id_partition, lambda s: s.remote_log_start_offset())
+
     def remote_log_size(self, topic_id_partition: TopicIdPartition, leader_epoch: int) -> int:
         return self._read(topic_id_partition, lambda s: s.remote_log_size(leader_epoch))
 

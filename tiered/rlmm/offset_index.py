@@ -114,6 +114,12 @@ class OffsetIndex:
                 yield list(zip(chunk.offsets[j - 1 :: -1], chunk.ids[j - 1 :: -1], strict=True))
             i -= 1
 
+    def first_entry(self) -> tuple[int, uuid.UUID] | None:
+        if not self._keys:
+            return None
+        chunk = self._chunk(self._keys[0])
+        return chunk.offsets[0], chunk.ids[0]
+
     def last_entry(self) -> tuple[int, uuid.UUID] | None:
         if not self._keys:
             return None

@@ -478,6 +478,22 @@ class PartitionMetadataState:
         segments.sort(key=lambda m: (m.start_offset, m.remote_log_segment_id.id.int))
         return segments
 
+    def remote_log_start_offset(self) -> int | None:
+        """The lowest start offset of the segments :meth:`list_remote_log_segments` lists (None
+        when it lists none), from each epoch's first index chunk and its unreferenced segments:
+        a segment's start offset is its first epoch's entry, unless it is unreferenced there."""
+        starts: list[int] = []
+        for epoch in self.epochs():
+            state = self.epoch(epoch)
+            if state is None:
+                continue
+            first = state.index.first_entry()
+            if first is not None:
+                starts.append(first[0])
+            unreferenced = self.segments(sorted(state.unreferenced))
+            starts.extend(m.start_offset for m in unreferenced if m is not None)
+        return min(starts, default=None)
+
     def _listed_ids(self, leader_epoch: int | None) -> list[uuid.UUID]:
         """The ids of the segments of ``leader_epoch`` (None: of every epoch), each once, in
         index order: (nearly) start offset order, which makes a listing's final sort cheap."""
