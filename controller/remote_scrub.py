@@ -186,7 +186,7 @@ class RemoteObjectScrubber:
 
     def _recorded_segments(self, tp: TopicIdPartition) -> set[uuid.UUID]:
         try:
-            return {s.remote_log_segment_id.id for s in self._rlmm.list_remote_log_segments(tp)}
+            return self._rlmm.remote_log_segment_ids(tp)
         except RemoteResourceNotFoundException:
             return set()
 

@@ -438,6 +438,15 @@ class RemoteLogMetadataManager(abc.ABC):
     def on_stop_partitions(self, partitions: Set[TopicIdPartition]) -> None:
         """This broker no longer hosts ``partitions``; their in-memory state is released."""
 
+    def remote_log_segment_ids(self, topic_id_partition: TopicIdPartition) -> set[uuid.UUID]:
+        """The ids of the segments :meth:`list_remote_log_segments` lists for the partition:
+        what claims remote objects (the scrub reads it for every partition that has some). The
+        default reads the listing; a manager that knows the ids without reading each segment's
+        metadata overrides it."""
+        return {
+            m.remote_log_segment_id.id for m in self.list_remote_log_segments(topic_id_partition)
+        }
+
     def remote_log_start_offset(self, topic_id_partition: TopicIdPartition) -> int | None:
         """The lowest start offset of the segments :meth:`list_remote_log_segments` lists for
         the partition, None when it lists none: where its remote log starts (a describe shows

@@ -69,6 +69,12 @@ class FakeRlmm:
             self.segments[topic_id_partition] = self.then.pop(topic_id_partition)
         return iter(listed)
 
+    def remote_log_segment_ids(self, topic_id_partition: TopicIdPartition) -> set[uuid.UUID]:
+        """As the ABC's default: the ids of the listing."""
+        return {
+            m.remote_log_segment_id.id for m in self.list_remote_log_segments(topic_id_partition)
+        }
+
 
 def _tp(partition: int = 0, topic: str = "orders") -> TopicIdPartition:
     return TopicIdPartition(TOPIC_ID, topic, partition)

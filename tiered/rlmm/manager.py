@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence, Set
 from typing import TypeVar
 
@@ -585,6 +586,9 @@ class StoreRemoteLogMetadataManager(api.BulkDeleteRemoteLogMetadataManager):
         return iter(
             self._read(topic_id_partition, lambda s: s.list_remote_log_segments(leader_epoch))
         )
+
+    def remote_log_segment_ids(self, topic_id_partition: TopicIdPartition) -> set[uuid.UUID]:
+        return self._read(topic_id_partition, lambda s: set(s.listed_segment_ids()))
 
     def remote_log_start_offset(self, topic_id_partition: TopicIdPartition) -> int | None:
         return self._read(topic_id_partition, lambda s: s.remote_log_start_offset())

@@ -304,7 +304,7 @@ class PartitionMetadataState:
         otherwise (logged: the event is dropped)."""
         if not self._check_deleting(tiered_epoch, "removed"):
             return []
-        ids = self._listed_ids(None)
+        ids = self.listed_segment_ids(None)
         return [
             segment_id
             for segment_id, stored in zip(ids, self._segments.segments(ids), strict=True)
@@ -465,7 +465,7 @@ class PartitionMetadataState:
         return None if state is None else state.highest_log_offset
 
     def list_remote_log_segments(self, leader_epoch: int | None) -> list[RemoteLogSegmentMetadata]:
-        ordered = self._listed_ids(leader_epoch)
+        ordered = self.listed_segment_ids(leader_epoch)
         found = self.segments(ordered)
         missing = [i for i, m in zip(ordered, found, strict=True) if m is None]
         if missing:  # deleted by a writer since this view listed them
@@ -494,7 +494,7 @@ class PartitionMetadataState:
             starts.extend(m.start_offset for m in unreferenced if m is not None)
         return min(starts, default=None)
 
-    def _listed_ids(self, leader_epoch: int | None) -> list[uuid.UUID]:
+    def listed_segment_ids(self, leader_epoch: int | None = None) -> list[uuid.UUID]:
         """The ids of the segments of ``leader_epoch`` (None: of every epoch), each once, in
         index order: (nearly) start offset order, which makes a listing's final sort cheap."""
         ordered: list[uuid.UUID] = []
@@ -557,7 +557,7 @@ class PartitionMetadataState:
         ):
             return
         rebuilt: dict[int, tuple[int, int]] = {}
-        for stored in self._segments.segments(self._listed_ids(None)):
+        for stored in self._segments.segments(self.listed_segment_ids(None)):
             if stored is not None and stored.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED:
                 size, count = rebuilt.get(stored.tiered_epoch, (0, 0))
                 rebuilt[stored.tiered_epoch] = (size + stored.segment_size_in_bytes, count + 1)

@@ -498,6 +498,7 @@ def _assert_same_answers(
     expected_all = sorted(live.values(), key=lambda m: (m.start_offset, m.remote_log_segment_id.id))
     for manager in managers:
         assert listing(manager, tp) == expected_all
+        assert manager.remote_log_segment_ids(tp) == set(live)
         assert manager.remote_log_start_offset(tp) == (
             expected_all[0].start_offset if expected_all else None
         )
