@@ -163,15 +163,21 @@ class Tree:
 
 
 class SeededS3:
-    """``bench/moto_seeded.py`` serving :data:`BUCKET` with the keys of ``keys_file``."""
+    """``bench/moto_seeded.py`` serving ``bucket`` (default :data:`BUCKET`) with the keys of
+    ``keys_file``; with ``index_listings``, its listings answered from a sorted index (see
+    ``--index-listings`` there)."""
 
-    def __init__(self, keys_file: Path) -> None:
+    def __init__(
+        self, keys_file: Path, bucket: str = BUCKET, *, index_listings: bool = False
+    ) -> None:
         started = time.perf_counter()
+        self.bucket = bucket
         self._process = subprocess.Popen(
             [
                 *(sys.executable, str(Path(__file__).with_name("moto_seeded.py"))),
-                *("--bucket", BUCKET, "--keys-file", str(keys_file)),
+                *("--bucket", bucket, "--keys-file", str(keys_file)),
                 *("--object-bytes", str(OBJECT_BYTES)),
+                *(("--index-listings",) if index_listings else ()),
             ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -205,7 +211,7 @@ class SeededS3:
     def keys(self) -> set[str]:
         """Every key of the bucket, relative to :data:`PREFIX`."""
         found: set[str] = set()
-        for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET):
+        for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket):
             found.update(o["Key"][len(PREFIX) + 1 :] for o in page.get("Contents", ()))
         return found
 

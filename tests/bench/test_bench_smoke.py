@@ -133,6 +133,17 @@ def test_bulk_delete_bench_quick(tmp_path: Path) -> None:
             assert method["seconds"] > 0, name
 
 
+def test_scrub_bench_quick(tmp_path: Path) -> None:
+    document = run_quick("scrub.py", tmp_path / "s.json", timeout_s=120)
+    assert document["ok"] is True and document["failures"] == []
+    check_summary(document, rows=1)  # scrub against the listing floor
+    result = document["result"]
+    assert result["objects"] > 1500 and 0 < result["orphan_objects"] < result["objects"] / 50
+    assert sum(result["orphans_by_reason"].values()) == result["orphan_objects"]
+    assert result["ratio"] == pytest.approx(result["scrub_s"] / result["floor_s"])
+    assert len(result["rounds_s"]["floor"]) == len(result["rounds_s"]["scrub"]) >= 1
+
+
 # The cluster benchmarks at sizes below --quick: enough to run every phase of each on real
 # processes in both metadata modes within CI's budget.
 
