@@ -56,6 +56,9 @@ log = logging.getLogger(__name__)
 SCAN_PARALLELISM = 32
 """Listings of the root at once: an object store answers each page in tens of milliseconds."""
 
+PROGRESS_INTERVAL_S = 10.0
+"""How often a long listing logs how far it got."""
+
 
 @dataclass(frozen=True)
 class ClaimsOfJobs:
@@ -140,8 +143,12 @@ class RemoteObjectScrubber:
         listed_at_ms = self._clock_ms()
         scanned = 0
         old: list[RemoteStoredObject] = []
+        next_progress = time.monotonic() + PROGRESS_INTERVAL_S
         for batch in scanner.scan_objects(self._parallelism):
             scanned += len(batch)
+            if time.monotonic() >= next_progress:
+                log.info("Scrub: %d objects listed so far", scanned)
+                next_progress = time.monotonic() + PROGRESS_INTERVAL_S
             old.extend(
                 o
                 for o in batch
