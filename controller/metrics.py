@@ -155,12 +155,14 @@ class ControllerMetrics:
         self._scrub_orphan_bytes = Gauge(
             REMOTE_SCRUB + "orphanbytes",
             "OrphanBytes: bytes of the orphaned remote objects the last scrub in this controller "
-            "found (before any it deleted); 0 before the first",
+            "found and left (a scrub with --execute leaves those it failed to delete); 0 before "
+            "the first",
             registry=self.registry,
         )
         self._scrub_orphan_objects = Gauge(
             REMOTE_SCRUB + "orphanobjects",
-            "OrphanObjects: orphaned remote objects the last scrub in this controller found",
+            "OrphanObjects: orphaned remote objects the last scrub in this controller found and "
+            "left",
             registry=self.registry,
         )
 
@@ -199,8 +201,9 @@ class ControllerMetrics:
             self._objects_failed.inc(failed)
 
     def remote_storage_scrubbed(self, report: RemoteStorageScrub) -> None:
-        self._scrub_orphan_bytes.set(report.orphan_bytes)
-        self._scrub_orphan_objects.set(report.orphan_objects)
+        objects, size_bytes = report.orphans_left
+        self._scrub_orphan_bytes.set(size_bytes)
+        self._scrub_orphan_objects.set(objects)
 
     # The bulk delete's SparkSession (controller.jobs.spark_session.SessionObserver).
 

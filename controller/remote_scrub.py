@@ -27,7 +27,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from controller.jobs.runner import BulkDeleteUnsupportedError, DeleteEngine, bulk_deleter_of
 from tiered.api import (
@@ -171,7 +171,7 @@ class RemoteObjectScrubber:
         )
         if not execute or not unclaimed:
             return report
-        return self._delete(report, [o.handle for o in unclaimed])
+        return self._delete(report, unclaimed)
 
     def _unclaimed(self, objects: Iterable[RemoteStoredObject]) -> list[RemoteStoredObject]:
         """The objects no RLMM segment record claims, in listing order; one RLMM listing per
@@ -197,7 +197,10 @@ class RemoteObjectScrubber:
         except RemoteResourceNotFoundException:
             return set()
 
-    def _delete(self, report: RemoteStorageScrub, handles: list[str]) -> RemoteStorageScrub:
+    def _delete(
+        self, report: RemoteStorageScrub, orphans: list[RemoteStoredObject]
+    ) -> RemoteStorageScrub:
+        handles = [o.handle for o in orphans]
         deleter = bulk_deleter_of(self._storage).object_deleter()
         choice = self._engine.choose(len(handles))
         log.info("Scrub: deleting %d orphaned objects, %s", len(handles), choice.reason)
@@ -211,13 +214,12 @@ class RemoteObjectScrubber:
                 outcome.first_error,
             )
         log.info("Scrub: deleted %d orphaned objects", outcome.done)
-        return RemoteStorageScrub(
-            report.scanned_objects,
-            report.orphan_objects,
-            report.orphan_bytes,
-            report.by_reason,
-            report.examples,
+        failed = set(outcome.failed_handles)
+        return replace(
+            report,
             deleted=outcome.done,
+            left_objects=len(failed),
+            left_bytes=sum(o.size_bytes for o in orphans if o.handle in failed),
         )
 
 

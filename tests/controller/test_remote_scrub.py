@@ -15,6 +15,7 @@ from typing import cast
 import pytest
 
 from controller.jobs.spark_delete import EngineChoice
+from controller.metrics import ControllerMetrics
 from controller.remote_scrub import ClaimsOfJobs, RemoteObjectScrubber, RemoteScrub
 from tests.controller.test_remote_verify import FakeRlmm, _copied
 from tests.support.flat_rsm import CopyOnlyRsm
@@ -406,3 +407,23 @@ def test_an_object_deleted_with_its_record_after_the_listing_is_not_an_orphan(
 
     report = _scrubber(rlmm, storage).scrub(0, False, expire_after_listing)
     assert report.orphan_objects == 0
+
+
+def test_the_gauges_count_what_a_scrub_left(
+    setup: tuple[Path, FsspecRemoteStorageManager, FakeRlmm, list[str]],
+) -> None:
+    root, storage, rlmm, _ = setup
+    _drop(root, _segment_key(_tp(GONE), 0, 0))
+    metrics = ControllerMetrics("kraft")
+    scrub = RemoteScrub(_scrubber(rlmm, storage), _claims(), metrics.remote_storage_scrubbed)
+
+    def gauges() -> tuple[float | None, float | None]:
+        return (
+            metrics.registry.get_sample_value("kafka_controller_remotestoragescrub_orphanbytes"),
+            metrics.registry.get_sample_value("kafka_controller_remotestoragescrub_orphanobjects"),
+        )
+
+    scrub.scrub(0, False)
+    assert gauges() == (len(b"left"), 1)
+    scrub.scrub(0, True)
+    assert gauges() == (0, 0)

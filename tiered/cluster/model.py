@@ -215,7 +215,8 @@ class OrphanReason(enum.Enum):
 class RemoteStorageScrub:
     """A scrub's answer: the objects listed, the orphans among them (objects nothing claims,
     older than the scrub's minimum age) in all and by reason, up to ``MAX_SCRUB_EXAMPLES`` of
-    their keys, and how many the scrub deleted (0 unless asked to)."""
+    their keys, how many the scrub deleted (0 unless asked to), and the orphans still stored
+    after it (all of them unless it deleted)."""
 
     scanned_objects: int
     orphan_objects: int
@@ -223,6 +224,15 @@ class RemoteStorageScrub:
     by_reason: Mapping[OrphanReason, int]
     examples: tuple[str, ...]
     deleted: int = 0
+    left_objects: int | None = None  # None: every orphan (nothing was deleted)
+    left_bytes: int | None = None
+
+    @property
+    def orphans_left(self) -> tuple[int, int]:
+        """(objects, bytes) of the orphans still stored after the scrub."""
+        if self.left_objects is None or self.left_bytes is None:
+            return self.orphan_objects, self.orphan_bytes
+        return self.left_objects, self.left_bytes
 
 
 MAX_SCRUB_EXAMPLES = 20
