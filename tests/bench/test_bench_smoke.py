@@ -224,6 +224,8 @@ def test_kafka_protocol_bench_small(tmp_path: Path) -> None:
         "50",
         "--handovers",
         "1",
+        "--group-initial-rebalance-delay-ms",  # groups form untimed: the default delay only waits
+        "1000",
         "--workdir",
         str(tmp_path / "work"),
         timeout_s=300,
