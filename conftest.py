@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -43,34 +44,39 @@ _NETNS_TIMEOUT_S = 600.0
 
 _running: list[pytest.Item] = []  # the test whose setup, call or teardown is under way
 
-# The files whose tests take longest in all, run first: xdist hands whole files to its workers in
-# collection order, and a long file collected last leaves one worker busy while the others idle.
+# The files whose tests take longest in all, longest first (from CI's durations), run first: xdist
+# hands whole files to its workers in collection order (scripts/test.sh turns off its own
+# reordering, by test count, which put these few-test files last), and a long file handed out
+# last leaves one worker busy while the others idle. Every other file follows, those with more
+# tests that start processes first, so that the last files handed out are quick ones.
 _LONGEST_FIRST = (
     "tests/bench/test_bench_smoke.py",
     "system_tests/test_partition_zookeeper.py",
-    "system_tests/test_partition_remote_storage.py",
-    "tests/cli/test_cluster_distributed_secure.py",
-    "tests/cli/test_cluster_loopback_hosts.py",
     "tests/cli/test_cluster_cli.py",
-    "tests/cli/test_cluster_secure_services.py",
-    "system_tests/test_network_partitions.py",
+    "tests/cli/test_cluster_loopback_hosts.py",
     "system_tests/test_client_partitions.py",
-    "system_tests/test_soak.py",
+    "tests/cli/test_cluster_distributed_secure.py",
     "system_tests/test_many_topics.py",
+    "system_tests/test_partition_remote_storage.py",
+    "tests/cli/test_cluster_secure_services.py",
+    "system_tests/test_soak.py",
+    "system_tests/test_network_partitions.py",
+    "tests/controller/jobs/test_spark_standalone.py",
+    "tests/cli/test_demo.py",
+    "system_tests/test_zookeeper_ensemble.py",
+    "tests/controller/jobs/test_spark_session_standalone.py",
     "tests/cli/test_cluster_profile.py",
     "tests/cli/test_cluster_secure.py",
 )
 _ROOT = Path(__file__).resolve().parent
 
 
-def _run_order(item: pytest.Item) -> int:
+def _relative_path(item: pytest.Item) -> str:
     path = Path(str(item.path)).resolve()
-    relative = str(path.relative_to(_ROOT)) if _ROOT in path.parents else ""
-    return _LONGEST_FIRST.index(relative) if relative in _LONGEST_FIRST else len(_LONGEST_FIRST)
+    return str(path.relative_to(_ROOT)) if _ROOT in path.parents else ""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    items.sort(key=_run_order)  # stable: the order within a file and among the rest stays
     for item in items:
         in_system_tests = _SYSTEM_TESTS in Path(str(item.path)).resolve().parents
         uses_processes = _PROCESS_FIXTURES.intersection(getattr(item, "fixturenames", ()))
@@ -80,6 +86,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         in_namespace = item.get_closest_marker("netns") is not None
         if in_system_tests or uses_processes or on_zookeeper or needs_server or in_namespace:
             item.add_marker(PROCESSES)
+    starting_processes = Counter(
+        _relative_path(item) for item in items if item.get_closest_marker(PROCESSES) is not None
+    )
+
+    def run_order(item: pytest.Item) -> tuple[int, int]:
+        relative = _relative_path(item)
+        if relative in _LONGEST_FIRST:
+            return _LONGEST_FIRST.index(relative), 0
+        return len(_LONGEST_FIRST), -starting_processes[relative]
+
+    items.sort(key=run_order)  # stable: the order within a file, and of files alike, stays
 
 
 @pytest.hookimpl(tryfirst=True)

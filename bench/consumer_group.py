@@ -50,7 +50,6 @@ This module has no ``__main__``: ``bench/kafka_protocol.py`` runs it in its own 
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import queue as queues
 import statistics
 import time
@@ -63,7 +62,7 @@ from confluent_kafka import Consumer, TopicPartition
 from crc32c import crc32c
 
 from bench.common import summary_row
-from bench.kafka_clients import CONSUMER, QUIET, own_cpu_seconds
+from bench.kafka_clients import CONSUMER, QUIET, fresh_processes, own_cpu_seconds
 from bench.kafka_floor import (
     MB,
     RECORD_BYTES,
@@ -235,7 +234,7 @@ class Members:
     def __init__(
         self, bootstrap: str, topic: str, group: str, layout: Layout, settings: dict[str, Any]
     ) -> None:
-        self.context = multiprocessing.get_context("spawn")
+        self.context = fresh_processes()
         self.events = self.context.Queue()
         self.start, self.leave = self.context.Event(), self.context.Event()
         self.total = self.context.Value("q", 0)

@@ -12,7 +12,8 @@ run with the product's defaults for session and request timeouts and retry backo
 created with ``remote.storage.enable=true`` and no records: a disable needs none (each broker
 still leads the partition for tiering and stops it at the new tiered epoch). After every creation
 the bench waits until each broker hosts every partition and the processes are idle again (each
-under 15% of a CPU over 2 s, from ``/proc``; the brokers' periodic tiering tasks stay).
+under 15% of a CPU over ``--idle-window-s``, 2 s, from ``/proc``; the brokers' periodic tiering
+tasks stay).
 
 Waiting for DISABLED is never polled: before its alter, the bench opens a watch on the topics
 (``AdminClient.watch_topics``, the WatchTopics stream: their descriptions now and after each
@@ -97,9 +98,9 @@ sequential topics/s >= 5.
 
 Usage: ``python bench/disable_throughput.py [--quick] [--topics 1000] [--partitions 10]
 [--brokers 3] [--clients 100] [--modes kraft,zookeeper] [--repeat 20] [--baseline-sample 100]
-[--baseline-budget-s 600] [--profile] [--skip-baseline] [--workdir DIR] [--out PATH]`` (results
-default to ``bench/results/disable_throughput.json``; ``--quick`` is 50 topics, 20 clients, a
-sample of 20 and 10 repeats).
+[--baseline-budget-s 600] [--idle-window-s 2] [--profile] [--skip-baseline] [--workdir DIR]
+[--out PATH]`` (results default to ``bench/results/disable_throughput.json``; ``--quick`` is 50
+topics, 20 clients, a sample of 20 and 10 repeats).
 """
 
 from __future__ import annotations
@@ -176,6 +177,8 @@ ZOOKEEPER_CONTROLLER_DEFAULTS = {
 CONTROLLER_METRICS = {"metrics.port": "0"}  # any free port, announced on the controller's stdout
 BROKER_EXTRA = {"remote.log.manager.task.interval.ms": "30000"}
 CREATE_THREADS = 4
+IDLE_WINDOW_S = 2.0  # a process counts as idle when under IDLE_MAX_RATE of a CPU over it
+IDLE_MAX_RATE = 0.15
 DISABLE_TIMEOUT_S = 300.0  # a disable still DISABLING after this fails the run
 WATCH_REFUSED_POLL_S = 0.010  # the batched phase's describe polling if its watch is refused
 FLUSH_SIZE_METRIC = "kafka_controller_kafkacontroller_topicwriteflushsize"
@@ -233,7 +236,13 @@ def raise_open_files_limit(partitions_per_broker: int) -> dict[str, int]:
 class Processes:
     """The pids of a running bench cluster, by role, and their CPU time."""
 
-    def __init__(self, cluster: Cluster, zookeeper: ZooKeeperServer | None) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        zookeeper: ZooKeeperServer | None,
+        idle_window_s: float = IDLE_WINDOW_S,
+    ) -> None:
+        self.idle_window_s = idle_window_s
         active = cluster.active_controller()
         assert active.process is not None
         self.pids: dict[str, int] = {"controller": active.process.pid}
@@ -254,12 +263,11 @@ class Processes:
     def used(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
         return {name: round(after[name] - before[name], 3) for name in before}
 
-    def wait_idle(
-        self, log: Log, window_s: float = 2.0, max_rate: float = 0.15, timeout_s: float = 300
-    ) -> float:
-        """Waits until each process uses under ``max_rate`` of a CPU over a window: the previous
-        phase's work is done (what stays is the brokers' periodic tiering tasks, ~0.07 of a CPU
-        each with 3,000+ idle partitions); returns the seconds waited."""
+    def wait_idle(self, log: Log, max_rate: float = IDLE_MAX_RATE, timeout_s: float = 300) -> float:
+        """Waits until each process uses under ``max_rate`` of a CPU over ``idle_window_s``: the
+        previous phase's work is done (what stays is the brokers' periodic tiering tasks, ~0.07
+        of a CPU each with 3,000+ idle partitions); returns the seconds waited."""
+        window_s = self.idle_window_s
         start = time.monotonic()
         previous = self.cpu()
         while time.monotonic() - start < timeout_s:
@@ -1175,7 +1183,7 @@ def run_mode(mode: str, args: argparse.Namespace, workdir: Path, log: Log) -> di
     try:
         begin = time.perf_counter()
         cluster.start()
-        processes = Processes(cluster, zookeeper)
+        processes = Processes(cluster, zookeeper, args.idle_window_s)
         result["cluster_start_s"] = time.perf_counter() - begin
         log(f"[{mode}] cluster up in {result['cluster_start_s']:.1f} s ({processes.pids})")
         admin = cluster.admin
@@ -1531,6 +1539,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline-budget-s", type=float, default=600.0)
     parser.add_argument("--skip-baseline", action="store_true", help="no unbatched run")
     parser.add_argument(
+        "--idle-window-s",
+        type=float,
+        default=IDLE_WINDOW_S,
+        help=f"before a phase, each process under {IDLE_MAX_RATE * 100:g}%% of a CPU over this long "
+        f"(default {IDLE_WINDOW_S:g})",
+    )
+    parser.add_argument(
         "--profile", action="store_true", help="py-spy the clients, batched and unbatched phases"
     )
     parser.add_argument("--profile-rate", type=int, default=100, help="py-spy samples/s")
@@ -1549,6 +1564,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--modes takes a comma list of {', '.join(MODES)}")
     if min(args.topics, args.partitions, args.brokers, args.repeat, args.clients) < 1:
         parser.error("--topics, --partitions, --brokers, --repeat, --clients must be >= 1")
+    if args.idle_window_s <= 0:
+        parser.error("--idle-window-s must be positive")
 
     def log(message: str) -> None:
         print(message, flush=True)
@@ -1604,6 +1621,7 @@ def main(argv: list[str] | None = None) -> int:
             "baseline_sample": args.baseline_sample,
             "baseline_budget_s": args.baseline_budget_s,
             "skip_baseline": args.skip_baseline,
+            "idle_window_s": args.idle_window_s,
             "profile": args.profile,
             "quick": args.quick,
             "controller": {**CONTROLLER_DEFAULTS, **CONTROLLER_METRICS},

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import multiprocessing
 import resource
+import sys
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from crc32c import crc32c
 
+from bench.common import REPO_ROOT
 from bench.kafka_floor import (
     BATCH_BYTES,
     FETCH_MAX_BYTES,
@@ -114,8 +117,7 @@ def kafka_consume(bootstrap: str, topic: str, workload: Workload) -> Checked:
     in a process of its own, as a consumer application would: in this one the heap left by the
     phases before (a GiB of floor answers, say) cost the consumer up to a quarter of its speed
     from one phase to the next, a measure of this process, not of the broker."""
-    context = multiprocessing.get_context("spawn")
-    with context.Pool(1) as pool:
+    with fresh_processes().Pool(1) as pool:
         got = pool.apply(consume_all, (bootstrap, topic, workload.records))
     seen = got["tally"][0]
 
@@ -129,6 +131,28 @@ def kafka_consume(bootstrap: str, topic: str, workload: Workload) -> Checked:
         ]
 
     return figures(got["seconds"], workload, records=seen, client_cpu_s=got["cpu_s"]), check
+
+
+def fresh_processes() -> multiprocessing.context.ForkServerContext:
+    """Where the bench's consumer processes come from: multiprocessing's forkserver, a server
+    process that imports the bench once and forks each of them. A fresh heap, as a spawned
+    process has, without importing the bench again in every consumer: on a busy machine those
+    imports made up most of the time a consumer phase took, untimed as they are.
+
+    The server is told what to import: this Python's forkserver does not import ``__main__``
+    itself (it looks for a key that its preparation data never has), and a child re-runs the
+    main script, which costs nothing once the modules it imports are in the server."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([*_main_module(), __name__, "bench.consumer_group"])
+    return context
+
+
+def _main_module() -> list[str]:
+    """The dotted name of the script this process runs, when it is a file of this checkout."""
+    path = getattr(sys.modules["__main__"], "__file__", None)
+    if path is None or not Path(path).resolve().is_relative_to(REPO_ROOT):
+        return []
+    return [".".join(Path(path).resolve().relative_to(REPO_ROOT).with_suffix("").parts)]
 
 
 def consume_all(bootstrap: str, topic: str, records: int) -> dict[str, Any]:

@@ -72,8 +72,10 @@ most 2x one fdatasync of its bytes (ratio = commit / fdatasync, lower is better)
 0.9x the assigned consumers' MB/s; a leaver's partitions fetched by the survivor within 1 s.
 
 Usage: ``python bench/kafka_protocol.py [--quick] [--size-mb 1024] [--rounds 3] [--commits 2000]
-[--handovers 5] [--profile] [--workdir DIR] [--out PATH]`` (results default to
-``bench/results/kafka_protocol.json``).
+[--handovers 5] [--group-initial-rebalance-delay-ms MS] [--profile] [--workdir DIR] [--out PATH]``
+(results default to ``bench/results/kafka_protocol.json``). ``--group-initial-rebalance-delay-ms``
+sets the broker's ``group.initial.rebalance.delay.ms`` (its default, as Kafka's, is 3000 ms): it
+only delays the forming of each new group, which is not timed (the smoke test shortens it).
 """
 
 from __future__ import annotations
@@ -149,6 +151,7 @@ GRPC_CHANNEL = [("grpc.max_receive_message_length", 4 * FETCH_MAX_BYTES)]
 TOPICS = ("grpc-local", "kafka-local", "bare-local", "grpc-tiered", "kafka-tiered", "probe")
 ROUND_TOPICS = ("grpc-local", "kafka-local", "bare-local")
 ROUNDS = 3
+GROUP_DELAY = "group.initial.rebalance.delay.ms"
 
 Log = Callable[[str], None]
 
@@ -286,7 +289,10 @@ def run(args: argparse.Namespace, workdir: Path, log: Log) -> dict[str, Any]:
             "batch_bytes": workload.batch_bytes,
         }
     }
-    cluster = Cluster(workdir / "cluster", "kraft", brokers=1)
+    broker_extra = {}
+    if args.group_initial_rebalance_delay_ms is not None:
+        broker_extra[GROUP_DELAY] = str(args.group_initial_rebalance_delay_ms)
+    cluster = Cluster(workdir / "cluster", "kraft", brokers=1, broker_extra=broker_extra)
     channel = None
     try:
         cluster.start()
@@ -470,6 +476,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--handovers", type=int, help="a member's leave, timed (default 5; --quick 2)"
     )
+    parser.add_argument(
+        "--group-initial-rebalance-delay-ms",
+        type=int,
+        help=f"the broker's {GROUP_DELAY} (default: the broker's, Kafka's 3000); it only delays "
+        "the untimed forming of each new group",
+    )
     parser.add_argument("--profile", action="store_true", help="py-spy the broker per phase")
     parser.add_argument("--workdir", type=Path, help="where the cluster and floor files go")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the JSON results file")
@@ -543,6 +555,7 @@ def main(argv: list[str] | None = None) -> int:
                 "consumer": consumer_group.SETTINGS,
                 "handovers": args.handovers,
                 "handover_records_per_partition": consumer_group.HANDOVER_RECORDS,
+                "broker_group_initial_rebalance_delay_ms": args.group_initial_rebalance_delay_ms,
             },
         },
         "results": results,

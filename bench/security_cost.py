@@ -53,9 +53,11 @@ ratio = secure / plaintext: seconds for the disables (goal <= 1.3), MB/s for the
 
 Usage: ``python bench/security_cost.py [--quick] [--phases produce,single,batched,listener]
 [--topics 1000] [--partitions 10] [--brokers 3] [--repeat 20] [--size-mb 256] [--rounds 3]
-[--listener-rounds 5] [--workdir DIR] [--out PATH]`` (results default to ``bench/results/security_cost.json``;
-``--quick`` is 50 topics, 10 repeats, 32 MiB and one round; ``--phases`` runs only those phases,
-e.g. the produce alone, several times over, on a busy machine).
+[--listener-rounds 5] [--idle-window-s 2] [--workdir DIR] [--out PATH]`` (results default to
+``bench/results/security_cost.json``; ``--quick`` is 50 topics, 10 repeats, 32 MiB and one round;
+``--phases`` runs only those phases, e.g. the produce alone, several times over, on a busy
+machine). Before the disables, as in ``bench/disable_throughput.py``, the bench waits until each
+process is idle (under 15% of a CPU over ``--idle-window-s``).
 """
 
 from __future__ import annotations
@@ -90,6 +92,8 @@ from bench.common import (
 from bench.disable_throughput import (
     BROKER_EXTRA,
     CONTROLLER_DEFAULTS,
+    IDLE_MAX_RATE,
+    IDLE_WINDOW_S,
     Processes,
     batched_disable,
     disable_and_wait,
@@ -130,16 +134,19 @@ Log = Callable[[str], None]
 class Variant:
     """One of the two clusters, its processes and its Kafka clients' settings."""
 
-    def __init__(self, name: str, cluster: Cluster, producer: dict[str, Any]) -> None:
+    def __init__(
+        self, name: str, cluster: Cluster, producer: dict[str, Any], idle_window_s: float
+    ) -> None:
         self.name = name
         self.cluster = cluster
         self.producer = producer
+        self.idle_window_s = idle_window_s
         self.processes: Processes | None = None
 
     def start(self) -> float:
         begin = time.perf_counter()
         self.cluster.start()
-        self.processes = Processes(self.cluster, None)
+        self.processes = Processes(self.cluster, None, self.idle_window_s)
         return time.perf_counter() - begin
 
     def cpu(self) -> dict[str, float]:
@@ -154,7 +161,9 @@ class Variant:
         return self.processes.wait_idle(log)
 
 
-def make_variants(root: Path, identities: Identities, brokers: int) -> dict[str, Variant]:
+def make_variants(
+    root: Path, identities: Identities, brokers: int, idle_window_s: float
+) -> dict[str, Variant]:
     plaintext = Cluster(
         root / "plaintext",
         "kraft",
@@ -167,8 +176,8 @@ def make_variants(root: Path, identities: Identities, brokers: int) -> dict[str,
         root / "secure", identities, brokers, dict(CONTROLLER_DEFAULTS), dict(BROKER_EXTRA)
     )
     return {
-        "plaintext": Variant("plaintext", plaintext, {}),
-        "secure": Variant("secure", secure, identities.producer_config()),
+        "plaintext": Variant("plaintext", plaintext, {}, idle_window_s),
+        "secure": Variant("secure", secure, identities.producer_config(), idle_window_s),
     }
 
 
@@ -380,7 +389,7 @@ def run(args: argparse.Namespace, workdir: Path, log: Log) -> tuple[dict[str, An
     results: dict[str, Any] = {}
     failures: list[str] = []
     identities = issue_identities(workdir / "certificates", list(range(1, args.brokers + 1)))
-    variants = make_variants(workdir, identities, args.brokers)
+    variants = make_variants(workdir, identities, args.brokers, args.idle_window_s)
     try:
         for variant in variants.values():
             results.setdefault("cluster_start_s", {})[variant.name] = variant.start()
@@ -641,6 +650,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--listener-rounds", type=int, default=5, help="produce rounds per listener (5)"
     )
+    parser.add_argument(
+        "--idle-window-s",
+        type=float,
+        default=IDLE_WINDOW_S,
+        help=f"before a disable phase, each process under {IDLE_MAX_RATE * 100:g}%% of a CPU "
+        f"over this long (default {IDLE_WINDOW_S:g})",
+    )
     parser.add_argument("--quick", action="store_true", help=f"small sizes: {QUICK}")
     parser.add_argument(
         "--phases",
@@ -663,10 +679,10 @@ def main(argv: list[str] | None = None) -> int:
         args.rounds,
         args.listener_rounds,
     )
-    if min(*sizes, args.latency_partitions) < 1 or args.size_mb <= 0:
+    if min(*sizes, args.latency_partitions) < 1 or min(args.size_mb, args.idle_window_s) <= 0:
         parser.error(
             "--topics, --partitions, --brokers, --repeat, --rounds, --listener-rounds, "
-            "--latency-partitions and --size-mb must be positive"
+            "--latency-partitions, --size-mb and --idle-window-s must be positive"
         )
 
     def log(message: str) -> None:
@@ -715,6 +731,7 @@ def main(argv: list[str] | None = None) -> int:
             "size_mb": args.size_mb,
             "rounds": args.rounds,
             "listener_rounds": args.listener_rounds,
+            "idle_window_s": args.idle_window_s,
             "quick": args.quick,
             "phases": list(args.phases),
             "disable": RETAIN_DISABLE,
