@@ -19,13 +19,13 @@ if [ "${TIERED_FAST:-0}" != 1 ]; then
 fi
 
 # Tests spend much of their time waiting on the processes they start: three workers, each taking
-# whole files (module fixtures stay in one process; ports come from disjoint shares), in the order
-# conftest.py collects them, longest first: xdist would otherwise hand out the files with the most
-# tests first, and the few-test files that start whole clusters last.
+# whole files (module fixtures stay in one process; ports come from disjoint shares). xdist hands
+# out the files with the most tests first, which mixes the cluster files with quick ones: handed
+# out longest first, the Spark and cluster files all ran at once on two CPUs and timed out.
 workers="${TIERED_TEST_WORKERS:-3}"
 parallel=()
 if [ "$workers" != 0 ]; then
-    parallel=(-n "$workers" --dist loadfile --no-loadscope-reorder)
+    parallel=(-n "$workers" --dist loadfile)
 fi
 
 printf '==> %s\n' "pytest ${parallel[*]}${*:+ $*}"
