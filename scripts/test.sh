@@ -19,13 +19,14 @@ if [ "${TIERED_FAST:-0}" != 1 ]; then
 fi
 
 # Tests spend much of their time waiting on the processes they start: three workers, each taking
-# whole files (module fixtures stay in one process; ports come from disjoint shares). xdist hands
-# out the files with the most tests first, which mixes the cluster files with quick ones: handed
-# out longest first, the Spark and cluster files all ran at once on two CPUs and timed out.
+# whole files (module fixtures stay in one process; ports come from disjoint shares), in the order
+# conftest.py collects them, longest first: xdist would otherwise hand out the files with the most
+# tests first, and the few-test files that start whole clusters last, where one of them is the
+# run's tail.
 workers="${TIERED_TEST_WORKERS:-3}"
 parallel=()
 if [ "$workers" != 0 ]; then
-    parallel=(-n "$workers" --dist loadfile)
+    parallel=(-n "$workers" --dist loadfile --no-loadscope-reorder)
 fi
 
 printf '==> %s\n' "pytest ${parallel[*]}${*:+ $*}"

@@ -279,7 +279,10 @@ def test_kcat_produces_and_consumes_byte_exact(cluster: Cluster, topic: str, cod
     assert {b.codec.name for b in stored_batches(cluster, topic, 0)} == {KCAT_STORES[codec]}
     messages = [replace(m, partition=1) for m in sample(12, tag=f"{codec}-", size=100)]
     confluent_produce(cluster, topic, messages, **{"compression.type": codec, "linger.ms": 20})
-    assert {b.codec.name for b in stored_batches(cluster, topic, 1)} == {codec.upper()}
+    # librdkafka sends a batch uncompressed when compressing would not make it smaller (a batch
+    # that linger.ms closed with one small record): the codec is used, and nothing else.
+    codecs = {b.codec.name for b in stored_batches(cluster, topic, 1)}
+    assert codec.upper() in codecs and codecs <= {codec.upper(), "NONE"}
 
     got = kcat_consume(cluster, topic)
     mine = [m for m in got if m.partition == 0]
