@@ -57,7 +57,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make the checkout importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bulk_delete_world import SeededS3, _seed_partition, log
+from bench.bulk_delete_world import SeededS3, _metadata, _seed_partition, log, segment_keys
 from bench.common import (
     RESULTS_DIR,
     code_fingerprint,
@@ -73,7 +73,6 @@ from controller.jobs.spark_delete import EngineChoice
 from controller.remote_scrub import SCAN_PARALLELISM, ClaimsOfJobs, RemoteObjectScrubber
 from tiered import rlmm
 from tiered.api import (
-    RemoteLogSegmentId,
     RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataUpdate,
     RemoteLogSegmentState,
@@ -102,27 +101,6 @@ class VerificationError(Exception):
 # ============================================================================= the world
 
 
-def _metadata(
-    rng: random.Random, tp: TopicIdPartition, start: int, tiered_epoch: int = 0
-) -> RemoteLogSegmentMetadata:
-    return RemoteLogSegmentMetadata(
-        remote_log_segment_id=RemoteLogSegmentId(tp, uuid.UUID(int=rng.getrandbits(128))),
-        start_offset=start,
-        end_offset=start + 999,
-        max_timestamp_ms=start,
-        broker_id=0,
-        event_timestamp_ms=1,
-        segment_size_in_bytes=len(SUFFIXES) * 32,
-        segment_leader_epochs={0: start},
-        tiered_epoch=tiered_epoch,
-    )
-
-
-def _keys(metadata: RemoteLogSegmentMetadata) -> list[str]:
-    prefix = layout.segment_prefix(metadata)
-    return [layout.object_key(prefix, suffix) for suffix in SUFFIXES]
-
-
 @dataclass(frozen=True)
 class World:
     """The bucket's segments: those with records, by partition, and the orphans' keys."""
@@ -143,7 +121,9 @@ class World:
             for t, topic_id in enumerate(topic_ids)
             for p in range(partitions)
         ]
-        recorded = tuple(tuple(_metadata(rng, tp, n * 1000) for n in range(segments)) for tp in tps)
+        recorded = tuple(
+            tuple(_metadata(rng, tp, n * 1000, 0) for n in range(segments)) for tp in tps
+        )
         claimed = len(tps) * segments * len(SUFFIXES)
         # orphans / (claimed + orphans) = share; half unknown segments, half a deleted topic
         orphan_segments = round(claimed * orphan_share / (1 - orphan_share) / len(SUFFIXES))
@@ -152,14 +132,14 @@ class World:
         unknown_keys = [
             key
             for i in range(unknown)
-            for key in _keys(_metadata(rng, tps[i % len(tps)], (segments + i) * 1000))
+            for key in segment_keys(_metadata(rng, tps[i % len(tps)], (segments + i) * 1000, 0))
         ]
         gone = uuid.UUID(int=rng.getrandbits(128))
         gone_tps = [TopicIdPartition(gone, "deleted", p) for p in range(partitions)]
         deleted_keys = [
             key
             for i in range(deleted)
-            for key in _keys(_metadata(rng, gone_tps[i % partitions], i * 1000))
+            for key in segment_keys(_metadata(rng, gone_tps[i % partitions], i * 1000, 0))
         ]
         return cls(topic_ids, recorded, tuple(unknown_keys), tuple(deleted_keys))
 
@@ -169,7 +149,7 @@ class World:
 
     def keys(self) -> list[str]:
         return [
-            *(k for segments in self.recorded for m in segments for k in _keys(m)),
+            *(k for segments in self.recorded for m in segments for k in segment_keys(m)),
             *self.unknown_segment_keys,
             *self.deleted_topic_keys,
         ]
