@@ -86,6 +86,11 @@ def explaining_refusals(path: str | None, bootstrap: str) -> Iterator[None]:
         raise TieredError(e.code, f"{why}; {e.message}") from None
 
 
+REMOTE_STORAGE_CALL_TIMEOUT_S = 3600.0
+"""A verify reads every finished segment's objects and a scrub lists the whole root: far longer
+than an admin call's usual 30 s."""
+
+
 @contextlib.contextmanager
 def admin_client(args: argparse.Namespace, timeout_s: float = 30.0) -> Iterator[AdminClient]:
     """An admin client of ``--bootstrap-server`` with ``--command-config``'s credentials, each

@@ -13,8 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from cli.common import EXIT_OK, print_json
-from cli.remote_storage.client import controller_admin
+from cli.common import EXIT_OK, REMOTE_STORAGE_CALL_TIMEOUT_S, admin_client, print_json
 from tiered.cluster.model import DEFAULT_SCRUB_MIN_AGE_MS, RemoteStorageScrub
 
 __all__ = ["add_arguments", "run", "scrub_json", "scrub_text"]
@@ -82,7 +81,7 @@ def scrub_text(scrub: RemoteStorageScrub, execute: bool) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    with controller_admin(args) as admin:
+    with admin_client(args, REMOTE_STORAGE_CALL_TIMEOUT_S) as admin:
         scrub = admin.scrub_remote_storage(args.min_age_ms, args.execute)
     if args.format == "json":
         print_json(scrub_json(scrub))

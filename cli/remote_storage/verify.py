@@ -13,8 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from cli.common import EXIT_ERROR, EXIT_OK, print_json
-from cli.remote_storage.client import controller_admin
+from cli.common import EXIT_ERROR, EXIT_OK, REMOTE_STORAGE_CALL_TIMEOUT_S, admin_client, print_json
 from tiered.cluster.model import MissingRemoteSegment, RemoteStorageVerification
 
 __all__ = ["add_arguments", "run", "verification_json", "verification_text"]
@@ -71,7 +70,7 @@ def verification_text(verification: RemoteStorageVerification) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    with controller_admin(args) as admin:
+    with admin_client(args, REMOTE_STORAGE_CALL_TIMEOUT_S) as admin:
         verification = admin.verify_remote_storage(args.topic)
     if args.format == "json":
         print_json(verification_json(verification))
